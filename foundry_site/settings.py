@@ -1,0 +1,149 @@
+"""Django settings for Foundry.
+
+Deployment values come from the environment (``FOUNDRY_*``, optionally from a
+``.env`` file); pipeline knobs come from ``foundry.yaml`` (see ``config.py``).
+"""
+from __future__ import annotations
+
+import os
+import secrets
+from pathlib import Path
+
+import environ
+
+from foundry_site.config import load_config
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+env = environ.Env()
+if (BASE_DIR / ".env").exists():
+    environ.Env.read_env(BASE_DIR / ".env")
+
+FOUNDRY_HOME = Path(env.str("FOUNDRY_HOME", default=str(BASE_DIR / "var"))).resolve()
+FOUNDRY_HOME.mkdir(parents=True, exist_ok=True)
+FOUNDRY_CONFIG_PATH = Path(env.str("FOUNDRY_CONFIG", default=str(BASE_DIR / "foundry.yaml")))
+FOUNDRY = load_config(FOUNDRY_CONFIG_PATH)
+FOUNDRY_KNOWLEDGE_BASE = Path(env.str("FOUNDRY_KNOWLEDGE_BASE", default=str(BASE_DIR / "knowledge_base")))
+FOUNDRY_ARTIFACTS = FOUNDRY_HOME / "artifacts"
+FOUNDRY_QUERY_RATE = env.int("FOUNDRY_QUERY_RATE", default=10)
+
+
+def _secret_key() -> str:
+    """Use FOUNDRY_SECRET_KEY, else a key generated once and kept in FOUNDRY_HOME."""
+    if env.str("FOUNDRY_SECRET_KEY", default=""):
+        return env.str("FOUNDRY_SECRET_KEY")
+    key_file = FOUNDRY_HOME / "secret_key"
+    if not key_file.exists():
+        key_file.write_text(secrets.token_urlsafe(50))
+        key_file.chmod(0o600)
+    return key_file.read_text().strip()
+
+
+SECRET_KEY = _secret_key()
+DEBUG = env.bool("FOUNDRY_DEBUG", default=False)
+ALLOWED_HOSTS = env.list("FOUNDRY_ALLOWED_HOSTS", default=["127.0.0.1", "localhost"])
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "foundry_site",
+    "sources",
+    "retrieval",
+    "generation",
+    "specs",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "foundry_site.urls"
+WSGI_APPLICATION = "foundry_site.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+# One SQLite file per knowledge base, through the pysqlite3 backend that loads
+# sqlite-vec. IMMEDIATE transactions take the write lock up front, so two
+# writers wait on busy_timeout instead of failing with "database is locked".
+DATABASES = {
+    "default": {
+        "ENGINE": "foundry_site.db",
+        "NAME": env.str("FOUNDRY_DB", default=str(FOUNDRY_HOME / "foundry.sqlite3")),
+        "OPTIONS": {
+            "transaction_mode": "IMMEDIATE",
+            "timeout": 30,
+            "init_command": "PRAGMA journal_mode=WAL; PRAGMA busy_timeout=30000; PRAGMA synchronous=NORMAL;",
+        },
+        "TEST": {"NAME": env.str("FOUNDRY_TEST_DB", default=str(FOUNDRY_HOME / "test.sqlite3"))},
+    }
+}
+
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+]
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+STATIC_URL = "static/"
+STATIC_ROOT = FOUNDRY_HOME / "static"
+MEDIA_ROOT = FOUNDRY_HOME / "uploads"
+LOGIN_URL = "/accounts/login/"
+LOGIN_REDIRECT_URL = "/"
+
+# Celery: no broker configured means every task runs in-process, eagerly.
+CELERY_BROKER_URL = env.str("FOUNDRY_BROKER_URL", default="")
+CELERY_RESULT_BACKEND = env.str("FOUNDRY_RESULT_BACKEND", default=CELERY_BROKER_URL or None)
+CELERY_TASK_ALWAYS_EAGER = not CELERY_BROKER_URL
+CELERY_TASK_EAGER_PROPAGATES = True
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_TASK_SOFT_TIME_LIMIT = env.int("FOUNDRY_TASK_SOFT_TIME_LIMIT", default=1800)
+CELERY_TASK_TIME_LIMIT = env.int("FOUNDRY_TASK_TIME_LIMIT", default=1900)
+CELERY_WORKER_CONCURRENCY = env.int("FOUNDRY_WORKER_CONCURRENCY", default=1)
+CELERY_TASK_SERIALIZER = "json"
+CELERY_RESULT_SERIALIZER = "json"
+CELERY_ACCEPT_CONTENT = ["json"]
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
+    "handlers": {
+        "file": {
+            "class": "logging.FileHandler",
+            "filename": str(FOUNDRY_HOME / "foundry.log"),
+            "formatter": "plain",
+        },
+    },
+    "root": {"handlers": ["file"], "level": env.str("FOUNDRY_LOG_LEVEL", default="INFO")},
+}
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")

@@ -1,0 +1,1 @@
+"""Query log and search proxies (see search.py)."""

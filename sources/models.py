@@ -1,0 +1,105 @@
+"""Sources (one row per file), their chunks and summaries, and collections."""
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+from django.utils import timezone
+
+
+class Collection(models.Model):
+    """A named set of sources; readers see only the collections they belong to."""
+
+    name = models.SlugField(max_length=100, unique=True)
+    description = models.TextField(blank=True)
+    readers = models.ManyToManyField(settings.AUTH_USER_MODEL, blank=True, related_name="collections")
+    public = models.BooleanField(default=False, help_text="Readable by every signed-in user.")
+    created_at = models.DateTimeField(default=timezone.now, editable=False)
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Source(models.Model):
+    class Kind(models.TextChoices):
+        TXT = "txt", "Text"
+        MD = "md", "Markdown"
+        PDF = "pdf", "PDF"
+        JSON = "json", "JSON"
+
+    class Status(models.TextChoices):
+        PENDING = "pending", "Pending"
+        INGESTED = "ingested", "Ingested"
+        SKIPPED = "skipped", "Skipped"
+        FAILED = "failed", "Failed"
+
+    collection = models.ForeignKey(Collection, on_delete=models.PROTECT, related_name="sources")
+    root = models.CharField(max_length=1024, editable=False, help_text="Absolute folder the path is relative to.")
+    path = models.CharField(max_length=1024, editable=False)
+    title = models.CharField(max_length=500, blank=True)
+    kind = models.CharField(max_length=8, choices=Kind.choices, blank=True)
+    sha256 = models.CharField(max_length=64, blank=True, editable=False)
+    size = models.BigIntegerField(default=0, editable=False)
+    mtime = models.DateTimeField(null=True, blank=True, editable=False)
+    status = models.CharField(max_length=12, choices=Status.choices, default=Status.PENDING)
+    reason = models.TextField(blank=True)
+    chunk_count = models.PositiveIntegerField(default=0, editable=False)
+    embedding_model = models.CharField(max_length=200, blank=True, editable=False)
+    created_at = models.DateTimeField(default=timezone.now, editable=False)
+    updated_at = models.DateTimeField(default=timezone.now, editable=False)
+    ingested_at = models.DateTimeField(null=True, blank=True, editable=False)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["root", "path"], name="source_unique_root_path")]
+        indexes = [models.Index(fields=["status"]), models.Index(fields=["collection", "status"])]
+
+    def __str__(self) -> str:
+        return self.path
+
+    @property
+    def absolute_path(self) -> str:
+        return f"{self.root.rstrip('/')}/{self.path}"
+
+
+class Chunk(models.Model):
+    """A passage of a source. ``text`` is verbatim source text; ``context`` is only embedded."""
+
+    source = models.ForeignKey(Source, on_delete=models.CASCADE, related_name="chunks")
+    ordinal = models.PositiveIntegerField()
+    text = models.TextField()
+    heading = models.CharField(max_length=1000, blank=True, help_text="Heading path, ' > ' separated.")
+    page_start = models.PositiveIntegerField(null=True, blank=True)
+    page_end = models.PositiveIntegerField(null=True, blank=True)
+    line_start = models.PositiveIntegerField()
+    line_end = models.PositiveIntegerField()
+    token_count = models.PositiveIntegerField()
+    context = models.TextField(blank=True, help_text="Contextual prefix embedded with the text; never shown as source.")
+    created_at = models.DateTimeField(default=timezone.now, editable=False)
+
+    class Meta:
+        ordering = ["source_id", "ordinal"]
+        constraints = [models.UniqueConstraint(fields=["source", "ordinal"], name="chunk_unique_ordinal")]
+
+    def __str__(self) -> str:
+        return f"{self.source.path}#{self.ordinal}"
+
+    @property
+    def location(self) -> str:
+        """Human citation of where the chunk sits: section, page, lines."""
+        parts = []
+        if self.heading:
+            parts.append(f"§ {self.heading}")
+        if self.page_start:
+            pages = self.page_start if self.page_end in (None, self.page_start) else f"{self.page_start}-{self.page_end}"
+            parts.append(f"p. {pages}")
+        parts.append(f"lines {self.line_start}-{self.line_end}")
+        return ", ".join(parts)
+
+
+class SourceSummary(models.Model):
+    source = models.OneToOneField(Source, on_delete=models.CASCADE, related_name="summary")
+    text = models.TextField()
+    model = models.CharField(max_length=200)
+    created_at = models.DateTimeField(default=timezone.now, editable=False)
+
+    def __str__(self) -> str:
+        return f"Summary of {self.source.path}"

@@ -1,0 +1,74 @@
+"""Optional LLM enrichment at ingest (contextual prefixes, D0004; source summaries, D0008)
+and the sizing rules that keep every embedded text within the embedder's input limit."""
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from django.conf import settings
+
+from foundry_site import llm, prompts
+from sources.services.chunking import ChunkDraft
+
+# Room kept for the heading/title line and the LLM prefix in front of each chunk.
+CONTEXT_RESERVE = 40
+DOCUMENT_EXCERPT_CHARS = 6000
+
+
+@dataclass(frozen=True)
+class ChunkSizing:
+    count: Callable[[str], int]
+    max_chunk_tokens: int
+    input_limit: int | None
+
+    @classmethod
+    def for_model(cls, model: str, chunk_tokens: int) -> ChunkSizing:
+        tokenizer = llm.embedding_tokenizer(model)
+        if tokenizer is not None:
+            def count(text: str) -> int:
+                return len(tokenizer(text, add_special_tokens=False, truncation=False)["input_ids"])
+        else:
+            def count(text: str) -> int:
+                return llm.count_tokens(text, model=model)
+        limit = llm.embedding_input_limit(model)
+        # Two places are taken by the [CLS]/[SEP] markers of BERT-style embedders.
+        ceiling = (limit - 2 - CONTEXT_RESERVE) if limit else chunk_tokens
+        return cls(count=count, max_chunk_tokens=max(16, min(chunk_tokens, ceiling)), input_limit=limit)
+
+    def context_for(self, title: str, draft: ChunkDraft, prefix: str) -> str:
+        """What is embedded in front of the chunk: title/heading line and LLM prefix, trimmed to fit."""
+        head = " > ".join([title, *draft.heading]) if title else " > ".join(draft.heading)
+        context = f"{head}\n{prefix}".strip() if prefix else head
+        if self.input_limit is None:
+            return context
+        room = self.input_limit - 2 - draft.token_count - 2
+        words = context.split(" ")
+        while words and self.count(" ".join(words)) > room:
+            words = words[: max(0, len(words) - max(1, len(words) // 8))]
+        return " ".join(words)
+
+
+def context_prefixes(*, title: str, document: str, drafts: list[ChunkDraft]) -> list[str]:
+    """One situating sentence per chunk from ``embedding.context_model``; empty when it is ``none``."""
+    model = settings.FOUNDRY.embedding.context_model
+    if model == "none":
+        return [""] * len(drafts)
+    excerpt = document[:DOCUMENT_EXCERPT_CHARS]
+    out = []
+    for draft in drafts:
+        prompt = prompts.render("context_prefix", title=title, document=excerpt, chunk=draft.text)
+        reply = llm.complete(messages=[{"role": "user", "content": prompt}], purpose="context_prefix",
+                             model=model, max_tokens=60)
+        out.append(" ".join(reply.text.split()))
+    return out
+
+
+def source_summary(*, title: str, document: str) -> llm.Completion | None:
+    """A global summary of the source from ``ingest.summary_model``; None when it is ``none``."""
+    conf = settings.FOUNDRY.ingest
+    if conf.summary_model == "none":
+        return None
+    prompt = prompts.render("summary", title=title, document=document[:DOCUMENT_EXCERPT_CHARS * 2],
+                            max_words=max(20, conf.summary_max_tokens * 3 // 4))
+    return llm.complete(messages=[{"role": "user", "content": prompt}], purpose="summary",
+                        model=conf.summary_model, max_tokens=conf.summary_max_tokens)

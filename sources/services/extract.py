@@ -1,0 +1,211 @@
+"""Turn a file into text blocks that remember where they came from.
+
+A block is a paragraph-sized piece of text with its heading path, page (PDF)
+and 1-based line span. Text files report lines of the file; PDFs report lines
+within the page's extracted text. Extraction never guesses: a file it cannot
+read raises ``ExtractionError`` with the reason shown to the user.
+"""
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+KINDS = {".txt": "txt", ".md": "md", ".markdown": "md", ".pdf": "pdf", ".json": "json"}
+MAX_JSON_DEPTH = 64
+
+_MD_HEADING = re.compile(r"^(#{1,6})\s+(.+?)\s*#*\s*$")
+_FENCE = re.compile(r"^\s*(```|~~~)")
+
+
+class ExtractionError(Exception):
+    """The file cannot be turned into text; the message says why."""
+
+
+@dataclass(frozen=True)
+class Block:
+    text: str
+    heading: tuple[str, ...]
+    page: int | None
+    line_start: int
+    line_end: int
+
+
+@dataclass(frozen=True)
+class Extracted:
+    title: str
+    blocks: list[Block]
+
+
+def kind_of(path: Path) -> str | None:
+    return KINDS.get(path.suffix.lower())
+
+
+def extract(path: Path, data: bytes) -> Extracted:
+    """Extract ``data`` (the bytes of ``path``) by file type."""
+    kind = kind_of(path)
+    if not data:
+        raise ExtractionError("empty file (0 bytes)")
+    if kind == "pdf":
+        from sources.services.pdf import extract_pdf
+
+        result = extract_pdf(data, fallback_title=path.stem)
+    elif kind == "json":
+        result = extract_json(_decode(data), fallback_title=path.stem)
+    elif kind == "md":
+        result = extract_markdown(_decode(data), fallback_title=path.stem)
+    elif kind == "txt":
+        result = extract_text(_decode(data), fallback_title=path.stem)
+    else:
+        raise ExtractionError(f"unsupported file type {path.suffix or '(none)'!r}")
+    if not any(b.text.strip() for b in result.blocks):
+        raise ExtractionError("no text found in the file")
+    return result
+
+
+def _decode(data: bytes) -> str:
+    """Decode UTF-8 (with or without BOM); anything else is refused, not guessed."""
+    if b"\x00" in data[:8192] and not data.startswith((b"\xff\xfe", b"\xfe\xff")):
+        raise ExtractionError("binary content (NUL bytes) in a text file")
+    if data.startswith((b"\xff\xfe", b"\xfe\xff")):
+        try:
+            return data.decode("utf-16")
+        except UnicodeDecodeError as exc:
+            raise ExtractionError(f"invalid UTF-16 text at byte {exc.start}") from None
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise ExtractionError(f"not valid UTF-8 text (byte {exc.start}); convert the file to UTF-8") from None
+
+
+def _paragraphs(lines: list[str], first_line: int) -> list[tuple[str, int, int]]:
+    """Split lines into blank-line separated paragraphs: (text, line_start, line_end)."""
+    out: list[tuple[str, int, int]] = []
+    buf: list[str] = []
+    start = first_line
+    for offset, line in enumerate(lines):
+        number = first_line + offset
+        if line.strip():
+            if not buf:
+                start = number
+            buf.append(line.rstrip())
+        elif buf:
+            out.append(("\n".join(buf), start, number - 1))
+            buf = []
+    if buf:
+        out.append(("\n".join(buf), start, first_line + len(lines) - 1))
+    return out
+
+
+def extract_text(text: str, *, fallback_title: str) -> Extracted:
+    lines = text.splitlines()
+    blocks = [Block(t, (), None, s, e) for t, s, e in _paragraphs(lines, 1)]
+    return Extracted(title=fallback_title, blocks=blocks)
+
+
+def extract_markdown(text: str, *, fallback_title: str) -> Extracted:
+    """Paragraph blocks under their heading path; fenced code stays in one block."""
+    lines = text.splitlines()
+    blocks: list[Block] = []
+    path: list[tuple[int, str]] = []
+    title = ""
+    segment: list[str] = []
+    segment_start = 1
+    in_fence = False
+
+    def flush(end_line: int) -> None:
+        heading = tuple(h for _, h in path)
+        for para, s, e in _paragraphs(segment, segment_start):
+            blocks.append(Block(para, heading, None, s, e))
+
+    for number, line in enumerate(lines, start=1):
+        if _FENCE.match(line):
+            in_fence = not in_fence
+        match = None if in_fence else _MD_HEADING.match(line)
+        if match:
+            flush(number - 1)
+            level, name = len(match.group(1)), match.group(2).strip()
+            path = [(lvl, h) for lvl, h in path if lvl < level] + [(level, name)]
+            if level == 1 and not title:
+                title = name
+            segment, segment_start = [], number + 1
+        else:
+            segment.append(line)
+    flush(len(lines))
+    return Extracted(title=title or fallback_title, blocks=blocks)
+
+
+def extract_json(text: str, *, fallback_title: str) -> Extracted:
+    """Values only: each object's scalar values become one block under its key path."""
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ExtractionError(f"invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}") from None
+    except RecursionError:
+        raise ExtractionError(f"JSON nested deeper than {MAX_JSON_DEPTH} levels") from None
+    locator = _LineLocator(text)
+    groups: list[tuple[tuple[str, ...], list[str]]] = []
+    _walk_json(doc, (), groups, depth=0)
+    blocks = []
+    for heading, values in groups:
+        start = locator.find(values[0])
+        end = max(start, locator.find(values[-1]) if len(values) > 1 else start)
+        blocks.append(Block("\n".join(values), heading, None, start, end))
+    title = doc.get("title") or doc.get("name") if isinstance(doc, dict) else None
+    return Extracted(title=title if isinstance(title, str) and title.strip() else fallback_title, blocks=blocks)
+
+
+def _walk_json(node: object, path: tuple[str, ...], groups: list[tuple[tuple[str, ...], list[str]]],
+               *, depth: int) -> None:
+    if depth > MAX_JSON_DEPTH:
+        raise ExtractionError(f"JSON nested deeper than {MAX_JSON_DEPTH} levels")
+    if isinstance(node, dict):
+        scalars = [_scalar(v) for v in node.values() if _scalar(v)]
+        if scalars:
+            groups.append((path, scalars))
+        for key, value in node.items():
+            if isinstance(value, (dict, list)):
+                _walk_json(value, path + (str(key),), groups, depth=depth + 1)
+    elif isinstance(node, list):
+        scalars = [_scalar(v) for v in node if _scalar(v)]
+        if scalars:
+            groups.append((path, scalars))
+        for index, value in enumerate(node):
+            if isinstance(value, (dict, list)):
+                _walk_json(value, path + (f"[{index}]",), groups, depth=depth + 1)
+    elif _scalar(node):
+        groups.append((path, [_scalar(node)]))
+
+
+def _scalar(value: object) -> str:
+    if isinstance(value, bool) or value is None:
+        return ""
+    if isinstance(value, (int, float, str)):
+        return str(value).strip()
+    return ""
+
+
+class _LineLocator:
+    """Finds the line of each value, scanning forward so repeated values map in order."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.cursor = 0
+
+    def find(self, value: str) -> int:
+        needle = json.dumps(value, ensure_ascii=False)[1:-1] if not _is_number(value) else value
+        at = self.text.find(needle, self.cursor)
+        if at < 0:
+            at = self.cursor
+        else:
+            self.cursor = at + len(needle)
+        return self.text.count("\n", 0, at) + 1
+
+
+def _is_number(value: str) -> bool:
+    try:
+        float(value)
+    except ValueError:
+        return False
+    return True

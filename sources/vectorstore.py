@@ -1,0 +1,111 @@
+"""The vec0 tables that hold chunk embeddings, one per embedding model.
+
+Ingest writes vectors in the same transaction as the chunk rows, and ``sources``
+may not import ``retrieval``, so the write side of the vector SQL lives here; the
+read side (KNN search) is in ``retrieval/search.py``. The table name is the only
+SQL built from a value, and that value is a slug checked against ``[a-z0-9_]+``.
+"""
+from __future__ import annotations
+
+import re
+import struct
+from collections.abc import Sequence
+
+from django.db import connection
+
+_SLUG_OK = re.compile(r"^[a-z0-9_]+$")
+
+
+class MissingEmbeddings(Exception):
+    """The configured embedding model has no vectors in this knowledge base."""
+
+    def __init__(self, model: str) -> None:
+        super().__init__(f"No embeddings found for model {model}. Run foundry ingest first.")
+        self.model = model
+
+
+def model_slug(model: str) -> str:
+    slug = re.sub(r"[^a-z0-9]+", "_", model.lower()).strip("_")
+    if not _SLUG_OK.match(slug):
+        raise ValueError(f"cannot derive a table name from model {model!r}")
+    return slug
+
+
+def table_name(model: str) -> str:
+    return f"vec_chunks_{model_slug(model)}"
+
+
+def serialize(vector: Sequence[float]) -> bytes:
+    return struct.pack(f"{len(vector)}f", *vector)
+
+
+def table_exists(model: str) -> bool:
+    with connection.cursor() as cur:
+        cur.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = %s", [table_name(model)])
+        return cur.fetchone() is not None
+
+
+def table_dimension(model: str) -> int | None:
+    """The vector width of the model's table, or None when there is no table."""
+    if not table_exists(model):
+        return None
+    with connection.cursor() as cur:
+        cur.execute("SELECT sql FROM sqlite_master WHERE name = %s", [table_name(model)])
+        match = re.search(r"float\[(\d+)\]", cur.fetchone()[0])
+    return int(match.group(1)) if match else None
+
+
+def ensure_table(model: str, dimension: int) -> None:
+    """Create the model's vec0 table (cosine distance) if it is missing.
+
+    The width is only known once the model has produced a vector, which is why
+    this DDL runs at ingest rather than in a migration.
+    """
+    existing = table_dimension(model)
+    if existing is not None:
+        if existing != dimension:
+            raise ValueError(f"{table_name(model)} holds {existing}-d vectors but {model} returned {dimension}-d; "
+                             "re-ingest with --rebuild after changing the model")
+        return
+    with connection.cursor() as cur:
+        cur.execute(
+            f"CREATE VIRTUAL TABLE IF NOT EXISTS {table_name(model)} USING vec0("
+            f"chunk_id integer primary key, collection_id integer, "
+            f"embedding float[{int(dimension)}] distance_metric=cosine)"
+        )
+
+
+def vectors_insert(model: str, rows: Sequence[tuple[int, int, Sequence[float]]]) -> None:
+    """Insert (chunk_id, collection_id, vector) rows; the caller holds the transaction."""
+    with connection.cursor() as cur:
+        cur.executemany(
+            f"INSERT INTO {table_name(model)}(chunk_id, collection_id, embedding) VALUES (%s, %s, %s)",
+            [(cid, col, serialize(vec)) for cid, col, vec in rows],
+        )
+
+
+def vectors_delete(chunk_ids: Sequence[int]) -> None:
+    """Delete the vectors of these chunks from every model's table (vec0 has no cascade)."""
+    if not chunk_ids:
+        return
+    with connection.cursor() as cur:
+        for table in all_tables():
+            for start in range(0, len(chunk_ids), 500):
+                batch = list(chunk_ids[start:start + 500])
+                marks = ",".join(["%s"] * len(batch))
+                cur.execute(f"DELETE FROM {table} WHERE chunk_id IN ({marks})", batch)
+
+
+def all_tables() -> list[str]:
+    with connection.cursor() as cur:
+        cur.execute("SELECT name FROM sqlite_master WHERE type = 'table' AND name LIKE 'vec\\_chunks\\_%' ESCAPE '\\' "
+                    "AND sql LIKE 'CREATE VIRTUAL TABLE%'")
+        return [row[0] for row in cur.fetchall() if _SLUG_OK.match(row[0])]
+
+
+def vector_count(model: str) -> int:
+    if not table_exists(model):
+        return 0
+    with connection.cursor() as cur:
+        cur.execute(f"SELECT count(*) FROM {table_name(model)}")
+        return cur.fetchone()[0]

@@ -1,0 +1,98 @@
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from sources.services.extract import ExtractionError, extract
+from tests.conftest import make_pdf
+
+MD = """# Widget Manual
+
+Intro paragraph.
+
+## Installation
+
+Mount the widget.
+
+### Power
+
+Connect 12 V DC.
+Use a fused supply.
+
+```
+# not a heading inside code
+```
+
+## Safety
+
+Keep dry.
+"""
+
+
+def test_markdown_heading_paths_and_lines() -> None:
+    result = extract(Path("m.md"), MD.encode())
+    assert result.title == "Widget Manual"
+    by_text = {b.text.split("\n")[0]: b for b in result.blocks}
+    power = by_text["Connect 12 V DC."]
+    assert power.heading == ("Widget Manual", "Installation", "Power")
+    assert (power.line_start, power.line_end) == (11, 12)
+    assert by_text["Keep dry."].heading == ("Widget Manual", "Safety")
+    code = by_text["```"]
+    assert code.heading == ("Widget Manual", "Installation", "Power")
+    assert "# not a heading" in code.text
+
+
+def test_text_paragraph_line_spans() -> None:
+    result = extract(Path("notes.txt"), b"first line\nsecond line\n\n\nthird para\n")
+    assert [(b.text, b.line_start, b.line_end) for b in result.blocks] == [
+        ("first line\nsecond line", 1, 2), ("third para", 5, 5)]
+    assert result.title == "notes"
+
+
+def test_json_values_only_with_key_path() -> None:
+    doc = {"title": "Spec", "electrical": {"vcc": "3.3 V", "current_ma": 120}, "ports": ["RS-485", "Ethernet"],
+           "enabled": True}
+    result = extract(Path("s.json"), json.dumps(doc, indent=2).encode())
+    texts = {b.heading: b.text for b in result.blocks}
+    assert texts[("electrical",)] == "3.3 V\n120"
+    assert texts[("ports",)] == "RS-485\nEthernet"
+    assert all("vcc" not in b.text and "electrical" not in b.text for b in result.blocks)
+    assert result.title == "Spec"
+    assert next(b for b in result.blocks if b.heading == ("electrical",)).line_start == 4
+
+
+def test_pdf_pages_and_outline_headings(tmp_path: Path) -> None:
+    pdf = make_pdf(tmp_path / "d.pdf", [("1 Overview", "The gateway collects data."),
+                                        ("2 Power", "VCC is 5 V on revision two.")], title="Data Sheet")
+    result = extract(pdf, pdf.read_bytes())
+    assert result.title == "Data Sheet"
+    power = [b for b in result.blocks if "VCC" in b.text]
+    assert power and power[0].page == 2 and power[0].heading == ("2 Power",)
+    assert {b.page for b in result.blocks} == {1, 2}
+
+
+@pytest.mark.parametrize("name,data,reason", [
+    ("empty.txt", b"", "empty file"),
+    ("bad.json", b'{"a": ', "invalid JSON at line 1"),
+    ("latin1.txt", "caf\xe9".encode("latin-1"), "not valid UTF-8"),
+    ("binary.txt", b"\x00\x01\x02\x03binary", "binary content"),
+    ("fake.pdf", b"<html><body>not a pdf</body></html>", "not a PDF"),
+    ("truncated.pdf", b"%PDF-1.4\n1 0 obj\n<<", "PDF"),
+    ("blank.md", b"\n\n   \n", "no text"),
+])
+def test_bad_input_has_clear_reason(name: str, data: bytes, reason: str) -> None:
+    with pytest.raises(ExtractionError, match=reason):
+        extract(Path(name), data)
+
+
+def test_deeply_nested_json_is_refused() -> None:
+    data = ("[" * 200 + "1" + "]" * 200).encode()
+    with pytest.raises(ExtractionError, match="nested deeper"):
+        extract(Path("deep.json"), data)
+
+
+def test_utf16_text_with_bom_is_read() -> None:
+    result = extract(Path("u.txt"), "héllo wörld".encode("utf-16"))
+    assert result.blocks[0].text == "héllo wörld"

@@ -1,0 +1,171 @@
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+from django.db import connection
+
+from sources import vectorstore
+from sources.models import Chunk, Source, SourceSummary
+from sources.services.ingest import knowledge_base_ingest, source_delete
+from tests.conftest import ScriptedLLM, make_pdf
+
+pytestmark = pytest.mark.django_db
+
+MODEL = "local/all-minilm-l6-v2"
+
+
+def index_agrees() -> None:
+    """Chunk rows, FTS rows and vectors must always be the same set of ids."""
+    chunk_ids = set(Chunk.objects.values_list("id", flat=True))
+    with connection.cursor() as cur:
+        cur.execute("SELECT rowid FROM chunks_fts")
+        fts_ids = {r[0] for r in cur.fetchall()}
+        vec_ids: set[int] = set()
+        if vectorstore.table_exists(MODEL):
+            cur.execute(f"SELECT chunk_id FROM {vectorstore.table_name(MODEL)}")
+            vec_ids = {r[0] for r in cur.fetchall()}
+    assert chunk_ids == fts_ids == vec_ids
+
+
+def write_kb(kb: Path) -> None:
+    (kb / "manual.md").write_text("# Manual\n\n## Power\n\nThe gateway needs 24 V DC.\n\n## Bus\n\nUp to 8 sensors.\n")
+    (kb / "notes.txt").write_text("Firmware 2.4.1 fixes the alarm hysteresis bug.\n")
+    (kb / "spec.json").write_text(json.dumps({"model": "AX-200", "electrical": {"vcc": "3.3 V"}}))
+    make_pdf(kb / "sheet.pdf", [("1 General", "The AX-200 is a sensor gateway."), ("2 Power", "VCC = 5 V.")])
+
+
+def test_ingest_all_types_then_idempotent(kb: Path) -> None:
+    write_kb(kb)
+    first = knowledge_base_ingest(target=kb)
+    assert first.count("ingested") == 4 and first.count("failed") == 0
+    assert Source.objects.filter(status="ingested").count() == 4
+    pdf_chunk = Chunk.objects.get(source__path="sheet.pdf", text__contains="VCC")
+    assert pdf_chunk.page_start == 2 and pdf_chunk.heading == "2 Power"
+    index_agrees()
+
+    second = knowledge_base_ingest(target=kb)
+    assert second.count("ingested") == 0 and second.count("unchanged") == 4
+    index_agrees()
+
+
+def test_changed_file_is_replaced_and_old_chunks_gone(kb: Path) -> None:
+    write_kb(kb)
+    knowledge_base_ingest(target=kb)
+    old_ids = set(Chunk.objects.filter(source__path="notes.txt").values_list("id", flat=True))
+    (kb / "notes.txt").write_text("Firmware 2.5.0 adds MQTT over TLS.\n")
+    report = knowledge_base_ingest(target=kb)
+    assert [f.path for f in report.files if f.status == "ingested"] == ["notes.txt"]
+    assert report.count("unchanged") == 3
+    new = Chunk.objects.filter(source__path="notes.txt")
+    assert not old_ids & set(new.values_list("id", flat=True))
+    assert "2.5.0" in new.get().text
+    index_agrees()
+
+
+def test_deleted_file_removed_with_chunks_and_vectors(kb: Path) -> None:
+    write_kb(kb)
+    knowledge_base_ingest(target=kb)
+    (kb / "manual.md").unlink()
+    report = knowledge_base_ingest(target=kb)
+    assert [(f.path, f.status) for f in report.files if f.status == "removed"] == [("manual.md", "removed")]
+    assert not Source.objects.filter(path="manual.md").exists()
+    index_agrees()
+
+
+def test_skips_with_reasons(kb: Path, foundry_config) -> None:
+    foundry_config(ingest={"max_file_mb": 0.001})
+    (kb / "big.txt").write_text("x " * 2000)
+    (kb / "small.txt").write_text("A small note about pumps.")
+    (kb / "image.png").write_bytes(b"\x89PNG")
+    (kb / "private").mkdir()
+    (kb / "private" / "secret.txt").write_text("salary data")
+    os.symlink("/etc/passwd", kb / "link.txt")
+    report = {f.path: f for f in knowledge_base_ingest(target=kb).files}
+    assert report["small.txt"].status == "ingested"
+    assert report["big.txt"].status == "skipped" and "max_file_mb" in report["big.txt"].reason
+    assert "unsupported file type '.png'" in report["image.png"].reason
+    assert "private/" in report["private/secret.txt"].reason
+    assert "symbolic link" in report["link.txt"].reason
+    assert not Chunk.objects.filter(text__contains="salary").exists()
+
+
+def test_include_private_flag(kb: Path) -> None:
+    (kb / "private").mkdir()
+    (kb / "private" / "secret.txt").write_text("salary data for the team")
+    report = knowledge_base_ingest(target=kb, include_private=True)
+    assert report.files[0].status == "ingested"
+
+
+def test_bad_files_reported_and_run_goes_on(kb: Path) -> None:
+    (kb / "good.md").write_text("# Good\n\nUseful text about valves.\n")
+    (kb / "empty.txt").write_bytes(b"")
+    (kb / "bad.json").write_text("{not json")
+    (kb / "latin.txt").write_bytes("caf\xe9 cr\xe8me".encode("latin-1"))
+    (kb / "html.pdf").write_text("<html>nope</html>")
+    report = {f.path: f for f in knowledge_base_ingest(target=kb).files}
+    assert report["good.md"].status == "ingested"
+    for name, reason in [("empty.txt", "empty file"), ("bad.json", "invalid JSON"),
+                         ("latin.txt", "UTF-8"), ("html.pdf", "not a PDF")]:
+        assert report[name].status == "failed" and reason in report[name].reason
+        assert Source.objects.get(path=name).status == "failed"
+    index_agrees()
+
+
+def test_failed_update_keeps_previous_version(kb: Path) -> None:
+    (kb / "spec.json").write_text('{"vcc": "3.3 V"}')
+    knowledge_base_ingest(target=kb)
+    (kb / "spec.json").write_text('{"vcc": ')
+    report = knowledge_base_ingest(target=kb)
+    assert report.files[0].status == "failed"
+    source = Source.objects.get(path="spec.json")
+    assert "previously ingested version stays indexed" in source.reason
+    assert Chunk.objects.filter(source=source).count() == 1
+    index_agrees()
+
+
+def test_chunks_fit_embedder_input_limit(kb: Path) -> None:
+    from foundry_site import llm
+
+    long_para = " ".join(f"The pump station {i} reports pressure and flow to the gateway." for i in range(300))
+    (kb / "long.md").write_text(f"# Long\n\n## Section with a long heading name\n\n{long_para}\n")
+    knowledge_base_ingest(target=kb)
+    tokenizer = llm.embedding_tokenizer(MODEL)
+    chunks = list(Chunk.objects.all())
+    assert len(chunks) > 5
+    for chunk in chunks:
+        embedded = f"{chunk.context}\n\n{chunk.text}"
+        assert len(tokenizer(embedded)["input_ids"]) <= 256
+
+
+def test_summary_and_context_prefix_use_configured_llm(kb: Path, foundry_config,
+                                                       scripted_llm: ScriptedLLM) -> None:
+    foundry_config(ingest={"summary_model": "scripted/summariser"}, embedding={"context_model": "scripted/ctx"})
+    scripted_llm.reply = lambda m: "Summary of the valve note." if "Summarise" in m[0]["content"] else "About valves."
+    (kb / "note.md").write_text("# Valves\n\nValve V1 opens at 2 bar.\n")
+    knowledge_base_ingest(target=kb)
+    chunk = Chunk.objects.get()
+    assert chunk.text == "Valve V1 opens at 2 bar."
+    assert "About valves." in chunk.context
+    assert SourceSummary.objects.get().text == "Summary of the valve note."
+    assert len(scripted_llm.calls) == 2
+
+
+def test_llm_failure_fails_the_source_only(kb: Path, foundry_config, scripted_llm: ScriptedLLM) -> None:
+    foundry_config(ingest={"summary_model": "scripted/summariser"}, llm={"retries": 0})
+    scripted_llm.reply = lambda m: ""
+    (kb / "note.md").write_text("# Valves\n\nValve V1 opens at 2 bar.\n")
+    report = knowledge_base_ingest(target=kb)
+    assert report.files[0].status == "failed" and "empty completion" in report.files[0].reason
+    assert not Chunk.objects.exists()
+    index_agrees()
+
+
+def test_source_delete_is_complete(kb: Path) -> None:
+    write_kb(kb)
+    knowledge_base_ingest(target=kb)
+    source_delete(source_id=Source.objects.get(path="sheet.pdf").pk)
+    assert Source.objects.count() == 3
+    index_agrees()
