@@ -17,8 +17,8 @@ $(PY):
 
 # Re-installs only when a requirements file or pyproject.toml changed.
 # llama-cpp-python compiles from source here (a few minutes on 2 cores).
-$(STAMP): $(PY) requirements/base.txt requirements/dev.txt pyproject.toml
-	CMAKE_BUILD_PARALLEL_LEVEL=2 $(PIP) install -r requirements/dev.txt
+$(STAMP): $(PY) requirements/base.txt requirements/dev.txt requirements/lock.txt pyproject.toml
+	CMAKE_BUILD_PARALLEL_LEVEL=2 $(PIP) install -r requirements/dev.txt -c requirements/lock.txt
 	$(PIP) install --no-deps --no-build-isolation -e .
 	touch $(STAMP)
 

@@ -11,6 +11,7 @@ Calls made inside ``record_calls()`` are counted, which is how a query reports
 """
 from __future__ import annotations
 
+import atexit
 import contextlib
 import contextvars
 import importlib.util
@@ -26,6 +27,9 @@ from typing import Any
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import litellm  # noqa: E402
 from litellm import CustomLLM  # noqa: E402
@@ -34,6 +38,9 @@ from litellm.types.utils import EmbeddingResponse, ModelResponse  # noqa: E402
 logger = logging.getLogger(__name__)
 litellm.suppress_debug_info = True
 litellm.telemetry = False
+# litellm logs every call at INFO on its own stderr handler; our own log line is enough.
+for _name in ("LiteLLM", "LiteLLM Router", "LiteLLM Proxy", "httpx"):
+    logging.getLogger(_name).setLevel(logging.WARNING)
 
 MAX_BACKOFF_S = 60.0
 
@@ -149,8 +156,16 @@ class _LocalModels:
                 self.embedders[name] = SentenceTransformer(str(LOCAL_EMBEDDING_MODELS[name]()), device="cpu")
             return self.embedders[name]
 
+    def close(self) -> None:
+        """Free llama.cpp models before interpreter shutdown tears down the C bindings under them."""
+        with self.lock:
+            for model in self.chat.values():
+                model.close()
+            self.chat.clear()
+
 
 _local = _LocalModels()
+atexit.register(_local.close)
 
 
 class LocalProvider(CustomLLM):
