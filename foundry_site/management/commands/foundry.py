@@ -8,13 +8,16 @@ from django.core.management.base import BaseCommand, CommandError
 
 from foundry_site.cli import ingest
 
+# Each module adds its sub-commands with add_parsers(sub); append new modules here.
+COMMAND_MODULES = [ingest]
+
 
 class Command(BaseCommand):
     help = "Foundry: a source-bounded knowledge base."
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
         sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-        for module in (ingest,):
+        for module in COMMAND_MODULES:
             module.add_parsers(sub)
 
     def handle(self, *args: Any, **options: Any) -> None:
