@@ -74,6 +74,7 @@ class GenerationConfig(_Section):
     model: str = LOCAL_LLM
     token_budget: Annotated[int, Field(ge=256, le=1_000_000)] = 8192
     max_source_summaries: Annotated[int, Field(ge=0, le=1000)] = 10
+    max_passages: Annotated[int, Field(ge=1, le=100)] = 5
     max_answer_tokens: Annotated[int, Field(ge=16, le=16_000)] = 300
     temperature: Annotated[float, Field(ge=0, le=2)] = 0.0
     min_support: Unit = 0.45

@@ -140,7 +140,7 @@ class _LocalModels:
                                            model=f"local/{name}")
                 from llama_cpp import Llama
 
-                self.chat[name] = Llama(model_path=str(LOCAL_CHAT_MODELS[name]()), n_ctx=8192,
+                self.chat[name] = Llama(model_path=str(LOCAL_CHAT_MODELS[name]()), n_ctx=LOCAL_CONTEXT_WINDOW,
                                         n_threads=os.cpu_count() or 2, n_batch=512, verbose=False, seed=0)
             return self.chat[name]
 
@@ -372,3 +372,17 @@ def validate_models(models: set[str]) -> list[str]:
         if env.get("missing_keys"):
             problems.append(f"{model}: missing environment variable(s) {', '.join(env['missing_keys'])}")
     return problems
+
+
+LOCAL_CONTEXT_WINDOW = 8192  # n_ctx the local llama.cpp models are loaded with
+
+
+def context_window(model: str) -> int | None:
+    """Input tokens ``model`` accepts, when known."""
+    if model.startswith("local/"):
+        return LOCAL_CONTEXT_WINDOW
+    try:
+        info = litellm.get_model_info(model)
+    except Exception:  # litellm raises for models missing from its map; the window is then unknown
+        return None
+    return info.get("max_input_tokens") or info.get("max_tokens")
