@@ -35,6 +35,7 @@ def runs_append(*, run_id: str, task_name: str, status: str, answer_class: str, 
     """Append one line to runs.csv. One write() of one line on an O_APPEND file, so
     concurrent server processes never interleave lines."""
     path = settings.FOUNDRY_HOME / "runs.csv"
+    path.parent.mkdir(parents=True, exist_ok=True)
     buffer = io.StringIO()
     writer = csv.writer(buffer)
     if not path.exists():

@@ -67,7 +67,7 @@ def statements(text: str) -> list[Statement]:
         if op in ("is", "of") and not _SYMBOL.match(name):
             continue  # "supply is 12 V" names no quantity; "VCC is 5 V" does
         dimension, factor = UNITS[m.group("unit").lower()]
-        value = float(m.group("value").replace(",", ".")) * factor
+        value = round(float(m.group("value").replace(",", ".")) * factor, 12)
         out.append(Statement(name.upper(), value, dimension, " ".join(m.group(0).split())))
     return out
 
@@ -77,21 +77,29 @@ def _side(p: Passage, quote: str) -> dict:
 
 
 def conflicts_by_rule(passages: list[Passage]) -> list[Conflict]:
-    """Pairs of passages from different sources that give one quantity different values."""
+    """Pairs of sources that give one quantity disjoint sets of values.
+
+    A source may state a quantity several times (a table, operating modes); it
+    conflicts with another source only when the two share no value at all.
+    """
+    stated: dict[tuple[str, str], dict[str, list[tuple[Passage, Statement]]]] = {}
+    for passage in passages:
+        for st in statements(passage.text):
+            stated.setdefault((st.quantity, st.dimension), {}).setdefault(passage.source, []).append((passage, st))
     found: list[Conflict] = []
-    seen: set[tuple] = set()
-    stated = [(p, s) for p in passages for s in statements(p.text)]
-    for i, (pa, sa) in enumerate(stated):
-        for pb, sb in stated[i + 1:]:
-            if pa.source == pb.source or (sa.quantity, sa.dimension) != (sb.quantity, sb.dimension):
-                continue
-            if abs(sa.value - sb.value) <= 1e-9 * max(abs(sa.value), abs(sb.value), 1.0):
-                continue
-            key = (sa.quantity, frozenset({(pa.source, sa.value), (pb.source, sb.value)}))
-            if key not in seen:
-                seen.add(key)
-                found.append(Conflict(sa.quantity, _side(pa, sa.quote), _side(pb, sb.quote), "rule"))
+    for (quantity, _), by_source in stated.items():
+        sources = list(by_source)
+        for i, first in enumerate(sources):
+            for second in sources[i + 1:]:
+                a, b = by_source[first], by_source[second]
+                if not any(_same(sa.value, sb.value) for _, sa in a for _, sb in b):
+                    found.append(Conflict(quantity, _side(a[0][0], a[0][1].quote), _side(b[0][0], b[0][1].quote),
+                                          "rule"))
     return found
+
+
+def _same(x: float, y: float) -> bool:
+    return abs(x - y) <= 1e-9 * max(abs(x), abs(y), 1.0)
 
 
 _LLM_LINE = re.compile(r'S(\d+)\s*\|\s*"([^"]+)"\s*\|\s*S(\d+)\s*\|\s*"([^"]+)"')
