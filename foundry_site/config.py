@@ -75,7 +75,7 @@ class GenerationConfig(_Section):
     token_budget: Annotated[int, Field(ge=256, le=1_000_000)] = 8192
     max_source_summaries: Annotated[int, Field(ge=0, le=1000)] = 10
     max_passages: Annotated[int, Field(ge=1, le=100)] = 5
-    max_answer_tokens: Annotated[int, Field(ge=16, le=16_000)] = 300
+    max_answer_tokens: Annotated[int, Field(ge=16, le=16_000)] = 160
     temperature: Annotated[float, Field(ge=0, le=2)] = 0.0
     min_support: Unit = 0.45
     low_confidence_score: Unit = 0.35

@@ -121,6 +121,7 @@ def _minilm_path() -> Path:
 
 LOCAL_CHAT_MODELS = {"smollm2-135m": _smollm2_path}
 LOCAL_EMBEDDING_MODELS = {"all-minilm-l6-v2": _minilm_path}
+LOCAL_REPEAT_PENALTY = 1.15
 LOCAL_EMBEDDING_LIMITS = {"all-minilm-l6-v2": 256}  # word pieces the model reads; the rest is cut
 
 
@@ -181,6 +182,8 @@ class LocalProvider(CustomLLM):
                 max_tokens=optional_params.get("max_tokens") or 256,
                 temperature=optional_params.get("temperature", 0.0),
                 stop=optional_params.get("stop"),
+                # Small models loop on one phrase without a repetition penalty.
+                repeat_penalty=LOCAL_REPEAT_PENALTY,
             )
         model_response.choices[0].message.content = out["choices"][0]["message"]["content"]
         model_response.choices[0].finish_reason = out["choices"][0].get("finish_reason") or "stop"

@@ -18,8 +18,8 @@ from django.conf import settings
 from foundry_site import llm, prompts
 from generation import audit
 from generation.context import chunk_budget, context_build
-from generation.grounding import REFUSAL, ground, split_sentences
-from retrieval.models import ChunkSearch, QueryLog
+from generation.grounding import REFUSAL, Grounded, ground, passage_windows, split_sentences
+from retrieval.models import QueryLog
 from retrieval.services.conflicts import conflict_format
 from retrieval.services.gate import NO_EVIDENCE_ANSWER, NO_EVIDENCE_HINT
 from retrieval.services.retrieve import Candidate, Retrieval, retrieve
@@ -130,23 +130,24 @@ def _context(retrieval: Retrieval, model: str) -> tuple[str, list[Candidate]]:
     return built.text, built.included
 
 
-def ground_text(text: str, included: list[Candidate]) -> Any:
-    """Ground ``text`` against the included passages with word overlap and embeddings."""
+def ground_text(text: str, included: list[Candidate]) -> Grounded:
+    """Ground ``text`` against the included passages: one embedding call for all
+    answer sentences and passage windows, then cosine by dot product (unit vectors)."""
     conf = settings.FOUNDRY
     passages = {c.label: c.chunk.text for c in included}
-    sentences = [s.text for s in split_sentences(text)]
-    vectors = llm.embed(sentences, model=conf.embedding.model) if sentences else []
-    by_label = {c.label: c.chunk.pk for c in included}
-    sims: dict[tuple[int, str], float] = {}
-    for index, vector in enumerate(vectors):
-        scores = ChunkSearch.search.similarity(vector, list(by_label.values()), model=conf.embedding.model)
-        for label, chunk_id in by_label.items():
-            sims[(index, label)] = scores.get(chunk_id, 0.0)
-    return ground(text, passages, similarity=lambda i, pid: sims.get((i, pid), 0.0),
-                  min_support=conf.generation.min_support)
+    pieces = [s.text for s in split_sentences(text)]
+    pieces += [w for p in passages.values() for w in passage_windows(p)]
+    unique = list(dict.fromkeys(pieces))
+    vectors = dict(zip(unique, llm.embed(unique, model=conf.embedding.model))) if unique else {}
+
+    def similarity(sentence: str, window: str) -> float:
+        a, b = vectors.get(sentence), vectors.get(window)
+        return sum(x * y for x, y in zip(a, b)) if a and b else 0.0
+
+    return ground(text, passages, similarity=similarity, min_support=conf.generation.min_support)
 
 
-def _classify(answer: Answer, grounded: Any, included: list[Candidate]) -> Answer:
+def _classify(answer: Answer, grounded: Grounded, included: list[Candidate]) -> Answer:
     conf = settings.FOUNDRY.generation
     answer.coverage = grounded.coverage
     if grounded.refused or not grounded.text:

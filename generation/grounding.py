@@ -2,9 +2,10 @@
 
 Every sentence must be supported by a passage of the context:
 - a cited id that is not in the context (phantom or off-by-one) is discarded;
-- support combines word overlap with the passage and embedding similarity, and
-  every number in the sentence must occur in the passage (a changed value is the
-  most harmful hallucination);
+- support is judged against windows of two consecutive sentences of a passage
+  (a whole passage is big enough to contain stray matching words and numbers):
+  word overlap plus embedding similarity, and every number in the sentence must
+  occur in the window (a changed value is the most harmful hallucination);
 - a sentence whose cited passage does not support it is attributed to the passage
   that does, if any; otherwise the sentence is removed.
 ``coverage`` = supported sentences / sentences the model wrote.
@@ -93,7 +94,15 @@ def lexical_support(sentence: str, passage: str) -> float:
     return len(words & content_words(passage)) / len(words)
 
 
-Similarity = Callable[[int, str], float]  # (sentence index, passage id) -> cosine similarity
+Similarity = Callable[[str, str], float]  # (answer sentence, passage window) -> cosine similarity
+
+
+def passage_windows(passage: str) -> list[str]:
+    """Overlapping two-sentence windows of a passage (the passage itself if it is one sentence)."""
+    sentences = [s.text for s in split_sentences(passage)] or [passage]
+    if len(sentences) == 1:
+        return sentences
+    return [f"{a} {b}" for a, b in zip(sentences, sentences[1:])]
 
 
 def ground(text: str, passages: dict[str, str], *, similarity: Similarity, min_support: float) -> Grounded:
@@ -105,7 +114,7 @@ def ground(text: str, passages: dict[str, str], *, similarity: Similarity, min_s
     kept: list[str] = []
     seen_text: set[str] = set()
     countable = [s for s in sentences if not _is_refusal(s.text)]
-    for index, sentence in enumerate(sentences):
+    for sentence in sentences:
         if _is_refusal(sentence.text) or sentence.text.lower() in seen_text:
             continue
         seen_text.add(sentence.text.lower())
@@ -114,7 +123,8 @@ def ground(text: str, passages: dict[str, str], *, similarity: Similarity, min_s
         sentence.valid_citation = bool(valid)
         order = valid + [pid for pid in passages if pid not in valid]
         for pid in order:
-            score = _support(sentence.text, passages[pid], similarity(index, pid))
+            score = max(_support(sentence.text, window, similarity(sentence.text, window))
+                        for window in passage_windows(passages[pid]))
             if score >= min_support and score > sentence.support:
                 sentence.supported_by, sentence.support = pid, score
                 if pid in valid:

@@ -9,7 +9,7 @@ PASSAGES = {
 
 
 def sim(value: float = 0.6):
-    return lambda index, pid: value
+    return lambda sentence, window: value
 
 
 def test_split_sentences_keeps_trailing_citations() -> None:
@@ -58,3 +58,10 @@ def test_repeated_sentences_collapse() -> None:
     text = "Up to 8 sensors can be connected [S2]. Up to 8 sensors can be connected [S2]."
     g = ground(text, PASSAGES, similarity=sim(), min_support=0.45)
     assert g.text.count("Up to 8") == 1
+
+
+def test_number_must_appear_near_the_matching_words() -> None:
+    passage = ("Up to 8 sensors can be connected to the RS-485 bus. The bus is terminated with 120 Ohm. "
+               "Cable length is at most 10 m per segment.")
+    g = ground("The RS-485 bus takes 10 sensors [S1].", {"S1": passage}, similarity=sim(0.8), min_support=0.45)
+    assert g.text == "" and g.coverage == 0.0
