@@ -110,6 +110,13 @@ class FoundryConfig(_Section):
     llm: LLMConfig = LLMConfig()
     prompts: PromptsConfig = PromptsConfig()
 
+    def with_overrides(self, **sections: dict) -> FoundryConfig:
+        """A validated copy with some keys of some sections replaced, e.g. ``ingest={"summary_model": "none"}``."""
+        data = self.model_dump()
+        for name, values in sections.items():
+            data[name] = {**data[name], **values}
+        return FoundryConfig.model_validate(data)
+
     def llm_models(self) -> set[str]:
         """Every LLM model a configured role will call (``none`` roles left out)."""
         roles = {

@@ -52,6 +52,7 @@ class Retrieval:
     hyde_text: str = ""
     channels: dict[str, list[Hit]] = field(default_factory=dict)
     candidates: list[Candidate] = field(default_factory=list)
+    ranked: list[Candidate] = field(default_factory=list)  # the fused top_k before the gate (for evaluation)
     gate: GateDecision | None = None
     conflicts: list[Conflict] = field(default_factory=list)
     timings: dict[str, float] = field(default_factory=dict)
@@ -105,6 +106,7 @@ def retrieve(*, question: str, collection_ids: Sequence[int] | None, mode: str |
         fused = (reciprocal_rank_fusion(result.channels, k=conf.retrieval.rrf_k) if result.mode == "hybrid"
                  else next(iter(result.channels.values())))[:top_k]
         result.candidates = _candidates(fused, result.channels, vectors[0])
+        result.ranked = list(result.candidates)
     result.gate = gate_decide([c.score for c in result.candidates], min_score=conf.retrieval.min_score,
                               min_chunks=conf.retrieval.min_chunks)
     if not result.gate.passed:

@@ -1,0 +1,93 @@
+"""``foundry eval retrieval`` (BEIR) and ``foundry eval answers`` (SQuAD 2.0)."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import TextIO
+
+from django.conf import settings
+from tqdm import tqdm
+
+from retrieval.evaluation import report
+from retrieval.evaluation.retrieval_run import EVAL_TOP_K, modes_parse, retrieval_evaluate, retrieval_report
+from sources.services.ingest import FileResult
+
+
+def add_parsers(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("eval", help="measure retrieval (BEIR) or answers (SQuAD 2.0) and write a report")
+    kinds = p.add_subparsers(dest="eval_kind", required=True, metavar="KIND")
+    r = kinds.add_parser("retrieval", help="nDCG@10, Recall@10/100, MRR@10 and latency per mode on BEIR data")
+    r.add_argument("--corpus", type=Path, required=True, help="BEIR corpus.jsonl")
+    r.add_argument("--queries", type=Path, required=True, help="BEIR queries.jsonl")
+    r.add_argument("--qrels", type=Path, required=True, help="BEIR qrels .tsv (query-id, corpus-id, score)")
+    r.add_argument("--modes", default="bm25,dense,hybrid", help="comma-separated: bm25,dense,hybrid")
+    r.add_argument("--json", action="store_true", help="print one JSON summary")
+    r.add_argument("--report", type=Path, default=None, help="report folder (default: under artifacts/eval/)")
+    r.set_defaults(handler=retrieval_command)
+
+    a = kinds.add_parser("answers", help="EM/F1, refusals, citations and latency on SQuAD 2.0 data")
+    a.add_argument("--squad", type=Path, required=True, help="SQuAD 2.0 JSON (e.g. dev-v2.0.json)")
+    a.add_argument("--kb-articles", type=int, default=5, help="articles that form the knowledge base")
+    a.add_argument("--limit", type=int, default=60, help="questions asked, split across the three kinds")
+    a.add_argument("--seed", type=int, default=0, help="seed of the article and question sample")
+    a.add_argument("--official-scorer", type=Path, default=None,
+                   help="also score with the official evaluate-v2.0.py at this path")
+    a.add_argument("--json", action="store_true", help="print one JSON summary")
+    a.add_argument("--report", type=Path, default=None, help="report folder (default: under artifacts/eval/)")
+    a.set_defaults(handler=answers_command)
+
+
+class Progress:
+    """tqdm bars on stderr for the index build and the queries; silent with --json."""
+
+    def __init__(self, *, quiet: bool) -> None:
+        self.quiet = quiet
+        self.bars: dict[str, tqdm] = {}
+
+    def bar(self, name: str, total: int | None = None) -> tqdm:
+        if name not in self.bars:
+            self.bars[name] = tqdm(total=total, desc=name, unit="q" if name != "index" else "file",
+                                   file=sys.stderr, disable=self.quiet or None, dynamic_ncols=True)
+        return self.bars[name]
+
+    def ingest(self, result: FileResult) -> None:
+        if result.status != "removed":
+            self.bar("index").update(1)
+
+    def close(self) -> None:
+        for bar in self.bars.values():
+            bar.close()
+
+
+def retrieval_command(opts: argparse.Namespace, out: TextIO) -> int:
+    modes = modes_parse(opts.modes)
+    progress = Progress(quiet=opts.json)
+    try:
+        result = retrieval_evaluate(corpus=opts.corpus, queries=opts.queries, qrels=opts.qrels, modes=modes,
+                                    ingest_progress=progress.ingest,
+                                    query_progress=lambda mode: progress.bar(mode).update(1))
+    finally:
+        progress.close()
+    eval_id = report.eval_id_new()
+    folder = report.report_folder("retrieval", eval_id, opts.report)
+    conf = settings.FOUNDRY
+    config = {"top_k": EVAL_TOP_K, "rrf_k": conf.retrieval.rrf_k, "hyde": conf.retrieval.hyde,
+              "embedding": conf.embedding.model, "chunk_tokens": conf.ingest.chunk_tokens}
+    retrieval_report(result, folder=folder, eval_id=eval_id, config=config)
+    summary = result.as_dict()
+    if opts.json:
+        out.write(json.dumps({**summary, "report": str(folder)}) + "\n")
+        return 0
+    out.write(f"Retrieval evaluation on {result.queries} queries ({result.index['chunks']} chunks)\n\n")
+    out.write(f"  {'mode':<8} {'nDCG@10':>8} {'R@10':>7} {'R@100':>7} {'MRR@10':>7} {'P50 ms':>8} {'P95 ms':>8}\n")
+    for mode, s in summary["modes"].items():
+        out.write(f"  {mode:<8} {s['ndcg@10']:>8.4f} {s['recall@10']:>7.4f} {s['recall@100']:>7.4f} "
+                  f"{s['mrr@10']:>7.4f} {s['p50_ms']:>8.1f} {s['p95_ms']:>8.1f}\n")
+    out.write(f"\nReport: {folder}/report.md\n")
+    return 0
+
+
+def answers_command(opts: argparse.Namespace, out: TextIO) -> int:
+    raise NotImplementedError

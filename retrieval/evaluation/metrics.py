@@ -1,0 +1,71 @@
+"""Ranking and latency metrics as pure functions (no database, no Django).
+
+Conventions follow trec_eval / pytrec_eval, which BEIR uses: gain is the graded
+relevance itself (not 2^rel - 1), the discount is log2(rank + 1), the ideal DCG
+is taken over every judged relevant document, and a document judged 0 (or lower)
+is not relevant.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+
+Qrels = Mapping[str, int]  # document id -> graded relevance, for one query
+
+
+def dedupe(ranked: Sequence[str]) -> list[str]:
+    """First occurrence of each id, in order (a document ranks where its best chunk ranks)."""
+    return list(dict.fromkeys(ranked))
+
+
+def dcg_at_k(ranked: Sequence[str], qrels: Qrels, k: int) -> float:
+    return sum(max(qrels.get(doc, 0), 0) / math.log2(rank + 1)
+               for rank, doc in enumerate(ranked[:k], start=1))
+
+
+def ndcg_at_k(ranked: Sequence[str], qrels: Qrels, k: int = 10) -> float:
+    """nDCG@k with graded relevance; 0.0 when the query has no relevant document."""
+    ideal = sorted((g for g in qrels.values() if g > 0), reverse=True)[:k]
+    idcg = sum(g / math.log2(rank + 1) for rank, g in enumerate(ideal, start=1))
+    return dcg_at_k(ranked, qrels, k) / idcg if idcg else 0.0
+
+
+def recall_at_k(ranked: Sequence[str], qrels: Qrels, k: int) -> float:
+    """Share of the relevant documents found in the first ``k``."""
+    relevant = {doc for doc, g in qrels.items() if g > 0}
+    if not relevant:
+        return 0.0
+    return len(relevant.intersection(ranked[:k])) / len(relevant)
+
+
+def mrr_at_k(ranked: Sequence[str], qrels: Qrels, k: int = 10) -> float:
+    """1 / rank of the first relevant document within ``k``; 0.0 if none."""
+    for rank, doc in enumerate(ranked[:k], start=1):
+        if qrels.get(doc, 0) > 0:
+            return 1.0 / rank
+    return 0.0
+
+
+def ranking_metrics(ranked: Sequence[str], qrels: Qrels) -> dict[str, float]:
+    """The four numbers ``foundry eval retrieval`` reports for one query."""
+    return {"ndcg@10": ndcg_at_k(ranked, qrels, 10), "recall@10": recall_at_k(ranked, qrels, 10),
+            "recall@100": recall_at_k(ranked, qrels, 100), "mrr@10": mrr_at_k(ranked, qrels, 10)}
+
+
+def mean(values: Sequence[float]) -> float:
+    return sum(values) / len(values) if values else 0.0
+
+
+def percentile(values: Sequence[float], p: float) -> float:
+    """Linear-interpolated percentile (numpy's default method); 0.0 for no values."""
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    position = (len(ordered) - 1) * p / 100.0
+    low = math.floor(position)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+
+
+def latency_summary(values_ms: Sequence[float]) -> dict[str, float]:
+    return {"p50_ms": round(percentile(values_ms, 50), 1), "p95_ms": round(percentile(values_ms, 95), 1)}
