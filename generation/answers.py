@@ -18,7 +18,8 @@ from django.conf import settings
 from foundry_site import llm, prompts
 from generation import audit
 from generation.context import chunk_budget, context_build
-from generation.grounding import REFUSAL, Grounded, ground, passage_windows, split_sentences
+from generation.grounding import REFUSAL, Grounded
+from generation.support import Grounder
 from retrieval.models import QueryLog
 from retrieval.services.conflicts import conflict_format
 from retrieval.services.gate import NO_EVIDENCE_ANSWER, NO_EVIDENCE_HINT
@@ -117,7 +118,7 @@ def _answer_from(retrieval: Retrieval, *, run_id: str, model: str) -> Answer:
                          temperature=settings.FOUNDRY.generation.temperature)
     answer.timings["generate"] = round((time.perf_counter() - start) * 1000, 1)
     start = time.perf_counter()
-    grounded = ground_text(reply.text, included)
+    grounded = Grounder(included).ground(reply.text)
     answer.timings["grounding"] = round((time.perf_counter() - start) * 1000, 1)
     return _classify(answer, grounded, included)
 
@@ -128,23 +129,6 @@ def _context(retrieval: Retrieval, model: str) -> tuple[str, list[Candidate]]:
     budget = chunk_budget(model=model, configured=conf.token_budget, reserved=overhead + conf.max_answer_tokens)
     built = context_build(retrieval.candidates[:conf.max_passages], model=model, budget=budget)
     return built.text, built.included
-
-
-def ground_text(text: str, included: list[Candidate]) -> Grounded:
-    """Ground ``text`` against the included passages: one embedding call for all
-    answer sentences and passage windows, then cosine by dot product (unit vectors)."""
-    conf = settings.FOUNDRY
-    passages = {c.label: c.chunk.text for c in included}
-    pieces = [s.text for s in split_sentences(text)]
-    pieces += [w for p in passages.values() for w in passage_windows(p)]
-    unique = list(dict.fromkeys(pieces))
-    vectors = dict(zip(unique, llm.embed(unique, model=conf.embedding.model))) if unique else {}
-
-    def similarity(sentence: str, window: str) -> float:
-        a, b = vectors.get(sentence), vectors.get(window)
-        return sum(x * y for x, y in zip(a, b)) if a and b else 0.0
-
-    return ground(text, passages, similarity=similarity, min_support=conf.generation.min_support)
 
 
 def _classify(answer: Answer, grounded: Grounded, included: list[Candidate]) -> Answer:

@@ -42,6 +42,8 @@ class Grounded:
     coverage: float | None = None
     invalid_citations: list[str] = field(default_factory=list)
     refused: bool = False
+    total: int = 0  # sentences the model wrote (refusal phrases and repeats not counted)
+    supported: int = 0
 
     @property
     def cited_ids(self) -> list[str]:
@@ -113,7 +115,7 @@ def ground(text: str, passages: dict[str, str], *, similarity: Similarity, min_s
     result = Grounded(text="")
     kept: list[str] = []
     seen_text: set[str] = set()
-    countable = [s for s in sentences if not _is_refusal(s.text)]
+    countable = {s.text.lower() for s in sentences if not _is_refusal(s.text)}
     for sentence in sentences:
         if _is_refusal(sentence.text) or sentence.text.lower() in seen_text:
             continue
@@ -132,8 +134,9 @@ def ground(text: str, passages: dict[str, str], *, similarity: Similarity, min_s
         result.sentences.append(sentence)
         if sentence.supported_by:
             kept.append(f"{sentence.text} [{sentence.supported_by}]")
-    supported = sum(1 for s in result.sentences if s.supported_by)
-    result.coverage = round(supported / len(countable), 4) if countable else None
+    result.supported = sum(1 for s in result.sentences if s.supported_by)
+    result.total = len(countable)
+    result.coverage = round(result.supported / result.total, 4) if result.total else None
     result.text = " ".join(kept)
     return result
 
