@@ -90,4 +90,23 @@ def retrieval_command(opts: argparse.Namespace, out: TextIO) -> int:
 
 
 def answers_command(opts: argparse.Namespace, out: TextIO) -> int:
-    raise NotImplementedError
+    from generation.evaluation import answers_evaluate, answers_report
+    from retrieval.evaluation.squad import load_squad
+
+    progress = Progress(quiet=opts.json)
+    try:
+        result = answers_evaluate(squad=opts.squad, kb_articles=opts.kb_articles, limit=opts.limit, seed=opts.seed,
+                                  ingest_progress=progress.ingest,
+                                  question_progress=lambda outcome: progress.bar("questions").update(1))
+    finally:
+        progress.close()
+    eval_id = report.eval_id_new()
+    folder = report.report_folder("answers", eval_id, opts.report)
+    summary = answers_report(result, articles=load_squad(opts.squad), folder=folder, eval_id=eval_id,
+                             official_scorer=opts.official_scorer)
+    if opts.json:
+        out.write(json.dumps({**summary, "report": str(folder)}) + "\n")
+    else:
+        out.write((folder / "report.md").read_text(encoding="utf-8").split("![")[0])
+        out.write(f"Report: {folder}/report.md\n")
+    return 0

@@ -12,6 +12,7 @@ import copy
 from collections.abc import Iterator
 from pathlib import Path
 
+from django.contrib.contenttypes.models import ContentType
 from django.core.management import call_command
 from django.db import DEFAULT_DB_ALIAS, connections
 from django.db.utils import load_backend
@@ -26,9 +27,12 @@ def database_use(path: Path) -> Iterator[None]:
     path.parent.mkdir(parents=True, exist_ok=True)
     replacement = load_backend(settings_dict["ENGINE"]).DatabaseWrapper(settings_dict, DEFAULT_DB_ALIAS)
     connections[DEFAULT_DB_ALIAS] = replacement
+    # Cached content types carry the other database's primary keys.
+    ContentType.objects.clear_cache()
     try:
         call_command("migrate", verbosity=0, interactive=False)
         yield
     finally:
         replacement.close()
         connections[DEFAULT_DB_ALIAS] = previous
+        ContentType.objects.clear_cache()

@@ -100,7 +100,7 @@ def load_qrels(path: Path) -> dict[str, dict[str, int]]:
             raise EvalDataError(f"{path}:{number}: expected 3 tab-separated columns "
                                 f"(query-id, corpus-id, score), found {len(parts)}")
         query_id, doc_id, score = (p.strip() for p in parts)
-        if number == 1 and not score.lstrip("-").isdigit():
+        if number == 1 and score.lower() in ("score", "relevance", "rel"):
             continue  # the header line
         if not score.lstrip("-").isdigit():
             raise EvalDataError(f"{path}:{number}: score {score!r} is not an integer")

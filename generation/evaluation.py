@@ -1,0 +1,284 @@
+"""``foundry eval answers``: SQuAD 2.0 questions through ``answer_question`` on a knowledge base
+built from some of the articles.
+
+Three kinds of question are asked: answerable ones of knowledge-base articles
+(``answerable``), unanswerable ones of those articles (``impossible``: the
+paragraph is there, the answer is not) and any question of an article left out
+of the knowledge base (``out_of_corpus``: the gate should refuse with no LLM
+call). For scoring, out-of-corpus questions count as unanswerable: from this
+knowledge base the right answer is to abstain ("").
+"""
+from __future__ import annotations
+
+import random
+import re
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from django.conf import settings
+from django.test.utils import override_settings
+
+from generation.answers import answer_question
+from retrieval.evaluation import metrics
+from retrieval.evaluation.beir import Document, EvalDataError
+from retrieval.evaluation.index import cache_key, eval_index, file_sha256
+from retrieval.evaluation.squad import Article, Question, exact_match, f1_score, load_squad, normalize_answer
+from sources.services.ingest import ProgressFn
+
+KINDS = ("answerable", "impossible", "out_of_corpus")
+_MARKERS = re.compile(r"\s*\[\s*S?\d+(?:\s*[,;]\s*S?\d+)*\s*\]")
+
+
+@dataclass
+class Outcome:
+    qid: str
+    kind: str
+    question: str
+    golds: list[str]
+    prediction: str  # "" = abstained
+    answer_class: str
+    refusal: str
+    llm_calls: int
+    coverage: float | None
+    gate_max_score: float
+    citations: list[dict]  # {chunk_id, source, supports}: supports = the chunk contains a gold answer
+    timings: dict[str, float]
+    em: float = 0.0
+    f1: float = 0.0
+
+    @property
+    def abstained(self) -> bool:
+        return self.prediction == ""
+
+
+@dataclass
+class AnswersEvaluation:
+    dataset: dict
+    kb_articles: list[str]
+    outcomes: list[Outcome] = field(default_factory=list)
+    index: dict = field(default_factory=dict)
+
+    def predictions(self) -> dict[str, str]:
+        return {o.qid: o.prediction for o in self.outcomes}
+
+    def summary(self) -> dict:
+        return answers_summary(self.outcomes)
+
+
+def sample(articles: list[Article], *, kb_articles: int, limit: int, seed: int
+           ) -> tuple[list[Article], dict[str, list[Question]]]:
+    """Pick the knowledge-base articles and up to ``limit`` questions, split evenly over the kinds."""
+    if not 1 <= kb_articles < len(articles):
+        raise EvalDataError(f"--kb-articles must be between 1 and {len(articles) - 1} "
+                            f"(the file has {len(articles)} articles; at least one must stay out of the corpus)")
+    if limit < 3:
+        raise ValueError("--limit must be at least 3 (one question of each kind)")
+    rng = random.Random(seed)
+    kb = rng.sample(articles, kb_articles)
+    outside = [a for a in articles if a not in kb]
+    pools = {"answerable": [q for a in kb for q in a.questions if not q.impossible],
+             "impossible": [q for a in kb for q in a.questions if q.impossible],
+             "out_of_corpus": [q for a in outside for q in a.questions]}
+    share = {kind: limit // 3 + (1 if i < limit % 3 else 0) for i, kind in enumerate(KINDS)}
+    return kb, {kind: rng.sample(pool, min(share[kind], len(pool))) for kind, pool in pools.items()}
+
+
+def article_document(article: Article) -> Document:
+    return Document(article.title, article.title.replace("_", " "), "\n\n".join(article.paragraphs))
+
+
+def prediction_text(answer_text: str) -> str:
+    """The answer as the scorer should see it: citation markers removed."""
+    return " ".join(_MARKERS.sub("", answer_text).split())
+
+
+def answers_evaluate(*, squad: Path, kb_articles: int, limit: int, seed: int,
+                     ingest_progress: ProgressFn | None = None,
+                     question_progress: Callable[[Outcome], None] | None = None) -> AnswersEvaluation:
+    """Build (or reuse) the knowledge base, ask every sampled question, score each answer."""
+    articles = load_squad(squad)
+    kb, questions = sample(articles, kb_articles=kb_articles, limit=limit, seed=seed)
+    digest = file_sha256(squad)
+    titles = sorted(a.title for a in kb)
+    result = AnswersEvaluation(dataset={"squad": str(squad), "sha256": digest, "articles": len(articles),
+                                        "seed": seed, "limit": limit}, kb_articles=titles)
+    key = cache_key(data_sha256=digest, extra={"articles": titles})
+    with eval_index(name=f"squad-{squad.stem}", key=key, documents=[article_document(a) for a in kb],
+                    progress=ingest_progress) as index:
+        result.index = {"folder": str(index.folder), "chunks": len(index.doc_of_chunk),
+                        **{k: v for k, v in index.ingest.as_dict().items() if k != "files"}}
+        runs = index.folder / "runs"
+        # Per-question audit rows (runs.csv, retrieval.json) stay with the eval index, not the user's home.
+        with override_settings(FOUNDRY_HOME=runs, FOUNDRY_ARTIFACTS=runs / "artifacts"):
+            for kind in KINDS:
+                for question in questions[kind]:
+                    outcome = question_ask(question, kind)
+                    result.outcomes.append(outcome)
+                    if question_progress:
+                        question_progress(outcome)
+    return result
+
+
+def question_ask(question: Question, kind: str) -> Outcome:
+    answer = answer_question(question=question.question)
+    refused = answer.answer_class == "no_evidence"
+    golds = list(question.answers) if kind == "answerable" else []
+    prediction = "" if refused else prediction_text(answer.answer)
+    gold_norm = [normalize_answer(g) for g in question.answers if normalize_answer(g)]
+    citations = [{"chunk_id": c["chunk_id"], "source": c["source"],
+                  "supports": any(g in normalize_answer(c["text"]) for g in gold_norm)} for c in answer.citations]
+    return Outcome(qid=question.qid, kind=kind, question=question.question, golds=golds, prediction=prediction,
+                   answer_class=answer.answer_class, refusal=answer.refusal, llm_calls=answer.llm_calls,
+                   coverage=answer.coverage, gate_max_score=float(answer.gate.get("max_score", 0.0)),
+                   citations=citations, timings=dict(answer.timings),
+                   em=exact_match(prediction, golds), f1=f1_score(prediction, golds))
+
+
+def _rate(hits: int, total: int) -> float | None:
+    return round(hits / total, 4) if total else None
+
+
+def answers_summary(outcomes: list[Outcome]) -> dict:
+    """Every headline number of the answers report, from the per-question outcomes."""
+    by_kind = {kind: [o for o in outcomes if o.kind == kind] for kind in KINDS}
+    has_ans = by_kind["answerable"]
+    no_ans = by_kind["impossible"] + by_kind["out_of_corpus"]
+    answered = [o for o in outcomes if not o.abstained]
+    judged = [c for o in has_ans if not o.abstained for c in o.citations]
+    ooc = by_kind["out_of_corpus"]
+    stages = sorted({s for o in outcomes for s in o.timings})
+    return {
+        "questions": len(outcomes), "counts": {k: len(v) for k, v in by_kind.items()},
+        "exact": round(100 * metrics.mean([o.em for o in outcomes]), 2),
+        "f1": round(100 * metrics.mean([o.f1 for o in outcomes]), 2),
+        "HasAns_exact": round(100 * metrics.mean([o.em for o in has_ans]), 2),
+        "HasAns_f1": round(100 * metrics.mean([o.f1 for o in has_ans]), 2),
+        "NoAns_exact": round(100 * metrics.mean([o.em for o in no_ans]), 2),
+        "NoAns_f1": round(100 * metrics.mean([o.f1 for o in no_ans]), 2),
+        "refusal_rate_out_of_corpus": _rate(sum(o.abstained for o in ooc), len(ooc)),
+        "llm_calls_out_of_corpus": sum(o.llm_calls for o in ooc),
+        "refused_without_llm_out_of_corpus": _rate(sum(o.abstained and o.llm_calls == 0 for o in ooc), len(ooc)),
+        "false_refusal_rate": _rate(sum(o.abstained for o in has_ans), len(has_ans)),
+        "hallucination_rate": _rate(sum(not o.abstained for o in no_ans), len(no_ans)),
+        "hallucination_rate_impossible": _rate(sum(not o.abstained for o in by_kind["impossible"]),
+                                               len(by_kind["impossible"])),
+        "citation_precision": _rate(sum(c["supports"] for c in judged), len(judged)),
+        "attribution_coverage": round(metrics.mean([o.coverage for o in answered if o.coverage is not None]), 4)
+        if answered else None,
+        "refusals_by_reason": {r: sum(o.refusal == r for o in outcomes) for r in
+                               sorted({o.refusal for o in outcomes if o.refusal})},
+        "latency_ms": {s: metrics.latency_summary([o.timings[s] for o in outcomes if s in o.timings])
+                       for s in stages},
+    }
+
+
+def outcome_dict(outcome: Outcome) -> dict:
+    return asdict(outcome)
+
+
+def official_dataset(articles: list[Article], outcomes: list[Outcome]) -> dict:
+    """The asked questions in SQuAD 2.0 layout for ``evaluate-v2.0.py``; out-of-corpus ones marked unanswerable."""
+    kinds = {o.qid: o.kind for o in outcomes}
+    data = []
+    for article in articles:
+        paragraphs = []
+        for j, context in enumerate(article.paragraphs):
+            qas = [{"id": q.qid, "question": q.question, "is_impossible": kinds[q.qid] != "answerable",
+                    "answers": [{"text": g, "answer_start": 0} for g in q.answers]
+                    if kinds[q.qid] == "answerable" else []}
+                   for q in article.questions if q.paragraph == j and q.qid in kinds]
+            if qas:
+                paragraphs.append({"context": context, "qas": qas})
+        if paragraphs:
+            data.append({"title": article.title, "paragraphs": paragraphs})
+    return {"version": "v2.0", "data": data}
+
+
+def official_score(scorer: Path, dataset: Path, predictions: Path, out: Path) -> dict:
+    """Run the official ``evaluate-v2.0.py`` on the written files; its JSON output."""
+    import json
+    import subprocess
+    import sys
+
+    if not scorer.is_file():
+        raise EvalDataError(f"{scorer}: no such file (the official SQuAD 2.0 scorer)")
+    done = subprocess.run([sys.executable, str(scorer), str(dataset), str(predictions), "-o", str(out)],
+                          capture_output=True, text=True, timeout=600)
+    if done.returncode != 0:
+        raise EvalDataError(f"{scorer} failed: {done.stderr.strip()[-500:]}")
+    return json.loads(out.read_text(encoding="utf-8"))
+
+
+def answers_report(result: AnswersEvaluation, *, articles: list[Article], folder: Path, eval_id: str,
+                   official_scorer: Path | None) -> dict:
+    """Write predictions (official format), the question subset, report.md/json and plots; append eval.csv."""
+    import json
+
+    from retrieval.evaluation import report
+
+    folder.mkdir(parents=True, exist_ok=True)
+    summary = result.summary()
+    predictions, dataset = folder / "predictions.json", folder / "dataset.json"
+    predictions.write_text(json.dumps(result.predictions(), ensure_ascii=False, indent=1), encoding="utf-8")
+    dataset.write_text(json.dumps(official_dataset(articles, result.outcomes), ensure_ascii=False), encoding="utf-8")
+    if official_scorer is not None:
+        summary["official"] = official_score(official_scorer, dataset, predictions, folder / "official.json")
+    rates = {k: summary[k] or 0.0 for k in ("refusal_rate_out_of_corpus", "false_refusal_rate", "hallucination_rate",
+                                             "citation_precision", "attribution_coverage")}
+    report.bars_plot(folder / "answers.png", title=f"Answers ({summary['questions']} questions)",
+                     groups={"rate": rates, "score/100": {k: summary[k] / 100 for k in
+                                                          ("exact", "f1", "HasAns_f1", "NoAns_f1")}})
+    report.latency_plot(folder / "latency.png", title="Latency per stage",
+                        series={s: [o.timings[s] for o in result.outcomes if s in o.timings]
+                                for s in ("search", "generate", "grounding", "total")})
+    host = report.machine()
+    conf = settings.FOUNDRY
+    config = {"generation.model": conf.generation.model, "retrieval.mode": conf.retrieval.mode,
+              "min_score": conf.retrieval.min_score, "min_chunks": conf.retrieval.min_chunks,
+              "min_support": conf.generation.min_support, "hyde": conf.retrieval.hyde}
+    payload = {"eval_id": eval_id, "kind": "answers", **summary, "dataset": result.dataset,
+               "kb_articles": result.kb_articles, "index": result.index, "config": config, "machine": host,
+               "outcomes": [outcome_dict(o) for o in result.outcomes]}
+    report.report_write(folder, payload=payload, markdown=answers_markdown(eval_id, result, summary, config, host))
+    report.eval_csv_append(eval_id=eval_id, kind="answers", dataset=result.dataset["squad"],
+                           dataset_sha256=result.dataset["sha256"], questions=summary["questions"],
+                           modes=conf.retrieval.mode, headline="f1", headline_value=summary["f1"],
+                           metrics={k: v for k, v in summary.items() if k not in ("latency_ms", "official")},
+                           report=str(folder))
+    return summary
+
+
+def answers_markdown(eval_id: str, result: AnswersEvaluation, summary: dict, config: dict, host: dict) -> str:
+    def pct(value: float | None) -> str:
+        return "n/a" if value is None else f"{100 * value:.1f}%"
+
+    counts = summary["counts"]
+    lines = [f"# Answers evaluation {eval_id}", "",
+             f"- data: `{result.dataset['squad']}` (sha256 {result.dataset['sha256'][:12]}), seed "
+             f"{result.dataset['seed']}; knowledge base: {', '.join(result.kb_articles)} "
+             f"({result.index.get('chunks', 0)} chunks)",
+             f"- questions: {counts['answerable']} answerable, {counts['impossible']} unanswerable in corpus, "
+             f"{counts['out_of_corpus']} out of corpus",
+             f"- config: {', '.join(f'{k}={v}' for k, v in config.items())}",
+             f"- machine: {host['platform']}, {host['cpus']} CPUs, load average {host['loadavg']}", "",
+             "| metric | value |", "|---|---|",
+             f"| EM / F1 (all) | {summary['exact']:.2f} / {summary['f1']:.2f} |",
+             f"| HasAns EM / F1 | {summary['HasAns_exact']:.2f} / {summary['HasAns_f1']:.2f} |",
+             f"| NoAns EM / F1 | {summary['NoAns_exact']:.2f} / {summary['NoAns_f1']:.2f} |",
+             f"| refusal rate, out of corpus | {pct(summary['refusal_rate_out_of_corpus'])} "
+             f"(LLM calls: {summary['llm_calls_out_of_corpus']}) |",
+             f"| false-refusal rate (answerable) | {pct(summary['false_refusal_rate'])} |",
+             f"| hallucination rate (answered, should refuse) | {pct(summary['hallucination_rate'])} "
+             f"(in-corpus unanswerable: {pct(summary['hallucination_rate_impossible'])}) |",
+             f"| citation precision | {pct(summary['citation_precision'])} |",
+             f"| attribution coverage | {pct(summary['attribution_coverage'])} |",
+             f"| refusals by reason | {summary['refusals_by_reason']} |"]
+    if "official" in summary:
+        off = summary["official"]
+        lines.append(f"| official evaluate-v2.0.py | EM {off.get('exact', 0):.2f} / F1 {off.get('f1', 0):.2f} |")
+    lines += ["", "| stage | P50 ms | P95 ms |", "|---|---|---|"]
+    lines += [f"| {s} | {v['p50_ms']:.1f} | {v['p95_ms']:.1f} |" for s, v in summary["latency_ms"].items()]
+    lines += ["", "![answers](answers.png)", "", "![latency](latency.png)", ""]
+    return "\n".join(lines)

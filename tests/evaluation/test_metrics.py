@@ -1,0 +1,52 @@
+"""Ranking metrics against values computed by hand (trec_eval conventions)."""
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from retrieval.evaluation import metrics
+
+
+def test_ndcg_binary_relevance() -> None:
+    # DCG = 1/log2(2) + 1/log2(4) = 1.5; IDCG (3 relevant) = 1 + 1/log2(3) + 1/log2(4) = 2.1309
+    value = metrics.ndcg_at_k(["a", "x", "b"], {"a": 1, "b": 1, "c": 1}, 10)
+    assert value == pytest.approx(1.5 / (1.5 + 1 / math.log2(3)), abs=1e-9)
+    assert value == pytest.approx(0.70392, abs=1e-5)
+
+
+def test_ndcg_graded_relevance_uses_linear_gain() -> None:
+    # DCG = 1/1 + 2/log2(3) = 2.26186; IDCG = 2/1 + 1/log2(3) = 2.63093
+    assert metrics.ndcg_at_k(["b", "a"], {"a": 2, "b": 1}, 10) == pytest.approx(0.85972, abs=1e-5)
+    assert metrics.ndcg_at_k(["a", "b"], {"a": 2, "b": 1}, 10) == pytest.approx(1.0)
+
+
+def test_ndcg_cut_off_and_zero_grades() -> None:
+    assert metrics.ndcg_at_k(["x", "a"], {"a": 1}, 1) == 0.0
+    # a judged 0 is not relevant: only b (rank 2) counts, IDCG = 1
+    assert metrics.ndcg_at_k(["a", "b"], {"a": 0, "b": 1}, 10) == pytest.approx(1 / math.log2(3))
+    assert metrics.ndcg_at_k(["a"], {"a": 0}, 10) == 0.0
+
+
+def test_mrr() -> None:
+    assert metrics.mrr_at_k(["x", "y", "a"], {"a": 1}, 10) == pytest.approx(1 / 3)
+    assert metrics.mrr_at_k(["x", "y", "a"], {"a": 1}, 2) == 0.0
+    assert metrics.mrr_at_k(["a", "b"], {"a": 0, "b": 2}, 10) == 0.5
+
+
+def test_recall() -> None:
+    ranked, qrels = ["a", "x", "b"], {"a": 1, "b": 1, "c": 1}
+    assert metrics.recall_at_k(ranked, qrels, 2) == pytest.approx(1 / 3)
+    assert metrics.recall_at_k(ranked, qrels, 10) == pytest.approx(2 / 3)
+    assert metrics.recall_at_k(ranked, {"a": 0}, 10) == 0.0
+
+
+def test_dedupe_keeps_best_rank_of_each_document() -> None:
+    assert metrics.dedupe(["d1", "d2", "d1", "d3", "d2"]) == ["d1", "d2", "d3"]
+
+
+def test_percentiles_interpolate_like_numpy() -> None:
+    assert metrics.percentile([4, 1, 3, 2], 50) == 2.5
+    assert metrics.percentile([1, 2, 3, 4], 95) == pytest.approx(3.85)
+    assert metrics.percentile([], 95) == 0.0
+    assert metrics.latency_summary([10.0]) == {"p50_ms": 10.0, "p95_ms": 10.0}
