@@ -1,0 +1,56 @@
+"""Shared set-up of the retrieval benchmarks: Django, the SciFact files and the cached eval index.
+
+The index is the one ``foundry eval retrieval`` builds (FOUNDRY_HOME/eval-cache/…),
+so a benchmark after an eval run embeds nothing.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "foundry_site.settings")
+# Under CPU contention torch's OpenMP threads spin against each other; one thread was
+# ~6x faster for single-query encodes on the shared 2-core machine.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+import django  # noqa: E402
+
+django.setup()
+
+from retrieval.evaluation.beir import Document, judged_queries, load_corpus, load_qrels, load_queries  # noqa: E402
+from retrieval.evaluation.index import EvalIndex, cache_key, eval_index, file_sha256  # noqa: E402
+
+DEFAULT_DATA = Path(os.environ.get("FOUNDRY_EVAL_DATA", "/work/shared/eval")) / "scifact"
+
+
+@dataclass
+class Beir:
+    corpus: dict[str, Document]
+    queries: dict[str, str]  # judged queries only
+    qrels: dict[str, dict[str, int]]
+    index: EvalIndex
+
+
+@contextlib.contextmanager
+def scifact(data: Path = DEFAULT_DATA, qrels: str = "qrels/train.tsv") -> Iterator[Beir]:
+    corpus_path = data / "corpus.jsonl"
+    corpus = load_corpus(corpus_path)
+    relevance = load_qrels(data / qrels)
+    judged = judged_queries(load_queries(data / "queries.jsonl"), relevance, corpus, qrels_path=data / qrels)
+    key = cache_key(data_sha256=file_sha256(corpus_path))
+    with eval_index(name=f"beir-{data.name}", key=key, documents=corpus.values()) as index:
+        yield Beir(corpus, judged, relevance, index)
+
+
+def machine_line() -> str:
+    import platform
+
+    load = os.getloadavg()
+    return (f"{platform.platform()}, {os.cpu_count()} CPUs ({platform.processor() or platform.machine()}), "
+            f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")

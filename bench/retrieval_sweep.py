@@ -1,0 +1,131 @@
+"""Pipeline options measured on SciFact (train queries, dev data only): BM25 tokenizer and
+column (title) weights, RRF k and channel weights, channel depth, and HyDE.
+
+    /work/main/.venv/bin/python bench/retrieval_sweep.py [--data DIR] [--hyde 100] [--json out.json]
+
+Channels are computed once per query (BM25 variants by raw FTS5 queries on a
+temporary table, dense by the real vec0 search) and fused offline with the same
+``reciprocal_rank_fusion`` Foundry uses, so every combination is scored on exactly
+the same hits. nDCG@10 is over documents (best chunk).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+import _common  # noqa: F401  (Django set-up)
+from django.conf import settings
+from django.db import connection
+from django.test.utils import override_settings
+
+from foundry_site import llm
+from retrieval.evaluation import metrics
+from retrieval.models import ChunkSearch
+from retrieval.search import Hit, fts_query, reciprocal_rank_fusion
+from retrieval.services.retrieve import retrieve
+
+DEPTH = 500
+TOKENIZERS = {"porter": "porter unicode61 remove_diacritics 2", "unicode61": "unicode61 remove_diacritics 2"}
+COLUMN_WEIGHTS = [(1, 1, 1), (1, 0, 0), (1, 0.5, 0.5), (1, 0, 1), (1, 0, 2), (1, 2, 2), (1, 0, 3)]
+
+
+def temp_fts(tokenizer: str) -> str:
+    """A temporary FTS5 copy of chunks_fts with another tokenizer (connection-local, dropped on close)."""
+    name = f"bench_fts_{tokenizer}"
+    with connection.cursor() as cur:
+        cur.execute(f"CREATE VIRTUAL TABLE temp.{name} USING fts5(text, heading, title, "
+                    f"tokenize = '{TOKENIZERS[tokenizer]}')")
+        cur.execute(f"INSERT INTO temp.{name}(rowid, text, heading, title) "
+                    "SELECT c.id, c.text, c.heading, s.title FROM sources_chunk c "
+                    "JOIN sources_source s ON s.id = c.source_id")
+    return name
+
+
+def bm25_hits(table: str, text: str, weights: tuple[float, float, float]) -> list[Hit]:
+    query = fts_query(text)
+    if not query:
+        return []
+    with connection.cursor() as cur:
+        cur.execute(f"SELECT rowid, bm25({table}, %s, %s, %s) FROM {table} WHERE {table} MATCH %s "
+                    "ORDER BY 2 LIMIT %s", [*weights, query, DEPTH])
+        return [Hit(cid, -s) for cid, s in cur.fetchall()]
+
+
+def ndcg(beir: _common.Beir, ranked: dict[str, list[Hit]], limit: int = 100) -> float:
+    doc_of = beir.index.doc_of_chunk
+    return round(metrics.mean([metrics.ndcg_at_k(metrics.dedupe([doc_of[h.chunk_id] for h in hits[:limit]]),
+                                                 beir.qrels[q], 10) for q, hits in ranked.items()]), 4)
+
+
+def channels(beir: _common.Beir) -> tuple[dict, dict[str, list[Hit]]]:
+    model = settings.FOUNDRY.embedding.model
+    vectors = dict(zip(beir.queries, llm.embed(list(beir.queries.values()), model=model)))
+    dense = {q: ChunkSearch.search.nearest(vectors[q], model=model, k=DEPTH) for q in beir.queries}
+    bm25 = {}
+    for tokenizer in TOKENIZERS:
+        table = temp_fts(tokenizer)
+        for weights in COLUMN_WEIGHTS:
+            bm25[(tokenizer, weights)] = {q: bm25_hits(table, t, weights) for q, t in beir.queries.items()}
+    return bm25, dense
+
+
+def fusion_table(beir: _common.Beir, bm25: dict[str, list[Hit]], dense: dict[str, list[Hit]], depth: int) -> dict:
+    out = {}
+    for k in (5, 10, 20, 30, 45, 60, 100):
+        for wb, wd in ((1, 1), (1.25, 1), (1.5, 1), (2, 1), (1, 1.25), (1, 1.5)):
+            fused = {q: reciprocal_rank_fusion({"bm25": bm25[q][:depth], "dense": dense[q][:depth]}, k=k,
+                                               weights={"bm25": wb, "dense": wd}) for q in beir.queries}
+            out[f"k={k} bm25:dense={wb}:{wd}"] = ndcg(beir, fused)
+    return out
+
+
+def hyde_compare(beir: _common.Beir, count: int) -> dict:
+    """Hybrid with and without HyDE (the configured local model) on the first ``count`` queries."""
+    subset = dict(list(beir.queries.items())[:count])
+    out = {}
+    for hyde in (False, True):
+        conf = settings.FOUNDRY.with_overrides(retrieval={"hyde": hyde})
+        with override_settings(FOUNDRY=conf):
+            start, scores = time.perf_counter(), []
+            for qid, text in subset.items():
+                found = retrieve(question=text, collection_ids=None, mode="hybrid", top_k=10)
+                ranked = metrics.dedupe([beir.index.doc_of_chunk[c.chunk.pk] for c in found.ranked])
+                scores.append(metrics.ndcg_at_k(ranked, beir.qrels[qid], 10))
+            out[f"hyde={hyde}"] = {"ndcg@10": round(metrics.mean(scores), 4),
+                                   "ms_per_query": round((time.perf_counter() - start) * 1000 / len(subset), 1)}
+        print(f"  hyde={hyde}: {out[f'hyde={hyde}']}", flush=True)
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--data", type=Path, default=_common.DEFAULT_DATA)
+    parser.add_argument("--hyde", type=int, default=0, help="queries for the HyDE comparison (0: skip)")
+    parser.add_argument("--json", type=Path, default=None)
+    args = parser.parse_args()
+    results: dict = {}
+    with _common.scifact(args.data) as beir:
+        print(f"SciFact: {len(beir.queries)} queries; machine: {_common.machine_line()}", flush=True)
+        bm25, dense = channels(beir)
+        results["dense"] = ndcg(beir, dense)
+        results["bm25"] = {f"{t} weights={w}": ndcg(beir, hits) for (t, w), hits in bm25.items()}
+        print(f"dense alone: {results['dense']}\nBM25 variants:", flush=True)
+        for name, value in sorted(results["bm25"].items(), key=lambda kv: -kv[1]):
+            print(f"  {value:.4f}  {name}")
+        for key in (("porter", (1, 1, 1)), max(bm25, key=lambda k: results["bm25"][f"{k[0]} weights={k[1]}"])):
+            for depth in (50, DEPTH):
+                label = f"fusion bm25[{key[0]} {key[1]}] depth={depth}"
+                results[label] = fusion_table(beir, bm25[key], dense, depth)
+                best = sorted(results[label].items(), key=lambda kv: -kv[1])[:5]
+                print(f"{label}: k=60 1:1 -> {results[label]['k=60 bm25:dense=1:1']:.4f}; best {best}", flush=True)
+        if args.hyde:
+            results["hyde"] = hyde_compare(beir, args.hyde)
+    results["machine"] = _common.machine_line()
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=2))
+
+
+if __name__ == "__main__":
+    main()
