@@ -60,10 +60,10 @@ def retrieval_evaluate(*, corpus: Path, queries: Path, qrels: Path, modes: Seque
                        query_progress: QueryProgress | None = None) -> RetrievalEvaluation:
     """Score every judged query in every mode. Files are checked before anything is ingested."""
     documents = load_corpus(corpus)
-    judged = judged_queries(load_queries(queries), load_qrels(qrels), documents, qrels_path=qrels)
+    relevance = load_qrels(qrels)
+    judged = judged_queries(load_queries(queries), relevance, documents, qrels_path=qrels)
     if not judged:
         raise ValueError(f"{qrels}: no judged query is in {queries}")
-    relevance = load_qrels(qrels)
     digest = file_sha256(corpus)
     dataset = {"corpus": str(corpus), "corpus_sha256": digest, "documents": len(documents),
                "queries_file": str(queries), "qrels_file": str(qrels)}
