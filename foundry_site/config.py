@@ -64,8 +64,10 @@ class RetrievalConfig(_Section):
     hyde_model: str = LOCAL_LLM
     scorer_model: str = "none"
     relevance_threshold: Annotated[float, Field(ge=0, le=10)] = 4
-    min_score: Unit = 0.20
-    min_chunks: Annotated[int, Field(ge=1, le=100)] = 2
+    # Gate defaults calibrated on SQuAD 2.0 dev (bench/gate_calibration.py, docs/benchmarks.md):
+    # the best trade-off between refusing out-of-corpus questions and answering in-corpus ones.
+    min_score: Unit = 0.375
+    min_chunks: Annotated[int, Field(ge=1, le=100)] = 1
 
     _check_model = field_validator("hyde_model", "scorer_model")(_model_name)
 
@@ -79,7 +81,8 @@ class GenerationConfig(_Section):
     max_document_tokens: Annotated[int, Field(ge=64, le=32_000)] = 700
     temperature: Annotated[float, Field(ge=0, le=2)] = 0.0
     min_support: Unit = 0.45
-    low_confidence_score: Unit = 0.35
+    # Between min_score and this, most questions that pass the gate are out of corpus (docs/benchmarks.md).
+    low_confidence_score: Unit = 0.45
     min_coverage: Unit = 0.9
 
     _check_model = field_validator("model")(_model_name)
