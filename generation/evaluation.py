@@ -59,6 +59,7 @@ class AnswersEvaluation:
     kb_articles: list[str]
     outcomes: list[Outcome] = field(default_factory=list)
     index: dict = field(default_factory=dict)
+    load_start: list[float] = field(default_factory=list)  # load average when the run started
 
     def predictions(self) -> dict[str, str]:
         return {o.qid: o.prediction for o in self.outcomes}
@@ -98,12 +99,16 @@ def answers_evaluate(*, squad: Path, kb_articles: int, limit: int, seed: int,
                      ingest_progress: ProgressFn | None = None,
                      question_progress: Callable[[Outcome], None] | None = None) -> AnswersEvaluation:
     """Build (or reuse) the knowledge base, ask every sampled question, score each answer."""
+    from retrieval.evaluation import report
+
+    load_start = report.machine()["loadavg"]
     articles = load_squad(squad)
     kb, questions = sample(articles, kb_articles=kb_articles, limit=limit, seed=seed)
     digest = file_sha256(squad)
     titles = sorted(a.title for a in kb)
     result = AnswersEvaluation(dataset={"squad": str(squad), "sha256": digest, "articles": len(articles),
-                                        "seed": seed, "limit": limit}, kb_articles=titles)
+                                        "seed": seed, "limit": limit}, kb_articles=titles,
+                                load_start=load_start)
     key = cache_key(data_sha256=digest, extra={"articles": titles})
     with eval_index(name=f"squad-{squad.stem}", key=key, documents=[article_document(a) for a in kb],
                     progress=ingest_progress) as index:
@@ -233,7 +238,7 @@ def answers_report(result: AnswersEvaluation, *, articles: list[Article], folder
     report.latency_plot(folder / "latency.png", title="Latency per stage",
                         series={s: [o.timings[s] for o in result.outcomes if s in o.timings]
                                 for s in ("search", "generate", "grounding", "total")})
-    host = report.machine()
+    host = {**report.machine(), "loadavg_start": result.load_start}
     conf = settings.FOUNDRY
     config = {"generation.model": conf.generation.model, "retrieval.mode": conf.retrieval.mode,
               "min_score": conf.retrieval.min_score, "min_chunks": conf.retrieval.min_chunks,
@@ -262,7 +267,8 @@ def answers_markdown(eval_id: str, result: AnswersEvaluation, summary: dict, con
              f"- questions: {counts['answerable']} answerable, {counts['impossible']} unanswerable in corpus, "
              f"{counts['out_of_corpus']} out of corpus",
              f"- config: {', '.join(f'{k}={v}' for k, v in config.items())}",
-             f"- machine: {host['platform']}, {host['cpus']} CPUs, load average {host['loadavg']}", "",
+             f"- machine: {host['platform']}, {host['cpus']} CPUs, load average {host['loadavg_start']} at the start, "
+             f"{host['loadavg']} at the end", "",
              "| metric | value |", "|---|---|",
              f"| EM / F1 (all) | {summary['exact']:.2f} / {summary['f1']:.2f} |",
              f"| HasAns EM / F1 | {summary['HasAns_exact']:.2f} / {summary['HasAns_f1']:.2f} |",

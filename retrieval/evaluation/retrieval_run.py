@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from retrieval.evaluation import metrics
+from retrieval.evaluation import metrics, report
 from retrieval.evaluation.beir import judged_queries, load_corpus, load_qrels, load_queries
 from retrieval.evaluation.index import EvalIndex, cache_key, eval_index, file_sha256
 from retrieval.services.retrieve import retrieve
@@ -42,6 +42,7 @@ class RetrievalEvaluation:
     index: dict
     modes: dict[str, ModeResult] = field(default_factory=dict)
     queries: int = 0
+    load_start: list[float] = field(default_factory=list)  # load average when the run started
 
     def as_dict(self) -> dict:
         return {"modes": {name: r.summary() for name, r in self.modes.items()}, "queries": self.queries}
@@ -59,6 +60,7 @@ def retrieval_evaluate(*, corpus: Path, queries: Path, qrels: Path, modes: Seque
                        ingest_progress: ProgressFn | None = None,
                        query_progress: QueryProgress | None = None) -> RetrievalEvaluation:
     """Score every judged query in every mode. Files are checked before anything is ingested."""
+    load_start = report.machine()["loadavg"]
     documents = load_corpus(corpus)
     relevance = load_qrels(qrels)
     judged = judged_queries(load_queries(queries), relevance, documents, qrels_path=qrels)
@@ -69,7 +71,8 @@ def retrieval_evaluate(*, corpus: Path, queries: Path, qrels: Path, modes: Seque
                "queries_file": str(queries), "qrels_file": str(qrels)}
     with eval_index(name=f"beir-{corpus.parent.name or 'corpus'}", key=cache_key(data_sha256=digest),
                     documents=documents.values(), progress=ingest_progress) as index:
-        result = RetrievalEvaluation(dataset=dataset, index=index_summary(index), queries=len(judged))
+        result = RetrievalEvaluation(dataset=dataset, index=index_summary(index), queries=len(judged),
+                                     load_start=load_start)
         for mode in modes:
             result.modes[mode] = mode_evaluate(mode, judged, relevance, index, query_progress)
     return result
@@ -99,9 +102,7 @@ def mode_evaluate(mode: str, judged: dict[str, str], relevance: dict[str, dict[s
 
 def retrieval_report(result: RetrievalEvaluation, *, folder: Path, eval_id: str, config: dict) -> dict[str, str]:
     """Write report.md / report.json / plots into ``folder`` and append the eval.csv row."""
-    from retrieval.evaluation import report
-
-    host = report.machine()
+    host = {**report.machine(), "loadavg_start": result.load_start}
     summary = result.as_dict()
     folder.mkdir(parents=True, exist_ok=True)
     files = {
@@ -123,7 +124,8 @@ def retrieval_report(result: RetrievalEvaluation, *, folder: Path, eval_id: str,
              f"(ingested {result.index['ingested']}, unchanged {result.index['unchanged']}, "
              f"failed {result.index['failed']})",
              f"- config: {', '.join(f'{k}={v}' for k, v in config.items())}",
-             f"- machine: {host['platform']}, {host['cpus']} CPUs, load average {host['loadavg']}", "",
+             f"- machine: {host['platform']}, {host['cpus']} CPUs, load average {host['loadavg_start']} at the start, "
+             f"{host['loadavg']} at the end", "",
              "| mode | nDCG@10 | Recall@10 | Recall@100 | MRR@10 | P50 ms | P95 ms |",
              "|---|---|---|---|---|---|---|"]
     for mode, s in summary["modes"].items():
