@@ -239,7 +239,8 @@ def _valid_name(name: str) -> str:
 def _valid_body(body: str) -> str:
     if not body or not body.strip():
         raise SpecInputError("a feature spec needs a non-empty Markdown body.")
-    return body.strip() + "\n"
+    # Browsers post textareas with CRLF; normalise so an unchanged body compares equal.
+    return body.replace("\r\n", "\n").strip() + "\n"
 
 
 def _read_markdown(path: Path) -> tuple[dict, str]:
