@@ -40,3 +40,9 @@ def spec_in_review(name: str, by: User, body: str = "# Wiring guide\n\nWrite wir
 def spec_approved(name: str, author: User, reviewer: User, body: str = "# Spec\n\nBody.\n") -> SpecVersion:
     spec_in_review(name, author, body)
     return services.spec_approve(name=name, by=reviewer)
+
+
+@pytest.fixture(autouse=True)
+def fast_password_hashing(settings: Any) -> None:
+    """The users here need passwords only to exist; PBKDF2 would dominate the run time."""
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
