@@ -150,7 +150,7 @@ class FeatureSpecAdmin(admin.ModelAdmin):
         if change:
             result = services.spec_edit(name=obj.name, title=data["title"], body=data["body"], by=request.user)
             if result.outcome == "new_version":
-                self.message_user(request, f"{obj.name}: saved as new draft version v{result.version.number}; "
+                self.message_user(request, f"Saved '{obj.name}' as new draft version {result.version.number}; "
                                            "the approved version stays in use until this one is approved.",
                                   messages.WARNING)
             return
@@ -171,9 +171,10 @@ class FeatureSpecAdmin(admin.ModelAdmin):
             try:
                 version = step(spec.name)
             except SpecError as exc:
-                self.message_user(request, f"{spec.name}: {exc}", messages.ERROR)
+                # Every spec error names the spec, so the line stands on its own.
+                self.message_user(request, str(exc), messages.ERROR)
             else:
-                self.message_user(request, f"{spec.name}: version {version.number} {verb}.", messages.SUCCESS)
+                self.message_user(request, f"Version {version.number} of '{spec.name}' {verb}.", messages.SUCCESS)
 
     @admin.action(description="Submit selected specs for review")
     def submit_selected(self, request: HttpRequest, queryset: QuerySet[FeatureSpec]) -> None:

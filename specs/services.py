@@ -137,7 +137,7 @@ def spec_approve(*, name: str, by: User, note: str = "") -> SpecVersion:
     Requires ``specs.approve_featurespec``; the spec's creator and the version's authors may
     not approve it (superusers may).
     """
-    _check_reviewer(by=by, action="approve")
+    _check_reviewer(by=by, action="approve", name=name)
     with transaction.atomic():
         version = _latest_for(name=name, action="approve")
         _check_not_author(version=version, by=by)
@@ -152,7 +152,7 @@ def spec_reject(*, name: str, by: User, note: str) -> SpecVersion:
     if not note or not note.strip():
         raise SpecInputError(f"cannot reject '{spec_name_normalise(name)}': a rejection needs a note "
                              "saying why (--note TEXT).")
-    _check_reviewer(by=by, action="reject")
+    _check_reviewer(by=by, action="reject", name=name)
     with transaction.atomic():
         version = _latest_for(name=name, action="reject")
         return _move(version, to=SpecStatus.REJECTED, by=by, note=note.strip())
@@ -160,7 +160,7 @@ def spec_reject(*, name: str, by: User, note: str) -> SpecVersion:
 
 def spec_archive(*, name: str, by: User, note: str = "") -> SpecVersion:
     """Retire the approved version of ``name``: generation stops using the spec."""
-    _check_reviewer(by=by, action="archive")
+    _check_reviewer(by=by, action="archive", name=name)
     with transaction.atomic():
         spec = spec_get(name=name)
         version = spec.approved_version
@@ -208,14 +208,15 @@ def _new_version(*, spec: FeatureSpec, number: int, body: str, by: User, note: s
 
 def _check_active(by: User) -> None:
     if by is None or not by.is_active:
-        raise SpecPermissionError(f"user {by and by.get_username()!r} is not an active user.")
+        raise SpecPermissionError(f"user {by and by.get_username()!r} is not an active user; "
+                                  "inactive users cannot change feature specs.")
 
 
-def _check_reviewer(*, by: User, action: str) -> None:
+def _check_reviewer(*, by: User, action: str, name: str) -> None:
     _check_active(by)
     if not by.has_perm(APPROVE_PERMISSION):
         raise SpecPermissionError(
-            f"{by.get_username()} may not {action} feature specs: that needs the permission "
+            f"{by.get_username()} may not {action} '{spec_name_normalise(name)}': that needs the permission "
             f"'{APPROVE_PERMISSION}' (\"Can approve, reject and archive feature specs\").")
 
 

@@ -70,10 +70,10 @@ def test_submit_and_approve_report_per_item(admin_client: Client, author: User) 
     services.spec_create(name="a-spec", title="A", body="a", by=author)
     spec_in_review("b-spec", author)
     msgs = post_action(admin_client, "submit_selected", ["a-spec", "b-spec"])
-    assert "a-spec: version 1 submitted for review." in msgs
-    assert any(m.startswith("b-spec: cannot submit 'b-spec': version 1 is in review") for m in msgs)
+    assert "Version 1 of 'a-spec' submitted for review." in msgs
+    assert any(m.startswith("cannot submit 'b-spec': version 1 is in review") for m in msgs)
     msgs = post_action(admin_client, "approve_selected", ["a-spec", "b-spec"])
-    assert msgs == ["a-spec: version 1 approved.", "b-spec: version 1 approved."]
+    assert msgs == ["Version 1 of 'a-spec' approved.", "Version 1 of 'b-spec' approved."]
     assert set(SpecVersion.objects.values_list("status", flat=True)) == {SpecStatus.APPROVED}
     assert SpecVersion.objects.filter(decided_by__username="root").count() == 2
 
@@ -90,7 +90,7 @@ def test_reject_asks_for_a_note_first(admin_client: Client, author: User) -> Non
     assert SpecVersion.objects.get().status == SpecStatus.IN_REVIEW
     done = admin_client.post(CHANGELIST, {"action": "reject_selected", "_selected_action": ids("guide"),
                                           "confirm": "yes", "note": "Too vague."}, follow=True)
-    assert "guide: version 1 rejected." in [str(m) for m in done.context["messages"]]
+    assert "Version 1 of 'guide' rejected." in [str(m) for m in done.context["messages"]]
     version = SpecVersion.objects.get()
     assert (version.status, version.decision_note) == (SpecStatus.REJECTED, "Too vague.")
 
@@ -101,8 +101,8 @@ def test_staff_reviewer_cannot_approve_own_spec_in_admin(client: Client, reviewe
     spec_in_review("own", reviewer)
     spec_in_review("theirs", author)
     msgs = post_action(client, "approve_selected", ["own", "theirs"])
-    assert any(m.startswith("own: rita may not approve 'own' version 1") for m in msgs)
-    assert "theirs: version 1 approved." in msgs
+    assert any(m.startswith("rita may not approve 'own' version 1") for m in msgs)
+    assert "Version 1 of 'theirs' approved." in msgs
 
 
 def test_approve_actions_hidden_without_permission(client: Client, author: User, outsider: User) -> None:

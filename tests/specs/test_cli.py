@@ -68,7 +68,7 @@ def test_errors_are_command_errors(spec_file: Path, author: User, reviewer: User
     with pytest.raises(CommandError, match="version 1 is a draft; submit it for review first"):
         foundry("approve", "wiring-guide", "--as", "rita")
     foundry("submit", "wiring-guide", "--as", "alice")
-    with pytest.raises(CommandError, match="otto may not approve feature specs"):
+    with pytest.raises(CommandError, match="otto may not approve 'wiring-guide': that needs the permission"):
         foundry("approve", "wiring-guide", "--as", "otto")
     with pytest.raises(CommandError, match="No feature spec named 'nope'"):
         foundry("show", "nope")
