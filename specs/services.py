@@ -102,7 +102,8 @@ def spec_edit(*, name: str, body: str, by: User, title: str | None = None) -> Ed
             _move(latest, to=SpecStatus.REJECTED, by=by,
                   note=f"Withdrawn: superseded by version {number}, edited by {by.get_username()} while in review.")
         version = _new_version(spec=spec, number=number, body=body, by=by,
-                               note=f"version {number} created from version {latest.number}")
+                               note=f"version {number} created (previous: version {latest.number}, "
+                                    f"{latest.get_status_display().lower()})")
     logger.info("spec %s: new version %s (id %s)", spec.name, number, version.pk)
     return EditResult(version, "new_version")
 

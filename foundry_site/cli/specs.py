@@ -114,9 +114,9 @@ def show_command(opts: argparse.Namespace, out: TextIO) -> int:
     out.write(f"created by {spec.created_by.get_username()} at {spec.created_at:%Y-%m-%d %H:%M} UTC\n\n")
     out.write("Versions:\n")
     for v in versions:
-        decided = f"  {v.decided_by.get_username()} {v.decided_at:%Y-%m-%d %H:%M}" if v.decided_by else ""
+        decided = f"  decided by {v.decided_by.get_username()} {v.decided_at:%Y-%m-%d %H:%M}" if v.decided_by else ""
         note = f"  \"{v.decision_note}\"" if v.decision_note else ""
-        out.write(f"  v{v.number:<3} {v.status:<10} by {v.edited_by.get_username():<12}{decided}{note}\n")
+        out.write(f"  v{v.number:<3} {v.status:<10} edited by {v.edited_by.get_username():<12}{decided}{note}\n")
     out.write("\nHistory:\n")
     for d in selectors.spec_history(name=spec.name):
         change = f"{d.from_status} -> {d.to_status}" if d.from_status else f"created ({d.to_status})"

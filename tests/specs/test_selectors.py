@@ -32,8 +32,8 @@ def test_exactly_one_approved_is_selected_automatically(author: User, reviewer: 
 def test_several_approved_require_a_name_and_list_the_options(author: User, reviewer: User) -> None:
     spec_approved("wiring-guide", author, reviewer)
     spec_approved("install", author, reviewer)
-    with pytest.raises(SpecSelectionError,
-                       match=r"Several approved feature specs: install, wiring-guide\. Choose one with --feature NAME\."):
+    expected = r"Several approved feature specs: install, wiring-guide\. Choose one with --feature NAME\."
+    with pytest.raises(SpecSelectionError, match=expected):
         spec_for_generation()
     assert spec_for_generation("install").name == "install"
     assert spec_for_generation(name="wiring-guide.md").name == "wiring-guide"

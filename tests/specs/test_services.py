@@ -133,7 +133,8 @@ def test_unknown_spec_names_the_known_ones(author: User) -> None:
 @pytest.mark.parametrize("action", ["approve", "reject"])
 def test_decisions_need_the_permission(action: str, author: User, outsider: User) -> None:
     spec_in_review("guide", author)
-    with pytest.raises(SpecPermissionError, match=f"otto may not {action} 'guide': that needs the permission 'specs.approve_featurespec'"):
+    expected = f"otto may not {action} 'guide': that needs the permission 'specs.approve_featurespec'"
+    with pytest.raises(SpecPermissionError, match=expected):
         getattr(services, f"spec_{action}")(name="guide", by=outsider, note="n")
     assert SpecVersion.objects.get().status == S.IN_REVIEW
 
