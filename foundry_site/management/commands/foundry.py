@@ -6,10 +6,10 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
-from foundry_site.cli import ingest, query
+from foundry_site.cli import generate, ingest, query, specs
 
 # Each module adds its sub-commands with add_parsers(sub); append new modules here.
-COMMAND_MODULES = [ingest, query]
+COMMAND_MODULES = [ingest, query, generate, specs]
 
 
 class Command(BaseCommand):
