@@ -6,11 +6,12 @@ from django.contrib import admin
 from django.http import HttpRequest
 
 from generation.models import GenerationRun
-from retrieval.admin import ReadOnlyAdmin
+from sources.admin import ReadOnlyAdmin
 
 
 @admin.register(GenerationRun)
 class GenerationRunAdmin(ReadOnlyAdmin):
+    show_full_result_count = False
     list_display = ["pk", "created_at", "short_topic", "spec_name", "spec_version", "status", "stage", "coverage",
                     "llm_calls", "created_by"]
     list_filter = ["status", "spec_name"]

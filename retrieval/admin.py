@@ -6,25 +6,12 @@ from django.contrib import admin
 from django.http import HttpRequest
 
 from retrieval.models import QueryFeedback, QueryLog
-
-
-class ReadOnlyAdmin(admin.ModelAdmin):
-    """Audit tables: nothing is added, changed or deleted from the admin."""
-
-    show_full_result_count = False
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
+from sources.admin import ReadOnlyAdmin
 
 
 @admin.register(QueryLog)
 class QueryLogAdmin(ReadOnlyAdmin):
+    show_full_result_count = False
     list_display = ["created_at", "user", "short_question", "answer_class", "status", "coverage", "llm_calls",
                     "model", "cached"]
     list_filter = ["answer_class", "status", "mode", "cached", "model"]
@@ -42,6 +29,7 @@ class QueryLogAdmin(ReadOnlyAdmin):
 
 @admin.register(QueryFeedback)
 class QueryFeedbackAdmin(ReadOnlyAdmin):
+    show_full_result_count = False
     list_display = ["created_at", "query", "user", "verdict"]
     list_filter = ["verdict"]
     date_hierarchy = "created_at"

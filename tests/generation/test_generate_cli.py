@@ -13,7 +13,7 @@ from generation.models import GenerationRun
 from sources.services.ingest import knowledge_base_ingest
 from specs import services
 from tests.conftest import ScriptedLLM
-from tests.generation.test_answers import DATASHEET, MANUAL
+from tests.generation.conftest import DATASHEET, MANUAL
 
 pytestmark = pytest.mark.django_db
 
