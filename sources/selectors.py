@@ -32,3 +32,11 @@ def index_counts(*, model: str) -> dict[str, int]:
         cur.execute("SELECT count(*) FROM chunks_fts")
         fts = cur.fetchone()[0]
     return {"chunks": Chunk.objects.count(), "fts": fts, "vectors": vectorstore.vector_count(model)}
+
+
+def index_version() -> str:
+    """Changes whenever a source is ingested, replaced or removed (for answer caching)."""
+    from django.db.models import Count, Max
+
+    agg = Source.objects.aggregate(latest=Max("updated_at"), sources=Count("id"))
+    return f"{agg['sources']}:{agg['latest'].isoformat() if agg['latest'] else '-'}:{Chunk.objects.count()}"
