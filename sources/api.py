@@ -1,16 +1,19 @@
 """Sources API: list, upload, delete, read one chunk. Everything is scoped to the caller's collections."""
-from __future__ import annotations
+# No ``from __future__ import annotations`` here: django-ninja builds pydantic
+# models from these signatures and cannot resolve string annotations such as
+# "Query[SourceFilter]" when generating the OpenAPI schema.
 
+from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.shortcuts import get_object_or_404
-from ninja import File, Form, Router
+from ninja import File, Form, Query, Router
 from ninja.errors import HttpError
 from ninja.files import UploadedFile
 from ninja.pagination import PageNumberPagination, paginate
 
 from sources import selectors
 from sources.models import Chunk, Collection, Source
-from sources.schemas import ChunkOut, ErrorOut, SourceOut, UploadOut
+from sources.schemas import ChunkOut, ErrorOut, SourceFilter, SourceOut, UploadOut
 from sources.services.uploads import source_remove, source_upload
 
 router = Router(tags=["sources"])
@@ -20,14 +23,13 @@ ERRORS = {401: ErrorOut, 403: ErrorOut, 404: ErrorOut}
 
 @router.get("/sources", response=list[SourceOut])
 @paginate(PageNumberPagination, page_size=50)
-def list_sources(request: HttpRequest, collection: str | None = None,
-                 status: Source.Status | None = None) -> list[Source]:
-    """The sources the caller can read, by collection and path."""
+def list_sources(request: HttpRequest, filters: Query[SourceFilter]) -> QuerySet[Source]:
+    """The sources the caller can read, by collection and path; optionally one collection or status."""
     sources = selectors.readable_sources(request.auth).select_related("collection").order_by("collection__name", "path")
-    if collection:
-        sources = sources.filter(collection__name=collection)
-    if status:
-        sources = sources.filter(status=status)
+    if filters.collection:
+        sources = sources.filter(collection__name=filters.collection)
+    if filters.status:
+        sources = sources.filter(status=filters.status)
     return sources
 
 

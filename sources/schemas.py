@@ -12,6 +12,11 @@ class ErrorOut(Schema):
     detail: str
 
 
+class SourceFilter(Schema):
+    collection: str | None = None
+    status: Source.Status | None = None
+
+
 class SourceOut(Schema):
     id: int
     collection: str
