@@ -50,6 +50,8 @@ INSTALLED_APPS = [
     "django.contrib.sessions",
     "django.contrib.messages",
     "django.contrib.staticfiles",
+    # Listed so the API docs use the Swagger UI files shipped with django-ninja, not a CDN.
+    "ninja",
     "foundry_site",
     "sources",
     "retrieval",
@@ -59,6 +61,8 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    # Serves the admin's and the API docs' static files under gunicorn too.
+    "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -115,6 +119,10 @@ USE_I18N = True
 USE_TZ = True
 STATIC_URL = "static/"
 STATIC_ROOT = FOUNDRY_HOME / "static"
+# Serve straight from the apps' static folders, so no collectstatic step is needed
+# (WhiteNoise still warns when STATIC_ROOT is missing).
+WHITENOISE_USE_FINDERS = True
+STATIC_ROOT.mkdir(parents=True, exist_ok=True)
 MEDIA_ROOT = FOUNDRY_HOME / "uploads"
 LOGIN_URL = "/accounts/login/"
 LOGIN_REDIRECT_URL = "/"

@@ -158,3 +158,42 @@ def world(make_user: Callable[..., Any], tmp_path: Path) -> World:
                                              line_start=1 + 2 * i, line_end=1 + 2 * i, token_count=8)
                         for i, t in enumerate(texts)]
     return World(users, collections, sources, chunks)
+
+
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--no-first-run"]
+
+
+@pytest.fixture
+def browser_page(live_server: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    """A Playwright page in Debian's chromium (``make browser``), against pytest-django's live server.
+
+    Without chromium the test is skipped, except under CI=true, where it fails.
+    """
+    import os
+    import shutil
+
+    chromium = shutil.which("chromium") or "/usr/bin/chromium"
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        sync_playwright = None
+    missing = ("chromium is not installed (run `make browser`)" if not os.path.exists(chromium)
+               else "the playwright package is not installed" if sync_playwright is None else "")
+    if missing:
+        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+            pytest.fail(f"browser test cannot run: {missing}")
+        pytest.skip(f"browser test skipped: {missing}")
+    # Playwright's sync API runs an event loop in this thread; Django refuses ORM
+    # calls from a thread with a running loop unless told it is safe, as it is here.
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS)
+        context = browser.new_context(viewport={"width": 1280, "height": 860})
+        page = context.new_page()
+        page.set_default_timeout(30_000)
+        try:
+            yield page
+        finally:
+            context.close()
+            browser.close()

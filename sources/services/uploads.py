@@ -135,6 +135,7 @@ def _write(upload: UploadedFile, *, folder: Path, dest: Path, replace: bool) -> 
         with os.fdopen(fd, "wb") as handle:
             for piece in upload.chunks():
                 handle.write(piece)
+        os.chmod(tmp, 0o644)  # mkstemp makes it 0600; a Celery worker under another user must read it
         if replace:
             os.replace(tmp, dest)
         else:
