@@ -81,8 +81,11 @@ def test_upload_page_rejects_bad_type_too_large_and_other_collections(
 
 def test_upload_duplicate_is_refused_then_replaced(client: Client, world: World) -> None:
     login(client, world, "alice")
-    post = lambda content, **extra: client.post("/sources/upload", {  # noqa: E731
-        "collection": "alpha", "file": SimpleUploadedFile("dup.txt", content), **extra}, follow=True)
+
+    def post(content: bytes, **extra: str) -> Any:
+        return client.post("/sources/upload", {"collection": "alpha", "file": SimpleUploadedFile("dup.txt", content),
+                                               **extra}, follow=True)
+
     post(b"First version.\n")
     refused = post(b"Second version.\n")
     assert refused.status_code == 409 and "already exists" in refused.content.decode()
