@@ -14,6 +14,8 @@ from foundry_site import llm
 from foundry_site.auth import BearerTokenAuth, SessionCsrfAuth
 from sources.api import router as sources_router
 from sources.services.uploads import UploadRejected
+from specs.api import router as specs_router
+from specs.errors import SpecError
 
 api = NinjaAPI(title="Foundry API", version="1", urls_namespace="api",
                auth=[BearerTokenAuth(), SessionCsrfAuth()], docs_decorator=login_required)
@@ -31,8 +33,16 @@ def model_failed(request: HttpRequest, exc: llm.LLMError) -> HttpResponse:
 
 @api.exception_handler(UploadRejected)
 def upload_rejected(request: HttpRequest, exc: UploadRejected) -> HttpResponse:
+    # 400 bad type or content, 409 name exists, 413 too large.
+    return api.create_response(request, {"detail": str(exc)}, status=exc.status_code)
+
+
+@api.exception_handler(SpecError)
+def spec_error(request: HttpRequest, exc: SpecError) -> HttpResponse:
+    # Each spec error class carries its status: 400 bad input or selection, 403, 404, 409 state.
     return api.create_response(request, {"detail": str(exc)}, status=exc.status_code)
 
 
 # Routers are mounted here, one per app (sources, retrieval, generation, specs).
 api.add_router("/", sources_router)
+api.add_router("/specs", specs_router)

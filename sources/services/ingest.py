@@ -161,7 +161,8 @@ def source_ingest(*, root: str, rel: str, collection_id: int) -> FileResult:
     model = conf.embedding.model
     if (existing and existing.sha256 == digest and existing.status == Source.Status.INGESTED
             and existing.embedding_model == model and existing.collection_id == collection_id
-            and vectorstore.table_exists(model)):
+            and vectorstore.table_exists(model)
+            and vectorstore.source_index_complete(existing.pk, existing.chunk_count, model)):
         return FileResult(rel, "unchanged", "", existing.chunk_count)
     try:
         prepared = _prepare(path, data)
