@@ -38,7 +38,7 @@ run: migrate
 browser:
 	@command -v chromium >/dev/null || (apt-get update -qq && apt-get install -y -qq chromium >/dev/null)
 
-test: install
+test: install browser
 	$(PY) -m pytest
 
 test-unit: install
