@@ -168,6 +168,10 @@ def source_ingest(*, root: str, rel: str, collection_id: int) -> FileResult:
         prepared = _prepare(path, data)
     except (ExtractionError, llm.LLMError) as exc:
         return _failed(root, rel, collection_id, str(exc), digest=digest, size=len(data))
+    except Exception as exc:  # a parser bug on one hostile file must not stop the run: record it and go on
+        logger.exception("unexpected error while preparing %s", rel)
+        return _failed(root, rel, collection_id, f"unexpected error while reading the file: {type(exc).__name__}: "
+                       f"{exc}", digest=digest, size=len(data))
     source = _store(root=root, rel=rel, collection_id=collection_id, digest=digest, data_size=len(data),
                     mtime=path.stat().st_mtime, prepared=prepared)
     logger.info("ingested source=%s chunks=%s", source.pk, source.chunk_count)

@@ -186,3 +186,22 @@ def test_check_finds_damage_and_reingest_repairs(kb: Path) -> None:
     assert [f.path for f in rerun.files if f.status == "ingested"] == ["manual.md"]
     assert index_check().ok
     index_agrees()
+
+
+def test_unexpected_parser_error_fails_only_that_file(kb: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from sources.services import extract as extract_module
+
+    real = extract_module.extract_markdown
+
+    def explode(text: str, *, fallback_title: str):  # noqa: ANN202
+        if "boom" in text:
+            raise KeyError("parser bug")
+        return real(text, fallback_title=fallback_title)
+
+    monkeypatch.setattr(extract_module, "extract_markdown", explode)
+    (kb / "a.md").write_text("# A\n\nboom\n")
+    (kb / "b.md").write_text("# B\n\nfine text about valves\n")
+    report = {f.path: f for f in knowledge_base_ingest(target=kb).files}
+    assert report["a.md"].status == "failed" and "KeyError" in report["a.md"].reason
+    assert report["b.md"].status == "ingested"
+    index_agrees()
