@@ -205,3 +205,19 @@ def test_unexpected_parser_error_fails_only_that_file(kb: Path, monkeypatch: pyt
     assert report["a.md"].status == "failed" and "KeyError" in report["a.md"].reason
     assert report["b.md"].status == "ingested"
     index_agrees()
+
+
+def test_export_documents_csv(kb: Path, tmp_path: Path) -> None:
+    import csv as csv_module
+    import io
+
+    from django.core.management import call_command
+
+    write_kb(kb)
+    knowledge_base_ingest(target=kb)
+    out = tmp_path / "documents.csv"
+    call_command("foundry", "export", str(out), stdout=io.StringIO())
+    rows = list(csv_module.DictReader(out.open(encoding="utf-8")))
+    assert list(rows[0]) == ["doc_id", "path", "title", "chunk_id", "chunk_text", "created_at", "updated_at"]
+    assert len(rows) == Chunk.objects.count()
+    assert any(r["path"] == "sheet.pdf" and "VCC" in r["chunk_text"] for r in rows)
