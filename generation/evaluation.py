@@ -115,8 +115,10 @@ def answers_evaluate(*, squad: Path, kb_articles: int, limit: int, seed: int,
         result.index = {"folder": str(index.folder), "chunks": len(index.doc_of_chunk),
                         **{k: v for k, v in index.ingest.as_dict().items() if k != "files"}}
         runs = index.folder / "runs"
-        # Per-question audit rows (runs.csv, retrieval.json) stay with the eval index, not the user's home.
-        with override_settings(FOUNDRY_HOME=runs, FOUNDRY_ARTIFACTS=runs / "artifacts"):
+        # Per-question audit rows (runs.csv, retrieval.json) stay with the eval index, not the user's home,
+        # and the answer cache is off: a second run must measure the pipeline, not replay the log.
+        fresh = settings.FOUNDRY.with_overrides(generation={"cache_answers": False})
+        with override_settings(FOUNDRY_HOME=runs, FOUNDRY_ARTIFACTS=runs / "artifacts", FOUNDRY=fresh):
             for kind in KINDS:
                 for question in questions[kind]:
                     outcome = question_ask(question, kind)

@@ -3,7 +3,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from sources.models import Chunk, Source
+from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.db.models import Q, QuerySet
+
+from sources.models import Chunk, Collection, Source
 
 
 def chunks_for_export(*, collection: str | None = None) -> Iterator[Chunk]:
@@ -32,3 +35,50 @@ def index_counts(*, model: str) -> dict[str, int]:
         cur.execute("SELECT count(*) FROM chunks_fts")
         fts = cur.fetchone()[0]
     return {"chunks": Chunk.objects.count(), "fts": fts, "vectors": vectorstore.vector_count(model)}
+
+
+def index_version() -> str:
+    """Changes whenever a source is ingested, replaced or removed (for answer caching)."""
+    from django.db.models import Count, Max
+
+    agg = Source.objects.aggregate(latest=Max("updated_at"), sources=Count("id"))
+    return f"{agg['sources']}:{agg['latest'].isoformat() if agg['latest'] else '-'}:{Chunk.objects.count()}"
+
+
+# Row-level security. Every page, API call and query goes through these, so a
+# user only ever sees the collections they read. Superusers see everything;
+# anyone else sees the collections they are a reader of plus the public ones.
+# Objects outside the scope must answer 404, never 403, so ids cannot be probed.
+
+def readable_collections(user: AbstractBaseUser | AnonymousUser) -> QuerySet[Collection]:
+    if not user.is_authenticated or not user.is_active:
+        return Collection.objects.none()
+    if user.is_superuser:
+        return Collection.objects.all()
+    return Collection.objects.filter(Q(public=True) | Q(readers=user)).distinct()
+
+
+def readable_collection_ids(user: AbstractBaseUser | AnonymousUser) -> list[int]:
+    """Ids of the readable collections, e.g. for filtering vec0 rows by their collection column."""
+    return list(readable_collections(user).order_by("pk").values_list("pk", flat=True))
+
+
+def readable_sources(user: AbstractBaseUser | AnonymousUser) -> QuerySet[Source]:
+    return Source.objects.filter(collection__in=readable_collections(user))
+
+
+def readable_chunks(user: AbstractBaseUser | AnonymousUser) -> QuerySet[Chunk]:
+    return Chunk.objects.filter(source__collection__in=readable_collections(user))
+
+
+def uploadable_collections(user: AbstractBaseUser | AnonymousUser) -> QuerySet[Collection]:
+    """Staff may upload to any collection; others only to collections they are a reader of.
+
+    Public collections are readable by everyone, but being able to read one does
+    not let a user add documents to it.
+    """
+    if not user.is_authenticated or not user.is_active:
+        return Collection.objects.none()
+    if user.is_staff or user.is_superuser:
+        return Collection.objects.all()
+    return Collection.objects.filter(readers=user)

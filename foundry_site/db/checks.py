@@ -21,3 +21,15 @@ def check_sqlite_extensions(app_configs: Any = None, **kwargs: Any) -> list[Chec
             errors.append(Error("SQLite was built without FTS5.", id="foundry.E002",
                                 hint="Install pysqlite3-binary, which ships FTS5."))
     return errors
+
+
+@register()
+def check_models(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """Every configured model must be usable: known local model, or its provider's API key set."""
+    from django.conf import settings
+
+    from foundry_site import llm
+
+    models = settings.FOUNDRY.llm_models() | {settings.FOUNDRY.embedding.model}
+    return [Error(problem, id="foundry.E003", hint="Fix foundry.yaml or set the provider's API key variable.")
+            for problem in llm.validate_models(models)]

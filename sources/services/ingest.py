@@ -161,12 +161,17 @@ def source_ingest(*, root: str, rel: str, collection_id: int) -> FileResult:
     model = conf.embedding.model
     if (existing and existing.sha256 == digest and existing.status == Source.Status.INGESTED
             and existing.embedding_model == model and existing.collection_id == collection_id
-            and vectorstore.table_exists(model)):
+            and vectorstore.table_exists(model)
+            and vectorstore.source_index_complete(existing.pk, existing.chunk_count, model)):
         return FileResult(rel, "unchanged", "", existing.chunk_count)
     try:
         prepared = _prepare(path, data)
     except (ExtractionError, llm.LLMError) as exc:
         return _failed(root, rel, collection_id, str(exc), digest=digest, size=len(data))
+    except Exception as exc:  # a parser bug on one hostile file must not stop the run: record it and go on
+        logger.exception("unexpected error while preparing %s", rel)
+        return _failed(root, rel, collection_id, f"unexpected error while reading the file: {type(exc).__name__}: "
+                       f"{exc}", digest=digest, size=len(data))
     source = _store(root=root, rel=rel, collection_id=collection_id, digest=digest, data_size=len(data),
                     mtime=path.stat().st_mtime, prepared=prepared)
     logger.info("ingested source=%s chunks=%s", source.pk, source.chunk_count)
