@@ -112,8 +112,9 @@ def answers_evaluate(*, squad: Path, kb_articles: int, limit: int, seed: int,
     key = cache_key(data_sha256=digest, extra={"articles": titles})
     with eval_index(name=f"squad-{squad.stem}", key=key, documents=[article_document(a) for a in kb],
                     progress=ingest_progress) as index:
+        counts = index.ingest.as_dict()
         result.index = {"folder": str(index.folder), "chunks": len(index.doc_of_chunk),
-                        **{k: v for k, v in index.ingest.as_dict().items() if k != "files"}}
+                        **{k: counts[k] for k in ("ingested", "unchanged", "failed", "skipped")}}
         runs = index.folder / "runs"
         # Per-question audit rows (runs.csv, retrieval.json) stay with the eval index, not the user's home,
         # and the answer cache is off: a second run must measure the pipeline, not replay the log.

@@ -121,7 +121,9 @@ def test_eval_answers_writes_official_predictions(tmp_path: Path, foundry_config
     summary = run_eval("answers", "--squad", str(squad), "--kb-articles", "2", "--limit", "6", "--seed", "1")
     report = Path(summary["report"])
     predictions = json.loads((report / "predictions.json").read_text())
-    asked = json.loads((report / "report.json").read_text())["outcomes"]
+    payload = json.loads((report / "report.json").read_text())
+    asked = payload["outcomes"]
+    assert payload["index"]["chunks"] >= 2 and payload["index"]["ingested"] == 2
     assert len(predictions) == len(asked) == summary["questions"] and summary["questions"] >= 4
     assert all(isinstance(v, str) for v in predictions.values())
     kinds = {o["kind"] for o in asked}
