@@ -12,6 +12,7 @@ import json
 import logging
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -81,13 +82,23 @@ def question_clean(question: str) -> str:
     return text
 
 
+Progress = Callable[[str], None]
+
+
+def _no_progress(stage: str) -> None:
+    return None
+
+
 def answer_question(*, question: str, user: Any = None, collection_ids: list[int] | None = None,
-                    mode: str | None = None, top_k: int | None = None) -> Answer:
+                    mode: str | None = None, top_k: int | None = None, progress: Progress | None = None) -> Answer:
     """Answer from the sources or refuse; every call leaves exactly one QueryLog row.
 
     An identical question in the same scope, with the same configuration and an
     unchanged index, is answered from the log (marked ``cached``, no model call).
+    ``progress`` is told each stage as it starts: retrieving, generating, checking.
+    It never sees model output; only the finished, checked ``Answer`` is returned.
     """
+    progress = progress or _no_progress
     question = question_clean(question)
     run_id = uuid.uuid4().hex
     started = time.perf_counter()
@@ -101,8 +112,9 @@ def answer_question(*, question: str, user: Any = None, collection_ids: list[int
     with llm.record_calls() as calls:
         retrieval = None
         try:
+            progress("retrieving")
             retrieval = retrieve(question=question, collection_ids=collection_ids, mode=mode, top_k=top_k)
-            answer = _answer_from(retrieval, run_id=run_id, model=model)
+            answer = _answer_from(retrieval, run_id=run_id, model=model, progress=progress)
         except llm.LLMError as exc:
             _record_failure(run_id, question, user, collection_ids, retrieval, calls, exc, started, mode)
             raise QueryFailed(f"The model failed while answering: {exc}", run_id=run_id) from exc
@@ -146,7 +158,7 @@ def _from_cache(key: str, *, question: str, run_id: str, started: float, user: A
     return answer
 
 
-def _answer_from(retrieval: Retrieval, *, run_id: str, model: str) -> Answer:
+def _answer_from(retrieval: Retrieval, *, run_id: str, model: str, progress: Progress) -> Answer:
     answer = Answer(run_id=run_id, question=retrieval.question, answer_class=QueryLog.AnswerClass.NO_EVIDENCE,
                     answer=NO_EVIDENCE_ANSWER, gate=retrieval.gate.as_dict(), timings=retrieval.timings,
                     mode=retrieval.mode, hyde_text=retrieval.hyde_text,
@@ -157,6 +169,7 @@ def _answer_from(retrieval: Retrieval, *, run_id: str, model: str) -> Answer:
         return answer
     answer.model = model
     context, included = _context(retrieval, model)
+    progress("generating")
     start = time.perf_counter()
     messages = [{"role": "system", "content": prompts.render("answer_system", context=context)},
                 {"role": "user", "content": retrieval.question}]
@@ -164,6 +177,7 @@ def _answer_from(retrieval: Retrieval, *, run_id: str, model: str) -> Answer:
                          max_tokens=settings.FOUNDRY.generation.max_answer_tokens,
                          temperature=settings.FOUNDRY.generation.temperature)
     answer.timings["generate"] = round((time.perf_counter() - start) * 1000, 1)
+    progress("checking")
     start = time.perf_counter()
     grounded = Grounder(included).ground(reply.text)
     answer.timings["grounding"] = round((time.perf_counter() - start) * 1000, 1)
