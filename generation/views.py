@@ -159,7 +159,8 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
 @require_GET
 def run_status(request: HttpRequest, run_id: int) -> JsonResponse:
     """What the run page polls: status and stage."""
-    run = get_object_or_404(selectors.visible_runs(request.user).only("pk", "status", "stage"), pk=run_id)
+    run = get_object_or_404(selectors.visible_runs(request.user).only("pk", "status", "stage", "created_by"),
+                            pk=run_id)
     done = run.status in (GenerationRun.Status.SUCCEEDED, GenerationRun.Status.FAILED)
     return JsonResponse({"id": run.pk, "status": run.status, "stage": run.stage, "done": done})
 
