@@ -24,7 +24,7 @@ _MARKER = re.compile(r"\[(S\d+)\]")
 _FOOTNOTE_ID = re.compile(r"^fn(?:ref)?:\d+$")
 
 BADGES = {
-    QueryLog.AnswerClass.NORMAL: ("normal", "Answer"),
+    QueryLog.AnswerClass.NORMAL: ("normal", "Normal answer"),
     QueryLog.AnswerClass.LOW_CONFIDENCE: ("low", "Low confidence: limited source coverage"),
     QueryLog.AnswerClass.NO_EVIDENCE: ("none", "No evidence in your sources"),
 }
