@@ -1,4 +1,4 @@
-"""``/api/v1/specs``: the approved feature specs generation can use.
+"""``/api/v1/specs``: the approved feature specs generation can use; ``POST /api/v1/generate``.
 
 No ``auth`` is set here, so the router inherits whatever the NinjaAPI in
 ``foundry_site/api.py`` requires; token auth added there covers these endpoints too.
@@ -7,10 +7,9 @@ from __future__ import annotations
 
 from django.db.models import QuerySet
 from django.http import HttpRequest
+from django.urls import reverse
 from ninja import Router
 from ninja.pagination import paginate
-
-from django.urls import reverse
 
 from specs import selectors
 from specs.models import SpecVersion
