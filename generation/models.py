@@ -21,7 +21,8 @@ class GenerationRun(models.Model):
     stage = models.CharField(max_length=40, blank=True, editable=False)
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
                                    editable=False)
-    collection_ids = models.JSONField(default=list, editable=False)
+    collection_ids = models.JSONField(null=True, blank=True, default=None, editable=False,
+                                      help_text="Collections searched; null means every collection.")
     models_used = models.JSONField(default=dict, editable=False)
     prompt = models.TextField(blank=True, editable=False)
     chunks = models.JSONField(default=list, editable=False, help_text="Retrieved chunk ids with scores.")

@@ -63,6 +63,17 @@ def readable_collection_ids(user: AbstractBaseUser | AnonymousUser) -> list[int]
     return list(readable_collections(user).order_by("pk").values_list("pk", flat=True))
 
 
+def query_scope(user: AbstractBaseUser | AnonymousUser) -> list[int] | None:
+    """The ``collection_ids`` a query or run of ``user`` may search: None (everything) for superusers.
+
+    An empty list means "nothing" (retrieval then finds nothing); callers also refuse
+    such a request up front with a clear message.
+    """
+    if user.is_authenticated and user.is_active and user.is_superuser:
+        return None
+    return readable_collection_ids(user)
+
+
 def readable_sources(user: AbstractBaseUser | AnonymousUser) -> QuerySet[Source]:
     return Source.objects.filter(collection__in=readable_collections(user))
 
