@@ -67,7 +67,7 @@ class QueryLogRowOut(Schema):
 class QueryLogDetailOut(QueryLogRowOut):
     answer: str
     mode: str
-    collection_ids: list[int]
+    collection_ids: list[int] | None  # null: every collection (a superuser's query)
     citations: list[dict]
     conflicts: list[dict]
     channels: dict[str, list[list[int | float]]]

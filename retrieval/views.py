@@ -90,8 +90,8 @@ def querylog_detail(request: HttpRequest, query_id: int) -> HttpResponse:
     readable = dict(readable_chunks(request.user).filter(pk__in=chunk_ids).values_list("pk", "source_id"))
     channels = {name: [{"chunk_id": int(h[0]), "score": h[1], "source_id": readable.get(int(h[0]))} for h in hits]
                 for name, hits in row.channels.items()}
-    collections = list(Collection.objects.filter(pk__in=row.collection_ids).order_by("name")
-                       .values_list("name", flat=True))
+    collections = None if row.collection_ids is None else list(
+        Collection.objects.filter(pk__in=row.collection_ids).order_by("name").values_list("name", flat=True))
     return render(request, "querylog/detail.html", {
         "row": row, "channels": channels, "collections": collections, "readable": readable,
         "feedback": row.feedback.select_related("user").order_by("-created_at", "-pk"),
