@@ -97,6 +97,8 @@ class FoundryTask(Task):
     retry_jitter = True
     # Failures are stored even for tasks whose results are ignored: errbacks read the reason.
     store_errors_even_if_ignored = True
+    # The worker logs each return value; keep payloads (document text) out of the log.
+    resultrepr_maxsize = 120
 
     @property
     def max_retries(self) -> int:  # type: ignore[override]

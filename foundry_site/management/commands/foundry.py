@@ -6,10 +6,10 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
-from foundry_site.cli import ingest
+from foundry_site.cli import ingest, jobs, serve
 
 # Each module adds its sub-commands with add_parsers(sub); append new modules here.
-COMMAND_MODULES = [ingest]
+COMMAND_MODULES = [ingest, jobs, serve]
 
 
 class Command(BaseCommand):
