@@ -73,7 +73,8 @@ def retry_transient(fun: F) -> F:
         except TransientError:
             raise
         except Exception as exc:
-            eager = current_task is not None and current_task.request.is_eager
+            task = current_task._get_current_object()  # the proxy is never None itself
+            eager = task is not None and bool(task.request.is_eager)
             if is_transient(exc) and not eager:
                 logger.warning("transient error in %s: %s", fun.__name__, failure_reason(exc))
                 raise TransientError(failure_reason(exc)) from exc

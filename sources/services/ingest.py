@@ -242,7 +242,7 @@ def _encode_payload(rel: str, prepared: _Prepared, *, digest: str, size: int, mt
     return {
         "v": PAYLOAD_VERSION, "status": "prepared", "path": rel, "sha256": digest, "size": size, "mtime": mtime,
         "title": prepared.title, "kind": prepared.kind, "model": settings.FOUNDRY.embedding.model,
-        "chunks": [asdict(d) for d in prepared.drafts], "contexts": prepared.contexts,
+        "chunks": [{**asdict(d), "heading": list(d.heading)} for d in prepared.drafts], "contexts": prepared.contexts,
         "dim": dim, "vectors": base64.b64encode(struct.pack(f"<{len(flat)}f", *flat)).decode("ascii"),
         "summary": asdict(prepared.summary) if prepared.summary else None,
     }
