@@ -9,6 +9,7 @@ needs ``status`` (with pending / running / failed values), ``heartbeat_at``,
 from __future__ import annotations
 
 import functools
+import inspect
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -80,6 +81,10 @@ def retry_transient(fun: F) -> F:
                 raise TransientError(failure_reason(exc)) from exc
             raise
 
+    # Celery reads a task's arity from its signature (an errback with one free
+    # argument is sent to its own queue; a wider one would run inline, in the
+    # failing worker), so the wrapper must show the function's own signature.
+    wrapper.__signature__ = inspect.signature(fun)  # type: ignore[attr-defined]
     return wrapper  # type: ignore[return-value]
 
 
@@ -120,19 +125,50 @@ class FoundryTask(Task):
             raise PoisonTask(f"the worker process died {deliveries - 1} times running this task; giving up")
 
 
+MARK_TTL_SECONDS = 7 * 86400
+
+
+def _redis() -> Any | None:
+    """The result store's Redis client, or None (eager mode, or a result store that is not Redis)."""
+    if current_app.conf.task_always_eager:
+        return None
+    return getattr(current_app.backend, "client", None)
+
+
 def delivery_count(task_id: str, retries: int) -> int:
     """How often this attempt of the task has started, counted in the result store (Redis).
 
     A retry is a new message with the same id, hence the key includes ``retries``.
     Without a Redis result store (eager mode) there is nothing to count: 1.
     """
-    client = getattr(current_app.backend, "client", None)
-    if client is None or current_app.conf.task_always_eager:
+    client = _redis()
+    if client is None:
         return 1
     key = f"foundry:deliveries:{task_id}:{retries}"
     count = client.incr(key)
-    client.expire(key, 7 * 86400)
+    client.expire(key, MARK_TTL_SECONDS)
     return int(count)
+
+
+# Done marks let a compute worker drop a duplicate message (left in the queue when
+# a stale run was re-queued) without opening the database: the db side sets the
+# mark after it commits the result, the compute side only reads it.
+
+def done_mark(key: str) -> None:
+    client = _redis()
+    if client is not None:
+        client.set(f"foundry:done:{key}", 1, ex=MARK_TTL_SECONDS)
+
+
+def done_clear(keys: list[str]) -> None:
+    client = _redis()
+    if client is not None and keys:
+        client.delete(*(f"foundry:done:{key}" for key in keys))
+
+
+def done_check(key: str) -> bool:
+    client = _redis()
+    return client is not None and bool(client.exists(f"foundry:done:{key}"))
 
 
 def task_failure_reason(task_id: str) -> str:
@@ -179,6 +215,8 @@ def register_stale_sweep(model: type[models.Model], requeue: Callable[[int], Non
 def stale_runs_sweep(*, stale_after: timedelta | None = None, max_attempts: int | None = None) -> list[SweepAction]:
     """Re-queue or fail every pending/running run with no sign of life for ``stale_after``.
 
+    A run counts as stale only while no run of its kind is making progress.
+
     Safe to run anywhere and any number of times at once: each run is claimed by
     a conditional update on its old heartbeat, so two sweepers never both act on it.
     """
@@ -194,6 +232,11 @@ def _sweep_model(sweep: StaleSweep, *, stale_after: timedelta, max_attempts: int
     model = sweep.model
     status = model.Status  # type: ignore[attr-defined]
     cutoff = timezone.now() - stale_after
+    if model._default_manager.filter(status=status.RUNNING, heartbeat_at__gte=cutoff).exists():
+        # Workers are making progress on a run of this kind; quiet runs are queued
+        # behind it (the queues are first-in, first-out), not lost. Re-queueing
+        # them now would only duplicate their messages.
+        return []
     stale = model._default_manager.filter(status__in=[status.PENDING, status.RUNNING], heartbeat_at__lt=cutoff)
     actions = []
     for run_id, heartbeat, attempts in stale.values_list("pk", "heartbeat_at", "attempts"):

@@ -10,7 +10,7 @@ from typing import Any
 from celery import shared_task
 
 from foundry_site.jobs import FoundryTask, retry_transient, task_failure_reason
-from sources.services import ingest, ingest_jobs
+from sources.services import ingest_jobs
 
 
 @shared_task(base=FoundryTask)
@@ -24,9 +24,9 @@ def run_ingest_job(job_id: int) -> None:
 # the result store as well would only fill Redis with vectors.
 @shared_task(base=FoundryTask, ignore_result=True)
 @retry_transient
-def prepare_source(root: str, rel: str) -> dict[str, Any]:
+def prepare_source(root: str, rel: str, job_id: int | None = None) -> dict[str, Any]:
     """Extract, chunk, enrich and embed one file; return the JSON payload. Pure: no database."""
-    return ingest.source_prepare(root=root, rel=rel)
+    return ingest_jobs.ingest_job_file_prepare(root=root, rel=rel, job_id=job_id)
 
 
 @shared_task(base=FoundryTask, ignore_result=True)

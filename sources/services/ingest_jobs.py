@@ -18,6 +18,7 @@ Without a broker the same steps run in-process, in order.
 """
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import time
@@ -164,7 +165,7 @@ def _dispatch(job_id: int, root: str, rels: list[str]) -> None:
 
     for rel in rels:
         on_error = ingest_file_failed.s(job_id, rel)
-        chain(prepare_source.s(root, rel).on_error(on_error),
+        chain(prepare_source.s(root, rel, job_id).on_error(on_error),
               store_source.s(job_id, rel).on_error(on_error)).apply_async()
 
 
@@ -180,12 +181,26 @@ def _process_in_process(job_id: int, root: str, rel: str, on_file: ProgressFn | 
     ingest_job_file_store(job_id=job_id, rel=rel, payload=payload, on_file=on_file)
 
 
+def ingest_job_file_prepare(*, root: str, rel: str, job_id: int | None = None) -> dict[str, Any]:
+    """The compute step for one file of a job (no database). A file already recorded is not redone."""
+    if job_id is not None and jobs.done_check(_file_key(job_id, rel)):
+        logger.info("ingest job=%s file already recorded; dropping duplicate prepare", job_id)
+        return {"v": ingest.PAYLOAD_VERSION, "status": "duplicate", "path": rel}
+    return ingest.source_prepare(root=root, rel=rel)
+
+
+def _file_key(job_id: int, rel: str) -> str:
+    return f"ingest:{job_id}:{hashlib.sha1(rel.encode()).hexdigest()}"
+
+
 def ingest_job_file_store(*, job_id: int, rel: str, payload: dict[str, Any],
                           on_file: ProgressFn | None = None) -> FileResult | None:
     """Write one prepared file and record its result, in one transaction.
 
     Idempotent: returns None (and writes nothing) when the job is gone or the file already has a result.
     """
+    if payload["status"] == "duplicate":
+        return None
     with transaction.atomic():
         job = IngestJob.objects.filter(pk=job_id).first()
         if job is None or rel in _paths_done(job):
@@ -194,6 +209,7 @@ def ingest_job_file_store(*, job_id: int, rel: str, payload: dict[str, Any],
         result = ingest.source_store_prepared(root=job.root, rel=rel, collection_id=job.collection_id,
                                               payload=payload)
         _append(job, [result], on_file)
+        transaction.on_commit(lambda: jobs.done_mark(_file_key(job_id, rel)))
     return result
 
 
@@ -206,6 +222,7 @@ def ingest_job_file_fail(*, job_id: int, rel: str, reason: str,
             return None
         result = ingest.source_mark_failed(root=job.root, rel=rel, collection_id=job.collection_id, reason=reason)
         _append(job, [result], on_file)
+        transaction.on_commit(lambda: jobs.done_mark(_file_key(job_id, rel)))
     return result
 
 
@@ -265,12 +282,14 @@ def ingest_job_retry(*, job_id: int) -> IngestJob:
         if not job.is_finished:
             raise JobStateError(f"ingest job {job_id} is {job.status}; only a finished job can be retried")
         keep = [r for r in job.results if r["status"] not in ("failed", "removed")]
+        redo = [r["path"] for r in job.results if r["status"] == "failed"]
         if job.status == IngestJob.Status.SUCCEEDED and len(keep) == job.files_total:
             raise JobStateError(f"ingest job {job_id} succeeded with no failed files; nothing to retry")
         IngestJob.objects.filter(pk=job_id, status=job.status).update(
             status=IngestJob.Status.PENDING, stage=IngestJob.Stage.QUEUED, error="", results=keep,
             files_done=len(keep), chunks_done=sum(r["chunks"] for r in keep if r["status"] == "ingested"),
             attempts=0, finished_at=None, heartbeat_at=timezone.now())
+    jobs.done_clear([_file_key(job_id, rel) for rel in redo])
     logger.info("ingest job=%s re-queued by retry", job_id)
     ingest_job_enqueue(job_id=job_id)
     return IngestJob.objects.get(pk=job_id)

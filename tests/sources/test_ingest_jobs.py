@@ -135,19 +135,29 @@ def test_sweeper_requeues_then_fails_stale_jobs(kb: Path) -> None:
     write_notes(kb, 2)
     stale = running_job(kb)
     hopeless = running_job(kb)
-    fresh = running_job(kb)
+    queued = ingest_jobs.ingest_job_create(target=kb)  # pending, fresh heartbeat: left alone
     old = timezone.now() - timedelta(hours=2)
     IngestJob.objects.filter(pk__in=[stale.pk, hopeless.pk]).update(heartbeat_at=old)
     IngestJob.objects.filter(pk=hopeless.pk).update(attempts=3)
     actions = {a.run_id: a for a in stale_runs_sweep(stale_after=timedelta(minutes=5), max_attempts=3)}
     assert set(actions) == {stale.pk, hopeless.pk}
     assert actions[stale.pk].action == "requeued" and actions[hopeless.pk].action == "failed"
-    stale.refresh_from_db(), hopeless.refresh_from_db(), fresh.refresh_from_db()
+    stale.refresh_from_db(), hopeless.refresh_from_db(), queued.refresh_from_db()
     # Without a broker the re-queued job runs at once, to the end.
     assert stale.status == IngestJob.Status.SUCCEEDED and stale.files_done == 2
     assert hopeless.status == IngestJob.Status.FAILED and "no progress for" in hopeless.error
-    assert fresh.status == IngestJob.Status.RUNNING
+    assert queued.status == IngestJob.Status.PENDING
     index_agrees()
+
+
+def test_sweeper_waits_while_another_run_progresses(kb: Path) -> None:
+    write_notes(kb, 1)
+    quiet = running_job(kb)
+    running_job(kb)  # heartbeat now: the workers are busy with it
+    IngestJob.objects.filter(pk=quiet.pk).update(heartbeat_at=timezone.now() - timedelta(hours=2))
+    assert stale_runs_sweep(stale_after=timedelta(minutes=5)) == []
+    quiet.refresh_from_db()
+    assert quiet.status == IngestJob.Status.RUNNING
 
 
 def test_jobs_command_lists_failures_with_reasons(kb: Path) -> None:

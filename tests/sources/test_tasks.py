@@ -25,3 +25,13 @@ def test_prepare_source_reports_bad_file_without_database(tmp_path: Path) -> Non
     assert payload["status"] == "failed" and "invalid JSON" in payload["reason"] and payload["sha256"]
     missing = prepare_source.apply(args=(str(tmp_path), "gone.txt")).get()
     assert missing["status"] == "failed" and "cannot read file" in missing["reason"]
+
+
+def test_failure_errback_goes_to_the_db_queue() -> None:
+    """Celery runs an errback inline (in the failing compute worker) when its signature takes
+    more than the task id; ours must be sent as a message, to the worker next to the database."""
+    from foundry_site.celery import app
+    from sources.tasks import ingest_file_failed
+
+    assert not app.backend._errback_arity_greater(ingest_file_failed.s(1, "a.md"), 1)
+    assert app.amqp.router.route({}, ingest_file_failed.name)["queue"].name == "db"
