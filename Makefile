@@ -27,9 +27,12 @@ install: $(STAMP)
 migrate: install
 	$(PY) manage.py migrate --noinput
 
+SAMPLE_QUESTION ?= What is the operating temperature range of the AX-200?
+
 run: migrate
 	$(VENV)/bin/foundry ingest knowledge_base
 	$(VENV)/bin/foundry status
+	$(VENV)/bin/foundry query "$(SAMPLE_QUESTION)"
 
 # Debian's chromium for the browser tests (never `playwright install`).
 browser:

@@ -74,7 +74,9 @@ class GenerationConfig(_Section):
     model: str = LOCAL_LLM
     token_budget: Annotated[int, Field(ge=256, le=1_000_000)] = 8192
     max_source_summaries: Annotated[int, Field(ge=0, le=1000)] = 10
-    max_answer_tokens: Annotated[int, Field(ge=16, le=16_000)] = 300
+    max_passages: Annotated[int, Field(ge=1, le=100)] = 5
+    max_answer_tokens: Annotated[int, Field(ge=16, le=16_000)] = 160
+    max_document_tokens: Annotated[int, Field(ge=64, le=32_000)] = 700
     temperature: Annotated[float, Field(ge=0, le=2)] = 0.0
     min_support: Unit = 0.45
     low_confidence_score: Unit = 0.35

@@ -121,6 +121,7 @@ def _minilm_path() -> Path:
 
 LOCAL_CHAT_MODELS = {"smollm2-135m": _smollm2_path}
 LOCAL_EMBEDDING_MODELS = {"all-minilm-l6-v2": _minilm_path}
+LOCAL_REPEAT_PENALTY = 1.15
 LOCAL_EMBEDDING_LIMITS = {"all-minilm-l6-v2": 256}  # word pieces the model reads; the rest is cut
 
 
@@ -140,7 +141,7 @@ class _LocalModels:
                                            model=f"local/{name}")
                 from llama_cpp import Llama
 
-                self.chat[name] = Llama(model_path=str(LOCAL_CHAT_MODELS[name]()), n_ctx=8192,
+                self.chat[name] = Llama(model_path=str(LOCAL_CHAT_MODELS[name]()), n_ctx=LOCAL_CONTEXT_WINDOW,
                                         n_threads=os.cpu_count() or 2, n_batch=512, verbose=False, seed=0)
             return self.chat[name]
 
@@ -181,6 +182,8 @@ class LocalProvider(CustomLLM):
                 max_tokens=optional_params.get("max_tokens") or 256,
                 temperature=optional_params.get("temperature", 0.0),
                 stop=optional_params.get("stop"),
+                # Small models loop on one phrase without a repetition penalty.
+                repeat_penalty=LOCAL_REPEAT_PENALTY,
             )
         model_response.choices[0].message.content = out["choices"][0]["message"]["content"]
         model_response.choices[0].finish_reason = out["choices"][0].get("finish_reason") or "stop"
@@ -372,3 +375,17 @@ def validate_models(models: set[str]) -> list[str]:
         if env.get("missing_keys"):
             problems.append(f"{model}: missing environment variable(s) {', '.join(env['missing_keys'])}")
     return problems
+
+
+LOCAL_CONTEXT_WINDOW = 8192  # n_ctx the local llama.cpp models are loaded with
+
+
+def context_window(model: str) -> int | None:
+    """Input tokens ``model`` accepts, when known."""
+    if model.startswith("local/"):
+        return LOCAL_CONTEXT_WINDOW
+    try:
+        info = litellm.get_model_info(model)
+    except Exception:  # litellm raises for models missing from its map; the window is then unknown
+        return None
+    return info.get("max_input_tokens") or info.get("max_tokens")

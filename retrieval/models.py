@@ -1,1 +1,112 @@
-"""Query log and search proxies (see search.py)."""
+"""The query log (append-only audit) and the search proxy over chunks."""
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from django.db import models
+from django.utils import timezone
+
+from retrieval.search import ChunkSearchManager
+from sources.models import Chunk
+
+
+class ChunkSearch(Chunk):
+    """Chunk with the raw-SQL search manager attached (``ChunkSearch.search.keyword(...)``)."""
+
+    objects = models.Manager()
+    search = ChunkSearchManager()
+
+    class Meta:
+        proxy = True
+
+
+class AppendOnlyError(Exception):
+    """Audit rows are never changed or deleted."""
+
+
+class QueryLogQuerySet(models.QuerySet):
+    def update(self, **kwargs: Any) -> int:
+        raise AppendOnlyError("QueryLog rows cannot be updated")
+
+    def delete(self) -> tuple[int, dict[str, int]]:
+        raise AppendOnlyError("QueryLog rows cannot be deleted")
+
+
+class QueryLogManager(models.Manager.from_queryset(QueryLogQuerySet)):  # type: ignore[misc]
+    def record(self, **fields: Any) -> QueryLog:
+        """The only way to write a query-log row."""
+        row = self.model(**fields)
+        row._recording = True
+        row.save(force_insert=True)
+        return row
+
+
+class QueryLog(models.Model):
+    class AnswerClass(models.TextChoices):
+        NORMAL = "normal", "Normal"
+        LOW_CONFIDENCE = "low_confidence", "Low confidence"
+        NO_EVIDENCE = "no_evidence", "No evidence"
+
+    class Status(models.TextChoices):
+        OK = "ok", "Answered"
+        FAILED = "failed", "Failed"
+
+    run_id = models.CharField(max_length=40, unique=True, editable=False)
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                             related_name="queries", editable=False)
+    question = models.TextField(editable=False)
+    mode = models.CharField(max_length=10, editable=False)
+    collection_ids = models.JSONField(default=list, editable=False)
+    hyde_text = models.TextField(blank=True, editable=False)
+    channels = models.JSONField(default=dict, editable=False, help_text="Chunk ids and scores per channel.")
+    gate = models.JSONField(default=dict, editable=False)
+    answer_class = models.CharField(max_length=16, choices=AnswerClass.choices, blank=True, editable=False)
+    answer = models.TextField(blank=True, editable=False)
+    citations = models.JSONField(default=list, editable=False)
+    conflicts = models.JSONField(default=list, editable=False)
+    coverage = models.FloatField(null=True, blank=True, editable=False)
+    prompt_tokens = models.PositiveIntegerField(default=0, editable=False)
+    completion_tokens = models.PositiveIntegerField(default=0, editable=False)
+    cost = models.FloatField(default=0.0, editable=False)
+    llm_calls = models.PositiveIntegerField(default=0, editable=False)
+    model = models.CharField(max_length=200, blank=True, editable=False)
+    timings = models.JSONField(default=dict, editable=False, help_text="Milliseconds per stage.")
+    status = models.CharField(max_length=8, choices=Status.choices, default=Status.OK, editable=False)
+    error = models.TextField(blank=True, editable=False)
+    cached = models.BooleanField(default=False, editable=False)
+    created_at = models.DateTimeField(default=timezone.now, editable=False, db_index=True)
+
+    objects = QueryLogManager()
+
+    class Meta:
+        ordering = ["-created_at"]
+        indexes = [models.Index(fields=["answer_class"]), models.Index(fields=["user", "created_at"])]
+
+    def __str__(self) -> str:
+        return f"{self.run_id}: {self.question[:60]}"
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        if not getattr(self, "_recording", False) or not self._state.adding:
+            raise AppendOnlyError("QueryLog rows are written only by QueryLog.objects.record()")
+        super().save(*args, **kwargs)
+
+    def delete(self, *args: Any, **kwargs: Any) -> tuple[int, dict[str, int]]:
+        raise AppendOnlyError("QueryLog rows cannot be deleted")
+
+
+class QueryFeedback(models.Model):
+    """A reader's verdict on an answer; kept beside the immutable log row, newest wins."""
+
+    class Verdict(models.TextChoices):
+        CORRECT = "correct", "Correct"
+        INCORRECT = "incorrect", "Incorrect"
+
+    query = models.ForeignKey(QueryLog, on_delete=models.PROTECT, related_name="feedback")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL)
+    verdict = models.CharField(max_length=10, choices=Verdict.choices)
+    note = models.TextField(blank=True, max_length=4000)
+    created_at = models.DateTimeField(default=timezone.now, editable=False)
+
+    class Meta:
+        ordering = ["-created_at"]

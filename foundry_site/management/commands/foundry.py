@@ -6,10 +6,10 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
-from foundry_site.cli import ingest, jobs, serve
+from foundry_site.cli import generate, ingest, jobs, query, serve, specs
 
 # Each module adds its sub-commands with add_parsers(sub); append new modules here.
-COMMAND_MODULES = [ingest, jobs, serve]
+COMMAND_MODULES = [ingest, query, generate, specs, jobs, serve]
 
 
 class Command(BaseCommand):

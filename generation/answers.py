@@ -1,0 +1,211 @@
+"""Answering a question from the sources only: ``answer = f(retrieved chunks)``.
+
+Order: retrieval (HyDE, hybrid search, gate, relevance, conflicts) → context →
+generation → citation and grounding check → answer class → audit (QueryLog row,
+runs.csv line, artifacts/<date>/<run_id>/retrieval.json). When the gate finds no
+evidence, no LLM is called at all.
+"""
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.conf import settings
+
+from foundry_site import llm, prompts
+from generation import audit
+from generation.context import chunk_budget, context_build
+from generation.grounding import REFUSAL, Grounded
+from generation.support import Grounder
+from retrieval.models import QueryLog
+from retrieval.services.conflicts import conflict_format
+from retrieval.services.gate import NO_EVIDENCE_ANSWER, NO_EVIDENCE_HINT
+from retrieval.services.retrieve import Candidate, Retrieval, retrieve
+
+logger = logging.getLogger(__name__)
+
+MAX_QUESTION_CHARS = 4000
+LOW_CONFIDENCE_PREFIX = "Answer (LOW CONFIDENCE — limited source coverage):"
+
+
+class QueryError(ValueError):
+    """The question itself is unusable (empty, too long)."""
+
+
+class QueryFailed(Exception):
+    """A model failed for good while answering; the failure is in the query log."""
+
+    def __init__(self, message: str, *, run_id: str) -> None:
+        super().__init__(message)
+        self.run_id = run_id
+
+
+@dataclass
+class Answer:
+    run_id: str
+    question: str
+    answer_class: str
+    answer: str
+    citations: list[dict] = field(default_factory=list)
+    conflicts: list[dict] = field(default_factory=list)
+    coverage: float | None = None
+    refusal: str = ""  # gate | relevance | grounding | model, when nothing was answered
+    gate: dict = field(default_factory=dict)
+    timings: dict[str, float] = field(default_factory=dict)
+    llm_calls: int = 0
+    tokens: dict[str, int] = field(default_factory=dict)
+    cost: float = 0.0
+    model: str = ""
+    mode: str = ""
+    hyde_text: str = ""
+    hint: str = ""
+
+    def as_dict(self) -> dict[str, Any]:
+        return {k: getattr(self, k) for k in self.__dataclass_fields__}
+
+
+def question_clean(question: str) -> str:
+    text = " ".join(question.replace("\x00", " ").split())
+    if not text:
+        raise QueryError("the question is empty")
+    if len(text) > MAX_QUESTION_CHARS:
+        raise QueryError(f"the question is {len(text)} characters long; the limit is {MAX_QUESTION_CHARS}")
+    return text
+
+
+def answer_question(*, question: str, user: Any = None, collection_ids: list[int] | None = None,
+                    mode: str | None = None, top_k: int | None = None) -> Answer:
+    """Answer from the sources or refuse; every call leaves exactly one QueryLog row."""
+    question = question_clean(question)
+    run_id = uuid.uuid4().hex
+    started = time.perf_counter()
+    model = settings.FOUNDRY.generation.model
+    with llm.record_calls() as calls:
+        retrieval = None
+        try:
+            retrieval = retrieve(question=question, collection_ids=collection_ids, mode=mode, top_k=top_k)
+            answer = _answer_from(retrieval, run_id=run_id, model=model)
+        except llm.LLMError as exc:
+            _record_failure(run_id, question, user, collection_ids, retrieval, calls, exc, started, mode)
+            raise QueryFailed(f"The model failed while answering: {exc}", run_id=run_id) from exc
+    answer.timings["total"] = round((time.perf_counter() - started) * 1000, 1)
+    answer.llm_calls = calls.llm_calls
+    answer.tokens = {"prompt": calls.prompt_tokens, "completion": calls.completion_tokens}
+    answer.cost = round(calls.cost, 6)
+    _record(answer, retrieval, user, collection_ids)
+    return answer
+
+
+def _answer_from(retrieval: Retrieval, *, run_id: str, model: str) -> Answer:
+    answer = Answer(run_id=run_id, question=retrieval.question, answer_class=QueryLog.AnswerClass.NO_EVIDENCE,
+                    answer=NO_EVIDENCE_ANSWER, gate=retrieval.gate.as_dict(), timings=retrieval.timings,
+                    mode=retrieval.mode, hyde_text=retrieval.hyde_text,
+                    conflicts=[c.as_dict() for c in retrieval.conflicts])
+    if not retrieval.gate.passed or not retrieval.candidates:
+        answer.refusal = "gate" if not retrieval.gate.passed else "relevance"
+        answer.hint = NO_EVIDENCE_HINT
+        return answer
+    answer.model = model
+    context, included = _context(retrieval, model)
+    start = time.perf_counter()
+    messages = [{"role": "system", "content": prompts.render("answer_system", context=context)},
+                {"role": "user", "content": retrieval.question}]
+    reply = llm.complete(messages=messages, purpose="answer", model=model,
+                         max_tokens=settings.FOUNDRY.generation.max_answer_tokens,
+                         temperature=settings.FOUNDRY.generation.temperature)
+    answer.timings["generate"] = round((time.perf_counter() - start) * 1000, 1)
+    start = time.perf_counter()
+    grounded = Grounder(included).ground(reply.text)
+    answer.timings["grounding"] = round((time.perf_counter() - start) * 1000, 1)
+    return _classify(answer, grounded, included)
+
+
+def _context(retrieval: Retrieval, model: str) -> tuple[str, list[Candidate]]:
+    conf = settings.FOUNDRY.generation
+    overhead = llm.count_tokens(prompts.render("answer_system", context="") + retrieval.question, model=model)
+    budget = chunk_budget(model=model, configured=conf.token_budget, reserved=overhead + conf.max_answer_tokens)
+    built = context_build(retrieval.candidates[:conf.max_passages], model=model, budget=budget)
+    return built.text, built.included
+
+
+def _classify(answer: Answer, grounded: Grounded, included: list[Candidate]) -> Answer:
+    conf = settings.FOUNDRY.generation
+    answer.coverage = grounded.coverage
+    if grounded.refused or not grounded.text:
+        answer.refusal = "model" if grounded.refused else "grounding"
+        answer.answer = REFUSAL
+        return answer
+    by_label = {c.label: c for c in included}
+    answer.citations = [citation(by_label[label]) for label in grounded.cited_ids]
+    best = max(c.score for c in included)
+    weak = best < conf.low_confidence_score or (grounded.coverage or 0.0) < conf.min_coverage
+    answer.answer_class = QueryLog.AnswerClass.LOW_CONFIDENCE if weak else QueryLog.AnswerClass.NORMAL
+    answer.answer = grounded.text
+    return answer
+
+
+def citation(candidate: Candidate) -> dict:
+    chunk = candidate.chunk
+    return {"id": candidate.label, "chunk_id": chunk.pk, "source": chunk.source.path, "title": chunk.source.title,
+            "heading": chunk.heading, "page": chunk.page_start, "lines": [chunk.line_start, chunk.line_end],
+            "score": round(candidate.score, 4), "text": chunk.text}
+
+
+def _record(answer: Answer, retrieval: Retrieval, user: Any, collection_ids: list[int] | None) -> None:
+    QueryLog.objects.record(
+        run_id=answer.run_id, user=_user(user), question=answer.question, mode=answer.mode,
+        collection_ids=collection_ids or [], hyde_text=answer.hyde_text, channels=retrieval.channels_dict(),
+        gate=answer.gate, answer_class=answer.answer_class, answer=answer.answer,
+        citations=[{k: v for k, v in c.items() if k != "text"} for c in answer.citations],
+        conflicts=answer.conflicts, coverage=answer.coverage, prompt_tokens=answer.tokens.get("prompt", 0),
+        completion_tokens=answer.tokens.get("completion", 0), cost=answer.cost, llm_calls=answer.llm_calls,
+        model=answer.model, timings=answer.timings)
+    audit.artifacts_write(run_id=answer.run_id, question=answer.question, retrieval=retrieval, answer=answer.as_dict())
+    audit.runs_append(run_id=answer.run_id, task_name="rag_query", status="ok", answer_class=answer.answer_class,
+                      llm_calls=answer.llm_calls, latency_ms=answer.timings["total"], model=answer.model,
+                      user=_user(user))
+
+
+def _record_failure(run_id: str, question: str, user: Any, collection_ids: list[int] | None,
+                    retrieval: Retrieval | None, calls: llm.CallRecord, exc: Exception, started: float,
+                    mode: str | None) -> None:
+    total = round((time.perf_counter() - started) * 1000, 1)
+    QueryLog.objects.record(
+        run_id=run_id, user=_user(user), question=question, mode=mode or settings.FOUNDRY.retrieval.mode,
+        collection_ids=collection_ids or [], channels=retrieval.channels_dict() if retrieval else {},
+        gate=retrieval.gate.as_dict() if retrieval and retrieval.gate else {}, status=QueryLog.Status.FAILED,
+        error=str(exc), llm_calls=calls.llm_calls, prompt_tokens=calls.prompt_tokens,
+        completion_tokens=calls.completion_tokens, model=getattr(exc, "model", ""),
+        timings={**(retrieval.timings if retrieval else {}), "total": total})
+    audit.runs_append(run_id=run_id, task_name="rag_query", status="failed", answer_class="", llm_calls=calls.llm_calls,
+                      latency_ms=total, model=getattr(exc, "model", ""), user=_user(user))
+    logger.warning("query %s failed: %s", run_id, type(exc).__name__)
+
+
+def _user(user: Any) -> Any:
+    return user if getattr(user, "is_authenticated", False) else None
+
+
+def answer_format(answer: Answer, *, snippets: bool = False) -> str:
+    """The CLI rendering (seed 001 §4): conflicts, Answer:, Sources:."""
+    lines = [conflict_format(c) + "\n" for c in answer.conflicts]
+    if answer.answer_class == QueryLog.AnswerClass.NO_EVIDENCE:
+        lines.append(answer.answer)
+        if answer.hint:
+            lines.append(answer.hint)
+        return "\n".join(lines) + "\n"
+    header = LOW_CONFIDENCE_PREFIX if answer.answer_class == QueryLog.AnswerClass.LOW_CONFIDENCE else "Answer:"
+    lines += [header, answer.answer, "", "Sources:"]
+    for c in answer.citations:
+        where = ", ".join(p for p in [f"§ {c['heading']}" if c["heading"] else "",
+                                       f"p. {c['page']}" if c["page"] else "",
+                                       f"lines {c['lines'][0]}-{c['lines'][1]}"] if p)
+        lines.append(f"- [{c['id']}] {c['source']}, {where} (score: {c['score']:.2f})")
+        if snippets:
+            lines += [f"    > {line}" for line in c["text"].splitlines()[:3]]
+    if answer.coverage is not None:
+        lines.append(f"\nAttribution coverage: {answer.coverage:.0%}")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,152 @@
+"""Citation and grounding check of a generated text before anyone sees it.
+
+Every sentence must be supported by a passage of the context:
+- a cited id that is not in the context (phantom or off-by-one) is discarded;
+- support is judged against windows of two consecutive sentences of a passage
+  (a whole passage is big enough to contain stray matching words and numbers):
+  word overlap plus embedding similarity, and every number in the sentence must
+  occur in the window (a changed value is the most harmful hallucination);
+- a sentence whose cited passage does not support it is attributed to the passage
+  that does, if any; otherwise the sentence is removed.
+``coverage`` = supported sentences / sentences the model wrote.
+"""
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from retrieval.search import STOPWORDS
+
+REFUSAL = "The indexed documentation does not contain this information."
+_CITATION = re.compile(r"\[\s*(S?\d+(?:\s*[,;]\s*S?\d+)*)\s*\]|\(\s*(S\d+(?:\s*[,;]\s*S?\d+)*)\s*\)")
+_BARE_ID = re.compile(r"\bS(\d+)\b")
+_BOUNDARY = re.compile(r"(?<=[.!?])((?:\s*\[[^\]\n]{1,40}\])*)\s+(?=\S)")
+_WORD = re.compile(r"[A-Za-zÀ-ÿ][A-Za-zÀ-ÿ0-9\-]{2,}")
+_NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
+
+
+@dataclass
+class Sentence:
+    text: str  # without citation markers
+    cited: list[str]  # ids as written (S1 …)
+    supported_by: str = ""  # the passage id that supports it, "" if none
+    support: float = 0.0
+    valid_citation: bool = False
+
+
+@dataclass
+class Grounded:
+    text: str
+    sentences: list[Sentence] = field(default_factory=list)
+    coverage: float | None = None
+    invalid_citations: list[str] = field(default_factory=list)
+    refused: bool = False
+    total: int = 0  # sentences the model wrote (refusal phrases and repeats not counted)
+    supported: int = 0
+
+    @property
+    def cited_ids(self) -> list[str]:
+        seen: dict[str, None] = {}
+        for s in self.sentences:
+            if s.supported_by:
+                seen[s.supported_by] = None
+        return list(seen)
+
+
+def split_sentences(text: str) -> list[Sentence]:
+    """Sentences with the citation markers that follow or end them."""
+    out: list[Sentence] = []
+    for line in text.splitlines():
+        line = re.sub(r"^\s*(?:[-*•]|\d+[.)])\s+", "", line).strip()
+        if not line:
+            continue
+        parts = _BOUNDARY.split(line)
+        for i in range(0, len(parts), 2):
+            raw = parts[i] + (parts[i + 1] if i + 1 < len(parts) else "")
+            ids = citation_ids(raw)
+            clean = " ".join(_BARE_ID.sub("", _CITATION.sub("", raw)).split()).strip()
+            clean = re.sub(r"\s+([.,;:!?])", r"\1", clean)
+            if re.search(r"\w", clean):
+                out.append(Sentence(clean, ids))
+    return out
+
+
+def citation_ids(text: str) -> list[str]:
+    ids: list[str] = []
+    for match in _CITATION.finditer(text):
+        for part in re.split(r"[,;]", match.group(1) or match.group(2)):
+            ids.append("S" + part.strip().lstrip("Ss"))
+    ids += [f"S{n}" for n in _BARE_ID.findall(_CITATION.sub("", text))]
+    return list(dict.fromkeys(ids))
+
+
+def content_words(text: str) -> set[str]:
+    return {w.lower()[:6] for w in _WORD.findall(text) if w.lower() not in STOPWORDS}
+
+
+def numbers(text: str) -> set[str]:
+    return {n.replace(",", ".").rstrip(".") for n in _NUMBER.findall(text)}
+
+
+def lexical_support(sentence: str, passage: str) -> float:
+    words = content_words(sentence)
+    if not words:
+        return 0.0
+    return len(words & content_words(passage)) / len(words)
+
+
+Similarity = Callable[[str, str], float]  # (answer sentence, passage window) -> cosine similarity
+
+
+def passage_windows(passage: str) -> list[str]:
+    """Overlapping two-sentence windows of a passage (the passage itself if it is one sentence)."""
+    sentences = [s.text for s in split_sentences(passage)] or [passage]
+    if len(sentences) == 1:
+        return sentences
+    return [f"{a} {b}" for a, b in zip(sentences, sentences[1:])]
+
+
+def ground(text: str, passages: dict[str, str], *, similarity: Similarity, min_support: float) -> Grounded:
+    """Check every sentence of ``text`` against ``passages`` (id -> passage text)."""
+    sentences = split_sentences(text)
+    if not sentences or all(_is_refusal(s.text) for s in sentences):
+        return Grounded(text=REFUSAL, sentences=[], coverage=None, refused=True)
+    result = Grounded(text="")
+    kept: list[str] = []
+    seen_text: set[str] = set()
+    countable = {s.text.lower() for s in sentences if not _is_refusal(s.text)}
+    for sentence in sentences:
+        if _is_refusal(sentence.text) or sentence.text.lower() in seen_text:
+            continue
+        seen_text.add(sentence.text.lower())
+        valid = [c for c in sentence.cited if c in passages]
+        result.invalid_citations += [c for c in sentence.cited if c not in passages]
+        sentence.valid_citation = bool(valid)
+        order = valid + [pid for pid in passages if pid not in valid]
+        for pid in order:
+            score = max(_support(sentence.text, window, similarity(sentence.text, window))
+                        for window in passage_windows(passages[pid]))
+            if score >= min_support and score > sentence.support:
+                sentence.supported_by, sentence.support = pid, score
+                if pid in valid:
+                    break  # the model's own citation holds: keep it
+        result.sentences.append(sentence)
+        if sentence.supported_by:
+            kept.append(f"{sentence.text} [{sentence.supported_by}]")
+    result.supported = sum(1 for s in result.sentences if s.supported_by)
+    result.total = len(countable)
+    result.coverage = round(result.supported / result.total, 4) if result.total else None
+    result.text = " ".join(kept)
+    return result
+
+
+def _support(sentence: str, passage: str, cosine: float) -> float:
+    """0..1: mean of word overlap and embedding similarity; 0 if a number is not in the passage."""
+    if not numbers(sentence) <= numbers(passage):
+        return 0.0
+    return 0.5 * lexical_support(sentence, passage) + 0.5 * max(0.0, cosine)
+
+
+def _is_refusal(sentence: str) -> bool:
+    return "does not contain this information" in sentence.lower()

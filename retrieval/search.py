@@ -1,0 +1,114 @@
+"""Raw-SQL search over chunks: FTS5 (BM25) and sqlite-vec (cosine), plus rank fusion.
+
+User text reaches ``MATCH`` only through ``fts_query`` (every term quoted, bound
+as a parameter). Table names are constants, except ``vec_chunks_{slug}``, whose
+slug ``sources.vectorstore`` derives from configuration and checks.
+"""
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from django.db import connection, models
+
+from sources import vectorstore
+
+MAX_QUERY_TERMS = 64
+_TERM = re.compile(r"\w+", re.UNICODE)
+# Words that carry no topic: dropping them keeps BM25 from ranking on "what is the".
+STOPWORDS = frozenset("""
+a an and are as at be but by can could did do does for from had has have how i if in into is it its
+me my no not of on or our shall should so than that the their them then there these they this to
+was we were what when where which who whom why will with would you your
+""".split())
+
+
+@dataclass(frozen=True)
+class Hit:
+    chunk_id: int
+    score: float
+
+
+def fts_query(text: str) -> str:
+    """An FTS5 query matching any topical term of ``text``; "" when there is none.
+
+    Every term is wrapped in double quotes (embedded quotes doubled), so FTS5
+    operators, column filters and punctuation in user text are plain words.
+    """
+    seen: dict[str, None] = {}
+    for term in _TERM.findall(text.lower()):
+        if term not in STOPWORDS and term not in seen:
+            seen[term] = None
+        if len(seen) >= MAX_QUERY_TERMS:
+            break
+    return " OR ".join('"' + term.replace('"', '""') + '"' for term in seen)
+
+
+def _scope(collection_ids: Sequence[int] | None, column: str) -> tuple[str, list[int]]:
+    if collection_ids is None:
+        return "", []
+    if not collection_ids:
+        return " AND 0", []
+    return f" AND {column} IN ({','.join(['%s'] * len(collection_ids))})", [int(i) for i in collection_ids]
+
+
+class ChunkSearchManager(models.Manager):
+    def keyword(self, text: str, *, limit: int = 20, collection_ids: Sequence[int] | None = None) -> list[Hit]:
+        """BM25 hits, best first; ``score`` is -bm25 (higher is better)."""
+        query = fts_query(text)
+        if not query:
+            return []
+        where, params = _scope(collection_ids, "s.collection_id")
+        sql = ("SELECT f.rowid, bm25(chunks_fts) FROM chunks_fts f "
+               "JOIN sources_chunk c ON c.id = f.rowid JOIN sources_source s ON s.id = c.source_id "
+               f"WHERE chunks_fts MATCH %s{where} ORDER BY 2 LIMIT %s")
+        with connection.cursor() as cur:
+            cur.execute(sql, [query, *params, limit])
+            return [Hit(cid, -score) for cid, score in cur.fetchall()]
+
+    def nearest(self, vector: Sequence[float], *, model: str, k: int = 20,
+                collection_ids: Sequence[int] | None = None) -> list[Hit]:
+        """Nearest chunks by cosine similarity (``score`` = 1 - cosine distance), best first."""
+        if not vectorstore.table_exists(model):
+            raise vectorstore.MissingEmbeddings(model)
+        if collection_ids is not None and not collection_ids:
+            return []
+        where, params = _scope(collection_ids, "collection_id")
+        sql = (f"SELECT chunk_id, distance FROM {vectorstore.table_name(model)} "
+               f"WHERE embedding MATCH %s AND k = %s{where}")
+        with connection.cursor() as cur:
+            cur.execute(sql, [vectorstore.serialize(vector), k, *params])
+            return [Hit(cid, 1.0 - dist) for cid, dist in cur.fetchall()]
+
+    def similarity(self, vector: Sequence[float], chunk_ids: Sequence[int], *, model: str) -> dict[int, float]:
+        """Cosine similarity of ``vector`` to each of ``chunk_ids`` (for the gate and the Sources list)."""
+        if not chunk_ids:
+            return {}
+        marks = ",".join(["%s"] * len(chunk_ids))
+        sql = (f"SELECT chunk_id, vec_distance_cosine(embedding, %s) FROM {vectorstore.table_name(model)} "
+               f"WHERE chunk_id IN ({marks})")
+        with connection.cursor() as cur:
+            cur.execute(sql, [vectorstore.serialize(vector), *chunk_ids])
+            return {cid: 1.0 - dist for cid, dist in cur.fetchall()}
+
+    def vectors(self, chunk_ids: Sequence[int], *, model: str) -> dict[int, bytes]:
+        """Stored float32 vectors of ``chunk_ids`` (raw bytes)."""
+        if not chunk_ids:
+            return {}
+        marks = ",".join(["%s"] * len(chunk_ids))
+        with connection.cursor() as cur:
+            cur.execute(f"SELECT chunk_id, embedding FROM {vectorstore.table_name(model)} "
+                        f"WHERE chunk_id IN ({marks})", list(chunk_ids))
+            return {cid: bytes(blob) for cid, blob in cur.fetchall()}
+
+
+def reciprocal_rank_fusion(channels: dict[str, list[Hit]], *, k: int = 60,
+                           weights: dict[str, float] | None = None) -> list[Hit]:
+    """Fuse ranked lists: score(d) = sum over channels of weight / (k + rank), rank from 1."""
+    scores: dict[int, float] = {}
+    for name, hits in channels.items():
+        weight = (weights or {}).get(name, 1.0)
+        for rank, hit in enumerate(hits, start=1):
+            scores[hit.chunk_id] = scores.get(hit.chunk_id, 0.0) + weight / (k + rank)
+    return [Hit(cid, s) for cid, s in sorted(scores.items(), key=lambda item: (-item[1], item[0]))]

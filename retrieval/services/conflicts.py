@@ -1,0 +1,144 @@
+"""Contradictions between sources, shown before any answer or document.
+
+Two detectors. The rule detector needs no LLM: the same quantity (``VCC``,
+``max_sensors`` …) stated with different values by different sources, after
+unit normalisation, so ``3.3 V`` and ``3300 mV`` agree. The LLM detector runs
+when a scorer model is configured; a pair it reports is kept only if both
+quotes really occur in the cited passages.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass
+
+from foundry_site import llm, prompts
+
+UNITS: dict[str, tuple[str, float]] = {
+    "v": ("V", 1.0), "mv": ("V", 1e-3), "kv": ("V", 1e3),
+    "a": ("A", 1.0), "ma": ("A", 1e-3), "µa": ("A", 1e-6), "ua": ("A", 1e-6),
+    "w": ("W", 1.0), "mw": ("W", 1e-3), "kw": ("W", 1e3),
+    "hz": ("Hz", 1.0), "khz": ("Hz", 1e3), "mhz": ("Hz", 1e6), "ghz": ("Hz", 1e9),
+    "°c": ("C", 1.0), "c": ("C", 1.0), "s": ("s", 1.0), "ms": ("s", 1e-3), "min": ("s", 60.0),
+    "kb": ("B", 1e3), "mb": ("B", 1e6), "gb": ("B", 1e9), "%": ("%", 1.0), "ohm": ("ohm", 1.0),
+    "kbit/s": ("bit/s", 1e3), "mbit/s": ("bit/s", 1e6), "bar": ("bar", 1.0), "mm": ("m", 1e-3),
+}
+_UNIT_RE = "|".join(sorted((re.escape(u) for u in UNITS), key=len, reverse=True))
+_STATEMENT = re.compile(
+    r"(?P<name>\b[A-Za-z][A-Za-z0-9_]{0,30})\s*(?P<op>=|:|\bis\b|\bof\b)\s*"
+    r"(?P<value>[-+]?\d+(?:[.,]\d+)?)\s*(?P<unit>" + _UNIT_RE + r")(?![A-Za-z0-9])",
+    re.IGNORECASE,
+)
+_SYMBOL = re.compile(r"^[A-Z][A-Z0-9_]+$")
+HINT = "Check the source hierarchy in your feature spec."
+
+
+@dataclass(frozen=True)
+class Passage:
+    label: str  # S1, S2 …
+    source: str  # path relative to the knowledge base
+    where: str  # section / page
+    text: str
+
+
+@dataclass(frozen=True)
+class Statement:
+    quantity: str
+    value: float
+    dimension: str
+    quote: str
+
+
+@dataclass(frozen=True)
+class Conflict:
+    quantity: str
+    a: dict
+    b: dict
+    detector: str
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def statements(text: str) -> list[Statement]:
+    """Quantity statements such as ``VCC = 3.3 V`` or ``VCC is 5 V``."""
+    out = []
+    for m in _STATEMENT.finditer(text):
+        name, op = m.group("name"), m.group("op").lower()
+        if op in ("is", "of") and not _SYMBOL.match(name):
+            continue  # "supply is 12 V" names no quantity; "VCC is 5 V" does
+        dimension, factor = UNITS[m.group("unit").lower()]
+        value = round(float(m.group("value").replace(",", ".")) * factor, 12)
+        out.append(Statement(name.upper(), value, dimension, " ".join(m.group(0).split())))
+    return out
+
+
+def _side(p: Passage, quote: str) -> dict:
+    return {"label": p.label, "source": p.source, "where": p.where, "quote": quote}
+
+
+def conflicts_by_rule(passages: list[Passage]) -> list[Conflict]:
+    """Pairs of sources that give one quantity disjoint sets of values.
+
+    A source may state a quantity several times (a table, operating modes); it
+    conflicts with another source only when the two share no value at all.
+    """
+    stated: dict[tuple[str, str], dict[str, list[tuple[Passage, Statement]]]] = {}
+    for passage in passages:
+        for st in statements(passage.text):
+            stated.setdefault((st.quantity, st.dimension), {}).setdefault(passage.source, []).append((passage, st))
+    found: list[Conflict] = []
+    for (quantity, _), by_source in stated.items():
+        sources = list(by_source)
+        for i, first in enumerate(sources):
+            for second in sources[i + 1:]:
+                a, b = by_source[first], by_source[second]
+                if not any(_same(sa.value, sb.value) for _, sa in a for _, sb in b):
+                    found.append(Conflict(quantity, _side(a[0][0], a[0][1].quote), _side(b[0][0], b[0][1].quote),
+                                          "rule"))
+    return found
+
+
+def _same(x: float, y: float) -> bool:
+    return abs(x - y) <= 1e-9 * max(abs(x), abs(y), 1.0)
+
+
+_LLM_LINE = re.compile(r'S(\d+)\s*\|\s*"([^"]+)"\s*\|\s*S(\d+)\s*\|\s*"([^"]+)"')
+
+
+def conflicts_by_llm(passages: list[Passage], *, model: str) -> list[Conflict]:
+    """Contradictions the model reports, kept only when both quotes occur verbatim."""
+    if len({p.source for p in passages}) < 2:
+        return []
+    listing = "\n\n".join(f"[{p.label}] ({p.source} {p.where})\n{p.text}" for p in passages)
+    reply = llm.complete(messages=[{"role": "user", "content": prompts.render("conflicts", passages=listing)}],
+                         purpose="conflicts", model=model, max_tokens=300)
+    by_label = {p.label: p for p in passages}
+    found = []
+    for m in _LLM_LINE.finditer(reply.text):
+        pa, pb = by_label.get(f"S{m.group(1)}"), by_label.get(f"S{m.group(3)}")
+        qa, qb = m.group(2).strip(), m.group(4).strip()
+        if pa and pb and pa.source != pb.source and _occurs(qa, pa.text) and _occurs(qb, pb.text):
+            found.append(Conflict("", _side(pa, qa), _side(pb, qb), "llm"))
+    return found
+
+
+def _occurs(quote: str, text: str) -> bool:
+    return " ".join(quote.split()).lower() in " ".join(text.split()).lower()
+
+
+def conflicts_detect(passages: list[Passage], *, model: str) -> list[Conflict]:
+    """Rule-based conflicts, plus the LLM's when ``model`` is not ``none``."""
+    found = conflicts_by_rule(passages)
+    if model != "none":
+        quoted = {(c.a["quote"], c.b["quote"]) for c in found}
+        found += [c for c in conflicts_by_llm(passages, model=model) if (c.a["quote"], c.b["quote"]) not in quoted]
+    return found
+
+
+def conflict_format(conflict: dict) -> str:
+    """The seed's warning block, from ``Conflict.as_dict()``."""
+    a, b = conflict["a"], conflict["b"]
+    return (f"⚠ Conflict detected:\n"
+            f"  Source A ({a['source']} {a['where']}): \"{a['quote']}\"\n"
+            f"  Source B ({b['source']} {b['where']}): \"{b['quote']}\"\n"
+            f"  {HINT}")

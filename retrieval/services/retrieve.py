@@ -1,0 +1,166 @@
+"""Retrieval: HyDE → dense + BM25 → rank fusion → gate → relevance scoring → conflicts.
+
+This is the shared front half of answering and document generation; the gate
+here decides, before any generation call, whether evidence exists.
+"""
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from django.conf import settings
+
+from foundry_site import llm, prompts
+from retrieval.models import ChunkSearch
+from retrieval.search import Hit, reciprocal_rank_fusion
+from retrieval.services.conflicts import Conflict, Passage, conflicts_detect
+from retrieval.services.gate import GateDecision, gate_decide
+from retrieval.services.scoring import relevance_score
+from sources import vectorstore
+from sources.models import Chunk
+
+CANDIDATE_FACTOR = 5  # each channel returns this many times top_k before fusion
+
+
+@dataclass
+class Candidate:
+    chunk: Chunk
+    score: float  # cosine similarity of the question to the chunk
+    fused: float
+    ranks: dict[str, int]
+    relevance: float | None = None
+    flag: str = ""
+    label: str = ""
+
+    @property
+    def where(self) -> str:
+        return self.chunk.location
+
+    def as_dict(self) -> dict:
+        return {"id": self.label, "chunk_id": self.chunk.pk, "source": self.chunk.source.path,
+                "title": self.chunk.source.title, "heading": self.chunk.heading,
+                "page": self.chunk.page_start, "lines": [self.chunk.line_start, self.chunk.line_end],
+                "score": round(self.score, 4), "fused": round(self.fused, 6), "ranks": self.ranks,
+                "relevance": self.relevance, "flag": self.flag}
+
+
+@dataclass
+class Retrieval:
+    question: str
+    mode: str
+    hyde_text: str = ""
+    channels: dict[str, list[Hit]] = field(default_factory=dict)
+    candidates: list[Candidate] = field(default_factory=list)
+    gate: GateDecision | None = None
+    conflicts: list[Conflict] = field(default_factory=list)
+    timings: dict[str, float] = field(default_factory=dict)
+
+    def channels_dict(self) -> dict[str, list[list[float]]]:
+        return {name: [[h.chunk_id, round(h.score, 6)] for h in hits] for name, hits in self.channels.items()}
+
+
+class _Timer:
+    def __init__(self, timings: dict[str, float]) -> None:
+        self.timings = timings
+
+    def __call__(self, stage: str) -> _Stage:
+        return _Stage(self.timings, stage)
+
+
+class _Stage:
+    def __init__(self, timings: dict[str, float], stage: str) -> None:
+        self.timings, self.stage = timings, stage
+
+    def __enter__(self) -> None:
+        self.start = time.perf_counter()
+
+    def __exit__(self, *exc: object) -> None:
+        self.timings[self.stage] = round((time.perf_counter() - self.start) * 1000, 1)
+
+
+def embeddings_check() -> None:
+    """Fail with the fix when the configured embedding model has no vectors yet."""
+    model = settings.FOUNDRY.embedding.model
+    if not vectorstore.table_exists(model):
+        raise vectorstore.MissingEmbeddings(model)
+
+
+def retrieve(*, question: str, collection_ids: Sequence[int] | None, mode: str | None = None,
+             top_k: int | None = None) -> Retrieval:
+    """Find evidence for ``question`` within ``collection_ids`` (None: every collection)."""
+    conf = settings.FOUNDRY
+    embeddings_check()
+    result = Retrieval(question=question, mode=mode or conf.retrieval.mode)
+    timer = _Timer(result.timings)
+    top_k = top_k or conf.retrieval.top_k
+    if conf.retrieval.hyde and result.mode != "bm25":
+        with timer("hyde"):
+            result.hyde_text = hyde_generate(question)
+    with timer("embed"):
+        texts = [question] + ([result.hyde_text] if result.hyde_text else [])
+        vectors = llm.embed(texts, model=conf.embedding.model)
+    with timer("search"):
+        result.channels = _search(question, vectors[-1], result.mode, top_k, collection_ids)
+        fused = (reciprocal_rank_fusion(result.channels, k=conf.retrieval.rrf_k) if result.mode == "hybrid"
+                 else next(iter(result.channels.values())))[:top_k]
+        result.candidates = _candidates(fused, result.channels, vectors[0])
+    result.gate = gate_decide([c.score for c in result.candidates], min_score=conf.retrieval.min_score,
+                              min_chunks=conf.retrieval.min_chunks)
+    if not result.gate.passed:
+        result.candidates = []
+        return result
+    result.candidates = [c for c in result.candidates if c.score >= conf.retrieval.min_score]
+    if conf.retrieval.scorer_model != "none":
+        with timer("relevance"):
+            _apply_relevance(result, conf.retrieval.scorer_model, conf.retrieval.relevance_threshold)
+    for index, candidate in enumerate(result.candidates, start=1):
+        candidate.label = f"S{index}"
+    with timer("conflicts"):
+        result.conflicts = conflicts_detect(passages(result.candidates), model=conf.retrieval.scorer_model)
+    return result
+
+
+def hyde_generate(question: str) -> str:
+    """A short hypothetical answer, used only as the dense search query (D0006)."""
+    reply = llm.complete(messages=[{"role": "user", "content": prompts.render("hyde", question=question)}],
+                         purpose="hyde", model=settings.FOUNDRY.retrieval.hyde_model, max_tokens=100)
+    return reply.text
+
+
+def _search(question: str, vector: list[float], mode: str, top_k: int,
+            collection_ids: Sequence[int] | None) -> dict[str, list[Hit]]:
+    depth = max(top_k * CANDIDATE_FACTOR, 50)
+    channels: dict[str, list[Hit]] = {}
+    if mode in ("hybrid", "dense"):
+        channels["dense"] = ChunkSearch.search.nearest(vector, model=settings.FOUNDRY.embedding.model, k=depth,
+                                                       collection_ids=collection_ids)
+    if mode in ("hybrid", "bm25"):
+        channels["bm25"] = ChunkSearch.search.keyword(question, limit=depth, collection_ids=collection_ids)
+    return channels
+
+
+def _candidates(fused: list[Hit], channels: dict[str, list[Hit]], question_vector: list[float]) -> list[Candidate]:
+    ids = [h.chunk_id for h in fused]
+    chunks = Chunk.objects.select_related("source").in_bulk(ids)
+    sims = ChunkSearch.search.similarity(question_vector, ids, model=settings.FOUNDRY.embedding.model)
+    ranks = {name: {h.chunk_id: rank for rank, h in enumerate(hits, start=1)} for name, hits in channels.items()}
+    return [Candidate(chunk=chunks[h.chunk_id], score=sims.get(h.chunk_id, 0.0), fused=h.score,
+                      ranks={name: r[h.chunk_id] for name, r in ranks.items() if h.chunk_id in r})
+            for h in fused if h.chunk_id in chunks]
+
+
+def _apply_relevance(result: Retrieval, model: str, threshold: float) -> None:
+    """Drop chunks scored below ``threshold``; an unscored chunk is kept and flagged."""
+    scores = relevance_score(question=result.question, passages=[c.chunk.text for c in result.candidates],
+                             model=model)
+    kept = []
+    for candidate, relevance in zip(result.candidates, scores):
+        candidate.relevance, candidate.flag = relevance.score, relevance.flag
+        if relevance.score is None or relevance.score >= threshold:
+            kept.append(candidate)
+    result.candidates = kept
+
+
+def passages(candidates: list[Candidate]) -> list[Passage]:
+    return [Passage(c.label, c.chunk.source.path, c.where, c.chunk.text) for c in candidates]

@@ -1,0 +1,16 @@
+"""API schemas for specs; fields are listed explicitly."""
+from __future__ import annotations
+
+from datetime import datetime
+
+from ninja import Field, Schema
+
+
+class ApprovedSpecOut(Schema):
+    """One approved spec version, read from a ``SpecVersion`` row."""
+
+    name: str = Field(..., alias="spec.name")
+    title: str = Field(..., alias="spec.title")
+    version: int = Field(..., alias="number")
+    approved_at: datetime | None = Field(None, alias="decided_at")
+    approved_by: str | None = Field(None, alias="decided_by.username")

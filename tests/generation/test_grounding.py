@@ -1,0 +1,67 @@
+from __future__ import annotations
+
+from generation.grounding import REFUSAL, citation_ids, ground, split_sentences
+
+PASSAGES = {
+    "S1": "The gateway accepts a main input of 12 to 24 V DC through terminal X1.",
+    "S2": "Up to 8 sensors can be connected to the RS-485 bus.",
+}
+
+
+def sim(value: float = 0.6):
+    return lambda sentence, window: value
+
+
+def test_split_sentences_keeps_trailing_citations() -> None:
+    out = split_sentences("The input is 12 to 24 V DC. [S1] Up to 8 sensors fit [S2]. Version 2.4.1 is current.")
+    assert [(s.text, s.cited) for s in out] == [
+        ("The input is 12 to 24 V DC.", ["S1"]), ("Up to 8 sensors fit.", ["S2"]),
+        ("Version 2.4.1 is current.", [])]
+
+
+def test_citation_id_forms() -> None:
+    assert citation_ids("a [S1, S3] b [2] (S4) S5") == ["S1", "S3", "S2", "S4", "S5"]
+
+
+def test_supported_sentence_keeps_its_citation() -> None:
+    g = ground("The gateway accepts 12 to 24 V DC [S1].", PASSAGES, similarity=sim(), min_support=0.45)
+    assert g.text == "The gateway accepts 12 to 24 V DC. [S1]"
+    assert g.coverage == 1.0 and g.cited_ids == ["S1"]
+
+
+def test_phantom_and_off_by_one_ids_are_rejected_and_reattributed() -> None:
+    g = ground("Up to 8 sensors can be connected to the bus [S3]. Terminal X1 takes 12 to 24 V DC [S0].",
+               PASSAGES, similarity=sim(), min_support=0.45)
+    assert set(g.invalid_citations) == {"S3", "S0"}
+    assert g.cited_ids == ["S2", "S1"]
+    assert "[S3]" not in g.text and "[S0]" not in g.text
+
+
+def test_changed_number_is_unsupported_and_removed() -> None:
+    g = ground("Up to 16 sensors can be connected to the RS-485 bus [S2]. The input is 12 to 24 V DC [S1].",
+               PASSAGES, similarity=sim(0.9), min_support=0.45)
+    assert "16" not in g.text and g.coverage == 0.5
+    assert g.text == "The input is 12 to 24 V DC. [S1]"
+
+
+def test_unrelated_sentence_removed() -> None:
+    g = ground("Paris is the capital of France [S1].", PASSAGES, similarity=sim(0.05), min_support=0.45)
+    assert g.text == "" and g.coverage == 0.0
+
+
+def test_model_refusal_is_recognised() -> None:
+    g = ground(REFUSAL, PASSAGES, similarity=sim(), min_support=0.45)
+    assert g.refused and g.coverage is None
+
+
+def test_repeated_sentences_collapse() -> None:
+    text = "Up to 8 sensors can be connected [S2]. Up to 8 sensors can be connected [S2]."
+    g = ground(text, PASSAGES, similarity=sim(), min_support=0.45)
+    assert g.text.count("Up to 8") == 1
+
+
+def test_number_must_appear_near_the_matching_words() -> None:
+    passage = ("Up to 8 sensors can be connected to the RS-485 bus. The bus is terminated with 120 Ohm. "
+               "Cable length is at most 10 m per segment.")
+    g = ground("The RS-485 bus takes 10 sensors [S1].", {"S1": passage}, similarity=sim(0.8), min_support=0.45)
+    assert g.text == "" and g.coverage == 0.0
