@@ -3,8 +3,9 @@ retries, poison-task detection, and the sweeper that finds runs nobody works on.
 
 Apps plug their run models in with ``register_stale_sweep``; ``IngestJob`` does so
 in ``sources/apps.py`` and a later ``GenerationRun`` can do the same. A run model
-needs ``status`` (with pending / running / failed values), ``heartbeat_at``,
-``attempts``, ``error`` and ``finished_at``.
+needs ``Status`` with PENDING / RUNNING / FAILED, a non-null ``heartbeat_at``
+that the workers touch as they progress, ``attempts`` (raised each time a worker
+claims the run), ``error`` and ``finished_at``.
 """
 from __future__ import annotations
 
@@ -193,7 +194,7 @@ class StaleSweep:
     """A run model the sweeper watches, and how to put one of its runs back on the queue."""
 
     model: type[models.Model]
-    requeue: Callable[[int], None]
+    requeue: Callable[[int], None] | None
 
 
 @dataclass(frozen=True)
@@ -207,8 +208,12 @@ class SweepAction:
 _SWEEPS: dict[str, StaleSweep] = {}
 
 
-def register_stale_sweep(model: type[models.Model], requeue: Callable[[int], None]) -> None:
-    """Let the sweeper watch ``model``. Called once per model from an app's ``ready()``."""
+def register_stale_sweep(model: type[models.Model], requeue: Callable[[int], None] | None) -> None:
+    """Let the sweeper watch ``model``. Called once per model from an app's ``ready()``.
+
+    ``requeue(run_id)`` puts a stale run (already set back to pending) on the queue
+    again; with ``None`` a stale run is failed at once (for runs not worth redoing).
+    """
     _SWEEPS[model._meta.label] = StaleSweep(model, requeue)
 
 
@@ -242,7 +247,7 @@ def _sweep_model(sweep: StaleSweep, *, stale_after: timedelta, max_attempts: int
     for run_id, heartbeat, attempts in stale.values_list("pk", "heartbeat_at", "attempts"):
         claim = model._default_manager.filter(pk=run_id, heartbeat_at=heartbeat)
         idle = int((timezone.now() - heartbeat).total_seconds())
-        if attempts >= max_attempts:
+        if sweep.requeue is None or attempts >= max_attempts:
             reason = (f"no progress for {idle} s after {attempts} attempts "
                       "(worker lost, or no worker serves its queue)")
             if claim.update(status=status.FAILED, error=reason, finished_at=timezone.now()):
