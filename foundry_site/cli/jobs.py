@@ -21,7 +21,8 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     r = actions.add_parser("retry", help="re-queue a finished job's failed files (or a failed job's remainder)")
     r.add_argument("job_id", type=int)
     r.set_defaults(handler=jobs_retry_command)
-    s = actions.add_parser("sweep", help="re-queue or fail runs with no sign of life (the worker does this every minute)")
+    s = actions.add_parser("sweep", help="re-queue or fail runs with no sign of life "
+                                         "(the db worker does this every minute)")
     s.add_argument("--stale-after", type=float, default=None, metavar="SECONDS",
                    help="idle time that makes a run stale (default FOUNDRY_JOB_STALE_SECONDS)")
     s.set_defaults(handler=jobs_sweep_command)
@@ -37,9 +38,11 @@ def jobs_list_command(opts: argparse.Namespace, out: TextIO) -> int:
                                "reason": r.reason} for r in rows]) + "\n")
         return 0
     if not rows:
-        out.write("No queued, running or failed jobs." + ("" if opts.all else " (--all lists finished ones too)") + "\n")
+        hint = "" if opts.all else " (--all lists finished ones too)"
+        out.write(f"No queued, running or failed jobs.{hint}\n")
         return 0
-    out.write(f"  {'id':>5}  {'kind':<7} {'status':<10} {'stage':<11} {'files':>11} {'chunks':>7}  {'idle':>7}  reason\n")
+    out.write(f"  {'id':>5}  {'kind':<7} {'status':<10} {'stage':<11} {'files':>11} {'chunks':>7}  "
+              f"{'idle':>7}  reason\n")
     for r in rows:
         files = f"{r.files_done}/{r.files_total}"
         idle = "" if r.finished_at else f"{r.idle_seconds:.0f}s"

@@ -22,7 +22,8 @@ pytestmark = pytest.mark.django_db
 
 def write_notes(kb: Path, count: int = 3) -> None:
     for i in range(count):
-        (kb / f"note{i}.md").write_text(f"# Note {i}\n\nPump {i} runs at {i + 1} bar.\n\n## Alarm\n\nAlarm {i} is red.\n")
+        text = f"# Note {i}\n\nPump {i} runs at {i + 1} bar.\n\n## Alarm\n\nAlarm {i} is red.\n"
+        (kb / f"note{i}.md").write_text(text)
 
 
 def test_job_records_progress_and_report(kb: Path) -> None:
