@@ -72,10 +72,12 @@ def start_worker(queue: str, name: str) -> subprocess.Popen[bytes]:
         argv += ["--beat", "--schedule", str(HOME / "beat")]
     else:
         env["FOUNDRY_COMPUTE_ONLY"] = "1"
-    log = (HOME / f"{name}.log").open("ab")
-    proc = subprocess.Popen(argv, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    path = HOME / f"{name}.log"
+    offset = path.stat().st_size if path.exists() else 0  # a restarted worker appends to its old log
+    proc = subprocess.Popen(argv, cwd=REPO, env=env, stdout=path.open("ab"), stderr=subprocess.STDOUT,
+                            start_new_session=True)
     deadline = time.monotonic() + 180
-    while b" ready." not in (HOME / f"{name}.log").read_bytes():
+    while b" ready." not in path.read_bytes()[offset:]:
         if proc.poll() is not None or time.monotonic() > deadline:
             raise SystemExit(f"worker {name} did not start; see {HOME / name}.log")
         time.sleep(0.2)
