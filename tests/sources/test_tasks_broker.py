@@ -1,6 +1,6 @@
 """Ingest through a real Redis broker and real Celery workers (subprocesses), one per queue.
 
-Needs Redis at 127.0.0.1:6379; uses database 14, flushed before and after. Skips
+Needs Redis at 127.0.0.1:6379 (or FOUNDRY_TEST_REDIS_URL); uses database 14, flushed before and after. Skips
 with a message when Redis is unreachable, except in CI (CI=true), where it fails.
 """
 from __future__ import annotations
@@ -28,7 +28,8 @@ from tests.sources.test_ingest import MODEL, index_agrees
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
-REDIS_URL = "redis://127.0.0.1:6379/14"
+# A dedicated database number: the tests flush it before and after.
+REDIS_URL = os.environ.get("FOUNDRY_TEST_REDIS_URL", "redis://127.0.0.1:6379/14")
 # `python -m celery`, minus any editable-install import hook: a shared development
 # virtualenv may hold an editable install of another checkout, whose hook would
 # fill in modules this checkout lacks (Celery autodiscovers `<app>.tasks`).
