@@ -114,6 +114,8 @@ USE_I18N = True
 USE_TZ = True
 STATIC_URL = "static/"
 STATIC_ROOT = FOUNDRY_HOME / "static"
+# WhiteNoise warns on every request when the folder is missing (before the first collectstatic).
+STATIC_ROOT.mkdir(exist_ok=True)
 MEDIA_ROOT = FOUNDRY_HOME / "uploads"
 LOGIN_URL = "/accounts/login/"
 LOGIN_REDIRECT_URL = "/"
