@@ -27,7 +27,7 @@ install: $(STAMP)
 migrate: install
 	$(PY) manage.py migrate --noinput
 
-SAMPLE_QUESTION ?= What is the operating temperature range of the AX-200?
+SAMPLE_QUESTION ?= How many sensors can be connected to the RS-485 bus?
 
 run: migrate
 	$(VENV)/bin/foundry ingest knowledge_base
@@ -46,7 +46,7 @@ worker: migrate
 browser:
 	@command -v chromium >/dev/null || (apt-get update -qq && apt-get install -y -qq chromium >/dev/null)
 
-test: install
+test: install browser
 	$(PY) -m pytest
 
 test-unit: install

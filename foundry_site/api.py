@@ -1,14 +1,24 @@
-"""The one NinjaAPI, mounted at /api/v1/. Each app contributes a Router from its api.py."""
+"""The one NinjaAPI, mounted at /api/v1/. Each app contributes a Router from its api.py.
+
+Every operation needs authentication by default: an ``Authorization: Bearer``
+token (``foundry tokens create``) or the signed-in browser session (CSRF is
+enforced for unsafe methods). The docs at /api/v1/docs need a signed-in user.
+"""
 from __future__ import annotations
 
+from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from ninja import NinjaAPI
 
 from foundry_site import llm
+from foundry_site.auth import BearerTokenAuth, SessionCsrfAuth
+from sources.api import router as sources_router
+from sources.services.uploads import UploadRejected
 from specs.api import router as specs_router
 from specs.errors import SpecError
 
-api = NinjaAPI(title="Foundry API", version="1", urls_namespace="api")
+api = NinjaAPI(title="Foundry API", version="1", urls_namespace="api",
+               auth=[BearerTokenAuth(), SessionCsrfAuth()], docs_decorator=login_required)
 
 
 @api.exception_handler(llm.ModelUnavailable)
@@ -21,6 +31,12 @@ def model_failed(request: HttpRequest, exc: llm.LLMError) -> HttpResponse:
     return api.create_response(request, {"detail": str(exc)}, status=503 if exc.transient else 502)
 
 
+@api.exception_handler(UploadRejected)
+def upload_rejected(request: HttpRequest, exc: UploadRejected) -> HttpResponse:
+    # 400 bad type or content, 409 name exists, 413 too large.
+    return api.create_response(request, {"detail": str(exc)}, status=exc.status_code)
+
+
 @api.exception_handler(SpecError)
 def spec_error(request: HttpRequest, exc: SpecError) -> HttpResponse:
     # Each spec error class carries its status: 400 bad input or selection, 403, 404, 409 state.
@@ -28,4 +44,5 @@ def spec_error(request: HttpRequest, exc: SpecError) -> HttpResponse:
 
 
 # Routers are mounted here, one per app (sources, retrieval, generation, specs).
+api.add_router("/", sources_router)
 api.add_router("/specs", specs_router)

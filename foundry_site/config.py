@@ -77,6 +77,7 @@ class GenerationConfig(_Section):
     max_passages: Annotated[int, Field(ge=1, le=100)] = 5
     max_answer_tokens: Annotated[int, Field(ge=16, le=16_000)] = 160
     max_document_tokens: Annotated[int, Field(ge=64, le=32_000)] = 700
+    cache_answers: bool = True
     temperature: Annotated[float, Field(ge=0, le=2)] = 0.0
     min_support: Unit = 0.45
     low_confidence_score: Unit = 0.35

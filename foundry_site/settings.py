@@ -51,6 +51,8 @@ INSTALLED_APPS = [
     "django.contrib.sessions",
     "django.contrib.messages",
     "django.contrib.staticfiles",
+    # Listed so the API docs use the Swagger UI files shipped with django-ninja, not a CDN.
+    "ninja",
     "foundry_site",
     "sources",
     "retrieval",
@@ -60,12 +62,15 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
-    # Static files under gunicorn (`foundry serve`) without a separate web server.
+    # Serves the admin's and the API docs' static files under gunicorn too.
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    # Every page needs a signed-in user; views opt out with @login_not_required
+    # (the login page, and the JSON API, which answers 401 itself).
+    "django.contrib.auth.middleware.LoginRequiredMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
 ]
@@ -83,6 +88,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
+                "foundry_site.context_processors.navigation",
             ],
         },
     },
@@ -114,11 +120,19 @@ USE_I18N = True
 USE_TZ = True
 STATIC_URL = "static/"
 STATIC_ROOT = FOUNDRY_HOME / "static"
-# WhiteNoise warns on every request when the folder is missing (before the first collectstatic).
-STATIC_ROOT.mkdir(exist_ok=True)
+# Serve straight from the apps' static folders, so no collectstatic step is needed
+# (WhiteNoise still warns when STATIC_ROOT is missing).
+WHITENOISE_USE_FINDERS = True
+STATIC_ROOT.mkdir(parents=True, exist_ok=True)
 MEDIA_ROOT = FOUNDRY_HOME / "uploads"
 LOGIN_URL = "/accounts/login/"
 LOGIN_REDIRECT_URL = "/"
+LOGOUT_REDIRECT_URL = "/accounts/login/"
+
+# The cache holds rate-limit counters, so every server process must share it:
+# a file cache under FOUNDRY_HOME works for gunicorn workers on one machine;
+# use e.g. redis://… when the web runs on several machines.
+CACHES = {"default": env.cache_url("FOUNDRY_CACHE_URL", default=f"filecache://{FOUNDRY_HOME / 'cache'}")}
 
 # Celery: no broker configured means every task runs in-process, eagerly (`make run`).
 # With a broker, work is split over two queues (docs/operations.md): `compute` is

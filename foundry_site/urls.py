@@ -1,11 +1,28 @@
 from __future__ import annotations
 
 from django.contrib import admin
-from django.urls import path
+from django.contrib.auth import views as auth_views
+from django.contrib.auth.decorators import login_not_required
+from django.urls import URLPattern, URLResolver, include, path
 
+from foundry_site import views
 from foundry_site.api import api
 
+
+def _api_urls() -> tuple[list[URLPattern | URLResolver], str, str]:
+    """The API's URLs, exempt from LoginRequiredMiddleware: the API authenticates itself and answers 401."""
+    patterns, app_name, namespace = api.urls
+    for pattern in patterns:
+        if isinstance(pattern, URLPattern):
+            login_not_required(pattern.callback)
+    return patterns, app_name, namespace
+
+
 urlpatterns = [
+    path("", views.home, name="home"),
+    path("accounts/login/", auth_views.LoginView.as_view(redirect_authenticated_user=True), name="login"),
+    path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("sources/", include("sources.urls")),
     path("admin/", admin.site.urls),
-    path("api/v1/", api.urls),
+    path("api/v1/", _api_urls()),
 ]

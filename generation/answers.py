@@ -7,6 +7,8 @@ evidence, no LLM is called at all.
 """
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 import time
 import uuid
@@ -24,6 +26,8 @@ from retrieval.models import QueryLog
 from retrieval.services.conflicts import conflict_format
 from retrieval.services.gate import NO_EVIDENCE_ANSWER, NO_EVIDENCE_HINT
 from retrieval.services.retrieve import Candidate, Retrieval, retrieve
+from sources.models import Chunk
+from sources.selectors import index_version
 
 logger = logging.getLogger(__name__)
 
@@ -62,6 +66,7 @@ class Answer:
     mode: str = ""
     hyde_text: str = ""
     hint: str = ""
+    cached: bool = False
 
     def as_dict(self) -> dict[str, Any]:
         return {k: getattr(self, k) for k in self.__dataclass_fields__}
@@ -78,11 +83,21 @@ def question_clean(question: str) -> str:
 
 def answer_question(*, question: str, user: Any = None, collection_ids: list[int] | None = None,
                     mode: str | None = None, top_k: int | None = None) -> Answer:
-    """Answer from the sources or refuse; every call leaves exactly one QueryLog row."""
+    """Answer from the sources or refuse; every call leaves exactly one QueryLog row.
+
+    An identical question in the same scope, with the same configuration and an
+    unchanged index, is answered from the log (marked ``cached``, no model call).
+    """
     question = question_clean(question)
     run_id = uuid.uuid4().hex
     started = time.perf_counter()
     model = settings.FOUNDRY.generation.model
+    key = cache_key(question, collection_ids, mode, top_k)
+    if settings.FOUNDRY.generation.cache_answers:
+        cached = _from_cache(key, question=question, run_id=run_id, started=started, user=user,
+                             collection_ids=collection_ids)
+        if cached is not None:
+            return cached
     with llm.record_calls() as calls:
         retrieval = None
         try:
@@ -95,7 +110,39 @@ def answer_question(*, question: str, user: Any = None, collection_ids: list[int
     answer.llm_calls = calls.llm_calls
     answer.tokens = {"prompt": calls.prompt_tokens, "completion": calls.completion_tokens}
     answer.cost = round(calls.cost, 6)
-    _record(answer, retrieval, user, collection_ids)
+    _record(answer, retrieval, user, collection_ids, key)
+    return answer
+
+
+def cache_key(question: str, collection_ids: list[int] | None, mode: str | None, top_k: int | None) -> str:
+    """Everything an answer depends on: question, scope, mode, configuration, index version."""
+    scope = sorted(collection_ids) if collection_ids is not None else None
+    material = json.dumps([question.casefold(), scope, mode, top_k, settings.FOUNDRY.model_dump(mode="json"),
+                           index_version()], sort_keys=True)
+    return hashlib.sha256(material.encode("utf-8")).hexdigest()
+
+
+def _from_cache(key: str, *, question: str, run_id: str, started: float, user: Any,
+                collection_ids: list[int] | None) -> Answer | None:
+    hit = QueryLog.objects.filter(cache_key=key, status=QueryLog.Status.OK).order_by("-created_at").first()
+    if hit is None:
+        return None
+    texts = dict(Chunk.objects.filter(pk__in=[c["chunk_id"] for c in hit.citations]).values_list("pk", "text"))
+    if len(texts) != len(hit.citations):
+        return None
+    answer = Answer(run_id=run_id, question=question, answer_class=hit.answer_class, answer=hit.answer,
+                    citations=[{**c, "text": texts[c["chunk_id"]]} for c in hit.citations],
+                    conflicts=hit.conflicts, coverage=hit.coverage, gate=hit.gate, model=hit.model, mode=hit.mode,
+                    hyde_text=hit.hyde_text, cached=True, tokens={"prompt": 0, "completion": 0},
+                    refusal=hit.refusal, hint=NO_EVIDENCE_HINT if hit.refusal == "gate" else "")
+    answer.timings = {"total": round((time.perf_counter() - started) * 1000, 1)}
+    QueryLog.objects.record(
+        run_id=run_id, user=_user(user), question=question, mode=hit.mode, collection_ids=collection_ids or [],
+        hyde_text=hit.hyde_text, channels=hit.channels, gate=hit.gate, answer_class=hit.answer_class,
+        answer=hit.answer, citations=hit.citations, conflicts=hit.conflicts, coverage=hit.coverage,
+        model=hit.model, timings=answer.timings, cached=True, cache_key=key, refusal=hit.refusal)
+    audit.runs_append(run_id=run_id, task_name="rag_query", status="ok", answer_class=answer.answer_class,
+                      llm_calls=0, latency_ms=answer.timings["total"], model=hit.model, user=_user(user))
     return answer
 
 
@@ -154,8 +201,9 @@ def citation(candidate: Candidate) -> dict:
             "score": round(candidate.score, 4), "text": chunk.text}
 
 
-def _record(answer: Answer, retrieval: Retrieval, user: Any, collection_ids: list[int] | None) -> None:
+def _record(answer: Answer, retrieval: Retrieval, user: Any, collection_ids: list[int] | None, key: str) -> None:
     QueryLog.objects.record(
+        cache_key=key, refusal=answer.refusal,
         run_id=answer.run_id, user=_user(user), question=answer.question, mode=answer.mode,
         collection_ids=collection_ids or [], hyde_text=answer.hyde_text, channels=retrieval.channels_dict(),
         gate=answer.gate, answer_class=answer.answer_class, answer=answer.answer,

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from retrieval.search import STOPWORDS
 
 REFUSAL = "The indexed documentation does not contain this information."
+MIN_LEXICAL = 0.5
 _CITATION = re.compile(r"\[\s*(S?\d+(?:\s*[,;]\s*S?\d+)*)\s*\]|\(\s*(S\d+(?:\s*[,;]\s*S?\d+)*)\s*\)")
 _BARE_ID = re.compile(r"\bS(\d+)\b")
 _BOUNDARY = re.compile(r"(?<=[.!?])((?:\s*\[[^\]\n]{1,40}\])*)\s+(?=\S)")
@@ -142,10 +143,16 @@ def ground(text: str, passages: dict[str, str], *, similarity: Similarity, min_s
 
 
 def _support(sentence: str, passage: str, cosine: float) -> float:
-    """0..1: mean of word overlap and embedding similarity; 0 if a number is not in the passage."""
-    if not numbers(sentence) <= numbers(passage):
+    """0..1: mean of word overlap and embedding similarity.
+
+    0 when a number of the sentence is not in the passage, or when fewer than
+    MIN_LEXICAL of its content words are: embedding similarity alone rewards
+    fluent sentences on the right topic, which is what a hallucination is.
+    """
+    lexical = lexical_support(sentence, passage)
+    if lexical < MIN_LEXICAL or not numbers(sentence) <= numbers(passage):
         return 0.0
-    return 0.5 * lexical_support(sentence, passage) + 0.5 * max(0.0, cosine)
+    return 0.5 * lexical + 0.5 * max(0.0, cosine)
 
 
 def _is_refusal(sentence: str) -> bool:

@@ -66,6 +66,8 @@ class QueryLog(models.Model):
     citations = models.JSONField(default=list, editable=False)
     conflicts = models.JSONField(default=list, editable=False)
     coverage = models.FloatField(null=True, blank=True, editable=False)
+    refusal = models.CharField(max_length=10, blank=True, editable=False,
+                               help_text="Why nothing was answered: gate, relevance, grounding or model.")
     prompt_tokens = models.PositiveIntegerField(default=0, editable=False)
     completion_tokens = models.PositiveIntegerField(default=0, editable=False)
     cost = models.FloatField(default=0.0, editable=False)
@@ -75,6 +77,8 @@ class QueryLog(models.Model):
     status = models.CharField(max_length=8, choices=Status.choices, default=Status.OK, editable=False)
     error = models.TextField(blank=True, editable=False)
     cached = models.BooleanField(default=False, editable=False)
+    cache_key = models.CharField(max_length=64, blank=True, db_index=True, editable=False,
+                                 help_text="Question, scope, configuration and index version, hashed.")
     created_at = models.DateTimeField(default=timezone.now, editable=False, db_index=True)
 
     objects = QueryLogManager()

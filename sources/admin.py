@@ -17,7 +17,8 @@ from sources.models import Chunk, Collection, Source, SourceSummary
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
-    """View-only: ingest owns these rows (chunks, FTS rows and vectors must stay in step)."""
+    """View-only admin: for rows that services own (ingest keeps chunks, FTS rows and vectors in
+    step; audit logs and decision histories are append-only)."""
 
     def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
@@ -26,7 +27,6 @@ class ReadOnlyAdmin(admin.ModelAdmin):
         return False
 
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        # Deleting here would leave vectors behind; remove the file and run `foundry ingest`.
         return False
 
 

@@ -109,3 +109,15 @@ def vector_count(model: str) -> int:
     with connection.cursor() as cur:
         cur.execute(f"SELECT count(*) FROM {table_name(model)}")
         return cur.fetchone()[0]
+
+
+def source_index_complete(source_id: int, chunk_count: int, model: str) -> bool:
+    """True when every chunk of the source has its FTS row and its vector (so a skip is safe)."""
+    with connection.cursor() as cur:
+        cur.execute(f"SELECT (SELECT count(*) FROM {table_name(model)} WHERE chunk_id IN "
+                    "(SELECT id FROM sources_chunk WHERE source_id = %s)), "
+                    "(SELECT count(*) FROM chunks_fts WHERE rowid IN "
+                    "(SELECT id FROM sources_chunk WHERE source_id = %s)), "
+                    "(SELECT count(*) FROM sources_chunk WHERE source_id = %s)", [source_id] * 3)
+        vectors, fts, chunks = cur.fetchone()
+    return vectors == fts == chunks == chunk_count

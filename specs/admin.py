@@ -11,6 +11,8 @@ from django.db.models import OuterRef, QuerySet, Subquery
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 from django.urls import reverse
+
+from sources.admin import ReadOnlyAdmin
 from django.utils.html import format_html, format_html_join
 
 from specs import services
@@ -210,7 +212,7 @@ class FeatureSpecAdmin(admin.ModelAdmin):
 
 
 @admin.register(SpecVersion)
-class SpecVersionAdmin(admin.ModelAdmin):
+class SpecVersionAdmin(ReadOnlyAdmin):
     """Every version with its body; read-only (change specs through their spec page or the CLI)."""
 
     list_display = ["spec", "number", "status", "edited_by", "updated_at", "decided_by", "decided_at"]
@@ -221,18 +223,9 @@ class SpecVersionAdmin(admin.ModelAdmin):
                        "decided_by", "decided_at", "decision_note"]
     fields = readonly_fields
 
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
 
 @admin.register(SpecDecision)
-class SpecDecisionAdmin(admin.ModelAdmin):
+class SpecDecisionAdmin(ReadOnlyAdmin):
     """The append-only decision history."""
 
     list_display = ["at", "version", "from_status", "to_status", "by_username", "note"]
@@ -240,12 +233,3 @@ class SpecDecisionAdmin(admin.ModelAdmin):
     search_fields = ["version__spec__name", "by_username", "note"]
     list_select_related = ["version__spec"]
     date_hierarchy = "at"
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False

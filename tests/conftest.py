@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 from django.conf import settings as django_settings
+from django.utils import timezone
 
 from foundry_site import llm
 from foundry_site.config import FoundryConfig
@@ -97,3 +98,102 @@ def make_pdf(path: Path, pages: list[tuple[str, str]], *, title: str = "Test PDF
         pdf.multi_cell(0, 6, text)
     pdf.output(str(path))
     return path
+
+
+@pytest.fixture(autouse=True)
+def isolated_media_and_cache(settings: Any, tmp_path: Path) -> None:
+    """Uploads go to a per-test folder; rate-limit counters live in a per-test memory cache."""
+    settings.MEDIA_ROOT = tmp_path / "home" / "uploads"
+    settings.CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache",
+                                   "LOCATION": str(tmp_path)}}
+
+
+PASSWORD = "correct horse battery staple"
+
+
+@pytest.fixture
+def make_user(django_user_model: Any) -> Callable[..., Any]:
+    """``make_user("alice", staff=True)``: a user whose password is ``PASSWORD``."""
+
+    def create(username: str, *, staff: bool = False, superuser: bool = False) -> Any:
+        if superuser:
+            return django_user_model.objects.create_superuser(username, f"{username}@example.com", PASSWORD)
+        return django_user_model.objects.create_user(username, f"{username}@example.com", PASSWORD, is_staff=staff)
+
+    return create
+
+
+@dataclass
+class World:
+    """Three collections and their readers, with sources and chunks written straight to the tables."""
+
+    users: dict[str, Any]
+    collections: dict[str, Any]
+    sources: dict[str, Any]
+    chunks: dict[str, list[Any]]
+
+
+@pytest.fixture
+def world(make_user: Callable[..., Any], tmp_path: Path) -> World:
+    from sources.models import Chunk, Collection, Source
+
+    users = {"alice": make_user("alice"), "bob": make_user("bob"), "carol": make_user("carol", staff=True),
+             "root": make_user("root", superuser=True)}
+    collections = {"alpha": Collection.objects.create(name="alpha"), "beta": Collection.objects.create(name="beta"),
+                   "handbook": Collection.objects.create(name="handbook", public=True)}
+    collections["alpha"].readers.add(users["alice"], users["carol"])
+    collections["beta"].readers.add(users["bob"])
+    sources, chunks = {}, {}
+    for name, coll, texts in (("alpha.md", "alpha", ["# Alpha\n\nAlpha power is 24 V.", "Alpha bus has 8 ports."]),
+                              ("beta.txt", "beta", ["Beta secret: the launch is in May."]),
+                              ("handbook.md", "handbook", ["Everyone may read the handbook."])):
+        root = tmp_path / "kb" / coll
+        root.mkdir(parents=True)
+        (root / name).write_text("\n\n".join(texts))
+        source = Source.objects.create(collection=collections[coll], root=str(root), path=name, title=name,
+                                       kind=name.rsplit(".", 1)[1], status=Source.Status.INGESTED,
+                                       chunk_count=len(texts), ingested_at=timezone.now())
+        sources[coll] = source
+        chunks[coll] = [Chunk.objects.create(source=source, ordinal=i, text=t, heading="Alpha" if i == 0 else "",
+                                             line_start=1 + 2 * i, line_end=1 + 2 * i, token_count=8)
+                        for i, t in enumerate(texts)]
+    return World(users, collections, sources, chunks)
+
+
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--no-first-run"]
+
+
+@pytest.fixture
+def browser_page(live_server: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    """A Playwright page in Debian's chromium (``make browser``), against pytest-django's live server.
+
+    Without chromium the test is skipped, except under CI=true, where it fails.
+    """
+    import os
+    import shutil
+
+    chromium = shutil.which("chromium") or "/usr/bin/chromium"
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        sync_playwright = None
+    missing = ("chromium is not installed (run `make browser`)" if not os.path.exists(chromium)
+               else "the playwright package is not installed" if sync_playwright is None else "")
+    if missing:
+        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+            pytest.fail(f"browser test cannot run: {missing}")
+        pytest.skip(f"browser test skipped: {missing}")
+    # Playwright's sync API runs an event loop in this thread; Django refuses ORM
+    # calls from a thread with a running loop unless told it is safe, as it is here.
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS)
+        context = browser.new_context(viewport={"width": 1280, "height": 860})
+        page = context.new_page()
+        page.set_default_timeout(30_000)
+        try:
+            yield page
+        finally:
+            context.close()
+            browser.close()

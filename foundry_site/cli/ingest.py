@@ -36,6 +36,9 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     s = sub.add_parser("status", help="show what is in the knowledge base")
     s.set_defaults(handler=status_command)
 
+    c = sub.add_parser("check", help="check the index: SQLite integrity, chunks = FTS rows = vectors")
+    c.set_defaults(handler=check_command)
+
 
 def ingest_command(opts: argparse.Namespace, out: TextIO) -> int:
     target = Path(opts.path) if opts.path else Path(settings.FOUNDRY_KNOWLEDGE_BASE)
@@ -129,3 +132,15 @@ def status_command(opts: argparse.Namespace, out: TextIO) -> int:
         detail = row["reason"] if row["status"] != "ingested" else row["title"]
         out.write(f"  {row['collection']:<12} {row['status']:<9} {row['chunks']:>6}  {row['path']:<36}  {detail}\n")
     return 0
+
+
+def check_command(opts: argparse.Namespace, out: TextIO) -> int:
+    from sources.services.integrity import index_check
+
+    report = index_check()
+    out.write(f"PRAGMA integrity_check: {report.sqlite}\n")
+    out.write("".join(f"  {name}: {count}\n" for name, count in report.counts.items()))
+    for problem in report.problems:
+        out.write(f"PROBLEM: {problem}\n")
+    out.write("OK\n" if report.ok else "The index is inconsistent: run `foundry ingest` again to repair it.\n")
+    return 0 if report.ok else 1

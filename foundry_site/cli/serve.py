@@ -7,7 +7,6 @@ import sys
 from typing import TextIO
 
 from django.conf import settings
-from django.core.management import call_command
 
 QUEUES = ("compute", "db")
 
@@ -39,8 +38,7 @@ def serve_argv(opts: argparse.Namespace) -> list[str]:
 
 
 def serve_command(opts: argparse.Namespace, out: TextIO) -> int:
-    # Static files are served by WhiteNoise from STATIC_ROOT, so they must be collected first.
-    call_command("collectstatic", interactive=False, verbosity=0)
+    # Static files need no collectstatic step: WhiteNoise serves them from the apps (WHITENOISE_USE_FINDERS).
     argv = serve_argv(opts)
     out.write(f"Serving on http://{opts.host}:{opts.port}/ with {opts.workers} gunicorn workers\n")
     out.flush()

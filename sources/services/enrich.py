@@ -37,7 +37,9 @@ class ChunkSizing:
 
     def context_for(self, title: str, draft: ChunkDraft, prefix: str) -> str:
         """What is embedded in front of the chunk: title/heading line and LLM prefix, trimmed to fit."""
-        head = " > ".join([title, *draft.heading]) if title else " > ".join(draft.heading)
+        # Markdown heading paths usually start with the H1, which is the title already.
+        path = list(draft.heading)
+        head = " > ".join(path if not title or path[:1] == [title] else [title, *path])
         context = f"{head}\n{prefix}".strip() if prefix else head
         if self.input_limit is None:
             return context

@@ -154,7 +154,8 @@ def source_unchanged(*, root: str, rel: str, collection_id: int, digest: str) ->
     existing = Source.objects.filter(root=root, path=rel).first()
     if (existing and existing.sha256 == digest and existing.status == Source.Status.INGESTED
             and existing.embedding_model == model and existing.collection_id == collection_id
-            and vectorstore.table_exists(model)):
+            and vectorstore.table_exists(model)
+            and vectorstore.source_index_complete(existing.pk, existing.chunk_count, model)):
         return existing
     return None
 
@@ -228,6 +229,10 @@ def source_prepare(*, root: str, rel: str) -> dict[str, Any]:
         if exc.transient:
             raise
         return _failed_payload(rel, str(exc), digest=digest, size=len(data))
+    except Exception as exc:  # a parser bug on one hostile file must not stop the run: record it and go on
+        logger.exception("unexpected error while preparing %s", rel)
+        return _failed_payload(rel, f"unexpected error while reading the file: {type(exc).__name__}: {exc}",
+                               digest=digest, size=len(data))
     return _encode_payload(rel, prepared, digest=digest, size=len(data), mtime=mtime)
 
 

@@ -14,31 +14,6 @@ from tests.conftest import ScriptedLLM
 
 pytestmark = pytest.mark.django_db
 
-MANUAL = """# AX-200 Manual
-
-## Power supply
-
-The gateway accepts a main input of 12 to 24 V DC through terminal X1.
-The internal logic supply is VCC = 3.3 V.
-
-## Sensor bus
-
-Up to 8 sensors can be connected to the RS-485 bus.
-The bus must be terminated with 120 Ohm at both ends.
-"""
-DATASHEET = "# AX-200 Datasheet\n\n## Power\n\nThe internal logic supply is VCC = 5 V.\n"
-
-
-@pytest.fixture
-def indexed(kb: Path, foundry_config) -> Path:
-    # A three-chunk corpus has one relevant chunk per question; the seed's min_chunks=2 would refuse all.
-    foundry_config(retrieval={"min_chunks": 1})
-    (kb / "manual.md").write_text(MANUAL)
-    (kb / "datasheet.md").write_text(DATASHEET)
-    knowledge_base_ingest(target=kb)
-    return kb
-
-
 def context_of(messages: list[dict]) -> str:
     return messages[0]["content"]
 
@@ -151,3 +126,32 @@ def test_missing_embeddings_named(db: None) -> None:
 
     with pytest.raises(MissingEmbeddings, match="No embeddings found for model local/all-minilm-l6-v2. Run foundry"):
         answer_question(question="anything")
+
+
+def test_identical_question_answered_from_cache(indexed: Path, scripted_llm: ScriptedLLM, kb: Path) -> None:
+    scripted_llm.reply = lambda m: "Up to 8 sensors can be connected to the RS-485 bus [S1]."
+    first = answer_question(question="How many sensors on the RS-485 bus?")
+    again = answer_question(question="how many sensors on the RS-485 bus?")
+    assert again.cached and again.answer == first.answer and again.llm_calls == 0
+    assert again.citations[0]["text"] == first.citations[0]["text"]
+    assert len(scripted_llm.calls) == 1
+    assert QueryLog.objects.get(run_id=again.run_id).cached
+    other_scope = answer_question(question="How many sensors on the RS-485 bus?", collection_ids=[999])
+    assert not other_scope.cached and other_scope.answer_class == "no_evidence"
+    (kb / "extra.md").write_text("# Extra\n\nThe bus cable is shielded twisted pair.\n")
+    knowledge_base_ingest(target=kb)
+    after_change = answer_question(question="How many sensors on the RS-485 bus?")
+    assert not after_change.cached and len(scripted_llm.calls) == 2
+
+
+def test_feedback_is_validated_and_kept(indexed: Path) -> None:
+    from retrieval.services.feedback import FeedbackError, feedback_record
+
+    answer = answer_question(question="Who won the football world cup in 1954?")
+    row = QueryLog.objects.get(run_id=answer.run_id)
+    feedback_record(query=row, user=None, verdict="correct", note="  right to refuse \x00")
+    assert row.feedback.get().note == "right to refuse"
+    with pytest.raises(FeedbackError, match="verdict must be one of correct, incorrect"):
+        feedback_record(query=row, user=None, verdict="meh")
+    with pytest.raises(FeedbackError, match="limit is 4000"):
+        feedback_record(query=row, user=None, verdict="incorrect", note="x" * 4001)

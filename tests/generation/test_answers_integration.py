@@ -22,11 +22,11 @@ def sample_kb(foundry_config) -> None:
 
 
 def test_answerable_question_cites_the_right_document(sample_kb: None) -> None:
-    answer = answer_question(question="What is the operating temperature range of the AX-200?")
+    answer = answer_question(question="How many sensors can be connected to the RS-485 bus?")
     assert answer.answer_class in ("normal", "low_confidence"), (answer.refusal, answer.answer)
     assert answer.llm_calls == 1
-    sources = {c["source"] for c in answer.citations}
-    assert sources & {"ax200-datasheet.pdf", "ax200-user-manual.md", "ax200-specs.json"}
+    assert "ax200-user-manual.md" in {c["source"] for c in answer.citations}
+    assert "8" in answer.answer
     for citation in answer.citations:
         assert Chunk.objects.filter(pk=citation["chunk_id"], source__path=citation["source"]).exists()
 

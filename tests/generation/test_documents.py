@@ -10,20 +10,10 @@ from generation.models import GenerationRun
 from sources.models import Chunk
 from sources.services.ingest import knowledge_base_ingest
 from tests.conftest import ScriptedLLM
-from tests.generation.test_answers import DATASHEET, MANUAL
 
 pytestmark = pytest.mark.django_db
 
 SPEC = SpecText("wiring-guide", 2, "# Wiring guide spec\n\nWrite a short wiring guide with a Power section.")
-
-
-@pytest.fixture
-def indexed(kb: Path, foundry_config) -> Path:
-    foundry_config(retrieval={"min_chunks": 1})
-    (kb / "manual.md").write_text(MANUAL)
-    (kb / "datasheet.md").write_text(DATASHEET)
-    knowledge_base_ingest(target=kb)
-    return kb
 
 
 def labels_for(system: str) -> dict[str, str]:

@@ -65,3 +65,10 @@ def test_number_must_appear_near_the_matching_words() -> None:
                "Cable length is at most 10 m per segment.")
     g = ground("The RS-485 bus takes 10 sensors [S1].", {"S1": passage}, similarity=sim(0.8), min_support=0.45)
     assert g.text == "" and g.coverage == 0.0
+
+
+def test_on_topic_sentence_with_foreign_words_is_removed() -> None:
+    passage = "Hold the RESET button for 10 s until all LEDs blink to restore factory settings."
+    g = ground("Restart the router and unplug the modem [S1].", {"S1": passage}, similarity=sim(0.9),
+               min_support=0.45)
+    assert g.text == ""

@@ -169,3 +169,39 @@ def test_source_delete_is_complete(kb: Path) -> None:
     source_delete(source_id=Source.objects.get(path="sheet.pdf").pk)
     assert Source.objects.count() == 3
     index_agrees()
+
+
+def test_check_finds_damage_and_reingest_repairs(kb: Path) -> None:
+    from sources.services.integrity import index_check
+
+    write_kb(kb)
+    knowledge_base_ingest(target=kb)
+    assert index_check().ok
+    victim = Chunk.objects.filter(source__path="manual.md").first()
+    with connection.cursor() as cur:
+        cur.execute(f"DELETE FROM {vectorstore.table_name(MODEL)} WHERE chunk_id = %s", [victim.pk])
+    report = index_check()
+    assert not report.ok and "1 chunk(s) missing from vec_chunks_local_all_minilm_l6_v2" in report.problems
+    rerun = knowledge_base_ingest(target=kb)
+    assert [f.path for f in rerun.files if f.status == "ingested"] == ["manual.md"]
+    assert index_check().ok
+    index_agrees()
+
+
+def test_unexpected_parser_error_fails_only_that_file(kb: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from sources.services import extract as extract_module
+
+    real = extract_module.extract_markdown
+
+    def explode(text: str, *, fallback_title: str):  # noqa: ANN202
+        if "boom" in text:
+            raise KeyError("parser bug")
+        return real(text, fallback_title=fallback_title)
+
+    monkeypatch.setattr(extract_module, "extract_markdown", explode)
+    (kb / "a.md").write_text("# A\n\nboom\n")
+    (kb / "b.md").write_text("# B\n\nfine text about valves\n")
+    report = {f.path: f for f in knowledge_base_ingest(target=kb).files}
+    assert report["a.md"].status == "failed" and "KeyError" in report["a.md"].reason
+    assert report["b.md"].status == "ingested"
+    index_agrees()

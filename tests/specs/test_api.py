@@ -15,6 +15,17 @@ from tests.specs.conftest import spec_approved, spec_in_review
 pytestmark = pytest.mark.django_db
 
 
+@pytest.fixture
+def client(client: Client, django_user_model: type[User]) -> Client:
+    """Every API operation needs a bearer token or a signed-in session; sign one reader in."""
+    client.force_login(django_user_model.objects.create_user("api-reader"))
+    return client
+
+
+def test_specs_need_authentication() -> None:
+    assert Client().get("/api/v1/specs").status_code == 401
+
+
 def test_lists_only_approved_specs_paginated(client: Client, author: User, reviewer: User) -> None:
     spec_approved("wiring-guide", author, reviewer)
     spec_approved("install", author, reviewer)

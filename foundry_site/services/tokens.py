@@ -1,0 +1,76 @@
+"""Create, check and revoke API tokens."""
+from __future__ import annotations
+
+import hashlib
+import logging
+import secrets
+from dataclasses import dataclass
+from datetime import timedelta
+
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import AbstractBaseUser
+from django.utils import timezone
+
+from foundry_site.models import ApiToken
+
+logger = logging.getLogger(__name__)
+
+TOKEN_PREFIX = "fdy_"
+# Recording every use would turn each API read into a database write; once a
+# minute is enough to tell a live token from a forgotten one.
+LAST_USED_RESOLUTION = timedelta(minutes=1)
+
+
+class TokenError(ValueError):
+    """A token command cannot be carried out (unknown user or token, already revoked)."""
+
+
+@dataclass(frozen=True)
+class NewToken:
+    token: ApiToken
+    plain: str
+
+
+def token_hash(plain: str) -> str:
+    return hashlib.sha256(plain.encode("utf-8")).hexdigest()
+
+
+def token_create(*, username: str, name: str = "") -> NewToken:
+    """Create a token for ``username``. The plain token exists only in the return value."""
+    user = get_user_model().objects.filter(username=username).first()
+    if user is None:
+        raise TokenError(f"no user named {username!r}")
+    if not user.is_active:
+        raise TokenError(f"user {username!r} is inactive")
+    plain = TOKEN_PREFIX + secrets.token_urlsafe(32)
+    token = ApiToken.objects.create(user=user, name=name, token_hash=token_hash(plain),
+                                    prefix=plain[:len(TOKEN_PREFIX) + 6])
+    logger.info("api token created id=%s user=%s", token.pk, user.pk)
+    return NewToken(token, plain)
+
+
+def token_revoke(*, token_id: int) -> ApiToken:
+    """Revoke a token. Revoking a revoked token is an error, so a typo in the id is noticed."""
+    token = ApiToken.objects.filter(pk=token_id).first()
+    if token is None:
+        raise TokenError(f"no API token with id {token_id}")
+    updated = ApiToken.objects.filter(pk=token_id, revoked_at__isnull=True).update(revoked_at=timezone.now())
+    if not updated:
+        raise TokenError(f"API token {token_id} is already revoked")
+    token.refresh_from_db()
+    logger.info("api token revoked id=%s", token.pk)
+    return token
+
+
+def token_authenticate(plain: str) -> AbstractBaseUser | None:
+    """The active user owning the unrevoked token ``plain``, else None."""
+    if not plain or not plain.startswith(TOKEN_PREFIX) or len(plain) > 200:
+        return None
+    token = (ApiToken.objects.select_related("user")
+             .filter(token_hash=token_hash(plain), revoked_at__isnull=True).first())
+    if token is None or not token.user.is_active:
+        return None
+    now = timezone.now()
+    if token.last_used_at is None or now - token.last_used_at > LAST_USED_RESOLUTION:
+        ApiToken.objects.filter(pk=token.pk).update(last_used_at=now)
+    return token.user

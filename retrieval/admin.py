@@ -1,0 +1,35 @@
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import admin
+from django.http import HttpRequest
+
+from retrieval.models import QueryFeedback, QueryLog
+from sources.admin import ReadOnlyAdmin
+
+
+@admin.register(QueryLog)
+class QueryLogAdmin(ReadOnlyAdmin):
+    show_full_result_count = False
+    list_display = ["created_at", "user", "short_question", "answer_class", "status", "coverage", "llm_calls",
+                    "model", "cached"]
+    list_filter = ["answer_class", "status", "mode", "cached", "model"]
+    search_fields = ["question", "answer", "run_id"]
+    date_hierarchy = "created_at"
+
+    def get_queryset(self, request: HttpRequest) -> Any:
+        return super().get_queryset(request).select_related("user").defer(
+            "answer", "channels", "citations", "conflicts", "gate", "hyde_text", "timings")
+
+    @admin.display(description="question")
+    def short_question(self, obj: QueryLog) -> str:
+        return obj.question[:80]
+
+
+@admin.register(QueryFeedback)
+class QueryFeedbackAdmin(ReadOnlyAdmin):
+    show_full_result_count = False
+    list_display = ["created_at", "query", "user", "verdict"]
+    list_filter = ["verdict"]
+    date_hierarchy = "created_at"

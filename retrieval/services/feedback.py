@@ -1,0 +1,23 @@
+"""Readers' verdicts on answers, kept beside the immutable query-log row."""
+from __future__ import annotations
+
+from typing import Any
+
+from retrieval.models import QueryFeedback, QueryLog
+
+MAX_NOTE = 4000
+
+
+class FeedbackError(ValueError):
+    """The feedback itself is invalid (unknown verdict, note too long)."""
+
+
+def feedback_record(*, query: QueryLog, user: Any, verdict: str, note: str = "") -> QueryFeedback:
+    """Store a verdict (correct/incorrect) with an optional note. Access is the caller's check."""
+    if verdict not in QueryFeedback.Verdict.values:
+        raise FeedbackError(f"verdict must be one of {', '.join(QueryFeedback.Verdict.values)}, not {verdict!r}")
+    note = note.replace("\x00", "").strip()
+    if len(note) > MAX_NOTE:
+        raise FeedbackError(f"the note is {len(note)} characters long; the limit is {MAX_NOTE}")
+    return QueryFeedback.objects.create(query=query, user=user if getattr(user, "is_authenticated", False) else None,
+                                        verdict=verdict, note=note)

@@ -1,0 +1,19 @@
+from __future__ import annotations
+
+from typing import Any
+
+from django import forms
+from django.contrib.auth.models import AbstractBaseUser
+
+from sources import selectors
+from sources.services.uploads import ALLOWED_SUFFIXES
+
+
+class UploadForm(forms.Form):
+    file = forms.FileField(widget=forms.ClearableFileInput(attrs={"accept": ",".join(ALLOWED_SUFFIXES)}))
+    collection = forms.ModelChoiceField(queryset=None, to_field_name="name", empty_label=None)
+    replace = forms.BooleanField(required=False, label="Replace a file with the same name (new version)")
+
+    def __init__(self, *args: Any, user: AbstractBaseUser, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["collection"].queryset = selectors.uploadable_collections(user).order_by("name")

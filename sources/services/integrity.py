@@ -1,0 +1,47 @@
+"""Index integrity: chunk rows, FTS rows and vectors must be the same set of chunks."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from django.db import connection
+
+from sources import vectorstore
+
+
+@dataclass
+class IntegrityReport:
+    sqlite: str = ""
+    problems: list[str] = field(default_factory=list)
+    counts: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return self.sqlite == "ok" and not self.problems
+
+
+def index_check() -> IntegrityReport:
+    """PRAGMA integrity_check plus set comparisons of chunk ids across the three stores."""
+    report = IntegrityReport()
+    with connection.cursor() as cur:
+        cur.execute("PRAGMA integrity_check")
+        report.sqlite = "; ".join(row[0] for row in cur.fetchall())
+        cur.execute("INSERT INTO chunks_fts(chunks_fts, rank) VALUES ('integrity-check', 1)")
+        cur.execute("SELECT id FROM sources_chunk")
+        chunks = {row[0] for row in cur.fetchall()}
+        cur.execute("SELECT rowid FROM chunks_fts")
+        fts = {row[0] for row in cur.fetchall()}
+        report.counts = {"chunks": len(chunks), "fts": len(fts)}
+        _compare(report, "FTS", chunks, fts)
+        for table in vectorstore.all_tables():
+            cur.execute(f"SELECT chunk_id FROM {table}")
+            vectors = {row[0] for row in cur.fetchall()}
+            report.counts[table] = len(vectors)
+            _compare(report, table, chunks, vectors)
+    return report
+
+
+def _compare(report: IntegrityReport, name: str, chunks: set[int], other: set[int]) -> None:
+    if chunks - other:
+        report.problems.append(f"{len(chunks - other)} chunk(s) missing from {name}")
+    if other - chunks:
+        report.problems.append(f"{len(other - chunks)} orphan row(s) in {name}")

@@ -1,0 +1,97 @@
+"""Pages: the sources list with upload, the source viewer and the original-file download."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from django.conf import settings
+from django.contrib import messages
+from django.core.exceptions import PermissionDenied
+from django.core.paginator import Paginator
+from django.db.models import Count, Max
+from django.http import FileResponse, Http404, HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_GET, require_POST
+
+from sources import selectors
+from sources.forms import UploadForm
+from sources.models import Source
+from sources.services.uploads import UploadRejected, source_remove, source_upload
+
+PAGE_SIZE = 50
+
+
+@require_GET
+def source_list(request: HttpRequest) -> HttpResponse:
+    return _render_list(request, UploadForm(user=request.user))
+
+
+def _render_list(request: HttpRequest, form: UploadForm, *, status: int = 200) -> HttpResponse:
+    collections = (selectors.readable_collections(request.user).order_by("name")
+                   .annotate(source_count=Count("sources"), last_ingest=Max("sources__ingested_at")))
+    sources = selectors.readable_sources(request.user).select_related("collection").order_by("collection__name", "path")
+    selected = request.GET.get("collection", "")
+    if selected:
+        sources = sources.filter(collection__name=selected)
+    page = Paginator(sources, PAGE_SIZE).get_page(request.GET.get("page"))
+    context = {"collections": collections, "page": page, "selected": selected, "form": form,
+               "pending": any(s.status == Source.Status.PENDING for s in page),
+               "max_file_mb": f"{settings.FOUNDRY.ingest.max_file_mb:g}"}
+    return render(request, "sources/list.html", context, status=status)
+
+
+@require_POST
+def source_upload_view(request: HttpRequest) -> HttpResponse:
+    form = UploadForm(request.POST, request.FILES, user=request.user)
+    if not form.is_valid():
+        return _render_list(request, form, status=400)
+    try:
+        upload = source_upload(collection=form.cleaned_data["collection"], upload=form.cleaned_data["file"],
+                               replace=form.cleaned_data["replace"])
+    except UploadRejected as exc:
+        form.add_error("file", str(exc))
+        return _render_list(request, form, status=exc.status_code)
+    result = upload.result
+    detail = f" ({result.chunks} chunks)" if result.status in ("ingested", "unchanged") else ""
+    reason = f": {result.reason}" if result.reason else ""
+    level = messages.ERROR if result.status in ("failed", "skipped") else messages.SUCCESS
+    version = "new version of " if upload.replaced else ""
+    messages.add_message(request, level, f"Uploaded {version}{upload.name}: {result.status}{detail}{reason}")
+    anchor = f"#source-{upload.source.pk}" if upload.source else ""
+    return redirect(reverse("sources:list") + anchor)
+
+
+@require_GET
+def source_detail(request: HttpRequest, source_id: int) -> HttpResponse:
+    source = get_object_or_404(selectors.readable_sources(request.user).select_related("collection"), pk=source_id)
+    chunks = list(source.chunks.order_by("ordinal"))
+    target = None
+    if "chunk" in request.GET:
+        wanted = request.GET["chunk"]
+        target = next((c for c in chunks if str(c.pk) == wanted), None)
+        if target is None:
+            raise Http404("No such chunk in this source.")
+    return render(request, "sources/detail.html", {"source": source, "chunks": chunks, "target": target})
+
+
+@require_GET
+def source_download(request: HttpRequest, source_id: int) -> FileResponse:
+    source = get_object_or_404(selectors.readable_sources(request.user), pk=source_id)
+    root = Path(os.path.realpath(source.root))
+    path = Path(os.path.realpath(source.absolute_path))
+    # realpath resolves symbolic links and "..": a path stored in the database
+    # (or a link swapped in on disk) must not reach a file outside the root.
+    if not path.is_relative_to(root) or not path.is_file():
+        raise Http404("The original file is not available.")
+    return FileResponse(path.open("rb"), as_attachment=True, filename=path.name)
+
+
+@require_POST
+def source_delete_view(request: HttpRequest, source_id: int) -> HttpResponse:
+    source = get_object_or_404(selectors.readable_sources(request.user), pk=source_id)
+    if not request.user.is_staff:
+        raise PermissionDenied("Only staff can delete sources.")
+    source_remove(source_id=source.pk)
+    messages.success(request, f"Deleted {source.path} from collection {source.collection.name}.")
+    return redirect("sources:list")

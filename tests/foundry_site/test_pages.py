@@ -1,0 +1,59 @@
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from django.test import Client
+
+from tests.conftest import PASSWORD
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.mark.parametrize("url", ["/", "/sources/", "/sources/1/", "/sources/1/download", "/api/v1/docs"])
+def test_every_page_needs_login(client: Client, url: str) -> None:
+    response = client.get(url)
+    assert response.status_code == 302 and response["Location"].startswith("/accounts/login/?next=")
+
+
+def test_login_and_logout_with_csrf(make_user: Any) -> None:
+    make_user("alice")
+    client = Client(enforce_csrf_checks=True)
+    page = client.get("/accounts/login/?next=/sources/")
+    assert page.status_code == 200 and b"Log in" in page.content
+    assert client.post("/accounts/login/", {"username": "alice", "password": PASSWORD}).status_code == 403
+
+    token = page.cookies["csrftoken"].value
+    bad = client.post("/accounts/login/", {"username": "alice", "password": "wrong", "csrfmiddlewaretoken": token})
+    assert bad.status_code == 200 and b"did not match" in bad.content
+    ok = client.post("/accounts/login/", {"username": "alice", "password": PASSWORD, "csrfmiddlewaretoken": token,
+                                          "next": "/sources/"})
+    assert ok.status_code == 302 and ok["Location"] == "/sources/"
+
+    sources = client.get("/sources/")
+    assert sources.status_code == 200 and b"Log out" in sources.content
+    token = client.cookies["csrftoken"].value
+    assert client.post("/accounts/logout/").status_code == 403  # no CSRF token: still logged in
+    assert client.post("/accounts/logout/", {"csrfmiddlewaretoken": token}).status_code == 302
+    assert client.get("/sources/").status_code == 302
+
+
+def test_navigation_shows_admin_to_staff_only(client: Client, make_user: Any) -> None:
+    client.force_login(make_user("alice"))
+    page = client.get("/sources/").content.decode()
+    for label in ("Ask", "Sources", "Query log", "Generate"):
+        assert label in page
+    assert 'href="/admin/"' not in page
+    client.force_login(make_user("carol", staff=True))
+    assert 'href="/admin/"' in client.get("/sources/").content.decode()
+
+
+def test_home_goes_to_sources_until_ask_exists(client: Client, make_user: Any) -> None:
+    client.force_login(make_user("alice"))
+    assert client.get("/")["Location"] == "/sources/"
+
+
+def test_api_docs_render_for_a_signed_in_user(client: Client, make_user: Any) -> None:
+    client.force_login(make_user("alice"))
+    assert client.get("/api/v1/docs").status_code == 200
+    assert client.get("/api/v1/openapi.json").status_code == 200
