@@ -170,8 +170,13 @@ def fast_config(foundry_config: Any) -> None:
 
 @pytest.fixture
 def clean_index() -> Iterator[None]:
-    """Transaction tests flush model tables only; vec0 tables need explicit cleaning."""
+    """Transaction tests flush model tables only, so vec0 rows outlive them: start and end without any."""
+    drop_index()
     yield
+    drop_index()
+
+
+def drop_index() -> None:
     for source_id in Source.objects.values_list("pk", flat=True):
         ingest.source_delete(source_id=source_id)
     with connection.cursor() as cur:
