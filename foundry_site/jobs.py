@@ -250,7 +250,7 @@ def _sweep_model(sweep: StaleSweep, *, stale_after: timedelta, max_attempts: int
         if sweep.requeue is None or attempts >= max_attempts:
             reason = (f"no progress for {idle} s after {attempts} attempts "
                       "(worker lost, or no worker serves its queue)")
-            if claim.update(status=status.FAILED, error=reason, finished_at=timezone.now()):
+            if claim.update(status=status.FAILED, error=_error_value(model, reason), finished_at=timezone.now()):
                 logger.warning("run failed as stale model=%s id=%s", model._meta.label, run_id)
                 actions.append(SweepAction(model._meta.label, run_id, "failed", reason))
             continue
@@ -260,3 +260,10 @@ def _sweep_model(sweep: StaleSweep, *, stale_after: timedelta, max_attempts: int
             sweep.requeue(run_id)
             actions.append(SweepAction(model._meta.label, run_id, "requeued", reason))
     return actions
+
+
+def _error_value(model: type[models.Model], reason: str) -> Any:
+    """The reason in the shape the model's ``error`` field holds (text, or a JSON object)."""
+    if isinstance(model._meta.get_field("error"), models.JSONField):
+        return {"type": "StaleRun", "message": reason, "transient": True}
+    return reason

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from django.conf import settings
+from django.db.models import F
 from django.utils import timezone
 
 from foundry_site import llm, prompts
@@ -96,7 +97,8 @@ def generation_run_execute(*, run_id: int) -> None:
     """Execute a pending run once; a run that is not pending (or gone) is left alone."""
     now = timezone.now()
     claimed = GenerationRun.objects.filter(pk=run_id, status=GenerationRun.Status.PENDING).update(
-        status=GenerationRun.Status.RUNNING, started_at=now, heartbeat_at=now, stage="retrieval")
+        status=GenerationRun.Status.RUNNING, started_at=now, heartbeat_at=now, stage="retrieval",
+        attempts=F("attempts") + 1)
     if not claimed:
         return
     run = GenerationRun.objects.get(pk=run_id)

@@ -41,7 +41,9 @@ class GenerationRun(models.Model):
     created_at = models.DateTimeField(default=timezone.now, editable=False, db_index=True)
     started_at = models.DateTimeField(null=True, blank=True, editable=False)
     finished_at = models.DateTimeField(null=True, blank=True, editable=False)
-    heartbeat_at = models.DateTimeField(null=True, blank=True, editable=False)
+    heartbeat_at = models.DateTimeField(default=timezone.now, editable=False,
+                                        help_text="Last sign of life; the stale-run sweeper reads it.")
+    attempts = models.PositiveIntegerField(default=0, editable=False)
 
     class Meta:
         ordering = ["-created_at"]
