@@ -10,7 +10,7 @@ export LITELLM_LOCAL_MODEL_COST_MAP := True
 export HF_HUB_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: install run test test-unit migrate browser clean
+.PHONY: install run test test-unit migrate browser clean serve worker
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -33,6 +33,14 @@ run: migrate
 	$(VENV)/bin/foundry ingest knowledge_base
 	$(VENV)/bin/foundry status
 	$(VENV)/bin/foundry query "$(SAMPLE_QUESTION)"
+
+# Production-style web server (gunicorn + WhiteNoise) for a single-machine install.
+serve: migrate
+	$(VENV)/bin/foundry serve
+
+# A Celery worker on both queues; needs FOUNDRY_BROKER_URL (see docs/operations.md).
+worker: migrate
+	$(VENV)/bin/foundry worker
 
 # Debian's chromium for the browser tests (never `playwright install`).
 browser:

@@ -12,8 +12,16 @@ from ninja import NinjaAPI
 
 from foundry_site import llm
 from foundry_site.auth import BearerTokenAuth, SessionCsrfAuth
+from foundry_site.ratelimit import RateLimited
+from generation.answers import QueryError, QueryFailed
+from generation.api import router as generation_router
+from generation.documents import GenerationError
+from retrieval.api import router as retrieval_router
+from retrieval.services.feedback import FeedbackError
 from sources.api import router as sources_router
 from sources.services.uploads import UploadRejected
+from sources.vectorstore import MissingEmbeddings
+from specs.api import generate_router
 from specs.api import router as specs_router
 from specs.errors import SpecError
 
@@ -43,6 +51,31 @@ def spec_error(request: HttpRequest, exc: SpecError) -> HttpResponse:
     return api.create_response(request, {"detail": str(exc)}, status=exc.status_code)
 
 
+@api.exception_handler(RateLimited)
+def rate_limited(request: HttpRequest, exc: RateLimited) -> HttpResponse:
+    response = api.create_response(request, {"detail": str(exc)}, status=429)
+    response["Retry-After"] = str(exc.retry_after)
+    return response
+
+
+@api.exception_handler(QueryError)
+@api.exception_handler(FeedbackError)
+@api.exception_handler(GenerationError)
+def bad_input(request: HttpRequest, exc: Exception) -> HttpResponse:
+    # An unusable question (empty, too long), feedback or topic.
+    return api.create_response(request, {"detail": str(exc)}, status=400)
+
+
+@api.exception_handler(QueryFailed)
+@api.exception_handler(MissingEmbeddings)
+def query_unavailable(request: HttpRequest, exc: Exception) -> HttpResponse:
+    # The model failed for good (already in the query log), or nothing is embedded yet.
+    return api.create_response(request, {"detail": str(exc)}, status=503)
+
+
 # Routers are mounted here, one per app (sources, retrieval, generation, specs).
 api.add_router("/", sources_router)
+api.add_router("/", retrieval_router)
+api.add_router("/", generation_router)
+api.add_router("/", generate_router)
 api.add_router("/specs", specs_router)

@@ -15,6 +15,15 @@ from django.core.cache import cache
 WINDOW_SECONDS = 60
 
 
+class RateLimited(Exception):
+    """Too many queries this minute; ``retry_after`` is the wait in seconds (the API answers 429)."""
+
+    def __init__(self, retry_after: int) -> None:
+        super().__init__(f"Too many queries: at most {settings.FOUNDRY_QUERY_RATE} a minute. "
+                         f"Try again in {retry_after} s.")
+        self.retry_after = retry_after
+
+
 def rate_limit_check(user_id: int, *, rate: int | None = None, now: float | None = None) -> int | None:
     """Count one request of ``user_id``; return the seconds to wait if over the limit, else None.
 
@@ -36,3 +45,10 @@ def rate_limit_check(user_id: int, *, rate: int | None = None, now: float | None
     if count <= rate:
         return None
     return max(1, math.ceil((window + 1) * WINDOW_SECONDS - now))
+
+
+def rate_limit_enforce(user_id: int) -> None:
+    """Count one request of ``user_id``; raise ``RateLimited`` when over the limit."""
+    wait = rate_limit_check(user_id)
+    if wait is not None:
+        raise RateLimited(wait)

@@ -10,6 +10,7 @@ import secrets
 from pathlib import Path
 
 import environ
+from kombu import Queue
 
 from foundry_site.config import load_config
 
@@ -133,7 +134,10 @@ LOGOUT_REDIRECT_URL = "/accounts/login/"
 # use e.g. redis://… when the web runs on several machines.
 CACHES = {"default": env.cache_url("FOUNDRY_CACHE_URL", default=f"filecache://{FOUNDRY_HOME / 'cache'}")}
 
-# Celery: no broker configured means every task runs in-process, eagerly.
+# Celery: no broker configured means every task runs in-process, eagerly (`make run`).
+# With a broker, work is split over two queues (docs/operations.md): `compute` is
+# pure CPU work any machine can serve, `db` writes the SQLite file and must be
+# served only on the host that holds it.
 CELERY_BROKER_URL = env.str("FOUNDRY_BROKER_URL", default="")
 CELERY_RESULT_BACKEND = env.str("FOUNDRY_RESULT_BACKEND", default=CELERY_BROKER_URL or None)
 CELERY_TASK_ALWAYS_EAGER = not CELERY_BROKER_URL
@@ -147,6 +151,47 @@ CELERY_WORKER_CONCURRENCY = env.int("FOUNDRY_WORKER_CONCURRENCY", default=1)
 CELERY_TASK_SERIALIZER = "json"
 CELERY_RESULT_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
+CELERY_TASK_QUEUES = [Queue("compute"), Queue("db")]
+# Anything not routed explicitly goes to `db`: that host can run every task.
+CELERY_TASK_DEFAULT_QUEUE = "db"
+CELERY_TASK_ROUTES = {
+    "sources.tasks.prepare_source": {"queue": "compute"},
+    "sources.tasks.*": {"queue": "db"},
+    "foundry_site.tasks.*": {"queue": "db"},
+}
+CELERY_RESULT_EXPIRES = env.int("FOUNDRY_RESULT_EXPIRES", default=86400)
+CELERY_WORKER_SEND_TASK_EVENTS = False
+# With acks_late, Redis re-delivers an unacknowledged message only after the
+# visibility timeout, so it must exceed the longest task (hard limit) or a slow
+# task would run twice. A killed worker's tasks are recovered sooner by the
+# stale-run sweeper (FOUNDRY_JOB_STALE_SECONDS), not by this timeout.
+CELERY_BROKER_TRANSPORT_OPTIONS = {
+    "visibility_timeout": env.int("FOUNDRY_BROKER_VISIBILITY_TIMEOUT", default=CELERY_TASK_TIME_LIMIT + 300),
+}
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_BEAT_SCHEDULE_FILENAME = str(FOUNDRY_HOME / "celerybeat-schedule")
+CELERY_BEAT_SCHEDULE = {
+    "sweep-stale-runs": {
+        "task": "foundry_site.tasks.sweep_stale_runs",
+        "schedule": env.float("FOUNDRY_SWEEP_INTERVAL", default=60.0),
+    },
+}
+# Retries apply only to transient errors (foundry_site/jobs.py); everything else fails the run.
+FOUNDRY_TASK_MAX_RETRIES = env.int("FOUNDRY_TASK_MAX_RETRIES", default=5)
+FOUNDRY_TASK_RETRY_BACKOFF = env.int("FOUNDRY_TASK_RETRY_BACKOFF", default=5)
+# A task whose worker process died this many times (segfault, OOM kill) is poison: it fails.
+FOUNDRY_TASK_MAX_DELIVERIES = env.int("FOUNDRY_TASK_MAX_DELIVERIES", default=3)
+# A run with no sign of life for this long is re-queued (up to FOUNDRY_JOB_MAX_ATTEMPTS times), then failed.
+FOUNDRY_JOB_STALE_SECONDS = env.int("FOUNDRY_JOB_STALE_SECONDS", default=CELERY_TASK_TIME_LIMIT + 60)
+FOUNDRY_JOB_MAX_ATTEMPTS = env.int("FOUNDRY_JOB_MAX_ATTEMPTS", default=3)
+
+# A compute-only worker (another machine, or `foundry worker --queues compute`)
+# must never open the SQLite file: give it a database that refuses every query,
+# and skip Celery's start-up system checks, which would query it.
+FOUNDRY_COMPUTE_ONLY = env.bool("FOUNDRY_COMPUTE_ONLY", default=False)
+if FOUNDRY_COMPUTE_ONLY:
+    DATABASES = {"default": {"ENGINE": "django.db.backends.dummy"}}
+    os.environ.setdefault("CELERY_SKIP_CHECKS", "1")
 
 LOGGING = {
     "version": 1,

@@ -23,6 +23,9 @@ urlpatterns = [
     path("accounts/login/", auth_views.LoginView.as_view(redirect_authenticated_user=True), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("sources/", include("sources.urls")),
+    path("", include("generation.urls")),
+    path("", include("retrieval.urls")),
+    path("", include("specs.urls")),
     path("admin/", admin.site.urls),
     path("api/v1/", _api_urls()),
 ]

@@ -12,6 +12,7 @@ import json
 import logging
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -81,13 +82,23 @@ def question_clean(question: str) -> str:
     return text
 
 
+Progress = Callable[[str], None]
+
+
+def _no_progress(stage: str) -> None:
+    return None
+
+
 def answer_question(*, question: str, user: Any = None, collection_ids: list[int] | None = None,
-                    mode: str | None = None, top_k: int | None = None) -> Answer:
+                    mode: str | None = None, top_k: int | None = None, progress: Progress | None = None) -> Answer:
     """Answer from the sources or refuse; every call leaves exactly one QueryLog row.
 
     An identical question in the same scope, with the same configuration and an
     unchanged index, is answered from the log (marked ``cached``, no model call).
+    ``progress`` is told each stage as it starts: retrieving, generating, checking.
+    It never sees model output; only the finished, checked ``Answer`` is returned.
     """
+    progress = progress or _no_progress
     question = question_clean(question)
     run_id = uuid.uuid4().hex
     started = time.perf_counter()
@@ -101,8 +112,9 @@ def answer_question(*, question: str, user: Any = None, collection_ids: list[int
     with llm.record_calls() as calls:
         retrieval = None
         try:
+            progress("retrieving")
             retrieval = retrieve(question=question, collection_ids=collection_ids, mode=mode, top_k=top_k)
-            answer = _answer_from(retrieval, run_id=run_id, model=model)
+            answer = _answer_from(retrieval, run_id=run_id, model=model, progress=progress)
         except llm.LLMError as exc:
             _record_failure(run_id, question, user, collection_ids, retrieval, calls, exc, started, mode)
             raise QueryFailed(f"The model failed while answering: {exc}", run_id=run_id) from exc
@@ -137,7 +149,7 @@ def _from_cache(key: str, *, question: str, run_id: str, started: float, user: A
                     refusal=hit.refusal, hint=NO_EVIDENCE_HINT if hit.refusal == "gate" else "")
     answer.timings = {"total": round((time.perf_counter() - started) * 1000, 1)}
     QueryLog.objects.record(
-        run_id=run_id, user=_user(user), question=question, mode=hit.mode, collection_ids=collection_ids or [],
+        run_id=run_id, user=_user(user), question=question, mode=hit.mode, collection_ids=collection_ids,
         hyde_text=hit.hyde_text, channels=hit.channels, gate=hit.gate, answer_class=hit.answer_class,
         answer=hit.answer, citations=hit.citations, conflicts=hit.conflicts, coverage=hit.coverage,
         model=hit.model, timings=answer.timings, cached=True, cache_key=key, refusal=hit.refusal)
@@ -146,7 +158,7 @@ def _from_cache(key: str, *, question: str, run_id: str, started: float, user: A
     return answer
 
 
-def _answer_from(retrieval: Retrieval, *, run_id: str, model: str) -> Answer:
+def _answer_from(retrieval: Retrieval, *, run_id: str, model: str, progress: Progress) -> Answer:
     answer = Answer(run_id=run_id, question=retrieval.question, answer_class=QueryLog.AnswerClass.NO_EVIDENCE,
                     answer=NO_EVIDENCE_ANSWER, gate=retrieval.gate.as_dict(), timings=retrieval.timings,
                     mode=retrieval.mode, hyde_text=retrieval.hyde_text,
@@ -157,6 +169,7 @@ def _answer_from(retrieval: Retrieval, *, run_id: str, model: str) -> Answer:
         return answer
     answer.model = model
     context, included = _context(retrieval, model)
+    progress("generating")
     start = time.perf_counter()
     messages = [{"role": "system", "content": prompts.render("answer_system", context=context)},
                 {"role": "user", "content": retrieval.question}]
@@ -164,6 +177,7 @@ def _answer_from(retrieval: Retrieval, *, run_id: str, model: str) -> Answer:
                          max_tokens=settings.FOUNDRY.generation.max_answer_tokens,
                          temperature=settings.FOUNDRY.generation.temperature)
     answer.timings["generate"] = round((time.perf_counter() - start) * 1000, 1)
+    progress("checking")
     start = time.perf_counter()
     grounded = Grounder(included).ground(reply.text)
     answer.timings["grounding"] = round((time.perf_counter() - start) * 1000, 1)
@@ -205,7 +219,7 @@ def _record(answer: Answer, retrieval: Retrieval, user: Any, collection_ids: lis
     QueryLog.objects.record(
         cache_key=key, refusal=answer.refusal,
         run_id=answer.run_id, user=_user(user), question=answer.question, mode=answer.mode,
-        collection_ids=collection_ids or [], hyde_text=answer.hyde_text, channels=retrieval.channels_dict(),
+        collection_ids=collection_ids, hyde_text=answer.hyde_text, channels=retrieval.channels_dict(),
         gate=answer.gate, answer_class=answer.answer_class, answer=answer.answer,
         citations=[{k: v for k, v in c.items() if k != "text"} for c in answer.citations],
         conflicts=answer.conflicts, coverage=answer.coverage, prompt_tokens=answer.tokens.get("prompt", 0),
@@ -223,7 +237,7 @@ def _record_failure(run_id: str, question: str, user: Any, collection_ids: list[
     total = round((time.perf_counter() - started) * 1000, 1)
     QueryLog.objects.record(
         run_id=run_id, user=_user(user), question=question, mode=mode or settings.FOUNDRY.retrieval.mode,
-        collection_ids=collection_ids or [], channels=retrieval.channels_dict() if retrieval else {},
+        collection_ids=collection_ids, channels=retrieval.channels_dict() if retrieval else {},
         gate=retrieval.gate.as_dict() if retrieval and retrieval.gate else {}, status=QueryLog.Status.FAILED,
         error=str(exc), llm_calls=calls.llm_calls, prompt_tokens=calls.prompt_tokens,
         completion_tokens=calls.completion_tokens, model=getattr(exc, "model", ""),

@@ -3,5 +3,19 @@ from __future__ import annotations
 from django.apps import AppConfig
 
 
+def _requeue_run(run_id: int) -> None:
+    from generation.tasks import generate_document
+
+    generate_document.delay(run_id)
+
+
 class GenerationConfig(AppConfig):
     name = "generation"
+
+    def ready(self) -> None:
+        # A run whose worker died is re-queued (the run is claimed again from pending),
+        # and failed with the reason after FOUNDRY_JOB_MAX_ATTEMPTS: nothing stays running forever.
+        from foundry_site.jobs import register_stale_sweep
+        from generation.models import GenerationRun
+
+        register_stale_sweep(GenerationRun, _requeue_run)

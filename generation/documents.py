@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from django.conf import settings
+from django.db.models import F
 from django.utils import timezone
 
 from foundry_site import llm, prompts
@@ -85,7 +86,7 @@ def generation_run_create(*, topic: str, spec: SpecText, output_path: str | None
     run = GenerationRun.objects.create(
         topic=topic.strip(), spec_name=spec.name, spec_version=spec.version, spec_body=spec.body,
         created_by=user if getattr(user, "is_authenticated", False) else None,
-        collection_ids=collection_ids or [], output_path=output_path or "")
+        collection_ids=collection_ids, output_path=output_path or "")
     if not output_path:
         run.output_path = str(settings.FOUNDRY_HOME / "outputs" / f"run-{run.pk}.md")
         GenerationRun.objects.filter(pk=run.pk).update(output_path=run.output_path)
@@ -96,7 +97,8 @@ def generation_run_execute(*, run_id: int) -> None:
     """Execute a pending run once; a run that is not pending (or gone) is left alone."""
     now = timezone.now()
     claimed = GenerationRun.objects.filter(pk=run_id, status=GenerationRun.Status.PENDING).update(
-        status=GenerationRun.Status.RUNNING, started_at=now, heartbeat_at=now, stage="retrieval")
+        status=GenerationRun.Status.RUNNING, started_at=now, heartbeat_at=now, stage="retrieval",
+        attempts=F("attempts") + 1)
     if not claimed:
         return
     run = GenerationRun.objects.get(pk=run_id)
@@ -126,7 +128,7 @@ def _execute(run: GenerationRun, fields: dict[str, Any]) -> None:
     """Run the pipeline, filling ``fields`` (stored on the run even when a step fails)."""
     conf = settings.FOUNDRY
     spec = SpecText(run.spec_name, run.spec_version, run.spec_body)
-    prepared = document_prepare(topic=run.topic, spec=spec, collection_ids=run.collection_ids or None)
+    prepared = document_prepare(topic=run.topic, spec=spec, collection_ids=run.collection_ids)
     r = prepared.retrieval
     fields.update({
         "gate": r.gate.as_dict(), "conflicts": [c.as_dict() for c in r.conflicts], "timings": dict(r.timings),

@@ -21,7 +21,8 @@ class GenerationRun(models.Model):
     stage = models.CharField(max_length=40, blank=True, editable=False)
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
                                    editable=False)
-    collection_ids = models.JSONField(default=list, editable=False)
+    collection_ids = models.JSONField(null=True, blank=True, default=None, editable=False,
+                                      help_text="Collections searched; null means every collection.")
     models_used = models.JSONField(default=dict, editable=False)
     prompt = models.TextField(blank=True, editable=False)
     chunks = models.JSONField(default=list, editable=False, help_text="Retrieved chunk ids with scores.")
@@ -40,7 +41,9 @@ class GenerationRun(models.Model):
     created_at = models.DateTimeField(default=timezone.now, editable=False, db_index=True)
     started_at = models.DateTimeField(null=True, blank=True, editable=False)
     finished_at = models.DateTimeField(null=True, blank=True, editable=False)
-    heartbeat_at = models.DateTimeField(null=True, blank=True, editable=False)
+    heartbeat_at = models.DateTimeField(default=timezone.now, editable=False,
+                                        help_text="Last sign of life; the stale-run sweeper reads it.")
+    attempts = models.PositiveIntegerField(default=0, editable=False)
 
     class Meta:
         ordering = ["-created_at"]

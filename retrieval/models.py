@@ -57,7 +57,8 @@ class QueryLog(models.Model):
                              related_name="queries", editable=False)
     question = models.TextField(editable=False)
     mode = models.CharField(max_length=10, editable=False)
-    collection_ids = models.JSONField(default=list, editable=False)
+    collection_ids = models.JSONField(null=True, blank=True, default=None, editable=False,
+                                      help_text="Collections searched; null means every collection.")
     hyde_text = models.TextField(blank=True, editable=False)
     channels = models.JSONField(default=dict, editable=False, help_text="Chunk ids and scores per channel.")
     gate = models.JSONField(default=dict, editable=False)

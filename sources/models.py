@@ -103,3 +103,55 @@ class SourceSummary(models.Model):
 
     def __str__(self) -> str:
         return f"Summary of {self.source.path}"
+
+
+class IngestJob(models.Model):
+    """One `foundry ingest` (or upload) run: which files, how far it got, and what happened to each.
+
+    Workers write progress here and the CLI progress bar and web pages read it.
+    Only ``sources.services.ingest_jobs`` changes ``status``.
+    """
+
+    class Status(models.TextChoices):
+        PENDING = "pending", "Pending"
+        RUNNING = "running", "Running"
+        SUCCEEDED = "succeeded", "Succeeded"
+        FAILED = "failed", "Failed"
+
+    class Stage(models.TextChoices):
+        QUEUED = "queued", "Queued"
+        CHECKING = "checking", "Checking files for changes"
+        PROCESSING = "processing", "Extracting, embedding and storing"
+        REMOVING = "removing", "Removing sources whose file is gone"
+        DONE = "done", "Done"
+
+    collection = models.ForeignKey(Collection, on_delete=models.PROTECT, related_name="ingest_jobs")
+    target = models.CharField(max_length=1024, editable=False, help_text="Folder or file that was asked for.")
+    root = models.CharField(max_length=1024, editable=False, help_text="Folder the file paths are relative to.")
+    status = models.CharField(max_length=12, choices=Status.choices, default=Status.PENDING, editable=False)
+    stage = models.CharField(max_length=12, choices=Stage.choices, default=Stage.QUEUED, editable=False)
+    options = models.JSONField(default=dict, editable=False,
+                               help_text="include_private, embedding model, whether target is a folder, "
+                                         "and the scanned candidates [[path, skip reason], …].")
+    files_total = models.PositiveIntegerField(default=0, editable=False)
+    files_done = models.PositiveIntegerField(default=0, editable=False)
+    chunks_done = models.PositiveIntegerField(default=0, editable=False)
+    results = models.JSONField(default=list, editable=False,
+                               help_text="Per-file results in completion order: {path, status, reason, chunks}.")
+    error = models.TextField(blank=True, editable=False, help_text="Why the whole job failed.")
+    attempts = models.PositiveIntegerField(default=0, editable=False)
+    created_at = models.DateTimeField(default=timezone.now, editable=False)
+    started_at = models.DateTimeField(null=True, blank=True, editable=False)
+    finished_at = models.DateTimeField(null=True, blank=True, editable=False)
+    heartbeat_at = models.DateTimeField(default=timezone.now, editable=False)
+
+    class Meta:
+        ordering = ["-created_at"]
+        indexes = [models.Index(fields=["status", "heartbeat_at"])]
+
+    def __str__(self) -> str:
+        return f"ingest job {self.pk} ({self.status})"
+
+    @property
+    def is_finished(self) -> bool:
+        return self.status in (self.Status.SUCCEEDED, self.Status.FAILED)

@@ -2,11 +2,14 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import datetime
 
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db.models import Q, QuerySet
+from django.utils import timezone
 
-from sources.models import Chunk, Collection, Source
+from sources.models import Chunk, Collection, IngestJob, Source
 
 
 def chunks_for_export(*, collection: str | None = None) -> Iterator[Chunk]:
@@ -63,6 +66,17 @@ def readable_collection_ids(user: AbstractBaseUser | AnonymousUser) -> list[int]
     return list(readable_collections(user).order_by("pk").values_list("pk", flat=True))
 
 
+def query_scope(user: AbstractBaseUser | AnonymousUser) -> list[int] | None:
+    """The ``collection_ids`` a query or run of ``user`` may search: None (everything) for superusers.
+
+    An empty list means "nothing" (retrieval then finds nothing); callers also refuse
+    such a request up front with a clear message.
+    """
+    if user.is_authenticated and user.is_active and user.is_superuser:
+        return None
+    return readable_collection_ids(user)
+
+
 def readable_sources(user: AbstractBaseUser | AnonymousUser) -> QuerySet[Source]:
     return Source.objects.filter(collection__in=readable_collections(user))
 
@@ -82,3 +96,58 @@ def uploadable_collections(user: AbstractBaseUser | AnonymousUser) -> QuerySet[C
     if user.is_staff or user.is_superuser:
         return Collection.objects.all()
     return Collection.objects.filter(readers=user)
+
+
+# Background jobs: what the CLI progress bar, `foundry jobs` and the web pages show.
+
+@dataclass(frozen=True)
+class JobProgress:
+    """What the CLI and the web pages show about one ingest job."""
+
+    id: int
+    kind: str
+    status: str
+    stage: str
+    files_done: int
+    files_total: int
+    chunks_done: int
+    files_failed: int
+    reason: str
+    attempts: int
+    created_at: datetime
+    heartbeat_at: datetime
+    finished_at: datetime | None
+
+    @property
+    def percent(self) -> float:
+        return 100.0 * self.files_done / self.files_total if self.files_total else 100.0
+
+    @property
+    def idle_seconds(self) -> float:
+        """Seconds since the last sign of life (the sweeper acts on this)."""
+        return (timezone.now() - self.heartbeat_at).total_seconds()
+
+
+def ingest_job_progress(*, job_id: int) -> JobProgress:
+    """Progress of one job; raises IngestJob.DoesNotExist for an unknown id."""
+    return _progress(IngestJob.objects.get(pk=job_id))
+
+
+def ingest_jobs_listing(*, include_finished: bool = False, limit: int = 50) -> list[JobProgress]:
+    """Queued, running and failed jobs, plus finished jobs with failed files; every job with ``include_finished``."""
+    rows = [_progress(job) for job in IngestJob.objects.order_by("-created_at")[: limit * 4]]
+    if not include_finished:
+        rows = [r for r in rows if r.status != IngestJob.Status.SUCCEEDED or r.files_failed]
+    return rows[:limit]
+
+
+def _progress(job: IngestJob) -> JobProgress:
+    failed = [r for r in job.results if r["status"] == "failed"]
+    reason = job.error
+    if not reason and failed:
+        first = failed[0]
+        reason = f"{len(failed)} file(s) failed; first: {first['path']}: {first['reason']}"
+    return JobProgress(id=job.pk, kind="ingest", status=job.status, stage=job.stage, files_done=job.files_done,
+                       files_total=job.files_total, chunks_done=job.chunks_done, files_failed=len(failed),
+                       reason=reason, attempts=job.attempts, created_at=job.created_at,
+                       heartbeat_at=job.heartbeat_at, finished_at=job.finished_at)

@@ -1,14 +1,43 @@
-"""Background work for ingest: one task per source file."""
+"""Background work for ingest. Tasks take ids and paths, call one service, and hold no logic.
+
+Queues (see docs/operations.md): ``prepare_source`` runs on ``compute`` and never
+opens the database; everything else runs on ``db``, next to the SQLite file.
+"""
 from __future__ import annotations
 
-from dataclasses import asdict
+from typing import Any
 
 from celery import shared_task
 
-from sources.services import ingest
+from foundry_site.jobs import FoundryTask, retry_transient, task_failure_reason
+from sources.services import ingest_jobs
 
 
-@shared_task(acks_late=True, reject_on_worker_lost=True)
-def ingest_source(root: str, rel: str, collection_id: int) -> dict:
-    """Ingest one file and return its FileResult as a dict. Safe to run twice."""
-    return asdict(ingest.source_ingest(root=root, rel=rel, collection_id=collection_id))
+@shared_task(base=FoundryTask)
+@retry_transient
+def run_ingest_job(job_id: int) -> None:
+    """Claim a pending ingest job and send its files out. Safe to run twice: a claimed job is left alone."""
+    ingest_jobs.ingest_job_run(job_id=job_id)
+
+
+# The payload is handed to store_source through the chain message; keeping it in
+# the result store as well would only fill Redis with vectors.
+@shared_task(base=FoundryTask, ignore_result=True)
+@retry_transient
+def prepare_source(root: str, rel: str, job_id: int | None = None) -> dict[str, Any]:
+    """Extract, chunk, enrich and embed one file; return the JSON payload. Pure: no database."""
+    return ingest_jobs.ingest_job_file_prepare(root=root, rel=rel, job_id=job_id)
+
+
+@shared_task(base=FoundryTask, ignore_result=True)
+@retry_transient
+def store_source(payload: dict[str, Any], job_id: int, rel: str) -> None:
+    """Write one prepared file and record its result. Safe to run twice: a recorded file is left alone."""
+    ingest_jobs.ingest_job_file_store(job_id=job_id, rel=rel, payload=payload)
+
+
+@shared_task(base=FoundryTask, ignore_result=True)
+@retry_transient
+def ingest_file_failed(task_id: str, job_id: int, rel: str) -> None:
+    """Errback of prepare/store: record the file as failed with the reason the failed task stored."""
+    ingest_jobs.ingest_job_file_fail(job_id=job_id, rel=rel, reason=task_failure_reason(task_id))

@@ -14,3 +14,14 @@ class ApprovedSpecOut(Schema):
     version: int = Field(..., alias="number")
     approved_at: datetime | None = Field(None, alias="decided_at")
     approved_by: str | None = Field(None, alias="decided_by.username")
+
+
+class GenerateIn(Schema):
+    topic: str = Field(..., max_length=1000)
+    feature: str | None = Field(None, description="approved spec name; optional when only one is approved")
+
+
+class RunAccepted(Schema):
+    run_id: int
+    status: str
+    url: str

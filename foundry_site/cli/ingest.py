@@ -5,6 +5,7 @@ import argparse
 import csv
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import TextIO
 
@@ -12,7 +13,9 @@ from django.conf import settings
 from tqdm import tqdm
 
 from sources import selectors
-from sources.services.ingest import DEFAULT_COLLECTION, FileResult, IngestReport, knowledge_base_ingest, scan
+from foundry_site import jobs
+from sources.services import ingest_jobs
+from sources.services.ingest import DEFAULT_COLLECTION, FileResult, IngestReport
 
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:
@@ -21,6 +24,8 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--collection", default=DEFAULT_COLLECTION, help="collection the sources belong to")
     p.add_argument("--include-private", action="store_true", default=None, help="also ingest private/ folders")
     p.add_argument("--json", action="store_true", help="print one JSON summary instead of a table")
+    p.add_argument("--detach", action="store_true",
+                   help="with a broker: queue the job, print its id and return (follow it with foundry jobs)")
     p.set_defaults(handler=ingest_command)
 
     e = sub.add_parser("export", help="write documents.csv (one row per chunk)")
@@ -37,11 +42,36 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
 
 def ingest_command(opts: argparse.Namespace, out: TextIO) -> int:
     target = Path(opts.path) if opts.path else Path(settings.FOUNDRY_KNOWLEDGE_BASE)
-    conf = settings.FOUNDRY.ingest
-    include_private = opts.include_private if opts.include_private is not None else conf.include_private
-    _, candidates = scan(target, include_private=include_private, max_file_mb=conf.max_file_mb)
-    bar = tqdm(total=len(candidates), unit="file", file=sys.stderr, disable=opts.json or None,
-               desc="ingest", dynamic_ncols=True)
+    job = ingest_jobs.ingest_job_create(target=target, collection=opts.collection,
+                                        include_private=opts.include_private)
+    if opts.detach and not jobs.is_eager():
+        ingest_jobs.ingest_job_enqueue(job_id=job.pk)
+        out.write(json.dumps({"job": job.pk}) + "\n" if opts.json else f"Ingest job {job.pk} queued.\n")
+        return 0
+    bar = tqdm(total=job.files_total, unit="file", file=sys.stderr, disable=opts.json or None,
+               desc=f"ingest job {job.pk}", dynamic_ncols=True)
+    try:
+        job = ingest_jobs.ingest_job_execute(job_id=job.pk, on_file=_progress_bar(bar))
+    except KeyboardInterrupt:
+        if jobs.is_eager():
+            raise
+        sys.stderr.write(f"\nStopped waiting; ingest job {job.pk} goes on in the background (foundry jobs).\n")
+        return 130
+    except ingest_jobs.IngestJobFailed as exc:
+        sys.stderr.write(f"{exc}\n(foundry jobs retry {job.pk} re-queues it)\n")
+        return 1
+    finally:
+        bar.close()
+    report = ingest_jobs.ingest_job_report(job)
+    if opts.json:
+        out.write(json.dumps(report.as_dict(), ensure_ascii=False) + "\n")
+    else:
+        out.write(format_report(report, target=target, collection=opts.collection))
+    return 1 if report.count("failed") and not report.count("ingested") and not report.count("unchanged") else 0
+
+
+def _progress_bar(bar: tqdm) -> Callable[[FileResult], None]:
+    """A per-file callback that moves the bar: files done, chunks, chunks per second, current file."""
     chunks = 0
 
     def progress(result: FileResult) -> None:
@@ -53,14 +83,7 @@ def ingest_command(opts: argparse.Namespace, out: TextIO) -> int:
         rate = chunks / bar.format_dict["elapsed"] if bar.format_dict["elapsed"] else 0.0
         bar.set_postfix_str(f"{chunks} chunks, {rate:.1f} chunks/s, {result.path[-40:]}")
 
-    report = knowledge_base_ingest(target=target, collection=opts.collection,
-                                   include_private=include_private, progress=progress)
-    bar.close()
-    if opts.json:
-        out.write(json.dumps(report.as_dict(), ensure_ascii=False) + "\n")
-    else:
-        out.write(format_report(report, target=target, collection=opts.collection))
-    return 1 if report.count("failed") and not report.count("ingested") and not report.count("unchanged") else 0
+    return progress
 
 
 def format_report(report: IngestReport, *, target: Path, collection: str) -> str:

@@ -7,17 +7,23 @@ Guarantees:
 - atomic per source: chunks, FTS rows (by trigger), vectors and the summary of
   one source are written in one short transaction after all slow work (parsing,
   LLM calls, embedding) is done, so a source is either fully there or not at all;
-- a bad file is reported with its reason and never stops the run.
+- a bad file is reported with its reason and never stops the run;
+- split for scale-out: ``source_prepare`` does the slow, pure work and never opens
+  the database (it runs on ``compute`` workers anywhere); ``source_store_prepared``
+  writes its payload (on the ``db`` worker next to the SQLite file).
 """
 from __future__ import annotations
 
+import base64
 import hashlib
 import logging
 import os
+import struct
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone as dt_timezone
 from pathlib import Path
+from typing import Any
 
 from django.conf import settings
 from django.db import transaction
@@ -121,61 +127,57 @@ def _skip_reason(root: Path, path: Path, include_private: bool, limit: int) -> s
 
 def knowledge_base_ingest(*, target: Path, collection: str = DEFAULT_COLLECTION, include_private: bool | None = None,
                           progress: ProgressFn | None = None) -> IngestReport:
-    """Ingest every file under ``target`` and remove sources whose file is gone."""
-    conf = settings.FOUNDRY.ingest
-    include_private = conf.include_private if include_private is None else include_private
-    root, candidates = scan(target, include_private=include_private, max_file_mb=conf.max_file_mb)
-    coll = collection_get_or_create(name=collection)
-    report = IngestReport()
-    from sources.tasks import ingest_source  # tasks import services; imported here to keep that direction
+    """Ingest every file under ``target`` and remove sources whose file is gone; wait for the result.
 
-    for cand in candidates:
-        if cand.skip_reason:
-            result = FileResult(cand.rel, "skipped", cand.skip_reason)
-        else:
-            result = FileResult(**ingest_source.delay(str(cand.root), cand.rel, coll.pk).get())
-        report.files.append(result)
-        if progress:
-            progress(result)
-    if Path(os.path.abspath(target)).is_dir():
-        seen = {c.rel for c in candidates if not c.skip_reason}
-        for gone in Source.objects.filter(root=str(root)).exclude(path__in=seen).order_by("path"):
-            source_delete(source_id=gone.pk)
-            result = FileResult(gone.path, "removed", "file no longer in the folder")
-            report.files.append(result)
-            if progress:
-                progress(result)
-    return report
+    Runs as an ``IngestJob`` (see ``ingest_jobs``): in-process without a broker,
+    on the workers with one. ``progress`` is called once per file result.
+    """
+    from sources.services import ingest_jobs  # the job layer builds on this module
+
+    job = ingest_jobs.ingest_job_create(target=target, collection=collection, include_private=include_private)
+    job = ingest_jobs.ingest_job_execute(job_id=job.pk, on_file=progress)
+    return ingest_jobs.ingest_job_report(job)
 
 
-def source_ingest(*, root: str, rel: str, collection_id: int) -> FileResult:
-    """Ingest one file. Safe to run twice: the second run reports it unchanged."""
-    path = Path(root) / rel
-    conf = settings.FOUNDRY
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        return _failed(root, rel, collection_id, f"cannot read file: {exc.strerror or exc}")
-    digest = hashlib.sha256(data).hexdigest()
+def file_digest(path: Path) -> str:
+    """sha256 of the file, read in blocks (files may be large)."""
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def source_unchanged(*, root: str, rel: str, collection_id: int, digest: str) -> Source | None:
+    """The source, if it is already ingested from exactly these bytes with the configured model."""
+    model = settings.FOUNDRY.embedding.model
     existing = Source.objects.filter(root=root, path=rel).first()
-    model = conf.embedding.model
     if (existing and existing.sha256 == digest and existing.status == Source.Status.INGESTED
             and existing.embedding_model == model and existing.collection_id == collection_id
             and vectorstore.table_exists(model)
             and vectorstore.source_index_complete(existing.pk, existing.chunk_count, model)):
-        return FileResult(rel, "unchanged", "", existing.chunk_count)
+        return existing
+    return None
+
+
+def source_ingest(*, root: str, rel: str, collection_id: int) -> FileResult:
+    """Ingest one file in-process (prepare, then store). Safe to run twice: the second run reports it unchanged."""
+    path = Path(root) / rel
     try:
-        prepared = _prepare(path, data)
-    except (ExtractionError, llm.LLMError) as exc:
-        return _failed(root, rel, collection_id, str(exc), digest=digest, size=len(data))
-    except Exception as exc:  # a parser bug on one hostile file must not stop the run: record it and go on
-        logger.exception("unexpected error while preparing %s", rel)
-        return _failed(root, rel, collection_id, f"unexpected error while reading the file: {type(exc).__name__}: "
-                       f"{exc}", digest=digest, size=len(data))
-    source = _store(root=root, rel=rel, collection_id=collection_id, digest=digest, data_size=len(data),
-                    mtime=path.stat().st_mtime, prepared=prepared)
-    logger.info("ingested source=%s chunks=%s", source.pk, source.chunk_count)
-    return FileResult(rel, "ingested", "", source.chunk_count)
+        digest = file_digest(path)
+    except OSError as exc:
+        return source_mark_failed(root=root, rel=rel, collection_id=collection_id,
+                                  reason=f"cannot read file: {exc.strerror or exc}")
+    existing = source_unchanged(root=root, rel=rel, collection_id=collection_id, digest=digest)
+    if existing:
+        return FileResult(rel, "unchanged", "", existing.chunk_count)
+    return source_store_prepared(root=root, rel=rel, collection_id=collection_id,
+                                 payload=source_prepare(root=root, rel=rel))
+
+
+# --------------------------------------------------------------------------- compute side (no database)
+
+PAYLOAD_VERSION = 1
 
 
 @dataclass
@@ -203,6 +205,86 @@ def _prepare(path: Path, data: bytes) -> _Prepared:
                         model=conf.embedding.model, batch_size=conf.embedding.batch_size)
     summary = enrich.source_summary(title=extracted.title, document=document_text)
     return _Prepared(extracted.title, kind_of(path) or "", drafts, contexts, vectors, summary)
+
+
+def source_prepare(*, root: str, rel: str) -> dict[str, Any]:
+    """All slow work for one file (extract, chunk, LLM enrichment, embed) as a JSON-serialisable payload.
+
+    Never opens the database, so it can run on any machine that sees the file.
+    A file that cannot be ingested gives a ``failed`` payload with its reason; a
+    transient model error (``LLMError.transient``) is raised so the task can retry.
+    """
+    path = Path(root) / rel
+    try:
+        data = path.read_bytes()
+        mtime = path.stat().st_mtime
+    except OSError as exc:
+        return _failed_payload(rel, f"cannot read file: {exc.strerror or exc}")
+    digest = hashlib.sha256(data).hexdigest()
+    try:
+        prepared = _prepare(path, data)
+    except ExtractionError as exc:
+        return _failed_payload(rel, str(exc), digest=digest, size=len(data))
+    except llm.LLMError as exc:
+        if exc.transient:
+            raise
+        return _failed_payload(rel, str(exc), digest=digest, size=len(data))
+    except Exception as exc:  # a parser bug on one hostile file must not stop the run: record it and go on
+        logger.exception("unexpected error while preparing %s", rel)
+        return _failed_payload(rel, f"unexpected error while reading the file: {type(exc).__name__}: {exc}",
+                               digest=digest, size=len(data))
+    return _encode_payload(rel, prepared, digest=digest, size=len(data), mtime=mtime)
+
+
+def _failed_payload(rel: str, reason: str, *, digest: str = "", size: int = 0) -> dict[str, Any]:
+    return {"v": PAYLOAD_VERSION, "status": "failed", "path": rel, "reason": reason, "sha256": digest, "size": size}
+
+
+def _encode_payload(rel: str, prepared: _Prepared, *, digest: str, size: int, mtime: float) -> dict[str, Any]:
+    """Vectors travel as base64 little-endian float32: exactly what vec0 stores, at a quarter of JSON's size."""
+    dim = len(prepared.vectors[0])
+    flat = [x for vector in prepared.vectors for x in vector]
+    return {
+        "v": PAYLOAD_VERSION, "status": "prepared", "path": rel, "sha256": digest, "size": size, "mtime": mtime,
+        "title": prepared.title, "kind": prepared.kind, "model": settings.FOUNDRY.embedding.model,
+        "chunks": [{**asdict(d), "heading": list(d.heading)} for d in prepared.drafts], "contexts": prepared.contexts,
+        "dim": dim, "vectors": base64.b64encode(struct.pack(f"<{len(flat)}f", *flat)).decode("ascii"),
+        "summary": asdict(prepared.summary) if prepared.summary else None,
+    }
+
+
+def _decode_payload(payload: dict[str, Any]) -> _Prepared:
+    if payload.get("v") != PAYLOAD_VERSION:
+        raise ValueError(f"payload version {payload.get('v')!r}; this worker reads {PAYLOAD_VERSION}")
+    raw = base64.b64decode(payload["vectors"])
+    dim = payload["dim"]
+    flat = struct.unpack(f"<{len(raw) // 4}f", raw)
+    vectors = [list(flat[i:i + dim]) for i in range(0, len(flat), dim)]
+    drafts = [ChunkDraft(**{**c, "heading": tuple(c["heading"])}) for c in payload["chunks"]]
+    summary = llm.Completion(**payload["summary"]) if payload["summary"] else None
+    return _Prepared(payload["title"], payload["kind"], drafts, payload["contexts"], vectors, summary)
+
+
+# --------------------------------------------------------------------------- database side
+
+def source_store_prepared(*, root: str, rel: str, collection_id: int, payload: dict[str, Any]) -> FileResult:
+    """Write a prepared payload (or its failure) for one file. Idempotent: the same bytes twice is ``unchanged``."""
+    if payload["status"] == "failed":
+        return source_mark_failed(root=root, rel=rel, collection_id=collection_id, reason=payload["reason"],
+                                  digest=payload["sha256"], size=payload["size"])
+    model = settings.FOUNDRY.embedding.model
+    if payload["model"] != model:
+        return source_mark_failed(
+            root=root, rel=rel, collection_id=collection_id, digest=payload["sha256"], size=payload["size"],
+            reason=f"prepared with embedding model {payload['model']} but this knowledge base uses {model}; "
+                   "every worker must read the same foundry.yaml")
+    existing = source_unchanged(root=root, rel=rel, collection_id=collection_id, digest=payload["sha256"])
+    if existing:
+        return FileResult(rel, "unchanged", "", existing.chunk_count)
+    source = _store(root=root, rel=rel, collection_id=collection_id, digest=payload["sha256"],
+                    data_size=payload["size"], mtime=payload["mtime"], prepared=_decode_payload(payload))
+    logger.info("ingested source=%s chunks=%s", source.pk, source.chunk_count)
+    return FileResult(rel, "ingested", "", source.chunk_count)
 
 
 def _store(*, root: str, rel: str, collection_id: int, digest: str, data_size: int, mtime: float,
@@ -234,7 +316,8 @@ def _store(*, root: str, rel: str, collection_id: int, digest: str, data_size: i
     return source
 
 
-def _failed(root: str, rel: str, collection_id: int, reason: str, *, digest: str = "", size: int = 0) -> FileResult:
+def source_mark_failed(*, root: str, rel: str, collection_id: int, reason: str, digest: str = "",
+                       size: int = 0) -> FileResult:
     """Record a failure. A previously ingested version stays searchable, and the reason says so."""
     now = timezone.now()
     with transaction.atomic():

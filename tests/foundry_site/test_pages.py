@@ -10,7 +10,9 @@ from tests.conftest import PASSWORD
 pytestmark = pytest.mark.django_db
 
 
-@pytest.mark.parametrize("url", ["/", "/sources/", "/sources/1/", "/sources/1/download", "/api/v1/docs"])
+@pytest.mark.parametrize("url", ["/", "/sources/", "/sources/1/", "/sources/1/download", "/api/v1/docs", "/ask/",
+                                 "/ask/1/", "/query-log/", "/query-log/1/", "/query-log/export.csv", "/dashboard/",
+                                 "/generate/", "/runs/", "/runs/1/", "/runs/1/status", "/runs/1/download"])
 def test_every_page_needs_login(client: Client, url: str) -> None:
     response = client.get(url)
     assert response.status_code == 302 and response["Location"].startswith("/accounts/login/?next=")
@@ -41,16 +43,17 @@ def test_login_and_logout_with_csrf(make_user: Any) -> None:
 def test_navigation_shows_admin_to_staff_only(client: Client, make_user: Any) -> None:
     client.force_login(make_user("alice"))
     page = client.get("/sources/").content.decode()
-    for label in ("Ask", "Sources", "Query log", "Generate"):
-        assert label in page
+    for label, url in (("Ask", "/ask/"), ("Sources", "/sources/"), ("Query log", "/query-log/"),
+                       ("Generate", "/generate/")):
+        assert f'href="{url}"' in page and label in page
     assert 'href="/admin/"' not in page
     client.force_login(make_user("carol", staff=True))
     assert 'href="/admin/"' in client.get("/sources/").content.decode()
 
 
-def test_home_goes_to_sources_until_ask_exists(client: Client, make_user: Any) -> None:
+def test_home_goes_to_ask(client: Client, make_user: Any) -> None:
     client.force_login(make_user("alice"))
-    assert client.get("/")["Location"] == "/sources/"
+    assert client.get("/")["Location"] == "/ask/"
 
 
 def test_api_docs_render_for_a_signed_in_user(client: Client, make_user: Any) -> None:

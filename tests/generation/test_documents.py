@@ -90,3 +90,11 @@ def test_llm_failure_fails_run_without_file(indexed: Path, tmp_path: Path, scrip
 def test_default_output_inside_home(indexed: Path, settings) -> None:
     run = generation_run_create(topic="t", spec=SPEC)
     assert GenerationRun.objects.get(pk=run.pk).output_path == str(settings.FOUNDRY_HOME / "outputs" / f"run-{run.pk}.md")
+
+
+def test_run_with_empty_scope_searches_nothing(indexed: Path, tmp_path: Path, scripted_llm: ScriptedLLM) -> None:
+    run = generation_run_create(topic="wiring the sensor bus", spec=SPEC, output_path=str(tmp_path / "a.md"),
+                                collection_ids=[])
+    generation_run_execute(run_id=run.pk)
+    run.refresh_from_db()
+    assert run.collection_ids == [] and run.status == "failed" and scripted_llm.calls == []

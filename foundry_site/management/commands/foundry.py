@@ -6,10 +6,10 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
-from foundry_site.cli import collections, evaluate, generate, ingest, query, specs, tokens
+from foundry_site.cli import collections, evaluate, generate, ingest, jobs, query, serve, specs, tokens
 
 # Each module adds its sub-commands with add_parsers(sub); append new modules here.
-COMMAND_MODULES = [ingest, query, generate, specs, tokens, collections, evaluate]
+COMMAND_MODULES = [ingest, query, generate, specs, tokens, collections, jobs, serve, evaluate]
 
 
 class Command(BaseCommand):

@@ -1,0 +1,269 @@
+"""Shared machinery for background runs: the task base class, transient-error
+retries, poison-task detection, and the sweeper that finds runs nobody works on.
+
+Apps plug their run models in with ``register_stale_sweep``; ``IngestJob`` does so
+in ``sources/apps.py`` and a later ``GenerationRun`` can do the same. A run model
+needs ``Status`` with PENDING / RUNNING / FAILED, a non-null ``heartbeat_at``
+that the workers touch as they progress, ``attempts`` (raised each time a worker
+claims the run), ``error`` and ``finished_at``.
+"""
+from __future__ import annotations
+
+import functools
+import inspect
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any, TypeVar
+
+from celery import Task, current_app, current_task
+from django.conf import settings
+from django.db import OperationalError, models
+from django.utils import timezone
+
+logger = logging.getLogger(__name__)
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+class TransientError(Exception):
+    """A failure worth retrying later: broker or model timeouts, rate limits, a locked database."""
+
+
+class PoisonTask(Exception):
+    """The worker process died every time it ran this task (crash, out-of-memory kill)."""
+
+
+def is_transient(exc: BaseException) -> bool:
+    """Whether ``exc`` may go away by itself. Everything else is a real failure of the run."""
+    from foundry_site import llm  # imported late: litellm is slow to import and most commands never need it
+
+    if isinstance(exc, TransientError):
+        return True
+    if isinstance(exc, llm.LLMError):
+        # foundry_site.llm has already retried the call; it marks what may still recover.
+        return exc.transient
+    if isinstance(exc, OperationalError):
+        return "database is locked" in str(exc) or "database is busy" in str(exc)
+    from kombu.exceptions import OperationalError as BrokerError
+    from redis.exceptions import ConnectionError as RedisConnectionError, TimeoutError as RedisTimeout
+
+    return isinstance(exc, (BrokerError, RedisConnectionError, RedisTimeout))
+
+
+def failure_reason(exc: BaseException) -> str:
+    """What a failed run or file records as its reason: the type when it says something, then the message."""
+    from foundry_site import llm
+
+    if isinstance(exc, (TransientError, llm.LLMError)) or type(exc).__name__ == "ExtractionError":
+        return str(exc)
+    return f"{type(exc).__name__}: {exc}"
+
+
+def retry_transient(fun: F) -> F:
+    """Task-body decorator: a transient error becomes ``TransientError``, which ``FoundryTask`` retries.
+
+    In eager mode nothing is re-raised as transient: the in-process caller
+    records the failure at once (the LLM layer has already retried its call).
+    """
+
+    @functools.wraps(fun)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fun(*args, **kwargs)
+        except TransientError:
+            raise
+        except Exception as exc:
+            task = current_task._get_current_object()  # the proxy is never None itself
+            eager = task is not None and bool(task.request.is_eager)
+            if is_transient(exc) and not eager:
+                logger.warning("transient error in %s: %s", fun.__name__, failure_reason(exc))
+                raise TransientError(failure_reason(exc)) from exc
+            raise
+
+    # Celery reads a task's arity from its signature (an errback with one free
+    # argument is sent to its own queue; a wider one would run inline, in the
+    # failing worker), so the wrapper must show the function's own signature.
+    wrapper.__signature__ = inspect.signature(fun)  # type: ignore[attr-defined]
+    return wrapper  # type: ignore[return-value]
+
+
+class FoundryTask(Task):
+    """Base of every Foundry task: late acks, re-queue on a lost worker, retry only transient errors.
+
+    A message whose worker process dies (SIGKILL, segfault, OOM) goes back to the
+    queue; ``before_start`` counts those deliveries so a task that kills its worker
+    every time fails with a reason after ``FOUNDRY_TASK_MAX_DELIVERIES`` instead of
+    looping forever.
+    """
+
+    acks_late = True
+    reject_on_worker_lost = True
+    autoretry_for = (TransientError,)
+    retry_jitter = True
+    # Failures are stored even for tasks whose results are ignored: errbacks read the reason.
+    store_errors_even_if_ignored = True
+    # The worker logs each return value; keep payloads (document text) out of the log.
+    resultrepr_maxsize = 120
+
+    @property
+    def max_retries(self) -> int:  # type: ignore[override]
+        return settings.FOUNDRY_TASK_MAX_RETRIES
+
+    @property
+    def retry_backoff(self) -> int:
+        """Seconds before the first retry; doubled each time, with jitter, up to ``retry_backoff_max``."""
+        return settings.FOUNDRY_TASK_RETRY_BACKOFF
+
+    @property
+    def retry_backoff_max(self) -> int:
+        return max(settings.FOUNDRY_TASK_RETRY_BACKOFF * 2 ** 6, 60)
+
+    def before_start(self, task_id: str, args: tuple, kwargs: dict) -> None:
+        deliveries = delivery_count(task_id, self.request.retries)
+        if deliveries > settings.FOUNDRY_TASK_MAX_DELIVERIES:
+            raise PoisonTask(f"the worker process died {deliveries - 1} times running this task; giving up")
+
+
+MARK_TTL_SECONDS = 7 * 86400
+
+
+def _redis() -> Any | None:
+    """The result store's Redis client, or None (eager mode, or a result store that is not Redis)."""
+    if current_app.conf.task_always_eager:
+        return None
+    return getattr(current_app.backend, "client", None)
+
+
+def delivery_count(task_id: str, retries: int) -> int:
+    """How often this attempt of the task has started, counted in the result store (Redis).
+
+    A retry is a new message with the same id, hence the key includes ``retries``.
+    Without a Redis result store (eager mode) there is nothing to count: 1.
+    """
+    client = _redis()
+    if client is None:
+        return 1
+    key = f"foundry:deliveries:{task_id}:{retries}"
+    count = client.incr(key)
+    client.expire(key, MARK_TTL_SECONDS)
+    return int(count)
+
+
+# Done marks let a compute worker drop a duplicate message (left in the queue when
+# a stale run was re-queued) without opening the database: the db side sets the
+# mark after it commits the result, the compute side only reads it.
+
+def done_mark(key: str) -> None:
+    client = _redis()
+    if client is not None:
+        client.set(f"foundry:done:{key}", 1, ex=MARK_TTL_SECONDS)
+
+
+def done_clear(keys: list[str]) -> None:
+    client = _redis()
+    if client is not None and keys:
+        client.delete(*(f"foundry:done:{key}" for key in keys))
+
+
+def done_check(key: str) -> bool:
+    client = _redis()
+    return client is not None and bool(client.exists(f"foundry:done:{key}"))
+
+
+def task_failure_reason(task_id: str) -> str:
+    """The stored reason a task failed, for an errback that runs in another process."""
+    from celery.result import AsyncResult
+
+    result = AsyncResult(task_id, app=current_app)
+    exc = result.result
+    if isinstance(exc, BaseException):
+        return failure_reason(exc)
+    return f"task {task_id} failed ({result.state})"
+
+
+def is_eager() -> bool:
+    return bool(current_app.conf.task_always_eager)
+
+
+# --------------------------------------------------------------------------- stale runs
+
+@dataclass(frozen=True)
+class StaleSweep:
+    """A run model the sweeper watches, and how to put one of its runs back on the queue."""
+
+    model: type[models.Model]
+    requeue: Callable[[int], None] | None
+
+
+@dataclass(frozen=True)
+class SweepAction:
+    model: str
+    run_id: int
+    action: str  # requeued | failed
+    reason: str
+
+
+_SWEEPS: dict[str, StaleSweep] = {}
+
+
+def register_stale_sweep(model: type[models.Model], requeue: Callable[[int], None] | None) -> None:
+    """Let the sweeper watch ``model``. Called once per model from an app's ``ready()``.
+
+    ``requeue(run_id)`` puts a stale run (already set back to pending) on the queue
+    again; with ``None`` a stale run is failed at once (for runs not worth redoing).
+    """
+    _SWEEPS[model._meta.label] = StaleSweep(model, requeue)
+
+
+def stale_runs_sweep(*, stale_after: timedelta | None = None, max_attempts: int | None = None) -> list[SweepAction]:
+    """Re-queue or fail every pending/running run with no sign of life for ``stale_after``.
+
+    A run counts as stale only while no run of its kind is making progress.
+
+    Safe to run anywhere and any number of times at once: each run is claimed by
+    a conditional update on its old heartbeat, so two sweepers never both act on it.
+    """
+    stale_after = stale_after or timedelta(seconds=settings.FOUNDRY_JOB_STALE_SECONDS)
+    max_attempts = max_attempts or settings.FOUNDRY_JOB_MAX_ATTEMPTS
+    actions: list[SweepAction] = []
+    for sweep in list(_SWEEPS.values()):
+        actions.extend(_sweep_model(sweep, stale_after=stale_after, max_attempts=max_attempts))
+    return actions
+
+
+def _sweep_model(sweep: StaleSweep, *, stale_after: timedelta, max_attempts: int) -> list[SweepAction]:
+    model = sweep.model
+    status = model.Status  # type: ignore[attr-defined]
+    cutoff = timezone.now() - stale_after
+    if model._default_manager.filter(status=status.RUNNING, heartbeat_at__gte=cutoff).exists():
+        # Workers are making progress on a run of this kind; quiet runs are queued
+        # behind it (the queues are first-in, first-out), not lost. Re-queueing
+        # them now would only duplicate their messages.
+        return []
+    stale = model._default_manager.filter(status__in=[status.PENDING, status.RUNNING], heartbeat_at__lt=cutoff)
+    actions = []
+    for run_id, heartbeat, attempts in stale.values_list("pk", "heartbeat_at", "attempts"):
+        claim = model._default_manager.filter(pk=run_id, heartbeat_at=heartbeat)
+        idle = int((timezone.now() - heartbeat).total_seconds())
+        if sweep.requeue is None or attempts >= max_attempts:
+            reason = (f"no progress for {idle} s after {attempts} attempts "
+                      "(worker lost, or no worker serves its queue)")
+            if claim.update(status=status.FAILED, error=_error_value(model, reason), finished_at=timezone.now()):
+                logger.warning("run failed as stale model=%s id=%s", model._meta.label, run_id)
+                actions.append(SweepAction(model._meta.label, run_id, "failed", reason))
+            continue
+        reason = f"no progress for {idle} s; re-queued"
+        if claim.update(status=status.PENDING, heartbeat_at=timezone.now()):
+            logger.warning("run re-queued as stale model=%s id=%s", model._meta.label, run_id)
+            sweep.requeue(run_id)
+            actions.append(SweepAction(model._meta.label, run_id, "requeued", reason))
+    return actions
+
+
+def _error_value(model: type[models.Model], reason: str) -> Any:
+    """The reason in the shape the model's ``error`` field holds (text, or a JSON object)."""
+    if isinstance(model._meta.get_field("error"), models.JSONField):
+        return {"type": "StaleRun", "message": reason, "transient": True}
+    return reason

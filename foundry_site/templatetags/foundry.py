@@ -1,0 +1,30 @@
+"""Small display filters shared by the pages."""
+from __future__ import annotations
+
+from typing import Any
+
+from django import template
+
+register = template.Library()
+
+
+@register.filter
+def percent(value: Any) -> str:
+    """0.834 → "83%"; None → "—"."""
+    if value is None or value == "":
+        return "—"
+    return f"{float(value):.0%}"
+
+
+@register.filter
+def ms(value: Any) -> str:
+    """Milliseconds for people: 850 → "850 ms", 2400 → "2.4 s"."""
+    if value is None or value == "":
+        return "—"
+    value = float(value)
+    return f"{value:.0f} ms" if value < 1000 else f"{value / 1000:.1f} s"
+
+
+@register.filter
+def get_item(mapping: Any, key: str) -> Any:
+    return mapping.get(key) if isinstance(mapping, dict) else None

@@ -1,0 +1,60 @@
+"""``POST /api/v1/query`` and the generation runs (read, download). Scoped to the caller.
+
+Domain errors become status codes in ``foundry_site/api.py``: 400 bad question,
+429 rate limit (with Retry-After), 503 model or embeddings unavailable.
+"""
+# No ``from __future__ import annotations``: django-ninja reads these signatures at runtime.
+
+from django.db.models import QuerySet
+from django.http import FileResponse, HttpRequest
+from django.shortcuts import get_object_or_404
+from django.urls import reverse
+from ninja import Router
+from ninja.errors import HttpError
+from ninja.pagination import PageNumberPagination, paginate
+
+from generation import selectors
+from generation.asking import query_answer
+from generation.models import GenerationRun
+from generation.schemas import QueryIn, QueryOut, RunOut
+from sources.schemas import ErrorOut
+
+router = Router(tags=["query", "generation"])
+
+ERRORS = {401: ErrorOut, 404: ErrorOut}
+
+
+@router.post("/query", response={200: QueryOut, 400: ErrorOut, 401: ErrorOut, 429: ErrorOut, 503: ErrorOut})
+def query(request: HttpRequest, body: QueryIn) -> dict:
+    """Answer a question from the collections the caller can read, or refuse (answer_class no_evidence).
+
+    The answer is returned only after its grounding check; citations carry the chunk text.
+    """
+    answer, row = query_answer(user=request.auth, question=body.question, mode=body.mode, top_k=body.top_k)
+    return {**answer.as_dict(), "query_id": row.pk}
+
+
+@router.get("/runs", response=list[RunOut])
+@paginate(PageNumberPagination, page_size=25)
+def list_runs(request: HttpRequest) -> QuerySet[GenerationRun]:
+    """The caller's generation runs, newest first (staff: everyone's)."""
+    return selectors.visible_runs(request.auth).defer("prompt", "spec_body", "chunks")
+
+
+@router.get("/runs/{run_id}", response={200: RunOut, **ERRORS})
+def get_run(request: HttpRequest, run_id: int) -> GenerationRun:
+    """Status, stage, conflicts and coverage of one run; ``download`` is set once the document can be fetched."""
+    run = get_object_or_404(selectors.visible_runs(request.auth), pk=run_id)
+    run.download = reverse("api:run_download", args=[run.pk]) if selectors.run_output_file(run) else None
+    return run
+
+
+@router.get("/runs/{run_id}/download", response={200: None, **ERRORS}, url_name="run_download")
+def download_run(request: HttpRequest, run_id: int) -> FileResponse:
+    """The generated Markdown file (attachment). 404 until the run has succeeded."""
+    run = get_object_or_404(selectors.visible_runs(request.auth), pk=run_id)
+    path = selectors.run_output_file(run)
+    if path is None:
+        raise HttpError(404, "This run has no downloadable document.")
+    return FileResponse(path.open("rb"), as_attachment=True, filename=f"run-{run.pk}.md",
+                        content_type="text/markdown; charset=utf-8")

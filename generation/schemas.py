@@ -1,0 +1,78 @@
+"""Request and response schemas of the query and generation-run API. Fields are listed explicitly."""
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+
+from ninja import Field, Schema
+
+
+class QueryIn(Schema):
+    question: str
+    mode: Literal["hybrid", "dense", "bm25"] | None = None
+    top_k: int | None = Field(None, ge=1, le=50)
+
+
+class CitationOut(Schema):
+    id: str
+    chunk_id: int
+    source: str
+    title: str
+    heading: str
+    page: int | None
+    lines: list[int]
+    score: float
+    text: str | None = None
+
+
+class ConflictSide(Schema):
+    label: str
+    source: str
+    where: str
+    quote: str
+
+
+class ConflictOut(Schema):
+    quantity: str
+    a: ConflictSide
+    b: ConflictSide
+    detector: str
+
+
+class QueryOut(Schema):
+    query_id: int
+    run_id: str
+    answer_class: str
+    answer: str
+    citations: list[CitationOut]
+    conflicts: list[ConflictOut]
+    coverage: float | None
+    refusal: str
+    hint: str
+    timings: dict[str, float]
+    llm_calls: int
+    cached: bool
+
+
+class RunAccepted(Schema):
+    run_id: int
+    status: str
+    url: str
+
+
+class RunOut(Schema):
+    id: int
+    status: str
+    stage: str
+    topic: str
+    spec: str = Field(..., alias="spec_name")
+    spec_version: int
+    created_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+    coverage: float | None
+    sentences_total: int
+    sentences_kept: int
+    conflicts: list[ConflictOut]
+    error: dict | None
+    download: str | None = None

@@ -1,0 +1,53 @@
+"""``/api/v1/query-log``: the caller's query-log rows (staff: everyone's) and feedback on them."""
+# No ``from __future__ import annotations``: django-ninja reads these signatures at runtime.
+
+from django.db.models import QuerySet
+from django.http import HttpRequest
+from django.shortcuts import get_object_or_404
+from ninja import Query, Router
+from ninja.errors import HttpError
+from ninja.pagination import PageNumberPagination, paginate
+
+from retrieval import selectors
+from retrieval.models import QueryFeedback, QueryLog
+from retrieval.schemas import FeedbackIn, FeedbackOut, QueryLogDetailOut, QueryLogFilter, QueryLogRowOut
+from retrieval.services.feedback import feedback_record
+from sources.models import Collection
+from sources.schemas import ErrorOut
+from sources.selectors import readable_collections
+
+router = Router(tags=["query log"])
+
+ERRORS = {401: ErrorOut, 404: ErrorOut}
+
+
+@router.get("/query-log", response=list[QueryLogRowOut])
+@paginate(PageNumberPagination, page_size=50)
+def list_queries(request: HttpRequest, filters: Query[QueryLogFilter]) -> QuerySet[QueryLog]:
+    """Query-log rows, newest first, filtered by user (staff), dates, answer class, collection, feedback, text."""
+    user = request.auth
+    collection_id = None
+    if filters.collection:
+        visible = Collection.objects.all() if user.is_staff else readable_collections(user)
+        collection_id = visible.filter(name=filters.collection).values_list("pk", flat=True).first() or -1
+    chosen = selectors.QueryFilters(
+        user=filters.user or "", date_from=filters.date_from, date_to=filters.date_to,
+        answer_class=filters.answer_class or "", collection=collection_id, feedback=filters.feedback or "",
+        q=(filters.q or "").strip())
+    return selectors.queries_filter(selectors.visible_queries(user), chosen, viewer=user).defer(
+        "channels", "hyde_text", "gate", "conflicts", "citations", "answer")
+
+
+@router.get("/query-log/{query_id}", response={200: QueryLogDetailOut, **ERRORS})
+def get_query(request: HttpRequest, query_id: int) -> QueryLog:
+    """One row in full: answer, citations, chunks per channel with scores, gate, timings, tokens, feedback."""
+    return get_object_or_404(selectors.visible_queries(request.auth), pk=query_id)
+
+
+@router.post("/query-log/{query_id}/feedback", response={201: FeedbackOut, 400: ErrorOut, **ERRORS})
+def give_feedback(request: HttpRequest, query_id: int, body: FeedbackIn) -> tuple[int, QueryFeedback]:
+    """Record a verdict (correct | incorrect) with an optional note. Only the asker or staff may."""
+    row = get_object_or_404(selectors.visible_queries(request.auth), pk=query_id)
+    if not selectors.may_give_feedback(request.auth, row):
+        raise HttpError(404, "Not Found")
+    return 201, feedback_record(query=row, user=request.auth, verdict=body.verdict, note=body.note)

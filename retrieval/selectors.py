@@ -1,0 +1,136 @@
+"""Reads over the query log: who may see which rows, the browser's filters, the dashboard's numbers.
+
+Visibility: staff see every row; anyone else sees only the rows of their own
+queries. A row records answers drawn from the asker's collections at the time
+they asked, so a user only ever sees rows about sources they could read then.
+(A staff member sees every row, including citations of collections they are not
+a reader of: reading the audit log is what staff status is for.)
+"""
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass, field
+from datetime import date, timedelta
+from typing import Any
+
+from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.db.models import CharField, OuterRef, Q, QuerySet, Subquery
+from django.db.models.functions import Cast
+from django.utils import timezone
+
+from retrieval.models import QueryFeedback, QueryLog
+
+FEEDBACK_CHOICES = ("correct", "incorrect", "none")
+
+
+def visible_queries(user: AbstractBaseUser | AnonymousUser) -> QuerySet[QueryLog]:
+    """The query-log rows ``user`` may read, each annotated with its newest feedback verdict."""
+    if not user.is_authenticated or not user.is_active:
+        return QueryLog.objects.none()
+    newest = QueryFeedback.objects.filter(query=OuterRef("pk")).order_by("-created_at", "-pk").values("verdict")[:1]
+    rows = QueryLog.objects.select_related("user").annotate(verdict=Subquery(newest))
+    return rows if user.is_staff else rows.filter(user=user)
+
+
+def may_give_feedback(user: AbstractBaseUser | AnonymousUser, row: QueryLog) -> bool:
+    """Only the person who asked, or staff, judge an answer."""
+    return bool(user.is_authenticated and user.is_active and (user.is_staff or row.user_id == user.pk))
+
+
+@dataclass(frozen=True)
+class QueryFilters:
+    """The query-log browser's filters; empty values filter nothing."""
+
+    user: str = ""  # a username; honoured for staff only
+    date_from: date | None = None
+    date_to: date | None = None
+    answer_class: str = ""
+    collection: int | None = None  # rows whose search scope included this collection id
+    feedback: str = ""  # correct | incorrect | none (newest verdict)
+    q: str = ""  # text in the question or the answer
+
+
+def queries_filter(rows: QuerySet[QueryLog], filters: QueryFilters, *, viewer: Any) -> QuerySet[QueryLog]:
+    """Apply ``filters`` to rows from ``visible_queries`` (newest first)."""
+    if filters.user and viewer.is_staff:
+        rows = rows.filter(user__username=filters.user)
+    if filters.date_from:
+        rows = rows.filter(created_at__date__gte=filters.date_from)
+    if filters.date_to:
+        rows = rows.filter(created_at__date__lte=filters.date_to)
+    if filters.answer_class:
+        rows = rows.filter(answer_class=filters.answer_class)
+    if filters.collection is not None:
+        rows = _in_scope(rows, filters.collection)
+    if filters.feedback == "none":
+        rows = rows.filter(verdict__isnull=True)
+    elif filters.feedback:
+        rows = rows.filter(verdict=filters.feedback)
+    if filters.q:
+        rows = rows.filter(Q(question__icontains=filters.q) | Q(answer__icontains=filters.q))
+    return rows.order_by("-created_at", "-pk")
+
+
+def _in_scope(rows: QuerySet[QueryLog], collection_id: int) -> QuerySet[QueryLog]:
+    # SQLite has no JSON "contains" lookup in Django, so match the stored JSON
+    # text ("[1, 7]"). NULL is a superuser's query over every collection.
+    text = Cast("collection_ids", CharField())
+    rows = rows.annotate(scope_text=text)
+    return rows.filter(Q(scope_text__regex=rf"[\[ ,]{int(collection_id)}[,\]]") | Q(collection_ids__isnull=True))
+
+
+@dataclass
+class DayCount:
+    day: date
+    total: int = 0
+    refused: int = 0
+
+
+@dataclass
+class Dashboard:
+    days: list[DayCount] = field(default_factory=list)
+    total: int = 0
+    refusal_share: float | None = None
+    mean_coverage: float | None = None
+    p50_ms: float | None = None
+    p95_ms: float | None = None
+    failed: int = 0
+
+
+def dashboard_stats(rows: QuerySet[QueryLog], *, days: int = 30, today: date | None = None) -> Dashboard:
+    """Per-day counts over the last ``days`` days, refusal share, mean coverage and latency percentiles."""
+    today = today or timezone.localdate()
+    first = today - timedelta(days=days - 1)
+    values = rows.filter(created_at__date__gte=first).values_list("created_at", "answer_class", "coverage",
+                                                                  "timings", "status")
+    by_day = {first + timedelta(days=n): DayCount(first + timedelta(days=n)) for n in range(days)}
+    stats = Dashboard(days=list(by_day.values()))
+    coverages, latencies = [], []
+    for created, answer_class, coverage, timings, status in values.iterator():
+        day = by_day.get(timezone.localtime(created).date())
+        if day is None:
+            continue
+        day.total += 1
+        stats.total += 1
+        if status == QueryLog.Status.FAILED:
+            stats.failed += 1
+        if answer_class == QueryLog.AnswerClass.NO_EVIDENCE:
+            day.refused += 1
+        if coverage is not None:
+            coverages.append(coverage)
+        if isinstance(timings, dict) and isinstance(timings.get("total"), (int, float)):
+            latencies.append(float(timings["total"]))
+    answered = stats.total - stats.failed
+    stats.refusal_share = sum(d.refused for d in stats.days) / answered if answered else None
+    stats.mean_coverage = statistics.fmean(coverages) if coverages else None
+    stats.p50_ms, stats.p95_ms = percentile(latencies, 50), percentile(latencies, 95)
+    return stats
+
+
+def percentile(values: list[float], pct: float) -> float | None:
+    """Nearest-rank percentile (no interpolation): a value that really occurred."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    rank = max(1, -(-len(ordered) * pct // 100))  # ceil without floats drifting
+    return ordered[int(rank) - 1]

@@ -1,0 +1,42 @@
+"""Transient-error classification and the retry decorator (no broker needed)."""
+from __future__ import annotations
+
+import pytest
+from django.db import OperationalError
+from redis.exceptions import ConnectionError as RedisConnectionError
+
+from foundry_site import llm
+from foundry_site.jobs import TransientError, failure_reason, is_transient, retry_transient
+
+
+@pytest.mark.parametrize("exc, transient", [
+    (llm.LLMError("timed out", model="m", transient=True), True),
+    (llm.LLMError("bad request", model="m"), False),
+    (OperationalError("database is locked"), True),
+    (OperationalError("no such table: sources_source"), False),
+    (RedisConnectionError("refused"), True),
+    (ValueError("bug"), False),
+    (RuntimeError("extractor crashed"), False),
+])
+def test_is_transient(exc: Exception, transient: bool) -> None:
+    assert is_transient(exc) is transient
+
+
+def test_retry_transient_wraps_only_transient_errors() -> None:
+    @retry_transient
+    def locked() -> None:
+        raise OperationalError("database is locked")
+
+    @retry_transient
+    def buggy() -> None:
+        raise KeyError("x")
+
+    with pytest.raises(TransientError, match="database is locked"):
+        locked()
+    with pytest.raises(KeyError):
+        buggy()
+
+
+def test_failure_reason_names_unexpected_types() -> None:
+    assert failure_reason(RuntimeError("boom")) == "RuntimeError: boom"
+    assert failure_reason(llm.LLMError("empty completion", model="m")) == "empty completion"

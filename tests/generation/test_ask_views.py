@@ -1,0 +1,185 @@
+"""The ask page: plain form POST, the answer page, scope, rate limit, streamed stages, escaping."""
+from __future__ import annotations
+
+import json
+import uuid
+from typing import Any
+
+import pytest
+from django.test import Client
+
+from foundry_site.ratelimit import rate_limit_check
+from retrieval.models import QueryFeedback, QueryLog
+from sources.models import Chunk
+from tests.conftest import ScriptedLLM, World
+
+pytestmark = pytest.mark.django_db
+
+QUESTION = "How many sensors can be connected to the RS-485 bus?"
+XSS_SCRIPT = "<script>alert(1)</script>"
+XSS_IMG = "<img src=x onerror=alert(1)>"
+
+
+def login(user: Any) -> Client:
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+def record(user: Any, **fields: Any) -> QueryLog:
+    values = {"run_id": uuid.uuid4().hex, "user": user, "question": "q?", "mode": "hybrid",
+              "answer_class": "normal", "answer": "An answer.", "timings": {"total": 120.0}}
+    return QueryLog.objects.record(**{**values, **fields})
+
+
+def ask(client: Client, question: str = QUESTION) -> Any:
+    return client.post("/ask/", {"question": question})
+
+
+def answer_page(client: Client, question: str = QUESTION) -> tuple[QueryLog, str]:
+    response = ask(client, question)
+    assert response.status_code == 302, response.content[:500]
+    row = QueryLog.objects.get(pk=int(response["Location"].rstrip("/").rsplit("/", 1)[1]))
+    return row, client.get(response["Location"]).content.decode()
+
+
+def test_ask_page_has_a_plain_form(client: Client, make_user: Any) -> None:
+    client.force_login(make_user("alice"))
+    page = client.get("/ask/")
+    assert page.status_code == 200 and 'name="question"' in page.content.decode()
+
+
+def test_answer_cites_only_the_askers_collections(scoped: dict, scripted_llm: ScriptedLLM) -> None:
+    row, page = answer_page(login(scoped["alice"]))
+    assert row.user == scoped["alice"] and row.answer_class in ("normal", "low_confidence")
+    assert row.citations and {c["source"] for c in row.citations} == {"alpha-notes.md"}
+    assert all("32 sensors" not in m["content"] for call in scripted_llm.calls for m in call)
+    chunk = Chunk.objects.get(pk=row.citations[0]["chunk_id"])
+    link = f'/sources/{chunk.source_id}/?chunk={chunk.pk}#chunk-{chunk.pk}'
+    assert link in page and 'href="#source-S1"' in page and 'id="source-S1"' in page
+    assert "32 sensors" not in page and "alpha-notes.md" in page
+    assert 'data-answer-class="' + row.answer_class in page
+
+    bob_row, bob_page = answer_page(login(scoped["bob"]))
+    assert {c["source"] for c in bob_row.citations} == {"beta-notes.md"} and "32 sensors" in bob_page
+
+
+def test_superuser_searches_every_collection(scoped: dict) -> None:
+    row, _ = answer_page(login(scoped["root"]))
+    assert {c["source"] for c in row.citations} == {"alpha-notes.md", "beta-notes.md"}
+    assert row.collection_ids is None
+
+
+def test_no_evidence_shows_badge_and_hint(scoped: dict, scripted_llm: ScriptedLLM) -> None:
+    row, page = answer_page(login(scoped["alice"]), "Who won the football world cup in 1954?")
+    assert row.answer_class == "no_evidence" and scripted_llm.calls == []
+    assert "No evidence in your sources" in page and "No supporting documentation found" in page
+
+
+@pytest.mark.parametrize("question", ["", "   ", "x" * 4001])
+def test_bad_question_is_400(world: World, question: str) -> None:
+    response = ask(login(world.users["alice"]), question)
+    assert response.status_code == 400 and QueryLog.objects.count() == 0
+    assert 'class="errorlist"' in response.content.decode()
+
+
+def test_rate_limit_shows_the_wait(world: World, settings: Any) -> None:
+    settings.FOUNDRY_QUERY_RATE = 1
+    alice = world.users["alice"]
+    assert rate_limit_check(alice.pk) is None
+    response = ask(login(alice))
+    assert response.status_code == 429 and int(response["Retry-After"]) >= 1
+    assert "Too many queries: at most 1 a minute. Try again in" in response.content.decode()
+    assert QueryLog.objects.count() == 0
+
+
+def test_user_without_collections_is_told(make_user: Any) -> None:
+    response = ask(login(make_user("dave")))
+    assert response.status_code == 400 and "cannot read any collection" in response.content.decode()
+
+
+def test_missing_embeddings_is_503_with_the_fix(world: World) -> None:
+    response = ask(login(world.users["alice"]))
+    assert response.status_code == 503 and "No embeddings found for model" in response.content.decode()
+
+
+def test_answer_page_is_the_askers_or_staffs(world: World) -> None:
+    row = record(world.users["alice"])
+    assert login(world.users["alice"]).get(f"/ask/{row.pk}/").status_code == 200
+    assert login(world.users["carol"]).get(f"/ask/{row.pk}/").status_code == 200
+    assert login(world.users["bob"]).get(f"/ask/{row.pk}/").status_code == 404
+
+
+def test_feedback_only_by_asker_or_staff(world: World) -> None:
+    row = record(world.users["alice"])
+    url = f"/query-log/{row.pk}/feedback"
+    assert login(world.users["bob"]).post(url, {"verdict": "correct"}).status_code == 404
+    done = login(world.users["alice"]).post(url, {"verdict": "incorrect", "note": "wrong bus",
+                                                  "next": f"/ask/{row.pk}/"})
+    assert done.status_code == 302 and done["Location"] == f"/ask/{row.pk}/"
+    assert login(world.users["carol"]).post(url, {"verdict": "correct"}).status_code == 302
+    assert list(QueryFeedback.objects.order_by("pk").values_list("user__username", "verdict", "note")) == [
+        ("alice", "incorrect", "wrong bus"), ("carol", "correct", "")]
+    off_site = login(world.users["alice"]).post(url, {"verdict": "correct", "next": "https://evil.example/"})
+    assert off_site["Location"] == f"/query-log/{row.pk}/"
+    bad = login(world.users["alice"]).post(url, {"verdict": "maybe"})
+    assert bad.status_code == 302 and QueryFeedback.objects.count() == 3
+
+
+def test_page_content_is_escaped(world: World) -> None:
+    alice = world.users["alice"]
+    chunk = world.chunks["alpha"][0]
+    row = record(alice, question=XSS_IMG, answer=f"{XSS_SCRIPT} Alpha power is 24 V. [S1]",
+                 citations=[{"id": "S1", "chunk_id": chunk.pk, "source": XSS_SCRIPT, "title": XSS_SCRIPT,
+                             "heading": XSS_IMG, "page": None, "lines": [1, 1], "score": 0.8}],
+                 conflicts=[{"quantity": "VCC", "detector": "rule",
+                             "a": {"label": "S1", "source": XSS_SCRIPT, "where": "", "quote": XSS_IMG},
+                             "b": {"label": "S2", "source": "b.md", "where": "", "quote": "VCC = 5 V"}}])
+    QueryFeedback.objects.create(query=row, user=alice, verdict="incorrect", note=XSS_IMG)
+    page = login(alice).get(f"/ask/{row.pk}/").content.decode()
+    assert XSS_SCRIPT not in page and XSS_IMG not in page
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page and "&lt;img src=x onerror=alert(1)&gt;" in page
+    assert page.index("Conflict between sources") < page.index('class="answer-text"')
+
+
+def sse_events(response: Any) -> list[tuple[str, dict]]:
+    text = b"".join(response.streaming_content).decode()
+    events = []
+    for block in text.split("\n\n"):
+        lines = dict(line.split(": ", 1) for line in block.splitlines() if not line.startswith(":"))
+        if "event" in lines:
+            events.append((lines["event"], json.loads(lines["data"])))
+    return events
+
+
+@pytest.mark.django_db(transaction=True)
+def test_stream_sends_stages_then_the_checked_answer(scoped: dict, scripted_llm: ScriptedLLM) -> None:
+    client = login(scoped["alice"])
+    response = client.post("/ask/stream", {"question": QUESTION})
+    assert response.status_code == 200 and response["Content-Type"] == "text/event-stream"
+    events = sse_events(response)
+    assert [e for e, _ in events] == ["stage", "stage", "stage", "answer"]
+    assert [d["stage"] for e, d in events if e == "stage"] == ["retrieving", "generating", "checking"]
+    answer = events[-1][1]
+    row = QueryLog.objects.get(user=scoped["alice"])
+    assert answer["url"] == f"/ask/{row.pk}/" and "alpha-notes.md" in answer["html"]
+    # Nothing the model wrote is sent before the grounding check: the only text events are stage names.
+    reply = scripted_llm.reply(scripted_llm.calls[0])
+    assert all(reply not in json.dumps(d) for e, d in events if e == "stage")
+
+
+def test_stream_rejects_bad_input_and_rate_limit(world: World, settings: Any) -> None:
+    client = login(world.users["alice"])
+    bad = client.post("/ask/stream", {"question": "  "})
+    assert bad.status_code == 400 and bad.json()["detail"] == "the question is empty"
+    settings.FOUNDRY_QUERY_RATE = 1
+    rate_limit_check(world.users["alice"].pk)
+    limited = client.post("/ask/stream", {"question": QUESTION})
+    assert limited.status_code == 429 and "Retry-After" in limited and "Try again in" in limited.json()["detail"]
+
+
+def test_stream_needs_login_and_csrf(world: World) -> None:
+    assert Client().post("/ask/stream", {"question": QUESTION}).status_code == 302
+    strict = Client(enforce_csrf_checks=True)
+    strict.force_login(world.users["alice"])
+    assert strict.post("/ask/stream", {"question": QUESTION}).status_code == 403

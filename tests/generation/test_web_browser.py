@@ -1,0 +1,163 @@
+"""The ask, audit and generate pages in a real browser (chromium), with the scripted generator.
+
+The live server runs in this process, so the scripted LLM provider answers: the
+test is deterministic and needs no local model, while retrieval, embeddings,
+grounding, the stream, the database and the pages are all real.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+from typing import Any, Callable
+
+import pytest
+from django.conf import settings
+from django.contrib.auth.models import Permission, User
+
+from retrieval.models import QueryFeedback, QueryLog
+from sources.models import Chunk
+from sources.services.collections import collection_create, collection_grant
+from sources.services.ingest import knowledge_base_ingest
+from specs import services
+from tests.conftest import PASSWORD, ScriptedLLM
+from tests.generation.conftest import DATASHEET, MANUAL, echo_reply
+
+pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
+
+DOCUMENT = "# Sensor bus\n\nUp to 8 sensors can be connected to the RS-485 bus [S1].\n"
+
+
+def shot(page: Any, name: str, *, full: bool = False) -> Path:
+    folder = Path(settings.FOUNDRY_HOME) / "screenshots"
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{name}.png"
+    page.screenshot(path=str(path), full_page=full)
+    keep = os.environ.get("FOUNDRY_SCREENSHOT_DIR")
+    if keep:  # e.g. to look at them after the run
+        Path(keep).mkdir(parents=True, exist_ok=True)
+        shutil.copy(path, Path(keep) / path.name)
+    return path
+
+
+@pytest.fixture
+def site(foundry_config: Callable[..., Any], scripted_llm: ScriptedLLM, make_user: Callable[..., Any],
+         kb: Path) -> ScriptedLLM:
+    # Integration tests keep the shipped configuration; switch every LLM role to the script.
+    foundry_config(generation={"model": "scripted/generator"}, ingest={"summary_model": "none"},
+                   embedding={"context_model": "none"},
+                   retrieval={"hyde": False, "scorer_model": "none", "min_chunks": 1})
+    make_user("alice")
+    collection_create(name="manuals")
+    collection_grant(collection="manuals", username="alice")
+    (kb / "manual.md").write_text(MANUAL)
+    (kb / "datasheet.md").write_text(DATASHEET)
+    knowledge_base_ingest(target=kb, collection="manuals")
+    author, reviewer = User.objects.create_user("author"), User.objects.create_user("rita")
+    reviewer.user_permissions.add(Permission.objects.get(codename="approve_featurespec"))
+    services.spec_create(name="wiring-guide", title="Wiring guide", body="# Wiring\n\nA short guide.\n", by=author)
+    services.spec_submit(name="wiring-guide", by=author)
+    services.spec_approve(name="wiring-guide", by=User.objects.get(pk=reviewer.pk))
+    scripted_llm.reply = lambda m: DOCUMENT if m[-1]["content"].startswith("Topic:") else echo_reply(m)
+    return scripted_llm
+
+
+def test_ask_audit_and_generate(browser_page: Any, live_server: Any, site: ScriptedLLM, tmp_path: Path) -> None:
+    from playwright.sync_api import expect
+
+    expect.set_options(timeout=60_000)  # a loaded shared machine; the first query warms the embedder
+    page = browser_page
+    errors: list[str] = []
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    page.goto(f"{live_server.url}/")
+    page.fill("#id_username", "alice")
+    page.fill("#id_password", PASSWORD)
+    page.click("button[type=submit]")
+    expect(page).to_have_url(f"{live_server.url}/ask/")
+
+    # Ask (JavaScript on: the streamed stages, then the checked answer).
+    page.fill("#id_question", "What is the internal logic supply VCC?")
+    page.click("#ask-form button[type=submit]")
+    expect(page.locator("#answer")).to_be_visible()
+    row = QueryLog.objects.get()
+    expect(page).to_have_url(f"{live_server.url}/ask/{row.pk}/")
+    expect(page.locator(".conflict")).to_contain_text("VCC")
+    expect(page.locator(".answer-head .badge")).to_have_attribute("data-answer-class", row.answer_class)
+    expect(page.locator(".sources li")).to_have_count(len(row.citations))
+    assert row.citations and page.locator("a.cite").count() >= 1
+    conflict_box = page.locator(".conflict").first.bounding_box()
+    answer_box = page.locator(".answer-body").bounding_box()
+    sources_box = page.locator("aside.sources").bounding_box()
+    assert conflict_box["y"] < answer_box["y"] and sources_box["x"] > answer_box["x"]  # above; beside
+    shot(page, "web-1-answer")
+
+    # A source link lands on the highlighted chunk in the viewer.
+    first = row.citations[0]
+    page.click(f"#source-{first['id']} a")
+    chunk = Chunk.objects.get(pk=first["chunk_id"])
+    expect(page).to_have_url(f"{live_server.url}/sources/{chunk.source_id}/?chunk={chunk.pk}#chunk-{chunk.pk}")
+    expect(page.locator(f"#chunk-{chunk.pk}")).to_have_class("chunk target")
+    expect(page.locator(f"#chunk-{chunk.pk}")).to_be_in_viewport()
+    shot(page, "web-2-viewer")
+    page.go_back()
+
+    # Feedback with a note.
+    page.fill(".feedback input[name=note]", "matches the datasheet <img src=x onerror=alert(1)>")
+    page.click(".feedback button[value=correct]")
+    expect(page.locator(".messages li.success")).to_contain_text("feedback is recorded")
+    expect(page.locator(".feedback-list")).to_contain_text("matches the datasheet <img src=x onerror=alert(1)>")
+    assert QueryFeedback.objects.get().verdict == "correct"
+
+    # Find it in the query log and filter.
+    page.click("nav >> text=Query log")
+    expect(page.locator(f"#query-{row.pk}")).to_be_visible()
+    page.select_option("#id_feedback", "correct")
+    page.click("text=Filter")
+    expect(page.locator(f"#query-{row.pk}")).to_be_visible()
+    shot(page, "web-3-querylog")
+    page.select_option("#id_feedback", "none")
+    page.click("text=Filter")
+    expect(page.locator("text=No queries match.")).to_be_visible()
+    page.goto(f"{live_server.url}/query-log/{row.pk}/")
+    expect(page.locator("#feedback-list")).to_contain_text("matches the datasheet")
+    shot(page, "web-4-detail", full=True)
+    page.goto(f"{live_server.url}/dashboard/")
+    expect(page.locator("#kpi-total")).to_have_text("1")
+    shot(page, "web-5-dashboard")
+
+    # Generate a document and download it.
+    page.click("nav >> text=Generate")
+    page.fill("#id_topic", "sensors on the RS-485 bus")
+    page.select_option("#id_feature", "wiring-guide")
+    page.click("button:has-text('Generate')")
+    expect(page.locator("#document h1")).to_have_text("Sensor bus")
+    expect(page.locator("#run-status")).to_have_text("Succeeded")
+    shot(page, "web-6-run")
+    with page.expect_download() as download:
+        page.click("text=Download .md")
+    assert download.value.suggested_filename.startswith("run-")
+    saved = tmp_path / "downloaded.md"
+    download.value.save_as(saved)
+    assert "[^1]" in saved.read_text() and "## Sources" in saved.read_text()
+    assert errors == []
+
+
+def test_ask_works_without_javascript(browser_page: Any, live_server: Any, site: ScriptedLLM) -> None:
+    from playwright.sync_api import expect
+
+    expect.set_options(timeout=60_000)
+    browser = browser_page.context.browser
+    context = browser.new_context(java_script_enabled=False, viewport={"width": 1280, "height": 860})
+    page = context.new_page()
+    try:
+        page.goto(f"{live_server.url}/accounts/login/")
+        page.fill("#id_username", "alice")
+        page.fill("#id_password", PASSWORD)
+        page.click("button[type=submit]")
+        page.fill("#id_question", "How many sensors can be connected to the RS-485 bus?")
+        page.click("#ask-form button[type=submit]")
+        expect(page.locator("#answer")).to_be_visible()
+        expect(page.locator("aside.sources")).to_contain_text("manual.md")
+        shot(page, "web-7-nojs")
+    finally:
+        context.close()

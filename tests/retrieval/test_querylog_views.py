@@ -1,0 +1,167 @@
+"""The query-log browser, its CSV export and the dashboard: visibility, filters, escaping."""
+from __future__ import annotations
+
+import csv
+import io
+import uuid
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from django.test import Client
+from django.utils import timezone
+
+from retrieval.models import QueryFeedback, QueryLog
+from retrieval.selectors import dashboard_stats, percentile, visible_queries
+from tests.conftest import World
+
+pytestmark = pytest.mark.django_db
+
+XSS_IMG = "<img src=x onerror=alert(1)>"
+XSS_SCRIPT = "<script>alert(1)</script>"
+
+
+def login(user: Any) -> Client:
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+def record(user: Any, **fields: Any) -> QueryLog:
+    values = {"run_id": uuid.uuid4().hex, "user": user, "question": "q?", "mode": "hybrid",
+              "answer_class": "normal", "answer": "An answer.", "timings": {"total": 100.0}}
+    return QueryLog.objects.record(**{**values, **fields})
+
+
+@pytest.fixture
+def rows(world: World) -> dict[str, QueryLog]:
+    alice, bob = world.users["alice"], world.users["bob"]
+    alpha, beta = world.collections["alpha"].pk, world.collections["beta"].pk
+    handbook = world.collections["handbook"].pk
+    made = {
+        "alice_power": record(alice, question="What is the alpha power?", answer="Alpha power is 24 V. [S1]",
+                              collection_ids=[alpha, handbook], coverage=1.0, timings={"total": 200.0}),
+        "alice_none": record(alice, question="Who won in 1954?", answer_class="no_evidence", refusal="gate",
+                             answer="No supporting documentation found in indexed sources.",
+                             collection_ids=[alpha, handbook], timings={"total": 50.0},
+                             created_at=timezone.now() - timedelta(days=3)),
+        "bob_launch": record(bob, question="When is the beta launch?", answer="In May. [S1]",
+                             collection_ids=[beta, handbook], coverage=0.5, timings={"total": 900.0}),
+    }
+    QueryFeedback.objects.create(query=made["alice_power"], user=alice, verdict="incorrect", note="old")
+    QueryFeedback.objects.create(query=made["alice_power"], user=alice, verdict="correct", note="newest wins")
+    return made
+
+
+def listed(client: Client, query: str = "") -> list[str]:
+    page = client.get(f"/query-log/?{query}")
+    assert page.status_code == 200
+    return [q.question for q in page.context["page"].object_list]
+
+
+def test_users_see_only_their_own_rows_staff_see_all(world: World, rows: dict) -> None:
+    assert listed(login(world.users["alice"])) == ["What is the alpha power?", "Who won in 1954?"]
+    assert listed(login(world.users["bob"])) == ["When is the beta launch?"]
+    assert len(listed(login(world.users["carol"]))) == 3
+    bob_row = rows["bob_launch"].pk
+    assert login(world.users["alice"]).get(f"/query-log/{bob_row}/").status_code == 404
+    assert login(world.users["carol"]).get(f"/query-log/{bob_row}/").status_code == 200
+
+
+def test_filters(world: World, rows: dict) -> None:
+    staff = login(world.users["carol"])
+    assert listed(staff, "user=bob") == ["When is the beta launch?"]
+    assert listed(staff, "answer_class=no_evidence") == ["Who won in 1954?"]
+    assert listed(staff, "feedback=correct") == ["What is the alpha power?"]
+    assert listed(staff, "feedback=incorrect") == []  # the newest verdict counts
+    assert sorted(listed(staff, "feedback=none")) == ["When is the beta launch?", "Who won in 1954?"]
+    assert listed(staff, "q=may") == ["When is the beta launch?"]  # answer text
+    assert listed(staff, "q=ALPHA+power") == ["What is the alpha power?"]
+    assert listed(staff, f"collection={world.collections['beta'].pk}") == ["When is the beta launch?"]
+    assert len(listed(staff, f"collection={world.collections['handbook'].pk}")) == 3
+    today = timezone.localdate()
+    assert "Who won in 1954?" not in listed(staff, f"date_from={today.isoformat()}")
+    assert listed(staff, f"date_to={(today - timedelta(days=1)).isoformat()}") == ["Who won in 1954?"]
+    # A non-staff user cannot widen the view with user=…; the field is not even offered.
+    alice = login(world.users["alice"])
+    assert len(listed(alice, "user=bob")) == 2 and 'name="user"' not in alice.get("/query-log/").content.decode()
+    assert listed(alice, f"collection={world.collections['beta'].pk}") == listed(alice)  # not a choice: ignored
+
+
+def test_pagination_keeps_filters(world: World) -> None:
+    alice = world.users["alice"]
+    for n in range(55):
+        record(alice, question=f"question {n}", answer_class="low_confidence")
+    client = login(alice)
+    first = client.get("/query-log/?answer_class=low_confidence")
+    assert first.context["page"].paginator.count == 55 and len(first.context["page"].object_list) == 50
+    assert "answer_class=low_confidence&amp;page=2" in first.content.decode()
+    second = client.get("/query-log/?answer_class=low_confidence&page=2")
+    assert len(second.context["page"].object_list) == 5
+
+
+def test_detail_shows_the_full_record(world: World) -> None:
+    chunk = world.chunks["alpha"][0]
+    beta_chunk = world.chunks["beta"][0]
+    row = record(world.users["alice"], channels={"dense": [[chunk.pk, 0.81], [beta_chunk.pk, 0.2]],
+                                                 "bm25": [[chunk.pk, 3.5]]},
+                 gate={"passed": True, "max_score": 0.81, "passing": 1, "min_score": 0.2, "min_chunks": 1,
+                       "reason": "1 chunk above 0.20"},
+                 timings={"embed": 12.0, "search": 3.0, "generate": 800.0, "total": 1200.0},
+                 model="scripted/generator", prompt_tokens=321, completion_tokens=45, cost=0.0012, llm_calls=1,
+                 collection_ids=[world.collections["alpha"].pk])
+    QueryFeedback.objects.create(query=row, user=world.users["alice"], verdict="correct", note="good")
+    page = login(world.users["alice"]).get(f"/query-log/{row.pk}/").content.decode()
+    for text in ("dense", "bm25", "0.8100", "1 chunk above 0.20", "generate 800 ms", "total 1.2 s",
+                 "scripted/generator", "321 prompt + 45 completion", "0.001200", "good", "alpha"):
+        assert text in page, text
+    assert f"/sources/{chunk.source_id}/?chunk={chunk.pk}#chunk-{chunk.pk}" in page
+    # The beta chunk id is shown, but alice gets no link into a source she cannot read.
+    assert f"?chunk={beta_chunk.pk}" not in page and f">{beta_chunk.pk}<" in page
+
+
+def test_csv_export_has_the_filtered_rows(world: World, rows: dict) -> None:
+    record(world.users["alice"], question="=HYPERLINK(\"http://x\")", answer="ok")
+    response = login(world.users["alice"]).get("/query-log/export.csv?answer_class=normal")
+    assert response["Content-Type"].startswith("text/csv")
+    assert response["Content-Disposition"].startswith('attachment; filename="query-log-')
+    table = list(csv.DictReader(io.StringIO(b"".join(response.streaming_content).decode())))
+    assert [r["question"] for r in table] == ["'=HYPERLINK(\"http://x\")", "What is the alpha power?"]
+    power = table[1]
+    assert power["user"] == "alice" and power["feedback"] == "correct" and power["total_ms"] == "200.0"
+    assert power["answer_class"] == "normal" and power["answer"] == "Alpha power is 24 V. [S1]"
+    everyone = login(world.users["carol"]).get("/query-log/export.csv")
+    assert len(list(csv.DictReader(io.StringIO(b"".join(everyone.streaming_content).decode())))) == 4
+
+
+def test_audit_pages_escape_stored_text(world: World) -> None:
+    alice = world.users["alice"]
+    row = record(alice, question=XSS_IMG, answer=XSS_SCRIPT, error=XSS_IMG,
+                 citations=[{"id": "S1", "chunk_id": 1, "source": XSS_SCRIPT, "title": XSS_SCRIPT,
+                             "heading": XSS_IMG, "page": None, "lines": [1, 2], "score": 0.5}])
+    QueryFeedback.objects.create(query=row, user=alice, verdict="incorrect", note=XSS_IMG)
+    client = login(alice)
+    for url in ("/query-log/", f"/query-log/{row.pk}/", "/dashboard/"):
+        page = client.get(url).content.decode()
+        assert XSS_IMG not in page and XSS_SCRIPT not in page, url
+    detail = client.get(f"/query-log/{row.pk}/").content.decode()
+    assert "&lt;img src=x onerror=alert(1)&gt;" in detail and "&lt;script&gt;" in detail
+
+
+def test_dashboard_numbers_and_chart(world: World, rows: dict) -> None:
+    page = login(world.users["carol"]).get("/dashboard/")
+    stats = page.context["stats"]
+    assert stats.total == 3 and stats.refusal_share == pytest.approx(1 / 3)
+    assert stats.mean_coverage == pytest.approx(0.75) and stats.p50_ms == 200.0 and stats.p95_ms == 900.0
+    html = page.content.decode()
+    assert "<svg" in html and html.count('class="total"') == 30 and "33%" in html
+    assert sum(d.total for d in login(world.users["bob"]).get("/dashboard/?days=7").context["stats"].days) == 1
+
+
+def test_dashboard_stats_and_percentile_units(world: World, rows: dict) -> None:
+    stats = dashboard_stats(visible_queries(world.users["alice"]), days=7)
+    assert stats.total == 2 and [d.total for d in stats.days if d.total] == [1, 1]
+    assert stats.days[-1].day == timezone.localdate() and stats.refusal_share == 0.5
+    assert percentile([], 50) is None and percentile([5.0], 95) == 5.0
+    assert percentile([float(n) for n in range(1, 101)], 95) == 95.0
+    assert percentile([1.0, 2.0, 3.0, 4.0], 50) == 2.0

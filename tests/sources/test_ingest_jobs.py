@@ -1,0 +1,173 @@
+"""Ingest jobs in-process (no broker): progress, idempotent store, errback path, retry, sweeper."""
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+from io import StringIO
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.core.management import call_command
+from django.utils import timezone
+
+from foundry_site.jobs import stale_runs_sweep
+from sources.models import Chunk, IngestJob, Source
+from sources.services import ingest, ingest_jobs
+from sources.services.ingest_jobs import JobStateError
+from tests.sources.test_ingest import index_agrees
+
+pytestmark = pytest.mark.django_db
+
+
+def write_notes(kb: Path, count: int = 3) -> None:
+    for i in range(count):
+        text = f"# Note {i}\n\nPump {i} runs at {i + 1} bar.\n\n## Alarm\n\nAlarm {i} is red.\n"
+        (kb / f"note{i}.md").write_text(text)
+
+
+def test_job_records_progress_and_report(kb: Path) -> None:
+    write_notes(kb)
+    (kb / "image.png").write_bytes(b"\x89PNG")
+    seen: list[str] = []
+    report = ingest.knowledge_base_ingest(target=kb, progress=lambda r: seen.append(f"{r.path}:{r.status}"))
+    job = IngestJob.objects.get()
+    assert job.status == IngestJob.Status.SUCCEEDED and job.stage == IngestJob.Stage.DONE
+    assert (job.files_total, job.files_done) == (4, 4)
+    assert job.chunks_done == Chunk.objects.count() == report.as_dict()["chunks"]
+    assert job.attempts == 1 and job.started_at and job.finished_at
+    assert sorted(seen) == ["image.png:skipped", "note0.md:ingested", "note1.md:ingested", "note2.md:ingested"]
+    assert [f.path for f in report.files] == ["image.png", "note0.md", "note1.md", "note2.md"]
+
+
+def test_cli_json_shape_unchanged(kb: Path) -> None:
+    write_notes(kb, 1)
+    out = StringIO()
+    call_command("foundry", "ingest", str(kb), "--json", stdout=out)
+    data = json.loads(out.getvalue())
+    assert list(data) == ["ingested", "unchanged", "skipped", "failed", "removed", "chunks", "files"]
+    assert data["files"] == [{"path": "note0.md", "status": "ingested", "reason": "", "chunks": 2}]
+
+
+def running_job(kb: Path) -> IngestJob:
+    job = ingest_jobs.ingest_job_create(target=kb)
+    IngestJob.objects.filter(pk=job.pk).update(status=IngestJob.Status.RUNNING)
+    job.refresh_from_db()
+    return job
+
+
+def test_store_is_idempotent(kb: Path) -> None:
+    write_notes(kb, 2)
+    job = running_job(kb)
+    payload = ingest.source_prepare(root=str(kb), rel="note0.md")
+    first = ingest_jobs.ingest_job_file_store(job_id=job.pk, rel="note0.md", payload=payload)
+    again = ingest_jobs.ingest_job_file_store(job_id=job.pk, rel="note0.md", payload=payload)
+    failed_late = ingest_jobs.ingest_job_file_fail(job_id=job.pk, rel="note0.md", reason="late errback")
+    assert first is not None and first.status == "ingested" and again is None and failed_late is None
+    job.refresh_from_db()
+    assert job.files_done == 1 and len(job.results) == 1
+    assert Chunk.objects.filter(source__path="note0.md").count() == first.chunks
+    assert ingest.source_store_prepared(root=str(kb), rel="note0.md", collection_id=job.collection_id,
+                                        payload=payload).status == "unchanged"
+    assert ingest_jobs.ingest_job_file_store(job_id=999999, rel="x", payload=payload) is None
+    index_agrees()
+
+
+def test_errback_failure_then_store_finishes_job(kb: Path) -> None:
+    write_notes(kb, 2)
+    job = running_job(kb)
+    ingest_jobs.ingest_job_file_fail(job_id=job.pk, rel="note1.md", reason="RuntimeError: boom")
+    ingest_jobs.ingest_job_file_store(job_id=job.pk, rel="note0.md",
+                                      payload=ingest.source_prepare(root=str(kb), rel="note0.md"))
+    job.refresh_from_db()
+    assert job.status == IngestJob.Status.SUCCEEDED
+    assert Source.objects.get(path="note1.md").reason == "RuntimeError: boom"
+
+
+def test_unexpected_extractor_crash_fails_that_file_only(kb: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    write_notes(kb, 3)
+    real_extract = ingest.extract
+
+    def crashing(path: Path, data: bytes) -> Any:
+        if path.name == "note1.md":
+            raise RuntimeError("extractor crashed")
+        return real_extract(path, data)
+
+    monkeypatch.setattr(ingest, "extract", crashing)
+    report = {f.path: f for f in ingest.knowledge_base_ingest(target=kb).files}
+    assert report["note1.md"].status == "failed"
+    assert report["note1.md"].reason.endswith("RuntimeError: extractor crashed")
+    assert report["note0.md"].status == report["note2.md"].status == "ingested"
+    index_agrees()
+
+
+def test_retry_redoes_failed_files(kb: Path) -> None:
+    write_notes(kb, 1)
+    (kb / "bad.json").write_text("{broken")
+    ingest.knowledge_base_ingest(target=kb)
+    job = IngestJob.objects.get()
+    (kb / "bad.json").write_text('{"vcc": "3.3 V"}')
+    job = ingest_jobs.ingest_job_retry(job_id=job.pk)
+    assert job.status == IngestJob.Status.SUCCEEDED
+    statuses = {r["path"]: r["status"] for r in job.results}
+    assert statuses == {"note0.md": "ingested", "bad.json": "ingested"}
+    assert job.files_done == 2
+    with pytest.raises(JobStateError, match="nothing to retry"):
+        ingest_jobs.ingest_job_retry(job_id=job.pk)
+
+
+def test_retry_refuses_unfinished_or_unknown_job(kb: Path) -> None:
+    write_notes(kb, 1)
+    job = ingest_jobs.ingest_job_create(target=kb)
+    with pytest.raises(JobStateError, match="is pending"):
+        ingest_jobs.ingest_job_retry(job_id=job.pk)
+    with pytest.raises(JobStateError, match="no ingest job"):
+        ingest_jobs.ingest_job_retry(job_id=job.pk + 100)
+
+
+def test_run_claims_only_pending_jobs(kb: Path) -> None:
+    write_notes(kb, 1)
+    job = running_job(kb)
+    ingest_jobs.ingest_job_run(job_id=job.pk)  # a re-delivered run message: must do nothing
+    job.refresh_from_db()
+    assert job.files_done == 0 and not Source.objects.exists()
+
+
+def test_sweeper_requeues_then_fails_stale_jobs(kb: Path) -> None:
+    write_notes(kb, 2)
+    stale = running_job(kb)
+    hopeless = running_job(kb)
+    queued = ingest_jobs.ingest_job_create(target=kb)  # pending, fresh heartbeat: left alone
+    old = timezone.now() - timedelta(hours=2)
+    IngestJob.objects.filter(pk__in=[stale.pk, hopeless.pk]).update(heartbeat_at=old)
+    IngestJob.objects.filter(pk=hopeless.pk).update(attempts=3)
+    actions = {a.run_id: a for a in stale_runs_sweep(stale_after=timedelta(minutes=5), max_attempts=3)}
+    assert set(actions) == {stale.pk, hopeless.pk}
+    assert actions[stale.pk].action == "requeued" and actions[hopeless.pk].action == "failed"
+    stale.refresh_from_db(), hopeless.refresh_from_db(), queued.refresh_from_db()
+    # Without a broker the re-queued job runs at once, to the end.
+    assert stale.status == IngestJob.Status.SUCCEEDED and stale.files_done == 2
+    assert hopeless.status == IngestJob.Status.FAILED and "no progress for" in hopeless.error
+    assert queued.status == IngestJob.Status.PENDING
+    index_agrees()
+
+
+def test_sweeper_waits_while_another_run_progresses(kb: Path) -> None:
+    write_notes(kb, 1)
+    quiet = running_job(kb)
+    running_job(kb)  # heartbeat now: the workers are busy with it
+    IngestJob.objects.filter(pk=quiet.pk).update(heartbeat_at=timezone.now() - timedelta(hours=2))
+    assert stale_runs_sweep(stale_after=timedelta(minutes=5)) == []
+    quiet.refresh_from_db()
+    assert quiet.status == IngestJob.Status.RUNNING
+
+
+def test_jobs_command_lists_failures_with_reasons(kb: Path) -> None:
+    (kb / "bad.json").write_text("{broken")
+    ingest.knowledge_base_ingest(target=kb)
+    out = StringIO()
+    call_command("foundry", "jobs", stdout=out)
+    assert "succeeded" in out.getvalue() and "bad.json: invalid JSON" in out.getvalue()
+    out = StringIO()
+    call_command("foundry", "jobs", "retry", str(IngestJob.objects.get().pk), stdout=out)
+    assert "re-queued" in out.getvalue()

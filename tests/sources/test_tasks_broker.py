@@ -1,0 +1,285 @@
+"""Ingest through a real Redis broker and real Celery workers (subprocesses), one per queue.
+
+Needs Redis at 127.0.0.1:6379 (or FOUNDRY_TEST_REDIS_URL); uses database 14, flushed before and after. Skips
+with a message when Redis is unreachable, except in CI (CI=true), where it fails.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.conf import settings
+from django.db import connection
+
+from foundry_site.celery import app as celery_app
+from sources import vectorstore
+from sources.models import Chunk, IngestJob, Source
+from sources.services import ingest, ingest_jobs
+from tests.conftest import make_pdf
+from tests.sources.test_ingest import MODEL, index_agrees
+
+pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
+
+# A dedicated database number: the tests flush it before and after.
+REDIS_URL = os.environ.get("FOUNDRY_TEST_REDIS_URL", "redis://127.0.0.1:6379/14")
+# `python -m celery`, minus any editable-install import hook: a shared development
+# virtualenv may hold an editable install of another checkout, whose hook would
+# fill in modules this checkout lacks (Celery autodiscovers `<app>.tasks`).
+WORKER_BOOT = ("import sys; sys.meta_path[:] = [f for f in sys.meta_path if 'Editable' not in repr(f)]; "
+               "from celery.__main__ import main; sys.argv[0] = 'celery'; sys.exit(main())")
+REPO = Path(settings.BASE_DIR)
+STALE_SECONDS = 20  # longer than a worker restart plus the embedding model's load time on 2 busy cores
+
+
+def redis_or_skip() -> None:
+    import redis
+
+    try:
+        redis.Redis.from_url(REDIS_URL, socket_connect_timeout=2).ping()
+    except redis.exceptions.RedisError as exc:
+        message = f"no Redis reachable at {REDIS_URL} ({exc}); broker integration tests need it"
+        if os.environ.get("CI") == "true":
+            pytest.fail(message)
+        pytest.skip(message)
+
+
+def redis_flush() -> None:
+    import redis
+
+    redis.Redis.from_url(REDIS_URL).flushdb()
+
+
+class Worker:
+    """One ``celery worker`` subprocess on one queue, in its own process group so it can be killed whole."""
+
+    def __init__(self, queue: str, env: dict[str, str], home: Path) -> None:
+        self.queue, self.env, self.home = queue, env, home
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.log = home / f"worker-{queue}.log"
+
+    def start(self) -> None:
+        """Start the process; ``wait_ready`` blocks until it consumes."""
+        argv = [sys.executable, "-c", WORKER_BOOT, "-A", "tests.sources.broker_worker_app", "worker",
+                "-Q", self.queue, "-n", f"{self.queue}-test@%h", "-c", "1", "--loglevel", "INFO",
+                "--without-mingle", "--without-gossip"]
+        env = dict(self.env)
+        if self.queue == "db":
+            argv += ["--beat", "--schedule", str(self.home / "beat-schedule")]
+        else:
+            env["FOUNDRY_COMPUTE_ONLY"] = "1"
+        self.offset = self.log.stat().st_size if self.log.exists() else 0
+        with self.log.open("ab") as log:
+            self.proc = subprocess.Popen(argv, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                         start_new_session=True)
+
+    def wait_ready(self, timeout: float = 90) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            assert self.proc and self.proc.poll() is None, f"{self.queue} worker exited:\n{self.tail()}"
+            if b" ready." in self.log.read_bytes()[self.offset:]:
+                return
+            time.sleep(0.2)
+        raise AssertionError(f"{self.queue} worker not ready after {timeout}s:\n{self.tail()}")
+
+    def kill(self) -> None:
+        """SIGKILL the worker and its pool children, as a crashed machine would."""
+        if self.proc and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(timeout=10)
+
+    def stop(self) -> None:
+        """Warm shutdown (the main process lets the running task finish), then SIGKILL if it hangs."""
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+    def tail(self) -> str:
+        return self.log.read_text(errors="replace")[-3000:] if self.log.exists() else "(no log)"
+
+
+@pytest.fixture(scope="module")
+def workers(tmp_path_factory: pytest.TempPathFactory, django_db_setup: Any,
+            django_db_blocker: Any) -> Iterator[dict[str, Worker]]:
+    """A compute worker (no database at all) and a db worker with the sweeper schedule."""
+    redis_or_skip()
+    redis_flush()
+    home = tmp_path_factory.mktemp("broker-home")
+    config = home / "foundry.yaml"
+    config.write_text("ingest:\n  summary_model: none\nembedding:\n  context_model: none\n")
+    with django_db_blocker.unblock():
+        db_name = str(connection.settings_dict["NAME"])
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "foundry_site.settings", "PYTHONPATH": str(REPO),
+           "FOUNDRY_HOME": str(home), "FOUNDRY_DB": db_name, "FOUNDRY_TEST_DB": db_name,
+           "FOUNDRY_BROKER_URL": REDIS_URL, "FOUNDRY_CONFIG": str(config),
+           "FOUNDRY_JOB_STALE_SECONDS": str(STALE_SECONDS), "FOUNDRY_SWEEP_INTERVAL": "2",
+           "FOUNDRY_TASK_MAX_DELIVERIES": "2", "FOUNDRY_TASK_RETRY_BACKOFF": "1"}
+    pool = {queue: Worker(queue, env, home) for queue in ("compute", "db")}
+    try:
+        start_all(pool)
+        yield pool
+    finally:
+        for worker in pool.values():
+            worker.stop()
+        redis_flush()
+
+
+def start_all(pool: dict[str, Worker]) -> None:
+    for worker in pool.values():
+        worker.start()
+    for worker in pool.values():
+        worker.wait_ready()
+
+
+@contextlib.contextmanager
+def broker_mode() -> Iterator[None]:
+    """Point this process's Celery app at the test broker (it runs eagerly otherwise)."""
+    keys = ("broker_url", "result_backend", "task_always_eager")
+    saved = {key: celery_app.conf[key] for key in keys}
+    celery_app.conf.update(broker_url=REDIS_URL, result_backend=REDIS_URL, task_always_eager=False)
+    reset_connections()
+    try:
+        yield
+    finally:
+        celery_app.conf.update(saved)
+        reset_connections()
+
+
+def reset_connections() -> None:
+    """Forget the cached result backend and broker pool, so the next use reads the new settings."""
+    celery_app._backend_cache = None
+    celery_app._local.__dict__.pop("backend", None)
+    celery_app._after_fork()
+
+
+@pytest.fixture
+def fast_config(foundry_config: Any) -> None:
+    """The same pipeline settings the workers read from their foundry.yaml."""
+    foundry_config(ingest={"summary_model": "none"}, embedding={"context_model": "none"})
+
+
+@pytest.fixture
+def clean_index() -> Iterator[None]:
+    """Transaction tests flush model tables only, so vec0 rows outlive them: start and end without any."""
+    drop_index()
+    yield
+    drop_index()
+
+
+def drop_index() -> None:
+    for source_id in Source.objects.values_list("pk", flat=True):
+        ingest.source_delete(source_id=source_id)
+    with connection.cursor() as cur:
+        for table in vectorstore.all_tables():
+            cur.execute(f"DROP TABLE {table}")
+
+
+def snapshot() -> dict[str, Any]:
+    """Everything ingest wrote, keyed by path and ordinal, with the raw float32 vectors."""
+    with connection.cursor() as cur:
+        cur.execute(f"SELECT chunk_id, embedding FROM {vectorstore.table_name(MODEL)}")
+        vectors = dict(cur.fetchall())
+    return {
+        (c.source.path, c.ordinal): (c.source.title, c.source.kind, c.source.sha256, c.text, c.heading,
+                                     c.page_start, c.page_end, c.line_start, c.line_end, c.token_count,
+                                     c.context, bytes(vectors[c.pk]))
+        for c in Chunk.objects.select_related("source")
+    }
+
+
+def write_mixed_kb(kb: Path) -> None:
+    (kb / "manual.md").write_text("# Manual\n\n## Power\n\nThe gateway needs 24 V DC.\n\n## Bus\n\nUp to 8 sensors.\n")
+    (kb / "notes.txt").write_text("Firmware 2.4.1 fixes the alarm hysteresis bug.\n\nMQTT over TLS arrives in 2.5.\n")
+    (kb / "spec.json").write_text('{"model": "AX-200", "electrical": {"vcc": "3.3 V", "current": "120 mA"}}')
+    make_pdf(kb / "sheet.pdf", [("1 General", "The AX-200 is a sensor gateway."), ("2 Power", "VCC = 5 V.")])
+    (kb / "bad.json").write_text("{broken")
+
+
+def wait_job(job_id: int, timeout: float, workers: dict[str, Worker]) -> IngestJob:
+    job = ingest_jobs.ingest_job_wait(job_id=job_id, timeout=timeout)
+    assert job.is_finished, (f"job {job_id} not finished after {timeout}s: {job.status} {job.files_done}/"
+                             f"{job.files_total}\n{workers['compute'].tail()}\n{workers['db'].tail()}")
+    return job
+
+
+def test_broker_ingest_equals_in_process_ingest(workers: dict[str, Worker], kb: Path, fast_config: None,
+                                                clean_index: None) -> None:
+    write_mixed_kb(kb)
+    eager = ingest.knowledge_base_ingest(target=kb).as_dict()
+    expected = snapshot()
+    for source_id in Source.objects.values_list("pk", flat=True):
+        ingest.source_delete(source_id=source_id)
+    with broker_mode():
+        brokered = ingest.knowledge_base_ingest(target=kb).as_dict()
+    assert brokered == eager
+    assert eager["ingested"] == 4 and eager["failed"] == 1
+    assert snapshot() == expected
+    index_agrees()
+
+
+FILES = 40
+
+
+def test_kill_workers_mid_ingest_then_recover(workers: dict[str, Worker], kb: Path, fast_config: None,
+                                              clean_index: None) -> None:
+    paragraph = "The pump station {i} reports pressure, flow and temperature to the gateway every {n} seconds."
+    for n in range(FILES):
+        body = "\n\n".join(f"## Part {p}\n\n" + " ".join(paragraph.format(i=i, n=n) for i in range(5))
+                           for p in range(2))
+        (kb / f"station-{n:03}.md").write_text(f"# Station {n}\n\n{body}\n")
+    with broker_mode():
+        job = ingest_jobs.ingest_job_create(target=kb)
+        ingest_jobs.ingest_job_enqueue(job_id=job.pk)
+        while (job := IngestJob.objects.get(pk=job.pk)).files_done < FILES // 5:
+            assert not job.is_finished
+            time.sleep(0.05)
+        for worker in workers.values():
+            worker.kill()
+        killed_at = time.monotonic()
+        done_at_kill = IngestJob.objects.get(pk=job.pk).files_done
+        assert done_at_kill < job.files_total, "ingest finished before the kill; make it larger"
+        start_all(workers)
+        job = wait_job(job.pk, 150, workers)
+        recovery = time.monotonic() - killed_at
+    print(f"\nkilled at {done_at_kill}/{job.files_total} files; complete {recovery:.1f}s after the kill, "
+          f"attempts={job.attempts}")
+    assert job.status == IngestJob.Status.SUCCEEDED
+    paths = [r["path"] for r in job.results]
+    assert len(paths) == len(set(paths)) == FILES and {r["status"] for r in job.results} == {"ingested"}
+    assert Source.objects.filter(status="ingested").count() == FILES
+    for source in Source.objects.all():
+        ordinals = list(source.chunks.values_list("ordinal", flat=True))
+        assert ordinals == list(range(source.chunk_count)) and source.chunk_count > 1
+    assert job.chunks_done == Chunk.objects.count()
+    index_agrees()  # chunk rows, FTS rows and vectors are the same set: no orphan vectors
+
+
+def test_poison_files_fail_alone_with_reasons(workers: dict[str, Worker], kb: Path, fast_config: None,
+                                              clean_index: None) -> None:
+    for n in range(4):
+        (kb / f"good-{n}.txt").write_text(f"Valve {n} opens at {n + 1} bar.\n")
+    (kb / "poison-crash.txt").write_text("This file kills the worker process.\n")
+    (kb / "poison-raise.txt").write_text("This file makes the extractor raise.\n")
+    with broker_mode():
+        job = ingest_jobs.ingest_job_create(target=kb)
+        ingest_jobs.ingest_job_enqueue(job_id=job.pk)
+        job = wait_job(job.pk, 120, workers)
+    results = {r["path"]: r for r in job.results}
+    assert job.status == IngestJob.Status.SUCCEEDED
+    assert [results[f"good-{n}.txt"]["status"] for n in range(4)] == ["ingested"] * 4
+    assert results["poison-raise.txt"]["status"] == "failed"
+    assert results["poison-raise.txt"]["reason"].endswith("RuntimeError: extractor crashed on purpose")
+    assert results["poison-crash.txt"]["status"] == "failed"
+    assert results["poison-crash.txt"]["reason"].startswith("PoisonTask: the worker process died 2 times")
+    assert Source.objects.get(path="poison-crash.txt").status == Source.Status.FAILED
+    index_agrees()
