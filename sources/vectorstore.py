@@ -85,15 +85,16 @@ def vectors_insert(model: str, rows: Sequence[tuple[int, int, Sequence[float]]])
 
 
 def vectors_delete(chunk_ids: Sequence[int]) -> None:
-    """Delete the vectors of these chunks from every model's table (vec0 has no cascade)."""
+    """Delete the vectors of these chunks from every model's table (vec0 has no cascade).
+
+    One statement per id: sqlite-vec 0.1.9 runs ``chunk_id IN (…)`` as a scan of the
+    whole table, while ``chunk_id = ?`` is a primary-key lookup.
+    """
     if not chunk_ids:
         return
     with connection.cursor() as cur:
         for table in all_tables():
-            for start in range(0, len(chunk_ids), 500):
-                batch = list(chunk_ids[start:start + 500])
-                marks = ",".join(["%s"] * len(batch))
-                cur.execute(f"DELETE FROM {table} WHERE chunk_id IN ({marks})", batch)
+            cur.executemany(f"DELETE FROM {table} WHERE chunk_id = %s", [(int(cid),) for cid in chunk_ids])
 
 
 def all_tables() -> list[str]:
