@@ -197,3 +197,23 @@ def browser_page(live_server: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[
         finally:
             context.close()
             browser.close()
+
+
+def login(user: Any) -> Any:
+    """A test client signed in as ``user``."""
+    from django.test import Client
+
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+def record_query(user: Any, **fields: Any) -> Any:
+    """A QueryLog row with plausible defaults, written the only allowed way."""
+    import uuid
+
+    from retrieval.models import QueryLog
+
+    values = {"run_id": uuid.uuid4().hex, "user": user, "question": "q?", "mode": "hybrid",
+              "answer_class": "normal", "answer": "An answer.", "timings": {"total": 100.0}}
+    return QueryLog.objects.record(**{**values, **fields})

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import json
-import uuid
 from typing import Any
 
 import pytest
@@ -12,24 +11,13 @@ from foundry_site.ratelimit import rate_limit_check
 from retrieval.models import QueryFeedback, QueryLog
 from sources.models import Chunk
 from tests.conftest import ScriptedLLM, World
+from tests.conftest import login, record_query as record
 
 pytestmark = pytest.mark.django_db
 
 QUESTION = "How many sensors can be connected to the RS-485 bus?"
 XSS_SCRIPT = "<script>alert(1)</script>"
 XSS_IMG = "<img src=x onerror=alert(1)>"
-
-
-def login(user: Any) -> Client:
-    client = Client()
-    client.force_login(user)
-    return client
-
-
-def record(user: Any, **fields: Any) -> QueryLog:
-    values = {"run_id": uuid.uuid4().hex, "user": user, "question": "q?", "mode": "hybrid",
-              "answer_class": "normal", "answer": "An answer.", "timings": {"total": 120.0}}
-    return QueryLog.objects.record(**{**values, **fields})
 
 
 def ask(client: Client, question: str = QUESTION) -> Any:

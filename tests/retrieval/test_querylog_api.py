@@ -2,15 +2,15 @@
 from __future__ import annotations
 
 import json
-import uuid
 from typing import Any
 
 import pytest
 from django.test import Client
 
 from foundry_site.services.tokens import token_create
-from retrieval.models import QueryFeedback, QueryLog
+from retrieval.models import QueryFeedback
 from tests.conftest import World
+from tests.conftest import record_query as record
 
 pytestmark = pytest.mark.django_db
 
@@ -22,12 +22,6 @@ def api(username: str) -> Client:
 
 def post(client: Client, url: str, body: dict) -> Any:
     return client.post(f"/api/v1{url}", json.dumps(body), content_type="application/json")
-
-
-def record(user: Any, **fields: Any) -> QueryLog:
-    values = {"run_id": uuid.uuid4().hex, "user": user, "question": "q?", "mode": "hybrid",
-              "answer_class": "normal", "answer": "An answer.", "timings": {"total": 100.0}}
-    return QueryLog.objects.record(**{**values, **fields})
 
 
 def test_needs_authentication(world: World) -> None:

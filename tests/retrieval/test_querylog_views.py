@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import csv
 import io
-import uuid
 from datetime import timedelta
 from typing import Any
 
@@ -14,23 +13,12 @@ from django.utils import timezone
 from retrieval.models import QueryFeedback, QueryLog
 from retrieval.selectors import dashboard_stats, percentile, visible_queries
 from tests.conftest import World
+from tests.conftest import login, record_query as record
 
 pytestmark = pytest.mark.django_db
 
 XSS_IMG = "<img src=x onerror=alert(1)>"
 XSS_SCRIPT = "<script>alert(1)</script>"
-
-
-def login(user: Any) -> Client:
-    client = Client()
-    client.force_login(user)
-    return client
-
-
-def record(user: Any, **fields: Any) -> QueryLog:
-    values = {"run_id": uuid.uuid4().hex, "user": user, "question": "q?", "mode": "hybrid",
-              "answer_class": "normal", "answer": "An answer.", "timings": {"total": 100.0}}
-    return QueryLog.objects.record(**{**values, **fields})
 
 
 @pytest.fixture

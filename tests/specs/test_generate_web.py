@@ -19,6 +19,7 @@ from sources.services.ingest import knowledge_base_ingest
 from specs import services
 from tests.conftest import ScriptedLLM
 from tests.generation.conftest import DATASHEET, MANUAL
+from tests.conftest import login
 
 pytestmark = pytest.mark.django_db
 
@@ -53,12 +54,6 @@ def ready(kb: Path, foundry_config: Any, people: dict, scripted_llm: ScriptedLLM
     approve("wiring-guide")
     scripted_llm.reply = lambda m: REPLY
     return scripted_llm
-
-
-def login(user: Any) -> Client:
-    client = Client()
-    client.force_login(user)
-    return client
 
 
 def generate(client: Client, capture: Any, topic: str = TOPIC, feature: str = "wiring-guide") -> Any:
