@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from urllib.parse import urlencode
 
 from django.conf import settings
 from django.contrib import messages
@@ -36,6 +37,7 @@ def _render_list(request: HttpRequest, form: UploadForm, *, status: int = 200) -
         sources = sources.filter(collection__name=selected)
     page = Paginator(sources, PAGE_SIZE).get_page(request.GET.get("page"))
     context = {"collections": collections, "page": page, "selected": selected, "form": form,
+               "query": urlencode({"collection": selected}) if selected else "",
                "pending": any(s.status == Source.Status.PENDING for s in page),
                "max_file_mb": f"{settings.FOUNDRY.ingest.max_file_mb:g}"}
     return render(request, "sources/list.html", context, status=status)
