@@ -9,6 +9,9 @@ STAMP := $(VENV)/.installed
 export LITELLM_LOCAL_MODEL_COST_MAP := True
 export HF_HUB_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
+# llama.cpp is compiled for a portable x86-64 target (AVX2/FMA/F16C). A native build on
+# these Sapphire Rapids hosts enables AMX weight repacking, whose decode segfaults here.
+export CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON
 
 .PHONY: install run test test-unit migrate browser clean serve worker
 
