@@ -14,8 +14,11 @@ from __future__ import annotations
 import atexit
 import contextlib
 import contextvars
+import datetime
+import email.utils
 import importlib.util
 import logging
+import math
 import os
 import threading
 import time
@@ -229,13 +232,28 @@ TRANSIENT_ERRORS: tuple[type[BaseException], ...] = (
 
 
 def _retry_after(exc: BaseException) -> float | None:
-    response = getattr(exc, "response", None)
-    headers = getattr(response, "headers", None) or {}
-    value = headers.get("retry-after") if hasattr(headers, "get") else None
-    try:
-        return float(value) if value is not None else None
-    except ValueError:
-        return None
+    """Seconds the provider asked us to wait (``Retry-After``: seconds or an HTTP date), if it said.
+
+    litellm keeps the provider's headers on ``litellm_response_headers``; its
+    ``response`` is a stand-in whose headers are empty.
+    """
+    for headers in (getattr(exc, "litellm_response_headers", None), getattr(exc, "headers", None),
+                    getattr(getattr(exc, "response", None), "headers", None)):
+        value = headers.get("retry-after") if hasattr(headers, "get") else None
+        if value is None:
+            continue
+        try:
+            seconds = float(value)
+        except ValueError:
+            try:
+                when = email.utils.parsedate_to_datetime(value)
+            except (TypeError, ValueError):
+                return None
+            if when.tzinfo is None:
+                when = when.replace(tzinfo=datetime.timezone.utc)
+            seconds = (when - datetime.datetime.now(datetime.timezone.utc)).total_seconds()
+        return seconds if seconds >= 0 and math.isfinite(seconds) else None
+    return None
 
 
 def _with_retries(call: Any, *, model: str, retries: int, what: str) -> Any:
@@ -247,7 +265,14 @@ def _with_retries(call: Any, *, model: str, retries: int, what: str) -> Any:
             return call()
         except TRANSIENT_ERRORS as exc:
             attempt += 1
-            delay = min(_retry_after(exc) or 2.0 ** (attempt - 1), MAX_BACKOFF_S - waited)
+            asked = _retry_after(exc)
+            budget = MAX_BACKOFF_S - waited
+            if asked is not None and asked > budget and attempt <= retries:
+                # Retrying before the provider's own time is up would only be refused again.
+                raise LLMError(f"{what} with {model} failed after {attempt} attempts: the provider asked to wait "
+                               f"{asked:.0f} s, more than the {budget:.0f} s left to wait: {exc}",
+                               model=model, transient=True) from exc
+            delay = min(asked or 2.0 ** (attempt - 1), budget)
             if attempt > retries or delay <= 0:
                 raise LLMError(f"{what} with {model} failed after {attempt} attempts: {exc}",
                                model=model, transient=True) from exc
@@ -266,7 +291,10 @@ def _settings_llm() -> Any:
 
 def _call_kwargs(model: str) -> dict[str, Any]:
     conf = _settings_llm()
-    kwargs: dict[str, Any] = {"timeout": conf.timeout_s}
+    # max_retries=0: the provider SDK (openai's client retries twice by default, sleeping
+    # on its own) must not retry inside our loop; ``_with_retries`` is the only one, so
+    # llm.retries bounds the requests sent and every wait is chosen, and logged, here.
+    kwargs: dict[str, Any] = {"timeout": conf.timeout_s, "max_retries": 0}
     if conf.api_base and not model.startswith("local/"):
         kwargs["api_base"] = conf.api_base
     return kwargs
