@@ -20,8 +20,10 @@ import importlib.util
 import logging
 import math
 import os
+import re
 import threading
 import time
+import urllib.parse
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,6 +37,7 @@ os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import litellm  # noqa: E402
+import openai  # noqa: E402  (litellm's own dependency: the base of its errors)
 from litellm import CustomLLM  # noqa: E402
 from litellm.types.utils import EmbeddingResponse, ModelResponse  # noqa: E402
 
@@ -227,8 +230,17 @@ TRANSIENT_ERRORS: tuple[type[BaseException], ...] = (
     litellm.Timeout,
     litellm.APIConnectionError,
     litellm.InternalServerError,
+    litellm.BadGatewayError,
     litellm.ServiceUnavailableError,
 )
+REFUSED_ERRORS: tuple[type[BaseException], ...] = (
+    litellm.AuthenticationError, litellm.NotFoundError, litellm.BadRequestError)
+
+
+def _is_transient(exc: BaseException) -> bool:
+    """Rate limits, timeouts, lost connections and any 5xx; every other provider error is final."""
+    status = getattr(exc, "status_code", None)
+    return isinstance(exc, TRANSIENT_ERRORS) or (isinstance(status, int) and status >= 500)
 
 
 def _retry_after(exc: BaseException) -> float | None:
@@ -256,6 +268,27 @@ def _retry_after(exc: BaseException) -> float | None:
     return None
 
 
+_SECRET_NAME = re.compile(r"(API_KEY|_KEY|_TOKEN|_SECRET|PASSWORD)$", re.IGNORECASE)
+REDACTED = "[redacted]"
+
+
+def redact(text: str) -> str:
+    """``text`` without any API key, token or api_base password this process holds.
+
+    Provider errors may quote the key they were sent ("Incorrect API key provided:
+    sk-…"); what is stored on a run or query-log row, logged or shown never does.
+    """
+    secrets = {value for name, value in os.environ.items() if _SECRET_NAME.search(name) and len(value) >= 8}
+    api_base = _settings_llm().api_base
+    if api_base:
+        password = urllib.parse.urlsplit(api_base).password
+        if password:
+            secrets.add(password)
+    for secret in sorted(secrets, key=len, reverse=True):
+        text = text.replace(secret, REDACTED)
+    return text
+
+
 def _with_retries(call: Any, *, model: str, retries: int, what: str) -> Any:
     """Run ``call`` with exponential backoff on transient errors, at most MAX_BACKOFF_S of waiting."""
     waited = 0.0
@@ -263,24 +296,27 @@ def _with_retries(call: Any, *, model: str, retries: int, what: str) -> Any:
     while True:
         try:
             return call()
-        except TRANSIENT_ERRORS as exc:
+        except REFUSED_ERRORS as exc:
+            raise ModelUnavailable(f"{what} with {model} was refused: {redact(str(exc))}", model=model) from exc
+        except openai.APIError as exc:  # the base of every litellm and openai client error
             attempt += 1
+            if not _is_transient(exc):
+                # 403, 409, 413 …: the provider said no; asking again gets the same answer.
+                raise LLMError(f"{what} with {model} failed: {redact(str(exc))}", model=model) from exc
             asked = _retry_after(exc)
             budget = MAX_BACKOFF_S - waited
             if asked is not None and asked > budget and attempt <= retries:
                 # Retrying before the provider's own time is up would only be refused again.
                 raise LLMError(f"{what} with {model} failed after {attempt} attempts: the provider asked to wait "
-                               f"{asked:.0f} s, more than the {budget:.0f} s left to wait: {exc}",
+                               f"{asked:.0f} s, more than the {budget:.0f} s left to wait: {redact(str(exc))}",
                                model=model, transient=True) from exc
             delay = min(asked or 2.0 ** (attempt - 1), budget)
             if attempt > retries or delay <= 0:
-                raise LLMError(f"{what} with {model} failed after {attempt} attempts: {exc}",
+                raise LLMError(f"{what} with {model} failed after {attempt} attempts: {redact(str(exc))}",
                                model=model, transient=True) from exc
             logger.warning("%s with %s failed (attempt %s), retrying in %.1fs", what, model, attempt, delay)
             time.sleep(delay)
             waited += delay
-        except (litellm.AuthenticationError, litellm.NotFoundError, litellm.BadRequestError) as exc:
-            raise ModelUnavailable(f"{what} with {model} was refused: {exc}", model=model) from exc
 
 
 def _settings_llm() -> Any:
@@ -310,9 +346,12 @@ def complete(*, messages: list[dict[str, str]], purpose: str, model: str, max_to
     def call() -> Any:
         response = litellm.completion(model=model, messages=messages, max_tokens=max_tokens,
                                       temperature=temperature, **_call_kwargs(model))
-        text = (response.choices[0].message.content or "").strip()
+        choices = getattr(response, "choices", None) or []
+        message = getattr(choices[0], "message", None) if choices else None
+        text = (getattr(message, "content", None) or "").strip()
         if not text:
-            raise litellm.InternalServerError(message="empty completion", llm_provider="", model=model)
+            raise litellm.InternalServerError(message="empty completion" if choices else "a reply without choices",
+                                              llm_provider="", model=model)
         return response, text
 
     response, text = _with_retries(call, model=model, retries=conf.retries, what=purpose)

@@ -429,9 +429,20 @@ def test_body_that_is_not_json_fails_cleanly(faulty: FaultProvider, sleeps: Slee
     faulty.script(then=not_json)
     with pytest.raises(QueryFailed) as info:
         answer_question(question=QUESTION)
+    assert faulty.count("answer") == RETRIES + 1  # retried like a 500 from a broken proxy
+    assert_failed_row(info.value.run_id, fragment="failed after 3 attempts")
+    no_secret_anywhere(settings.FOUNDRY_HOME, str(info.value))
+
+
+@pytest.mark.parametrize("payload", [{}, {"choices": []}, {"choices": [{"message": None}]}, [1, 2]],
+                         ids=["empty-object", "no-choices", "no-message", "array"])
+def test_completion_of_the_wrong_shape_fails_cleanly(faulty: FaultProvider, sleeps: Sleeps,
+                                                     payload: Any) -> None:
+    faulty.script(then=lambda handler, body: handler.send_raw(200, json.dumps(payload).encode()))
+    with pytest.raises(QueryFailed) as info:
+        answer_question(question=QUESTION)
     assert 1 <= faulty.count("answer") <= RETRIES + 1
     assert_failed_row(info.value.run_id, fragment="answer with openai/fault-llm")
-    no_secret_anywhere(settings.FOUNDRY_HOME, str(info.value))
 
 
 def test_body_cut_short_is_retried_then_fails(faulty: FaultProvider, sleeps: Sleeps) -> None:
@@ -446,6 +457,55 @@ def test_body_cut_short_once_then_succeeds(faulty: FaultProvider, sleeps: Sleeps
     faulty.script(cut)
     answer = answer_question(question=QUESTION)
     assert answer.citations and faulty.count("answer") == 2
+
+
+def echo_key(handler: _Handler, body: dict) -> None:
+    """HTTP 401 whose message repeats the key it was sent, as some providers and proxies do."""
+    sent = handler.headers.get("Authorization", "").removeprefix("Bearer ")
+    handler.send_json(401, {"error": {"message": f"Incorrect API key provided: {sent}.", "type": "auth"}})
+
+
+def test_rejected_key_is_not_retried_and_never_shown(faulty: FaultProvider, sleeps: Sleeps, settings: Any,
+                                                     caplog: pytest.LogCaptureFixture) -> None:
+    faulty.script(then=echo_key)
+    with pytest.raises(QueryFailed) as info:
+        answer_question(question=QUESTION)
+    assert faulty.count("answer") == 1 and sleeps.waits == []  # a refusal does not go away by retrying
+    row = assert_failed_row(info.value.run_id, fragment="was refused")
+    assert "Incorrect API key provided: [redacted]" in row.error
+    no_secret_anywhere(settings.FOUNDRY_HOME, str(info.value), caplog.text)
+
+
+@pytest.mark.parametrize("code", [400, 403, 404, 409, 413, 422])
+def test_other_client_errors_fail_at_once_with_the_reason(faulty: FaultProvider, sleeps: Sleeps,
+                                                          code: int) -> None:
+    faulty.script(then=status(code))
+    with pytest.raises(QueryFailed) as info:
+        answer_question(question=QUESTION)
+    assert faulty.count("answer") == 1 and sleeps.waits == []
+    assert_failed_row(info.value.run_id, fragment=f"fault injected: HTTP {code}")
+
+
+@pytest.mark.parametrize("code", [502, 503, 504])
+def test_gateway_errors_are_retried(faulty: FaultProvider, sleeps: Sleeps, code: int) -> None:
+    faulty.script(then=status(code))
+    with pytest.raises(QueryFailed) as info:
+        answer_question(question=QUESTION)
+    assert faulty.count("answer") == RETRIES + 1 and sleeps.waits == [1.0, 2.0]
+    assert_failed_row(info.value.run_id, fragment=f"fault injected: HTTP {code}")
+
+
+def test_credentials_in_the_api_base_are_never_shown(corpus: dict, provider: FaultProvider, sleeps: Sleeps,
+                                                     foundry_config: Any, monkeypatch: pytest.MonkeyPatch,
+                                                     settings: Any, caplog: pytest.LogCaptureFixture) -> None:
+    with socket.socket() as probe:  # closed port: the error names the URL it could not reach
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    point_at(foundry_config, monkeypatch, f"http://proxyuser:{SECRET}@127.0.0.1:{port}/v1")
+    with pytest.raises(QueryFailed) as info:
+        answer_question(question=QUESTION)
+    assert QueryLog.objects.get().status == QueryLog.Status.FAILED
+    no_secret_anywhere(settings.FOUNDRY_HOME, str(info.value), caplog.text)
 
 
 def test_no_request_asks_for_a_stream(faulty: FaultProvider, foundry_config: Any) -> None:
