@@ -636,6 +636,31 @@ def test_ask_page_shows_the_failure_without_a_traceback(faulty: FaultProvider, c
     no_secret_anywhere(settings.FOUNDRY_HOME, page)
 
 
+def sse_events(response: Any) -> list[tuple[str, dict]]:
+    text = b"".join(response.streaming_content).decode()
+    events = []
+    for block in text.split("\n\n"):
+        lines = dict(line.split(": ", 1) for line in block.splitlines() if not line.startswith(":"))
+        if "event" in lines:
+            events.append((lines["event"], json.loads(lines["data"])))
+    return events
+
+
+@pytest.mark.django_db(transaction=True)
+def test_streamed_ask_ends_with_an_error_event(faulty: FaultProvider, corpus: dict, settings: Any) -> None:
+    faulty.script(then=status(503))
+    response = login(corpus["alice"]).post("/ask/stream", {"question": QUESTION})
+    assert response.status_code == 200 and response["Content-Type"] == "text/event-stream"
+    events = sse_events(response)
+    assert [e for e, _ in events] == ["stage", "stage", "error"]
+    assert [d["stage"] for e, d in events if e == "stage"] == ["retrieving", "generating"]
+    detail = events[-1][1]["detail"]
+    assert "The model failed while answering" in detail and "failed after 3 attempts" in detail
+    assert faulty.count("answer") == RETRIES + 1
+    assert QueryLog.objects.get().status == QueryLog.Status.FAILED
+    no_secret_anywhere(settings.FOUNDRY_HOME, detail)
+
+
 # --------------------------------------------------------------------------- generation runs
 
 
@@ -655,10 +680,9 @@ def test_generation_run_fails_with_the_reason_and_writes_nothing(faulty: FaultPr
     generation_run_execute(run_id=run.pk)
     run.refresh_from_db()
     assert run.status == GenerationRun.Status.FAILED and run.finished_at is not None and run.stage == "done"
-    assert run.error["type"] == "LLMError" and "generate with openai/fault-llm" in run.error["message"]
-    assert run.error["transient"] is (fault != "not_json") or fault == "not_json"
-    if fault != "not_json":
-        assert faulty.count("generate") == RETRIES + 1
+    assert run.error["type"] == "LLMError" and run.error["transient"] is True
+    assert "generate with openai/fault-llm failed after 3 attempts" in run.error["message"]
+    assert faulty.count("generate") == RETRIES + 1 and run.llm_calls == 0
     assert run.sentences_total == 0 and run.coverage is None
     assert not out.exists() and leftovers(out.parent) == []  # no document, no temp file
     no_secret_anywhere(settings.FOUNDRY_HOME, json.dumps(run.error))
