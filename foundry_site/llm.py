@@ -20,6 +20,7 @@ import importlib.util
 import logging
 import math
 import os
+import queue
 import re
 import threading
 import time
@@ -336,6 +337,41 @@ def _call_kwargs(model: str) -> dict[str, Any]:
     return kwargs
 
 
+def _remote(model: str) -> bool:
+    """Whether ``model`` is reached over the network (not an in-process provider such as ``local/``)."""
+    provider = model.partition("/")[0]
+    return provider not in {e.get("provider") for e in litellm.custom_provider_map}
+
+
+def _within(call: Any, *, seconds: float, model: str) -> Any:
+    """``call()``, but give up once ``seconds`` have passed in total.
+
+    The HTTP client's timeout bounds each read, not the reply: a server that sends
+    one byte every few seconds would hold a call for as long as it likes. The call
+    runs in a daemon thread; when the time is up it is abandoned (the thread ends
+    when the server stops sending or a read times out) and litellm.Timeout is
+    raised, which the retry loop treats like any other timeout.
+    """
+    outcome: queue.Queue[tuple[bool, Any]] = queue.Queue(maxsize=1)
+    context = contextvars.copy_context()
+
+    def run() -> None:
+        try:
+            outcome.put((True, context.run(call)))
+        except BaseException as exc:  # handed to the caller's thread, which re-raises it
+            outcome.put((False, exc))
+
+    threading.Thread(target=run, name=f"llm-call-{model}", daemon=True).start()
+    try:
+        ok, value = outcome.get(timeout=seconds)
+    except queue.Empty:
+        raise litellm.Timeout(message=f"no complete reply within {seconds:g} s (llm.timeout_s)", model=model,
+                              llm_provider=model.partition("/")[0]) from None
+    if not ok:
+        raise value
+    return value
+
+
 def complete(*, messages: list[dict[str, str]], purpose: str, model: str, max_tokens: int = 256,
              temperature: float = 0.0) -> Completion:
     """One chat completion with retries; raises LLMError, never returns an empty text."""
@@ -354,7 +390,8 @@ def complete(*, messages: list[dict[str, str]], purpose: str, model: str, max_to
                                               llm_provider="", model=model)
         return response, text
 
-    response, text = _with_retries(call, model=model, retries=conf.retries, what=purpose)
+    attempt = (lambda: _within(call, seconds=conf.timeout_s, model=model)) if _remote(model) else call
+    response, text = _with_retries(attempt, model=model, retries=conf.retries, what=purpose)
     usage = getattr(response, "usage", None)
     prompt_tokens = getattr(usage, "prompt_tokens", 0) or 0
     completion_tokens = getattr(usage, "completion_tokens", 0) or 0

@@ -208,6 +208,25 @@ def stall(seconds: float) -> Behaviour:
     return behaviour
 
 
+def trickle(seconds: float, *, every: float = 0.2) -> Behaviour:
+    """Send the headers, then one byte of the body every ``every`` s (each read within llm.timeout_s)."""
+
+    def behaviour(handler: _Handler, body: dict) -> None:
+        payload = completion_body("Up to 8 sensors can be connected to the RS-485 bus.")
+        handler.send_raw(200, b"", length=len(payload))
+        deadline = time.monotonic() + seconds
+        for index in range(len(payload)):
+            if time.monotonic() > deadline or handler.owner.release.wait(every):
+                break
+            try:
+                handler.wfile.write(payload[index:index + 1])
+                handler.wfile.flush()
+            except (BrokenPipeError, ConnectionResetError):
+                return  # the client hung up before the reply was complete
+
+    return behaviour
+
+
 def not_json(handler: _Handler, body: dict) -> None:
     """HTTP 200 whose body is a proxy's HTML error page, not the JSON the API promises."""
     handler.send_raw(200, b"<html><body>502 Bad Gateway</body></html>", content_type="application/json")
@@ -345,6 +364,18 @@ def test_timeout_is_retried_then_fails_within_the_bound(faulty: FaultProvider, s
     row = assert_failed_row(info.value.run_id, fragment="failed after 3 attempts")
     assert "Timeout" in row.error or "timed out" in row.error.lower()
     no_secret_anywhere(settings.FOUNDRY_HOME, str(info.value))
+
+
+def test_slow_trickle_is_cut_at_the_timeout(faulty: FaultProvider, sleeps: Sleeps) -> None:
+    """Each byte arrives within llm.timeout_s, the whole reply would take 20 s: timeout_s bounds the call."""
+    faulty.script(then=trickle(20))
+    started = time.monotonic()
+    with pytest.raises(QueryFailed) as info:
+        answer_question(question=QUESTION)
+    elapsed = time.monotonic() - started
+    assert faulty.count("answer") == RETRIES + 1
+    assert elapsed < 20  # structural: less than one trickled reply, let alone three
+    assert_failed_row(info.value.run_id, fragment="failed after 3 attempts")
 
 
 def test_connection_refused_is_retried_then_fails(corpus: dict, sleeps: Sleeps, foundry_config: Any,
