@@ -56,7 +56,8 @@ SECRET = "sk-fault-test-0123456789abcdefSECRET"
 MODEL = "openai/fault-llm"
 QUESTION = "How many sensors can be connected to the RS-485 bus?"
 RETRIES = 2
-TIMEOUT_S = 0.5
+TIMEOUT_S = 5.0  # a healthy reply, the first one included (litellm warms up), comes well within it
+SHORT_TIMEOUT_S = 0.5  # for the cases that wait for the timeout
 
 # --------------------------------------------------------------------------- the fault-injecting provider
 
@@ -294,6 +295,10 @@ def point_at(foundry_config: Any, monkeypatch: pytest.MonkeyPatch, api_base: str
                    retrieval=retrieval, **sections)
 
 
+def short_timeout(foundry_config: Any) -> None:
+    foundry_config(llm={"timeout_s": SHORT_TIMEOUT_S})
+
+
 @pytest.fixture
 def corpus(kb: Path, make_user: Any, foundry_config: Any) -> dict:
     """Two indexed documents in collection ``docs`` (readers: alice), with a VCC conflict between them."""
@@ -350,8 +355,9 @@ def test_healthy_provider_answers_with_one_request(faulty: FaultProvider, settin
     no_secret_anywhere(settings.FOUNDRY_HOME)
 
 
-def test_timeout_is_retried_then_fails_within_the_bound(faulty: FaultProvider, sleeps: Sleeps,
-                                                        settings: Any) -> None:
+def test_timeout_is_retried_then_fails_within_the_bound(faulty: FaultProvider, sleeps: Sleeps, settings: Any,
+                                                        foundry_config: Any) -> None:
+    short_timeout(foundry_config)
     faulty.script(then=stall(30))
     started = time.monotonic()
     with pytest.raises(QueryFailed) as info:
@@ -360,14 +366,15 @@ def test_timeout_is_retried_then_fails_within_the_bound(faulty: FaultProvider, s
     assert faulty.count("answer") == RETRIES + 1
     assert sleeps.waits == [1.0, 2.0]  # exponential backoff, recorded
     # Structural bound: one timeout per attempt plus slack, far below the 30 s stall.
-    assert elapsed < (RETRIES + 1) * TIMEOUT_S + 15
+    assert elapsed < (RETRIES + 1) * SHORT_TIMEOUT_S + 15
     row = assert_failed_row(info.value.run_id, fragment="failed after 3 attempts")
     assert "Timeout" in row.error or "timed out" in row.error.lower()
     no_secret_anywhere(settings.FOUNDRY_HOME, str(info.value))
 
 
-def test_slow_trickle_is_cut_at_the_timeout(faulty: FaultProvider, sleeps: Sleeps) -> None:
+def test_slow_trickle_is_cut_at_the_timeout(faulty: FaultProvider, sleeps: Sleeps, foundry_config: Any) -> None:
     """Each byte arrives within llm.timeout_s, the whole reply would take 20 s: timeout_s bounds the call."""
+    short_timeout(foundry_config)
     faulty.script(then=trickle(20))
     started = time.monotonic()
     with pytest.raises(QueryFailed) as info:
@@ -636,7 +643,8 @@ def api_client(username: str) -> Client:
     return Client(enforce_csrf_checks=True, HTTP_AUTHORIZATION=f"Bearer {token.plain}")
 
 
-def test_api_query_is_503_with_a_json_reason(faulty: FaultProvider, settings: Any) -> None:
+def test_api_query_is_503_with_a_json_reason(faulty: FaultProvider, settings: Any, foundry_config: Any) -> None:
+    short_timeout(foundry_config)
     faulty.script(then=stall(30))
     response = api_client("alice").post("/api/v1/query", json.dumps({"question": QUESTION}),
                                         content_type="application/json")
@@ -702,9 +710,11 @@ def leftovers(folder: Path) -> list[str]:
 @pytest.mark.parametrize("fault", ["timeout", "429", "500", "empty", "cut", "not_json"])
 def test_generation_run_fails_with_the_reason_and_writes_nothing(faulty: FaultProvider, sleeps: Sleeps,
                                                                  tmp_path: Path, settings: Any,
-                                                                 fault: str) -> None:
+                                                                 foundry_config: Any, fault: str) -> None:
     behaviour = {"timeout": stall(30), "429": status(429, {"Retry-After": "2"}), "500": status(500),
                  "empty": reply(""), "cut": cut, "not_json": not_json}[fault]
+    if fault in ("timeout",):
+        short_timeout(foundry_config)
     faulty.script(then=behaviour)
     out = tmp_path / "out" / "guide.md"
     run = generation_run_create(topic="sensors on the RS-485 bus", spec=SPEC, output_path=str(out))
@@ -750,8 +760,10 @@ def test_cli_generate_exits_1_and_keeps_the_old_file(faulty: FaultProvider, caps
 
 
 def test_api_generate_reports_the_failed_run(faulty: FaultProvider, settings: Any,
-                                             django_capture_on_commit_callbacks: Any) -> None:
+                                             django_capture_on_commit_callbacks: Any,
+                                             foundry_config: Any) -> None:
     approve_spec()
+    short_timeout(foundry_config)
     faulty.script(then=stall(30))
     client = api_client("alice")
     with django_capture_on_commit_callbacks(execute=True):  # the run is queued on commit; eager here
