@@ -14,11 +14,17 @@ from __future__ import annotations
 import atexit
 import contextlib
 import contextvars
+import datetime
+import email.utils
 import importlib.util
 import logging
+import math
 import os
+import queue
+import re
 import threading
 import time
+import urllib.parse
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,6 +38,7 @@ os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import litellm  # noqa: E402
+import openai  # noqa: E402  (litellm's own dependency: the base of its errors)
 from litellm import CustomLLM  # noqa: E402
 from litellm.types.utils import EmbeddingResponse, ModelResponse  # noqa: E402
 
@@ -224,18 +231,63 @@ TRANSIENT_ERRORS: tuple[type[BaseException], ...] = (
     litellm.Timeout,
     litellm.APIConnectionError,
     litellm.InternalServerError,
+    litellm.BadGatewayError,
     litellm.ServiceUnavailableError,
 )
+REFUSED_ERRORS: tuple[type[BaseException], ...] = (
+    litellm.AuthenticationError, litellm.NotFoundError, litellm.BadRequestError)
+
+
+def _is_transient(exc: BaseException) -> bool:
+    """Rate limits, timeouts, lost connections and any 5xx; every other provider error is final."""
+    status = getattr(exc, "status_code", None)
+    return isinstance(exc, TRANSIENT_ERRORS) or (isinstance(status, int) and status >= 500)
 
 
 def _retry_after(exc: BaseException) -> float | None:
-    response = getattr(exc, "response", None)
-    headers = getattr(response, "headers", None) or {}
-    value = headers.get("retry-after") if hasattr(headers, "get") else None
-    try:
-        return float(value) if value is not None else None
-    except ValueError:
-        return None
+    """Seconds the provider asked us to wait (``Retry-After``: seconds or an HTTP date), if it said.
+
+    litellm keeps the provider's headers on ``litellm_response_headers``; its
+    ``response`` is a stand-in whose headers are empty.
+    """
+    for headers in (getattr(exc, "litellm_response_headers", None), getattr(exc, "headers", None),
+                    getattr(getattr(exc, "response", None), "headers", None)):
+        value = headers.get("retry-after") if hasattr(headers, "get") else None
+        if value is None:
+            continue
+        try:
+            seconds = float(value)
+        except ValueError:
+            try:
+                when = email.utils.parsedate_to_datetime(value)
+            except (TypeError, ValueError):
+                return None
+            if when.tzinfo is None:
+                when = when.replace(tzinfo=datetime.timezone.utc)
+            seconds = (when - datetime.datetime.now(datetime.timezone.utc)).total_seconds()
+        return seconds if seconds >= 0 and math.isfinite(seconds) else None
+    return None
+
+
+_SECRET_NAME = re.compile(r"(API_KEY|_KEY|_TOKEN|_SECRET|PASSWORD)$", re.IGNORECASE)
+REDACTED = "[redacted]"
+
+
+def redact(text: str) -> str:
+    """``text`` without any API key, token or api_base password this process holds.
+
+    Provider errors may quote the key they were sent ("Incorrect API key provided:
+    sk-…"); what is stored on a run or query-log row, logged or shown never does.
+    """
+    secrets = {value for name, value in os.environ.items() if _SECRET_NAME.search(name) and len(value) >= 8}
+    api_base = _settings_llm().api_base
+    if api_base:
+        password = urllib.parse.urlsplit(api_base).password
+        if password:
+            secrets.add(password)
+    for secret in sorted(secrets, key=len, reverse=True):
+        text = text.replace(secret, REDACTED)
+    return text
 
 
 def _with_retries(call: Any, *, model: str, retries: int, what: str) -> Any:
@@ -245,17 +297,27 @@ def _with_retries(call: Any, *, model: str, retries: int, what: str) -> Any:
     while True:
         try:
             return call()
-        except TRANSIENT_ERRORS as exc:
+        except REFUSED_ERRORS as exc:
+            raise ModelUnavailable(f"{what} with {model} was refused: {redact(str(exc))}", model=model) from exc
+        except openai.APIError as exc:  # the base of every litellm and openai client error
             attempt += 1
-            delay = min(_retry_after(exc) or 2.0 ** (attempt - 1), MAX_BACKOFF_S - waited)
+            if not _is_transient(exc):
+                # 403, 409, 413 …: the provider said no; asking again gets the same answer.
+                raise LLMError(f"{what} with {model} failed: {redact(str(exc))}", model=model) from exc
+            asked = _retry_after(exc)
+            budget = MAX_BACKOFF_S - waited
+            if asked is not None and asked > budget and attempt <= retries:
+                # Retrying before the provider's own time is up would only be refused again.
+                raise LLMError(f"{what} with {model} failed after {attempt} attempts: the provider asked to wait "
+                               f"{asked:.0f} s, more than the {budget:.0f} s left to wait: {redact(str(exc))}",
+                               model=model, transient=True) from exc
+            delay = min(asked or 2.0 ** (attempt - 1), budget)
             if attempt > retries or delay <= 0:
-                raise LLMError(f"{what} with {model} failed after {attempt} attempts: {exc}",
+                raise LLMError(f"{what} with {model} failed after {attempt} attempts: {redact(str(exc))}",
                                model=model, transient=True) from exc
             logger.warning("%s with %s failed (attempt %s), retrying in %.1fs", what, model, attempt, delay)
             time.sleep(delay)
             waited += delay
-        except (litellm.AuthenticationError, litellm.NotFoundError, litellm.BadRequestError) as exc:
-            raise ModelUnavailable(f"{what} with {model} was refused: {exc}", model=model) from exc
 
 
 def _settings_llm() -> Any:
@@ -266,10 +328,48 @@ def _settings_llm() -> Any:
 
 def _call_kwargs(model: str) -> dict[str, Any]:
     conf = _settings_llm()
-    kwargs: dict[str, Any] = {"timeout": conf.timeout_s}
+    # max_retries=0: the provider SDK (openai's client retries twice by default, sleeping
+    # on its own) must not retry inside our loop; ``_with_retries`` is the only one, so
+    # llm.retries bounds the requests sent and every wait is chosen, and logged, here.
+    kwargs: dict[str, Any] = {"timeout": conf.timeout_s, "max_retries": 0}
     if conf.api_base and not model.startswith("local/"):
         kwargs["api_base"] = conf.api_base
     return kwargs
+
+
+def _remote(model: str) -> bool:
+    """Whether ``model`` is reached over the network (not an in-process provider such as ``local/``)."""
+    provider = model.partition("/")[0]
+    return provider not in {e.get("provider") for e in litellm.custom_provider_map}
+
+
+def _within(call: Any, *, seconds: float, model: str) -> Any:
+    """``call()``, but give up once ``seconds`` have passed in total.
+
+    The HTTP client's timeout bounds each read, not the reply: a server that sends
+    one byte every few seconds would hold a call for as long as it likes. The call
+    runs in a daemon thread; when the time is up it is abandoned (the thread ends
+    when the server stops sending or a read times out) and litellm.Timeout is
+    raised, which the retry loop treats like any other timeout.
+    """
+    outcome: queue.Queue[tuple[bool, Any]] = queue.Queue(maxsize=1)
+    context = contextvars.copy_context()
+
+    def run() -> None:
+        try:
+            outcome.put((True, context.run(call)))
+        except BaseException as exc:  # handed to the caller's thread, which re-raises it
+            outcome.put((False, exc))
+
+    threading.Thread(target=run, name=f"llm-call-{model}", daemon=True).start()
+    try:
+        ok, value = outcome.get(timeout=seconds)
+    except queue.Empty:
+        raise litellm.Timeout(message=f"no complete reply within {seconds:g} s (llm.timeout_s)", model=model,
+                              llm_provider=model.partition("/")[0]) from None
+    if not ok:
+        raise value
+    return value
 
 
 def complete(*, messages: list[dict[str, str]], purpose: str, model: str, max_tokens: int = 256,
@@ -282,12 +382,16 @@ def complete(*, messages: list[dict[str, str]], purpose: str, model: str, max_to
     def call() -> Any:
         response = litellm.completion(model=model, messages=messages, max_tokens=max_tokens,
                                       temperature=temperature, **_call_kwargs(model))
-        text = (response.choices[0].message.content or "").strip()
+        choices = getattr(response, "choices", None) or []
+        message = getattr(choices[0], "message", None) if choices else None
+        text = (getattr(message, "content", None) or "").strip()
         if not text:
-            raise litellm.InternalServerError(message="empty completion", llm_provider="", model=model)
+            raise litellm.InternalServerError(message="empty completion" if choices else "a reply without choices",
+                                              llm_provider="", model=model)
         return response, text
 
-    response, text = _with_retries(call, model=model, retries=conf.retries, what=purpose)
+    attempt = (lambda: _within(call, seconds=conf.timeout_s, model=model)) if _remote(model) else call
+    response, text = _with_retries(attempt, model=model, retries=conf.retries, what=purpose)
     usage = getattr(response, "usage", None)
     prompt_tokens = getattr(usage, "prompt_tokens", 0) or 0
     completion_tokens = getattr(usage, "completion_tokens", 0) or 0
