@@ -1,7 +1,7 @@
 """What a retrieval option does to the passages an answer is written from (no LLM call).
 
     /work/main/.venv/bin/python bench/passage_recall.py [--squad FILE] [--kb-articles 5] [--seed 0]
-        [--limit 300] [--json out.json]
+        [--limit 300] [--rrf-k 60] [--json out.json]
 
 The knowledge base is the one ``foundry eval answers`` builds (same file, article
 count and seed; cached under FOUNDRY_HOME/eval-cache). Every answerable in-corpus
@@ -40,6 +40,7 @@ def main() -> None:
     parser.add_argument("--kb-articles", type=int, default=5)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--limit", type=int, default=300, help="questions per kind at most")
+    parser.add_argument("--rrf-k", type=int, default=None, help="retrieval.rrf_k (default: the configured one)")
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
     articles = load_squad(args.squad)
@@ -49,10 +50,12 @@ def main() -> None:
     key = cache_key(data_sha256=file_sha256(args.squad), extra={"articles": sorted(a.title for a in kb)})
     passages = settings.FOUNDRY.generation.max_passages
     results: dict = {"machine_start": _common.machine_line(), "answerable": len(answerable),
-                     "out_of_corpus": len(outside), "max_passages": passages}
+                     "out_of_corpus": len(outside), "max_passages": passages,
+                     "rrf_k": args.rrf_k or settings.FOUNDRY.retrieval.rrf_k}
     with eval_index(name=f"squad-{args.squad.stem}", key=key, documents=[article_document(a) for a in kb]):
         for fusion in FUSIONS:
-            conf = settings.FOUNDRY.with_overrides(retrieval={"fusion": fusion})
+            conf = settings.FOUNDRY.with_overrides(
+                retrieval={"fusion": fusion, "rrf_k": args.rrf_k or settings.FOUNDRY.retrieval.rrf_k})
             with override_settings(FOUNDRY=conf):
                 start = time.perf_counter()
                 hits = {1: 0, 3: 0, passages: 0}

@@ -46,8 +46,15 @@ def temp_fts(tokenizer: str) -> str:
     return name
 
 
-def bm25_hits(table: str, text: str, weights: tuple[float, float, float]) -> list[Hit]:
-    query = fts_query(text)
+def fts_query_extra_stopwords(text: str) -> str:
+    """``fts_query`` with scikit-learn's 318 English stop words dropped as well (a query-side variant)."""
+    from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
+
+    return " OR ".join(t for t in fts_query(text).split(" OR ") if t.strip('"') not in ENGLISH_STOP_WORDS)
+
+
+def bm25_hits(table: str, text: str, weights: tuple[float, float, float], query_fn=fts_query) -> list[Hit]:
+    query = query_fn(text)
     if not query:
         return []
     with connection.cursor() as cur:
@@ -71,6 +78,9 @@ def channels(beir: _common.Beir, variants: bool) -> tuple[dict, dict[str, list[H
         table = temp_fts(tokenizer)
         for weights in COLUMN_WEIGHTS if variants else [(1, 1, 1)]:
             bm25[(tokenizer, weights)] = {q: bm25_hits(table, t, weights) for q, t in beir.queries.items()}
+        if tokenizer == "porter":
+            bm25[("porter+sklearn-stopwords", (1, 1, 1))] = {
+                q: bm25_hits(table, t, (1, 1, 1), fts_query_extra_stopwords) for q, t in beir.queries.items()}
     return bm25, dense
 
 
@@ -160,19 +170,18 @@ def main() -> None:
         print(f"dense alone: {results['dense']}\nBM25 variants:", flush=True)
         for name, value in sorted(results["bm25"].items(), key=lambda kv: -kv[1]):
             print(f"  {value:.4f}  {name}")
-        for key in (("porter", (1, 1, 1)), max(bm25, key=lambda k: results["bm25"][f"{k[0]} weights={k[1]}"])):
+        best_bm25 = max(bm25, key=lambda k: results["bm25"][f"{k[0]} weights={k[1]}"])
+        for key in dict.fromkeys([("porter", (1, 1, 1)), best_bm25]):
             for depth in (50, DEPTH):
                 label = f"fusion bm25[{key[0]} {key[1]}] depth={depth}"
                 results[label] = fusion_table(beir, bm25[key], dense, depth)
                 best = sorted(results[label].items(), key=lambda kv: -kv[1])[:5]
                 print(f"{label}: k=60 1:1 -> {results[label]['k=60 bm25:dense=1:1']:.4f}; best {best}", flush=True)
-        shipped = bm25[("porter", (1, 1, 1))]
-        for depth in (50, DEPTH):
-            for label, table in ((f"document fusion depth={depth}", document_fusion_table),
-                                 (f"convex fusion depth={depth}", convex_table)):
-                results[label] = table(beir, shipped, dense, depth)
-                best = sorted(results[label].items(), key=lambda kv: -kv[1])[:5]
-                print(f"{label}: best {best}", flush=True)
+                for kind, table in (("document fusion", document_fusion_table), ("convex fusion", convex_table)):
+                    label = f"{kind} bm25[{key[0]} {key[1]}] depth={depth}"
+                    results[label] = table(beir, bm25[key], dense, depth)
+                    best = sorted(results[label].items(), key=lambda kv: -kv[1])[:5]
+                    print(f"{label}: best {best}", flush=True)
         if args.hyde:
             results["hyde"] = hyde_compare(beir, args.hyde)
     results["machine"] = _common.machine_line()
