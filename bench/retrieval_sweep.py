@@ -1,7 +1,9 @@
 """Pipeline options measured on SciFact (train queries, dev data only): BM25 tokenizer and
-column (title) weights, RRF k and channel weights, channel depth, and HyDE.
+column (title) weights, RRF k and channel weights, chunk- vs document-level fusion,
+score (convex) fusion, channel depth, and HyDE.
 
-    /work/main/.venv/bin/python bench/retrieval_sweep.py [--data DIR] [--hyde 100] [--json out.json]
+    /work/main/.venv/bin/python bench/retrieval_sweep.py [--data DIR] [--bm25-variants] [--hyde 100]
+        [--json out.json]
 
 Channels are computed once per query (BM25 variants by raw FTS5 queries on a
 temporary table, dense by the real vec0 search) and fused offline with the same
@@ -23,8 +25,9 @@ from django.test.utils import override_settings
 from foundry_site import llm
 from retrieval.evaluation import metrics
 from retrieval.models import ChunkSearch
-from retrieval.search import Hit, fts_query, reciprocal_rank_fusion
+from retrieval.search import Hit, document_rank_fusion, fts_query, reciprocal_rank_fusion
 from retrieval.services.retrieve import retrieve
+from sources.models import Chunk
 
 DEPTH = 500
 TOKENIZERS = {"porter": "porter unicode61 remove_diacritics 2", "unicode61": "unicode61 remove_diacritics 2"}
@@ -43,8 +46,15 @@ def temp_fts(tokenizer: str) -> str:
     return name
 
 
-def bm25_hits(table: str, text: str, weights: tuple[float, float, float]) -> list[Hit]:
-    query = fts_query(text)
+def fts_query_extra_stopwords(text: str) -> str:
+    """``fts_query`` with scikit-learn's 318 English stop words dropped as well (a query-side variant)."""
+    from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
+
+    return " OR ".join(t for t in fts_query(text).split(" OR ") if t.strip('"') not in ENGLISH_STOP_WORDS)
+
+
+def bm25_hits(table: str, text: str, weights: tuple[float, float, float], query_fn=fts_query) -> list[Hit]:
+    query = query_fn(text)
     if not query:
         return []
     with connection.cursor() as cur:
@@ -59,15 +69,18 @@ def ndcg(beir: _common.Beir, ranked: dict[str, list[Hit]], limit: int = 100) -> 
                                                  beir.qrels[q], 10) for q, hits in ranked.items()]), 4)
 
 
-def channels(beir: _common.Beir) -> tuple[dict, dict[str, list[Hit]]]:
+def channels(beir: _common.Beir, variants: bool) -> tuple[dict, dict[str, list[Hit]]]:
     model = settings.FOUNDRY.embedding.model
     vectors = dict(zip(beir.queries, llm.embed(list(beir.queries.values()), model=model)))
     dense = {q: ChunkSearch.search.nearest(vectors[q], model=model, k=DEPTH) for q in beir.queries}
     bm25 = {}
-    for tokenizer in TOKENIZERS:
+    for tokenizer in TOKENIZERS if variants else ("porter",):
         table = temp_fts(tokenizer)
-        for weights in COLUMN_WEIGHTS:
+        for weights in COLUMN_WEIGHTS if variants else [(1, 1, 1)]:
             bm25[(tokenizer, weights)] = {q: bm25_hits(table, t, weights) for q, t in beir.queries.items()}
+        if tokenizer == "porter":
+            bm25[("porter+sklearn-stopwords", (1, 1, 1))] = {
+                q: bm25_hits(table, t, (1, 1, 1), fts_query_extra_stopwords) for q, t in beir.queries.items()}
     return bm25, dense
 
 
@@ -78,6 +91,47 @@ def fusion_table(beir: _common.Beir, bm25: dict[str, list[Hit]], dense: dict[str
             fused = {q: reciprocal_rank_fusion({"bm25": bm25[q][:depth], "dense": dense[q][:depth]}, k=k,
                                                weights={"bm25": wb, "dense": wd}) for q in beir.queries}
             out[f"k={k} bm25:dense={wb}:{wd}"] = ndcg(beir, fused)
+    return out
+
+
+def document_fusion_table(beir: _common.Beir, bm25: dict[str, list[Hit]], dense: dict[str, list[Hit]],
+                          depth: int) -> dict:
+    """Foundry's ``document_rank_fusion`` (a source ranks at its best chunk) for a range of k."""
+    source_of = dict(Chunk.objects.values_list("pk", "source_id"))
+    out = {}
+    for k in (1, 2, 3, 5, 8, 10, 15, 20, 30, 60):
+        for wb, wd in ((1, 1), (1.25, 1), (1, 1.25)):
+            fused = {q: document_rank_fusion({"bm25": bm25[q][:depth], "dense": dense[q][:depth]},
+                                             source_of=source_of, k=k, weights={"bm25": wb, "dense": wd})
+                     for q in beir.queries}
+            out[f"doc k={k} bm25:dense={wb}:{wd}"] = ndcg(beir, fused)
+    return out
+
+
+def convex_table(beir: _common.Beir, bm25: dict[str, list[Hit]], dense: dict[str, list[Hit]], depth: int) -> dict:
+    """Score fusion per document: alpha * minmax(bm25) + (1 - alpha) * minmax(cosine), a source's
+    channel score being its best chunk's (Bruch et al. 2023 found this beats RRF when tuned)."""
+    doc_of = beir.index.doc_of_chunk
+
+    def per_doc(hits: list[Hit]) -> dict[str, float]:
+        best: dict[str, float] = {}
+        for h in hits[:depth]:
+            d = doc_of[h.chunk_id]
+            best[d] = max(best.get(d, h.score), h.score)
+        if not best:
+            return {}
+        lo, hi = min(best.values()), max(best.values())
+        return {d: (v - lo) / (hi - lo) if hi > lo else 1.0 for d, v in best.items()}
+
+    out = {}
+    for alpha in (0.2, 0.3, 0.4, 0.5, 0.6, 0.7):
+        scores = []
+        for q in beir.queries:
+            b, v = per_doc(bm25[q]), per_doc(dense[q])
+            fused = {d: alpha * b.get(d, 0.0) + (1 - alpha) * v.get(d, 0.0) for d in b.keys() | v.keys()}
+            ranked = [d for d, _ in sorted(fused.items(), key=lambda kv: (-kv[1], kv[0]))]
+            scores.append(metrics.ndcg_at_k(ranked, beir.qrels[q], 10))
+        out[f"convex alpha(bm25)={alpha}"] = round(metrics.mean(scores), 4)
     return out
 
 
@@ -102,24 +156,32 @@ def hyde_compare(beir: _common.Beir, count: int) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", type=Path, default=_common.DEFAULT_DATA)
+    parser.add_argument("--bm25-variants", action="store_true",
+                        help="also sweep the BM25 tokenizer and column weights (slow)")
     parser.add_argument("--hyde", type=int, default=0, help="queries for the HyDE comparison (0: skip)")
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
     results: dict = {}
     with _common.scifact(args.data) as beir:
         print(f"SciFact: {len(beir.queries)} queries; machine: {_common.machine_line()}", flush=True)
-        bm25, dense = channels(beir)
+        bm25, dense = channels(beir, args.bm25_variants)
         results["dense"] = ndcg(beir, dense)
         results["bm25"] = {f"{t} weights={w}": ndcg(beir, hits) for (t, w), hits in bm25.items()}
         print(f"dense alone: {results['dense']}\nBM25 variants:", flush=True)
         for name, value in sorted(results["bm25"].items(), key=lambda kv: -kv[1]):
             print(f"  {value:.4f}  {name}")
-        for key in (("porter", (1, 1, 1)), max(bm25, key=lambda k: results["bm25"][f"{k[0]} weights={k[1]}"])):
+        best_bm25 = max(bm25, key=lambda k: results["bm25"][f"{k[0]} weights={k[1]}"])
+        for key in dict.fromkeys([("porter", (1, 1, 1)), best_bm25]):
             for depth in (50, DEPTH):
                 label = f"fusion bm25[{key[0]} {key[1]}] depth={depth}"
                 results[label] = fusion_table(beir, bm25[key], dense, depth)
                 best = sorted(results[label].items(), key=lambda kv: -kv[1])[:5]
                 print(f"{label}: k=60 1:1 -> {results[label]['k=60 bm25:dense=1:1']:.4f}; best {best}", flush=True)
+                for kind, table in (("document fusion", document_fusion_table), ("convex fusion", convex_table)):
+                    label = f"{kind} bm25[{key[0]} {key[1]}] depth={depth}"
+                    results[label] = table(beir, bm25[key], dense, depth)
+                    best = sorted(results[label].items(), key=lambda kv: -kv[1])[:5]
+                    print(f"{label}: best {best}", flush=True)
         if args.hyde:
             results["hyde"] = hyde_compare(beir, args.hyde)
     results["machine"] = _common.machine_line()

@@ -59,7 +59,10 @@ class IngestConfig(_Section):
 class RetrievalConfig(_Section):
     mode: Literal["hybrid", "dense", "bm25"] = "hybrid"
     top_k: Annotated[int, Field(ge=1, le=100)] = 10
-    rrf_k: Annotated[int, Field(ge=1, le=1000)] = 60
+    # hybrid: fuse the channels' ranks per document (a source ranks at its best chunk) or per chunk.
+    # Document fusion with a small k measured best on SciFact train (docs/benchmarks.md, section 3).
+    rrf_k: Annotated[int, Field(ge=1, le=1000)] = 3
+    fusion: Literal["chunk", "document"] = "document"
     hyde: bool = False
     hyde_model: str = LOCAL_LLM
     scorer_model: str = "none"

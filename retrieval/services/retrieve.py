@@ -13,7 +13,7 @@ from django.conf import settings
 
 from foundry_site import llm, prompts
 from retrieval.models import ChunkSearch
-from retrieval.search import Hit, reciprocal_rank_fusion
+from retrieval.search import Hit, document_rank_fusion, reciprocal_rank_fusion
 from retrieval.services.conflicts import Conflict, Passage, conflicts_detect
 from retrieval.services.gate import GateDecision, gate_decide
 from retrieval.services.scoring import relevance_score
@@ -103,8 +103,8 @@ def retrieve(*, question: str, collection_ids: Sequence[int] | None, mode: str |
         vectors = llm.embed(texts, model=conf.embedding.model)
     with timer("search"):
         result.channels = _search(question, vectors[-1], result.mode, top_k, collection_ids)
-        fused = (reciprocal_rank_fusion(result.channels, k=conf.retrieval.rrf_k) if result.mode == "hybrid"
-                 else next(iter(result.channels.values())))[:top_k]
+        fused = (channels_fuse(result.channels, fusion=conf.retrieval.fusion, k=conf.retrieval.rrf_k)
+                 if result.mode == "hybrid" else next(iter(result.channels.values())))[:top_k]
         result.candidates = _candidates(fused, result.channels, vectors[0])
         result.ranked = list(result.candidates)
     result.gate = gate_decide([c.score for c in result.candidates], min_score=conf.retrieval.min_score,
@@ -140,6 +140,15 @@ def _search(question: str, vector: list[float], mode: str, top_k: int,
     if mode in ("hybrid", "bm25"):
         channels["bm25"] = ChunkSearch.search.keyword(question, limit=depth, collection_ids=collection_ids)
     return channels
+
+
+def channels_fuse(channels: dict[str, list[Hit]], *, fusion: str, k: int) -> list[Hit]:
+    """RRF over chunks, or over documents (``retrieval.fusion: document``; see ``document_rank_fusion``)."""
+    if fusion == "chunk":
+        return reciprocal_rank_fusion(channels, k=k)
+    ids = {h.chunk_id for hits in channels.values() for h in hits}
+    source_of = dict(Chunk.objects.filter(pk__in=ids).values_list("pk", "source_id"))
+    return document_rank_fusion(channels, source_of=source_of, k=k)
 
 
 def _candidates(fused: list[Hit], channels: dict[str, list[Hit]], question_vector: list[float]) -> list[Candidate]:

@@ -38,6 +38,28 @@ def test_answer_cites_supporting_chunk(indexed: Path, scripted_llm: ScriptedLLM)
     assert "Sources:" in text and "manual.md" in text and "(score: " in text
 
 
+def test_document_fusion_still_cites_the_supporting_chunk(indexed: Path, scripted_llm: ScriptedLLM,
+                                                          foundry_config) -> None:
+    foundry_config(retrieval={"fusion": "document", "rrf_k": 5})
+    seen: list[str] = []
+
+    def reply(messages: list[dict]) -> str:
+        context = context_of(messages)
+        seen.append(context)
+        label = next(line.split("]")[0][1:] for line in context.splitlines()
+                     if line.startswith("[S") and "manual.md" in line and "Sensor bus" in line)
+        return f"Up to 8 sensors can be connected to the RS-485 bus [{label}]."
+
+    scripted_llm.reply = reply
+    answer = answer_question(question="How many sensors can the RS-485 bus take?")
+    assert answer.answer_class in ("normal", "low_confidence"), (answer.refusal, answer.gate, answer.coverage)
+    # The model is given the chunk (its section and lines), not the whole document.
+    headers = [line for line in seen[0].splitlines() if line.startswith("[S") and "manual.md" in line]
+    assert any("Sensor bus, lines 10-11" in h for h in headers) and "terminal X1" not in seen[0]
+    assert answer.citations[0]["source"] == "manual.md" and "Sensor bus" in answer.citations[0]["heading"]
+    assert answer.coverage == 1.0
+
+
 def test_out_of_corpus_question_refused_without_llm_call(indexed: Path, scripted_llm: ScriptedLLM) -> None:
     answer = answer_question(question="Who won the football world cup in 1954?")
     assert answer.answer_class == "no_evidence" and answer.refusal == "gate"

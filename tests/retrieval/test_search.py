@@ -5,7 +5,8 @@ from pathlib import Path
 import pytest
 
 from retrieval.models import ChunkSearch
-from retrieval.search import Hit, fts_query, reciprocal_rank_fusion
+from retrieval.search import Hit, document_rank_fusion, fts_query, reciprocal_rank_fusion
+from retrieval.services.retrieve import retrieve
 from sources.models import Chunk, Collection
 from sources.services.ingest import knowledge_base_ingest
 
@@ -24,6 +25,45 @@ def test_rrf_weights_and_ties_are_deterministic() -> None:
     assert [h.chunk_id for h in fused] == [4, 5]
     weighted = reciprocal_rank_fusion({"dense": [Hit(5, 1)], "bm25": [Hit(4, 1)]}, k=60, weights={"dense": 2.0})
     assert weighted[0].chunk_id == 5
+
+
+# Chunks 11, 12 belong to source 1 (A), 21, 22 to source 2 (B), 31, 32 to source 3 (C).
+SOURCE_OF = {11: 1, 12: 1, 21: 2, 22: 2, 31: 3, 32: 3}
+DENSE = [Hit(11, 0.9), Hit(21, 0.8), Hit(12, 0.7), Hit(31, 0.6)]  # documents A=1, B=2, C=3
+BM25 = [Hit(22, 9.0), Hit(32, 8.0), Hit(12, 7.0)]  # documents B=1, C=2, A=3
+
+
+def test_document_fusion_ranks_a_source_at_its_best_chunk() -> None:
+    fused = document_rank_fusion({"dense": DENSE, "bm25": BM25}, source_of=SOURCE_OF, k=1)
+    # A: 1/(1+1) + 1/(1+3) = 0.75; B: 1/(1+2) + 1/(1+1) = 0.8333; C: 1/(1+3) + 1/(1+2) = 0.5833.
+    # Within a source, chunks follow chunk-level RRF: 22 (1/2) > 21 (1/3); 11 (1/2) = 12 (1/4 + 1/4), tie by id;
+    # 32 (1/3) > 31 (1/5).
+    assert [h.chunk_id for h in fused] == [22, 21, 11, 12, 32, 31]
+    assert [round(h.score, 4) for h in fused] == [0.8333, 0.8333, 0.75, 0.75, 0.5833, 0.5833]
+    # Chunk-level RRF on the same lists puts A first: 11, 12 and 22 all score 1/2.
+    chunk_level = reciprocal_rank_fusion({"dense": DENSE, "bm25": BM25}, k=1)
+    assert [h.chunk_id for h in chunk_level] == [11, 12, 22, 21, 32, 31]
+
+
+def test_document_fusion_k_weights_and_single_channel_sources() -> None:
+    fused = document_rank_fusion({"dense": DENSE, "bm25": BM25[:1]}, source_of=SOURCE_OF, k=60)
+    scores = {SOURCE_OF[h.chunk_id]: h.score for h in fused}
+    assert scores == pytest.approx({1: 1 / 61, 2: 1 / 62 + 1 / 61, 3: 1 / 63})
+    assert [h.chunk_id for h in fused] == [22, 21, 11, 12, 31]
+    weighted = document_rank_fusion({"dense": DENSE, "bm25": BM25[:1]}, source_of=SOURCE_OF, k=60,
+                                    weights={"dense": 0.0})
+    assert [h.chunk_id for h in weighted][:2] == [22, 21]
+    assert {h.chunk_id: h.score for h in weighted}[11] == 0.0
+
+
+def test_document_fusion_keeps_every_chunk_once_and_unknown_chunks_apart() -> None:
+    fused = document_rank_fusion({"dense": [Hit(11, 1), Hit(99, 1)], "bm25": [Hit(99, 1), Hit(12, 1)]},
+                                 source_of={11: 1, 12: 1}, k=1)
+    # Source 1: 1/2 + 1/3; chunk 99 (no known source) is a document of its own: 1/3 + 1/2 - a tie,
+    # broken like chunk-level RRF ties (by key: 99's key is negative).
+    assert sorted(h.chunk_id for h in fused) == [11, 12, 99]
+    assert [h.chunk_id for h in fused] == [99, 11, 12]
+    assert document_rank_fusion({}, source_of={}, k=60) == []
 
 
 @pytest.mark.parametrize("hostile", [
@@ -70,3 +110,24 @@ def test_search_channels_and_collection_scope(kb: Path) -> None:
     assert ChunkSearch.search.keyword("valve", collection_ids=[alpha]) == []
     assert len(ChunkSearch.search.keyword("valve", collection_ids=[beta])) == 1
     assert ChunkSearch.search.keyword("valve", collection_ids=[]) == []
+
+
+@pytest.mark.django_db
+def test_document_fusion_in_retrieve_groups_chunks_by_source(kb: Path, foundry_config) -> None:
+    foundry_config(ingest={"chunk_tokens": 40}, retrieval={"min_chunks": 1, "min_score": 0.0})
+    (kb / "pump.md").write_text("# Pump\n\n" + " ".join(
+        f"Section {i}: the centrifugal pump moves water through the valve at {i} bar." for i in range(8)) + "\n")
+    (kb / "valve.md").write_text("# Valve\n\n" + " ".join(
+        f"Part {i}: the relief valve protects the pump when pressure passes {i} bar." for i in range(8)) + "\n")
+    knowledge_base_ingest(target=kb)
+    assert Chunk.objects.filter(source__path="pump.md").count() > 1
+    foundry_config(retrieval={"fusion": "chunk"})
+    by_chunk = retrieve(question="relief valve pressure of the pump", collection_ids=None, top_k=100)
+    foundry_config(retrieval={"fusion": "document"})
+    by_doc = retrieve(question="relief valve pressure of the pump", collection_ids=None, top_k=100)
+    # Same chunks are found and cited (each keeps its label and location); only the order changes.
+    assert {c.chunk.pk for c in by_doc.ranked} == {c.chunk.pk for c in by_chunk.ranked}
+    sources = [c.chunk.source.path for c in by_doc.ranked]
+    assert sources == sorted(sources, key=sources.index)  # each source's chunks are contiguous
+    assert [c.label for c in by_doc.candidates] == [f"S{i}" for i in range(1, len(by_doc.candidates) + 1)]
+    assert all(set(c.ranks) <= {"dense", "bm25"} and c.ranks for c in by_doc.ranked)
