@@ -71,6 +71,10 @@ def extract(path: Path, data: bytes) -> Extracted:
 def _decode(data: bytes) -> str:
     """Decode UTF-8 (with or without BOM); anything else is refused, not guessed."""
     if b"\x00" in data[:8192] and not data.startswith((b"\xff\xfe", b"\xfe\xff")):
+        order = _utf16_order(data[:8192])
+        if order:
+            raise ExtractionError(f"UTF-16 ({order}) text without a byte-order mark; save it as UTF-8 "
+                                  "(or as UTF-16 with a BOM)")
         raise ExtractionError("binary content (NUL bytes) in a text file")
     if data.startswith((b"\xff\xfe", b"\xfe\xff")):
         try:
@@ -81,6 +85,19 @@ def _decode(data: bytes) -> str:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         raise ExtractionError(f"not valid UTF-8 text (byte {exc.start}); convert the file to UTF-8") from None
+
+
+def _utf16_order(sample: bytes) -> str:
+    """'little-endian' or 'big-endian' when NUL bytes sit in every other position, as in UTF-16 of
+    mostly Latin text; '' otherwise. Used only to name the problem, never to decode."""
+    even, odd = sample[0::2], sample[1::2]
+    if len(odd) < 4:
+        return ""
+    if odd.count(0) >= len(odd) * 0.4 and even.count(0) <= len(even) * 0.05:
+        return "little-endian"
+    if even.count(0) >= len(even) * 0.4 and odd.count(0) <= len(odd) * 0.05:
+        return "big-endian"
+    return ""
 
 
 def _paragraphs(lines: list[str], first_line: int) -> list[tuple[str, int, int]]:
