@@ -122,23 +122,27 @@ def test_sigkill_mid_transaction_leaves_a_consistent_index_and_rerun_repairs(tmp
 
 
 LOCK_HOLDER = """
-import sys, time, pysqlite3
-db, rounds, hold = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
+import os, sys, time, pysqlite3
+db, rounds, hold, release = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), sys.argv[4]
 conn = pysqlite3.connect(db, timeout=60, isolation_level=None)
 for i in range(rounds):
     conn.execute("BEGIN IMMEDIATE")
     conn.execute("INSERT INTO sources_collection(name, description, public, created_at) "
                  "VALUES (?, '', 0, datetime('now'))", [f"held-{i}"])
     print("holding", i, flush=True)
-    time.sleep(hold)
+    until = time.monotonic() + hold
+    while time.monotonic() < until and not os.path.exists(release):
+        time.sleep(0.1)
     conn.execute("COMMIT")
     time.sleep(0.3)
 print("done", flush=True)
 """
 
 
-def hold_locks(db: Path, rounds: int, hold: float) -> subprocess.Popen[str]:
-    return subprocess.Popen([sys.executable, "-c", LOCK_HOLDER, str(db), str(rounds), str(hold)],
+def hold_locks(db: Path, rounds: int, hold: float, release: Path | None = None) -> subprocess.Popen[str]:
+    """Another process that takes the write lock ``rounds`` times for ``hold`` s (or until ``release`` exists)."""
+    release = release or db.with_name("never-released")
+    return subprocess.Popen([sys.executable, "-c", LOCK_HOLDER, str(db), str(rounds), str(hold), str(release)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
@@ -171,9 +175,11 @@ def test_lock_held_past_the_busy_timeout_names_the_problem_then_rerun_repairs(tm
     migrate(env)
     kb = tmp_path / "kb"
     write_notes(kb, 2)
-    holder = hold_locks(db, rounds=1, hold=45.0)  # longer than the 30 s busy timeout
+    release = tmp_path / "release"
+    holder = hold_locks(db, rounds=1, hold=600.0, release=release)  # until the ingest has given up (30 s timeout)
     assert holder.stdout.readline().startswith("holding 0")
     done = foundry(env, "ingest", str(kb))
+    release.touch()
     holder.communicate(timeout=120)
     assert done.returncode == 1
     message = " ".join(done.stderr.split())
@@ -209,8 +215,12 @@ def test_disk_full_during_ingest_names_it_keeps_the_index_and_rerun_repairs(tmp_
     assert foundry(env, "ingest", str(kb)).returncode == 0
     before = exported(env, tmp_path / "home")
     write_notes(kb, 2, words=5, tag="v2")  # changes the stored files: their old versions must survive
-    for i in range(2, 8):
-        (kb / f"big{i}.txt").write_text(" ".join(f"Manual {i} line {j}: torque T{j} is {j} Nm." for j in range(9000)))
+    used = os.statvfs(small_disk)
+    used_bytes = (used.f_blocks - used.f_bfree) * used.f_frsize
+    # Leave ~600 KB: the notes fit, the two manuals (~140 chunks each, ~4 KB a chunk with FTS and vector) do not.
+    subprocess.run(["mount", "-o", f"remount,size={used_bytes + 600 * 1024}", str(small_disk)], check=True)
+    for i in range(2, 4):
+        (kb / f"big{i}.txt").write_text(" ".join(f"Manual {i} line {j}: torque T{j} is {j} Nm." for j in range(2000)))
     done = foundry(env, "ingest", str(kb))
     assert done.returncode == 1, (done.stdout, done.stderr)
     message = " ".join(done.stderr.split())
@@ -227,5 +237,5 @@ def test_disk_full_during_ingest_names_it_keeps_the_index_and_rerun_repairs(tmp_
     assert rerun.returncode == 0 and '"failed": 0' in rerun.stdout, rerun.stderr
     check_ok(env)
     texts = exported(env, tmp_path / "home")
-    assert set(texts) == {"note00.txt", "note01.txt", *(f"big{i}.txt" for i in range(2, 8))}
+    assert set(texts) == {"note00.txt", "note01.txt", "big2.txt", "big3.txt"}
     assert all("v2" in texts[f"note{i:02d}.txt"][0] for i in range(2))
