@@ -10,10 +10,12 @@ from pathlib import Path
 from typing import TextIO
 
 from django.conf import settings
+from django.db import DatabaseError
 from tqdm import tqdm
 
 from sources import selectors
 from foundry_site import jobs
+from foundry_site.cli.display import database_error_message, safe
 from sources.services import ingest_jobs
 from sources.services.ingest import DEFAULT_COLLECTION, FileResult, IngestReport
 
@@ -60,6 +62,11 @@ def ingest_command(opts: argparse.Namespace, out: TextIO) -> int:
     except ingest_jobs.IngestJobFailed as exc:
         sys.stderr.write(f"{exc}\n(foundry jobs retry {job.pk} re-queues it)\n")
         return 1
+    except DatabaseError as exc:
+        message = database_error_message(exc)
+        ingest_jobs.ingest_job_abort(job_id=job.pk, reason=message)
+        sys.stderr.write(f"\nIngest job {job.pk} stopped. {message}\n")
+        return 1
     finally:
         bar.close()
     report = ingest_jobs.ingest_job_report(job)
@@ -81,7 +88,7 @@ def _progress_bar(bar: tqdm) -> Callable[[FileResult], None]:
         if result.status != "removed":
             bar.update(1)
         rate = chunks / bar.format_dict["elapsed"] if bar.format_dict["elapsed"] else 0.0
-        bar.set_postfix_str(f"{chunks} chunks, {rate:.1f} chunks/s, {result.path[-40:]}")
+        bar.set_postfix_str(f"{chunks} chunks, {rate:.1f} chunks/s, {safe(result.path)[-40:]}")
 
     return progress
 
@@ -95,7 +102,7 @@ def format_report(report: IngestReport, *, target: Path, collection: str) -> str
     lines += ["", f"  {'status':<10} {'chunks':>6}  {'file':<40}  reason"]
     for f in report.files:
         chunks = str(f.chunks) if f.status in ("ingested", "unchanged") else ""
-        lines.append(f"  {f.status:<10} {chunks:>6}  {f.path:<40}  {f.reason}".rstrip())
+        lines.append(f"  {f.status:<10} {chunks:>6}  {safe(f.path):<40}  {safe(f.reason)}".rstrip())
     return "\n".join(lines) + "\n"
 
 
@@ -130,7 +137,8 @@ def status_command(opts: argparse.Namespace, out: TextIO) -> int:
     out.write(f"  {'collection':<12} {'status':<9} {'chunks':>6}  {'file':<36}  title / reason\n")
     for row in overview:
         detail = row["reason"] if row["status"] != "ingested" else row["title"]
-        out.write(f"  {row['collection']:<12} {row['status']:<9} {row['chunks']:>6}  {row['path']:<36}  {detail}\n")
+        out.write(f"  {safe(row['collection']):<12} {row['status']:<9} {row['chunks']:>6}  {safe(row['path']):<36}  "
+                  f"{safe(detail)}\n")
     return 0
 
 

@@ -14,8 +14,12 @@ from pathlib import Path
 
 KINDS = {".txt": "txt", ".md": "md", ".markdown": "md", ".pdf": "pdf", ".json": "json"}
 MAX_JSON_DEPTH = 64
+# A JSON "bomb" is a small file whose parsed form is far larger than the file:
+# ``[[],[],…]`` or ``[0,0,…]`` cost ~20 times their size once parsed. Refuse files
+# with more items than any document needs, counted before parsing.
+MAX_JSON_ITEMS = 2_000_000
 
-_MD_HEADING = re.compile(r"^(#{1,6})\s+(.+?)\s*#*\s*$")
+MAX_HEADING_CHARS = 300
 _FENCE = re.compile(r"^\s*(```|~~~)")
 
 
@@ -67,6 +71,10 @@ def extract(path: Path, data: bytes) -> Extracted:
 def _decode(data: bytes) -> str:
     """Decode UTF-8 (with or without BOM); anything else is refused, not guessed."""
     if b"\x00" in data[:8192] and not data.startswith((b"\xff\xfe", b"\xfe\xff")):
+        order = _utf16_order(data[:8192])
+        if order:
+            raise ExtractionError(f"UTF-16 ({order}) text without a byte-order mark; save it as UTF-8 "
+                                  "(or as UTF-16 with a BOM)")
         raise ExtractionError("binary content (NUL bytes) in a text file")
     if data.startswith((b"\xff\xfe", b"\xfe\xff")):
         try:
@@ -77,6 +85,19 @@ def _decode(data: bytes) -> str:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         raise ExtractionError(f"not valid UTF-8 text (byte {exc.start}); convert the file to UTF-8") from None
+
+
+def _utf16_order(sample: bytes) -> str:
+    """'little-endian' or 'big-endian' when NUL bytes sit in every other position, as in UTF-16 of
+    mostly Latin text; '' otherwise. Used only to name the problem, never to decode."""
+    even, odd = sample[0::2], sample[1::2]
+    if len(odd) < 4:
+        return ""
+    if odd.count(0) >= len(odd) * 0.4 and even.count(0) <= len(even) * 0.05:
+        return "little-endian"
+    if even.count(0) >= len(even) * 0.4 and odd.count(0) <= len(odd) * 0.05:
+        return "big-endian"
+    return ""
 
 
 def _paragraphs(lines: list[str], first_line: int) -> list[tuple[str, int, int]]:
@@ -122,10 +143,10 @@ def extract_markdown(text: str, *, fallback_title: str) -> Extracted:
     for number, line in enumerate(lines, start=1):
         if _FENCE.match(line):
             in_fence = not in_fence
-        match = None if in_fence else _MD_HEADING.match(line)
-        if match:
+        heading = None if in_fence else _md_heading(line)
+        if heading:
             flush(number - 1)
-            level, name = len(match.group(1)), match.group(2).strip()
+            level, name = heading
             path = [(lvl, h) for lvl, h in path if lvl < level] + [(level, name)]
             if level == 1 and not title:
                 title = name
@@ -136,8 +157,32 @@ def extract_markdown(text: str, *, fallback_title: str) -> Extracted:
     return Extracted(title=title or fallback_title, blocks=blocks)
 
 
+def _md_heading(line: str) -> tuple[int, str] | None:
+    """(level, name) when ``line`` is an ATX heading (``## Name ##``), else None.
+
+    Plain string work on purpose: the regex this replaces (``(.+?)\\s*#*\\s*$``)
+    backtracked cubically, so one 4 KB line of spaces took over a minute. A "heading"
+    longer than MAX_HEADING_CHARS is kept as text: every chunk under a heading
+    repeats it, so a 10 MB heading line would be stored thousands of times.
+    """
+    level = len(line) - len(line.lstrip("#"))
+    if not 1 <= level <= 6 or line[level:level + 1] not in (" ", "\t"):
+        return None
+    name = line[level:].strip()
+    closed = name.rstrip("#")
+    if closed != name and (not closed or closed[-1] in " \t"):
+        name = closed.rstrip()
+    if not name or len(name) > MAX_HEADING_CHARS:
+        return None
+    return level, name
+
+
 def extract_json(text: str, *, fallback_title: str) -> Extracted:
     """Values only: each object's scalar values become one block under its key path."""
+    items = text.count(",") + text.count("[") + text.count("{")
+    if items > MAX_JSON_ITEMS:
+        raise ExtractionError(f"JSON with about {items:,} items (more than {MAX_JSON_ITEMS:,}): a JSON bomb or "
+                              "a data dump, not a document; split it or convert the text to .txt/.md")
     try:
         doc = json.loads(text)
     except json.JSONDecodeError as exc:
@@ -166,7 +211,7 @@ def _walk_json(node: object, path: tuple[str, ...], groups: list[tuple[tuple[str
             groups.append((path, scalars))
         for key, value in node.items():
             if isinstance(value, (dict, list)):
-                _walk_json(value, path + (str(key),), groups, depth=depth + 1)
+                _walk_json(value, path + (_heading_part(str(key)),), groups, depth=depth + 1)
     elif isinstance(node, list):
         scalars = [_scalar(v) for v in node if _scalar(v)]
         if scalars:
@@ -178,6 +223,12 @@ def _walk_json(node: object, path: tuple[str, ...], groups: list[tuple[tuple[str
         groups.append((path, [_scalar(node)]))
 
 
+def _heading_part(key: str) -> str:
+    """A key as one level of a heading path. Every block below repeats the whole path, so a
+    hostile file with megabyte keys nested 60 deep would otherwise store them thousands of times."""
+    return key if len(key) <= MAX_HEADING_CHARS else key[:MAX_HEADING_CHARS - 1] + "…"
+
+
 def _scalar(value: object) -> str:
     if isinstance(value, bool) or value is None:
         return ""
@@ -187,20 +238,33 @@ def _scalar(value: object) -> str:
 
 
 class _LineLocator:
-    """Finds the line of each value, scanning forward so repeated values map in order."""
+    """Finds the line of each value, scanning forward so repeated values map in order.
+
+    Linear: newlines are counted only between successive finds, and a value that
+    is not found (written with other escapes, or met out of order) costs a search
+    of SEARCH_WINDOW characters, not of the rest of the file.
+    """
+
+    SEARCH_WINDOW = 1 << 16
 
     def __init__(self, text: str) -> None:
         self.text = text
         self.cursor = 0
+        self.line = 1
 
     def find(self, value: str) -> int:
-        needle = json.dumps(value, ensure_ascii=False)[1:-1] if not _is_number(value) else value
-        at = self.text.find(needle, self.cursor)
-        if at < 0:
-            at = self.cursor
+        if _is_number(value):
+            needles = [value]
         else:
-            self.cursor = at + len(needle)
-        return self.text.count("\n", 0, at) + 1
+            needles = [json.dumps(value, ensure_ascii=False)[1:-1], json.dumps(value)[1:-1]]
+        for needle in needles:
+            at = self.text.find(needle, self.cursor, self.cursor + self.SEARCH_WINDOW + len(needle))
+            if at >= 0:
+                self.line += self.text.count("\n", self.cursor, at)
+                self.cursor = at + len(needle)
+                self.line += needle.count("\n")
+                break
+        return self.line
 
 
 def _is_number(value: str) -> bool:

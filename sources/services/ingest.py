@@ -18,6 +18,7 @@ import base64
 import hashlib
 import logging
 import os
+import stat
 import struct
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -87,8 +88,9 @@ def collection_get_or_create(*, name: str) -> Collection:
 def scan(target: Path, *, include_private: bool, max_file_mb: float) -> tuple[Path, list[Candidate]]:
     """List the files under ``target`` (or ``target`` itself) with a skip reason where one applies.
 
-    Symbolic links are never followed: a link could point outside the knowledge
-    base or into a loop.
+    Symbolic links are never followed (a link could point outside the knowledge
+    base or into a loop); each one is listed with a reason that says where it
+    points. A file that disappears while the folder is scanned is listed as skipped.
     """
     target = Path(os.path.abspath(target))
     if not target.exists():
@@ -100,11 +102,28 @@ def scan(target: Path, *, include_private: bool, max_file_mb: float) -> tuple[Pa
         files = []
         for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
             dirnames.sort()
-            files.extend(Path(dirpath) / name for name in sorted(filenames))
+            # os.walk does not descend into linked folders; list them so the report says why.
+            links = [name for name in dirnames if os.path.islink(os.path.join(dirpath, name))]
+            files.extend(Path(dirpath) / name for name in sorted([*filenames, *links]))
     limit = int(max_file_mb * 1024 * 1024)
-    candidates = [Candidate(root, p.relative_to(root).as_posix(), _skip_reason(root, p, include_private, limit))
-                  for p in files]
+    candidates = []
+    for path in files:
+        rel = path.relative_to(root).as_posix()
+        if not _utf8_ok(rel):
+            # Undecodable bytes cannot be stored as text: keep a readable, escaped name.
+            rel = os.fsencode(rel).decode("utf-8", "backslashreplace")
+            candidates.append(Candidate(root, rel, "file name is not valid UTF-8; rename the file"))
+            continue
+        candidates.append(Candidate(root, rel, _skip_reason(root, path, include_private, limit)))
     return root, candidates
+
+
+def _utf8_ok(name: str) -> bool:
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _skip_reason(root: Path, path: Path, include_private: bool, limit: int) -> str:
@@ -114,15 +133,33 @@ def _skip_reason(root: Path, path: Path, include_private: bool, limit: int) -> s
     if not include_private and PRIVATE_DIR in rel_parts[:-1]:
         return "in private/ (use --include-private)"
     if path.is_symlink():
-        return "symbolic link (not followed)"
+        return _symlink_reason(root, path)
     if kind_of(path) is None:
         return f"unsupported file type {path.suffix or '(none)'!r}"
-    if any(ord(ch) < 32 for ch in path.name):
-        return "file name contains control characters"
-    size = path.stat().st_size
-    if size > limit:
-        return f"larger than ingest.max_file_mb ({size / 1048576:.1f} MB > {limit / 1048576:g} MB)"
+    try:
+        info = path.lstat()
+    except FileNotFoundError:
+        return "file vanished while the folder was scanned"
+    if not stat.S_ISREG(info.st_mode):
+        return "not a regular file (a pipe, socket or device)"
+    if info.st_size > limit:
+        return f"larger than ingest.max_file_mb ({info.st_size / 1048576:.1f} MB > {limit / 1048576:g} MB)"
     return ""
+
+
+def _symlink_reason(root: Path, path: Path) -> str:
+    """Why a symbolic link is skipped, naming where it leads (never followed for reading)."""
+    try:
+        target = path.resolve(strict=True)
+    except FileNotFoundError:
+        return "symbolic link to a missing file (broken link; not followed)"
+    except (RuntimeError, OSError):  # Python 3.11 raises RuntimeError for a loop, later versions OSError(ELOOP)
+        return "symbolic link loop (not followed)"
+    real_root = root.resolve()
+    if target != real_root and real_root not in target.parents:
+        return "symbolic link to a file outside the knowledge base (not followed)"
+    inside = target.relative_to(real_root).as_posix() or "."
+    return f"symbolic link to {inside} inside the knowledge base (not followed; the target counts under its own path)"
 
 
 def knowledge_base_ingest(*, target: Path, collection: str = DEFAULT_COLLECTION, include_private: bool | None = None,
@@ -216,8 +253,11 @@ def source_prepare(*, root: str, rel: str) -> dict[str, Any]:
     """
     path = Path(root) / rel
     try:
-        data = path.read_bytes()
-        mtime = path.stat().st_mtime
+        data, mtime = read_stable(path)
+    except FileNotFoundError:
+        return _failed_payload(rel, "file vanished during ingest (deleted or moved while being read)")
+    except FileChanging as exc:
+        return _failed_payload(rel, str(exc))
     except OSError as exc:
         return _failed_payload(rel, f"cannot read file: {exc.strerror or exc}")
     digest = hashlib.sha256(data).hexdigest()
@@ -234,6 +274,36 @@ def source_prepare(*, root: str, rel: str) -> dict[str, Any]:
         return _failed_payload(rel, f"unexpected error while reading the file: {type(exc).__name__}: {exc}",
                                digest=digest, size=len(data))
     return _encode_payload(rel, prepared, digest=digest, size=len(data), mtime=mtime)
+
+
+READ_ATTEMPTS = 3
+
+
+class FileChanging(OSError):
+    """The file kept changing while it was read; no consistent version could be taken."""
+
+
+def read_bytes(path: Path) -> bytes:
+    """The one place ingest reads a file's bytes (tests hook it to change a file mid-read)."""
+    return path.read_bytes()
+
+
+def read_stable(path: Path) -> tuple[bytes, float]:
+    """The file's bytes and mtime, from a read during which the file did not change.
+
+    A file written while it is read gives a torn mix of two versions; the size,
+    mtime and inode before and after the read show that, and the read is
+    repeated. After READ_ATTEMPTS torn reads it gives up with ``FileChanging``.
+    """
+    for _ in range(READ_ATTEMPTS):
+        before = os.stat(path)
+        data = read_bytes(path)
+        after = os.stat(path)
+        same = (before.st_size, before.st_mtime_ns, before.st_ino) == (after.st_size, after.st_mtime_ns, after.st_ino)
+        if same and len(data) == after.st_size:
+            return data, after.st_mtime
+    raise FileChanging(f"file kept changing while it was read ({READ_ATTEMPTS} attempts); "
+                       "run foundry ingest again once it is written")
 
 
 def _failed_payload(rel: str, reason: str, *, digest: str = "", size: int = 0) -> dict[str, Any]:

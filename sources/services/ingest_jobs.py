@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from django.conf import settings
-from django.db import transaction
+from django.db import DatabaseError, transaction
 from django.db.models import F
 from django.db.models.functions import Coalesce
 from django.utils import timezone
@@ -260,6 +260,19 @@ def _remove_gone(job: IngestJob) -> list[FileResult]:
         ingest.source_delete(source_id=gone.pk)
         removed.append(FileResult(gone.path, "removed", "file no longer in the folder"))
     return removed
+
+
+def ingest_job_abort(*, job_id: int, reason: str) -> None:
+    """Fail a running job whose process hit an error it cannot go on from (disk full, a lock held too long).
+
+    Best effort: the same fault may stop this write too (a full disk), and then the
+    stale-run sweeper fails the job later. Results already recorded stay.
+    """
+    try:
+        IngestJob.objects.filter(pk=job_id, status__in=[IngestJob.Status.PENDING, IngestJob.Status.RUNNING]).update(
+            status=IngestJob.Status.FAILED, error=reason[:2000], finished_at=timezone.now())
+    except DatabaseError:
+        logger.exception("ingest job=%s could not be marked failed", job_id)
 
 
 def ingest_job_report(job: IngestJob) -> IngestReport:

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from django.db import connection
+from django.db import DatabaseError, connection
 
 from sources import vectorstore
 
@@ -25,7 +25,10 @@ def index_check() -> IntegrityReport:
     with connection.cursor() as cur:
         cur.execute("PRAGMA integrity_check")
         report.sqlite = "; ".join(row[0] for row in cur.fetchall())
-        cur.execute("INSERT INTO chunks_fts(chunks_fts, rank) VALUES ('integrity-check', 1)")
+        try:
+            cur.execute("INSERT INTO chunks_fts(chunks_fts, rank) VALUES ('integrity-check', 1)")
+        except DatabaseError as exc:  # FTS5 reports a damaged index by raising, not by returning rows
+            report.problems.append(f"FTS index damaged: {exc}")
         cur.execute("SELECT id FROM sources_chunk")
         chunks = {row[0] for row in cur.fetchall()}
         cur.execute("SELECT rowid FROM chunks_fts")

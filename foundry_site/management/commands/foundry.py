@@ -5,7 +5,9 @@ import argparse
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
+from django.db import DatabaseError
 
+from foundry_site.cli.display import database_error_message
 from foundry_site.cli import collections, evaluate, generate, ingest, jobs, query, serve, specs, tokens
 
 # Each module adds its sub-commands with add_parsers(sub); append new modules here.
@@ -26,5 +28,7 @@ class Command(BaseCommand):
             code = opts.handler(opts, self.stdout)
         except (FileNotFoundError, ValueError) as exc:
             raise CommandError(str(exc)) from None
+        except DatabaseError as exc:  # disk full, a lock held too long, a damaged file: say which, and what to do
+            raise CommandError(database_error_message(exc)) from None
         if code:
             raise SystemExit(code)

@@ -1,0 +1,241 @@
+"""Database faults with real processes: write contention, a full disk, a SIGKILL mid-transaction.
+
+Each test runs ``foundry`` in subprocesses against its own SQLite file. Afterwards
+``foundry check`` must tell the truth (chunk, FTS and vector rows agree, PRAGMA
+integrity_check ok), the error the user saw must name the problem and the fix,
+and running the ingest again must repair everything.
+"""
+from __future__ import annotations
+
+import csv
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pysqlite3
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+CLI = "from foundry_site.cli import main; main()"
+
+
+def foundry_env(home: Path, db: Path) -> dict[str, str]:
+    home.mkdir(parents=True, exist_ok=True)
+    config = home / "foundry.yaml"
+    config.write_text("ingest:\n  summary_model: none\nembedding:\n  context_model: none\n")
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "foundry_site.settings", "PYTHONPATH": str(REPO),
+           "FOUNDRY_HOME": str(home), "FOUNDRY_DB": str(db), "FOUNDRY_CONFIG": str(config)}
+    env.pop("FOUNDRY_BROKER_URL", None)  # in-process ingest: the fault hits the process we watch
+    return env
+
+
+def foundry(env: dict[str, str], *args: str, timeout: float = 900) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-c", CLI, *args], env=env, cwd=REPO, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def migrate(env: dict[str, str]) -> None:
+    done = subprocess.run([sys.executable, "manage.py", "migrate", "--noinput"], env=env, cwd=REPO,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+
+
+def check_ok(env: dict[str, str]) -> str:
+    done = foundry(env, "check")
+    assert done.returncode == 0 and "PRAGMA integrity_check: ok" in done.stdout and done.stdout.endswith("OK\n"), (
+        done.stdout, done.stderr)
+    return done.stdout
+
+
+def exported(env: dict[str, str], home: Path) -> dict[str, list[str]]:
+    """Chunk texts per path, through ``foundry export``."""
+    out = home / "documents.csv"
+    done = foundry(env, "export", str(out))
+    assert done.returncode == 0, done.stderr
+    texts: dict[str, list[str]] = {}
+    for row in csv.DictReader(out.open(encoding="utf-8")):
+        texts.setdefault(row["path"], []).append(row["chunk_text"])
+    return texts
+
+
+def write_notes(kb: Path, count: int, *, words: int = 40, tag: str = "v1") -> None:
+    kb.mkdir(parents=True, exist_ok=True)
+    for i in range(count):
+        body = " ".join(f"Note {i} {tag}: pump P{i} runs at {1000 + j} rpm." for j in range(words))
+        (kb / f"note{i:02d}.txt").write_text(body + "\n")
+
+
+def test_sigkill_mid_transaction_leaves_a_consistent_index_and_rerun_repairs(tmp_path: Path) -> None:
+    env = foundry_env(tmp_path / "home", tmp_path / "kb.sqlite3")
+    migrate(env)
+    kb = tmp_path / "kb"
+    write_notes(kb, 3)
+    assert foundry(env, "ingest", str(kb)).returncode == 0
+    (kb / "note01.txt").write_text("Note 1 v2: pump P1 was replaced by pump P9.\n")
+    (kb / "note05.txt").write_text("Note 5: a new file about valve V5.\n")
+
+    # The driver stops inside the transaction that stores a file: after its chunks,
+    # FTS rows and vectors are written, before the commit. Then it is SIGKILLed.
+    marker = tmp_path / "inside-transaction"
+    driver = (
+        "import os, sys, time, django\n"
+        "django.setup()\n"
+        "from sources import vectorstore\n"
+        "real = vectorstore.vectors_insert\n"
+        "def stall(model, rows):\n"
+        "    real(model, rows)\n"
+        f"    open({str(marker)!r}, 'w').close()\n"
+        "    time.sleep(600)\n"
+        "vectorstore.vectors_insert = stall\n"
+        "sys.argv = ['foundry', 'ingest', sys.argv[1]]\n"
+        f"{CLI}\n"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", driver, str(kb)], env=env, cwd=REPO,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 600
+        while not marker.exists():
+            assert proc.poll() is None, "the ingest ended before it reached the transaction"
+            assert time.monotonic() < deadline, "the ingest never reached the transaction"
+            time.sleep(0.2)
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == -signal.SIGKILL
+
+    check_ok(env)
+    texts = exported(env, tmp_path / "home")
+    assert texts["note01.txt"][0].startswith("Note 1 v1")  # the old version, whole
+    assert set(texts) == {"note00.txt", "note01.txt", "note02.txt"}  # nothing half-written from the killed run
+
+    rerun = foundry(env, "ingest", str(kb))
+    assert rerun.returncode == 0, rerun.stderr
+    check_ok(env)
+    texts = exported(env, tmp_path / "home")
+    assert texts["note01.txt"] == ["Note 1 v2: pump P1 was replaced by pump P9."]
+    assert texts["note05.txt"] == ["Note 5: a new file about valve V5."]
+
+
+LOCK_HOLDER = """
+import os, sys, time, pysqlite3
+db, rounds, hold, release = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), sys.argv[4]
+conn = pysqlite3.connect(db, timeout=60, isolation_level=None)
+for i in range(rounds):
+    conn.execute("BEGIN IMMEDIATE")
+    conn.execute("INSERT INTO sources_collection(name, description, public, created_at) "
+                 "VALUES (?, '', 0, datetime('now'))", [f"held-{i}"])
+    print("holding", i, flush=True)
+    until = time.monotonic() + hold
+    while time.monotonic() < until and not os.path.exists(release):
+        time.sleep(0.1)
+    conn.execute("COMMIT")
+    time.sleep(0.3)
+print("done", flush=True)
+"""
+
+
+def hold_locks(db: Path, rounds: int, hold: float, release: Path | None = None) -> subprocess.Popen[str]:
+    """Another process that takes the write lock ``rounds`` times for ``hold`` s (or until ``release`` exists)."""
+    release = release or db.with_name("never-released")
+    return subprocess.Popen([sys.executable, "-c", LOCK_HOLDER, str(db), str(rounds), str(hold), str(release)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def test_write_contention_waits_for_the_lock_instead_of_failing(tmp_path: Path) -> None:
+    """Another process keeps taking the write lock for seconds at a time while an ingest writes."""
+    db = tmp_path / "kb.sqlite3"
+    env = foundry_env(tmp_path / "home", db)
+    migrate(env)
+    kb = tmp_path / "kb"
+    write_notes(kb, 12)
+    holder = hold_locks(db, rounds=8, hold=3.0)
+    assert holder.stdout.readline().startswith("holding 0")
+    ingest = subprocess.Popen([sys.executable, "-c", CLI, "ingest", str(kb), "--json"], env=env, cwd=REPO,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    status = foundry(env, "status")  # a third process reading while both write
+    out, err = ingest.communicate(timeout=900)
+    held_out, held_err = holder.communicate(timeout=120)
+    assert status.returncode == 0, status.stderr
+    assert ingest.returncode == 0 and "locked" not in err, err
+    assert holder.returncode == 0 and held_out.rstrip().endswith("done"), held_err
+    assert '"ingested": 12' in out and '"failed": 0' in out
+    check_ok(env)
+    names = {row[0] for row in pysqlite3.connect(db).execute("SELECT name FROM sources_collection")}
+    assert {f"held-{i}" for i in range(8)} <= names
+
+
+def test_lock_held_past_the_busy_timeout_names_the_problem_then_rerun_repairs(tmp_path: Path) -> None:
+    db = tmp_path / "kb.sqlite3"
+    env = foundry_env(tmp_path / "home", db)
+    migrate(env)
+    kb = tmp_path / "kb"
+    write_notes(kb, 2)
+    release = tmp_path / "release"
+    holder = hold_locks(db, rounds=1, hold=600.0, release=release)  # until the ingest has given up (30 s timeout)
+    assert holder.stdout.readline().startswith("holding 0")
+    done = foundry(env, "ingest", str(kb))
+    release.touch()
+    holder.communicate(timeout=120)
+    assert done.returncode == 1
+    message = " ".join(done.stderr.split())
+    assert "stayed locked by another process for more than 30 s" in message, done.stderr
+    assert "Run the command again" in message and "Traceback" not in done.stderr
+    check_ok(env)
+    rerun = foundry(env, "ingest", str(kb))
+    assert rerun.returncode == 0, rerun.stderr
+    check_ok(env)
+    assert set(exported(env, tmp_path / "home")) == {"note00.txt", "note01.txt"}
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Path:
+    """A real, small filesystem (tmpfs) for the database; needs root (CAP_SYS_ADMIN), else the test is skipped."""
+    mount = tmp_path / "small-disk"
+    mount.mkdir()
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(mount)], capture_output=True, text=True)
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here (needs root): {done.stderr.strip()}")
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], check=False)
+
+
+def test_disk_full_during_ingest_names_it_keeps_the_index_and_rerun_repairs(tmp_path: Path, small_disk: Path) -> None:
+    db = small_disk / "kb.sqlite3"
+    env = foundry_env(tmp_path / "home", db)
+    migrate(env)
+    kb = tmp_path / "kb"
+    write_notes(kb, 2, words=5)
+    assert foundry(env, "ingest", str(kb)).returncode == 0
+    before = exported(env, tmp_path / "home")
+    write_notes(kb, 2, words=5, tag="v2")  # changes the stored files: their old versions must survive
+    used = os.statvfs(small_disk)
+    used_bytes = (used.f_blocks - used.f_bfree) * used.f_frsize
+    # Leave ~600 KB: the notes fit, the two manuals (~140 chunks each, ~4 KB a chunk with FTS and vector) do not.
+    subprocess.run(["mount", "-o", f"remount,size={used_bytes + 600 * 1024}", str(small_disk)], check=True)
+    for i in range(2, 4):
+        (kb / f"big{i}.txt").write_text(" ".join(f"Manual {i} line {j}: torque T{j} is {j} Nm." for j in range(2000)))
+    done = foundry(env, "ingest", str(kb))
+    assert done.returncode == 1, (done.stdout, done.stderr)
+    message = " ".join(done.stderr.split())
+    assert "Disk full" in message and "Free some space" in message and "Traceback" not in done.stderr, done.stderr
+
+    check_ok(env)
+    after = exported(env, tmp_path / "home")
+    for path in before:  # every stored file is whole: all its chunks from one version
+        tags = {"v2" if " v2:" in chunk else "v1" for chunk in after[path]}
+        assert len(tags) == 1, (path, tags)
+
+    subprocess.run(["mount", "-o", "remount,size=256m", str(small_disk)], check=True)
+    rerun = foundry(env, "ingest", str(kb), "--json")
+    assert rerun.returncode == 0 and '"failed": 0' in rerun.stdout, rerun.stderr
+    check_ok(env)
+    texts = exported(env, tmp_path / "home")
+    assert set(texts) == {"note00.txt", "note01.txt", "big2.txt", "big3.txt"}
+    assert all("v2" in texts[f"note{i:02d}.txt"][0] for i in range(2))
