@@ -74,6 +74,7 @@ def retrieval_command(opts: argparse.Namespace, out: TextIO) -> int:
     folder = report.report_folder("retrieval", eval_id, opts.report)
     conf = settings.FOUNDRY
     config = {"top_k": EVAL_TOP_K, "rrf_k": conf.retrieval.rrf_k, "hyde": conf.retrieval.hyde,
+              "dense_index": conf.retrieval.dense_index,
               "embedding": conf.embedding.model, "chunk_tokens": conf.ingest.chunk_tokens}
     retrieval_report(result, folder=folder, eval_id=eval_id, config=config)
     summary = result.as_dict()
