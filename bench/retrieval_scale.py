@@ -136,11 +136,18 @@ def measure(size: int, queries: list[str], vectors: list[list[float]]) -> dict:
         "bm25 (FTS5)": timed(lambda p: ChunkSearch.search.keyword(p[0], limit=50), pairs),
         "dense (vec0 scan)": timed(lambda p: ChunkSearch.search.nearest(p[1], model=model, k=50), pairs),
         "dense (matrix)": timed(lambda p: dense.nearest(p[1], model=model, k=50), pairs),
-        "hybrid retrieve() vec0": timed(with_dense_index(
-            "vec0", lambda p: retrieve(question=p[0], collection_ids=None, mode="hybrid")), pairs),
-        "hybrid retrieve() matrix": timed(with_dense_index(
-            "matrix", lambda p: retrieve(question=p[0], collection_ids=None, mode="hybrid")), pairs),
     }
+    for kind in ("vec0", "matrix"):
+        stages: dict[str, list[float]] = {"embed": [], "search": []}
+
+        def run(p, stages=stages):
+            timings = retrieve(question=p[0], collection_ids=None, mode="hybrid").timings
+            for stage in stages:
+                stages[stage].append(timings[stage])
+
+        out[f"hybrid retrieve() {kind}"] = timed(with_dense_index(kind, run), pairs)
+        for stage, values in stages.items():  # the warm-up call is the first value
+            out[f"  of which {stage} ({kind})"] = metrics.latency_summary(values[1:])
     out["db_mb"] = round(sum(f.stat().st_size for f in HOME.glob("scale.sqlite3*")) / 2**20, 1)
     out["peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
     out["load"] = [round(x, 2) for x in os.getloadavg()]
