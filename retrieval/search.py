@@ -7,7 +7,7 @@ slug ``sources.vectorstore`` derives from configuration and checks.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from django.db import connection, models
@@ -80,6 +80,19 @@ class ChunkSearchManager(models.Manager):
         with connection.cursor() as cur:
             cur.execute(sql, [vectorstore.serialize(vector), k, *params])
             return [Hit(cid, 1.0 - dist) for cid, dist in cur.fetchall()]
+
+    def vector_batches(self, *, model: str, size: int = 20_000) -> Iterator[list[tuple[int, int, bytes]]]:
+        """Every stored (chunk_id, collection_id, float32 vector bytes), in batches, from one statement.
+
+        A single SELECT reads one consistent snapshot (WAL), however long the caller
+        takes between batches. For building the dense matrix (``retrieval/dense.py``).
+        """
+        if not vectorstore.table_exists(model):
+            raise vectorstore.MissingEmbeddings(model)
+        with connection.cursor() as cur:
+            cur.execute(f"SELECT chunk_id, collection_id, embedding FROM {vectorstore.table_name(model)}")
+            while rows := cur.fetchmany(size):
+                yield rows
 
     def similarity(self, vector: Sequence[float], chunk_ids: Sequence[int], *, model: str) -> dict[int, float]:
         """Cosine similarity of ``vector`` to each of ``chunk_ids`` (for the gate and the Sources list).

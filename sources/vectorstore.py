@@ -122,3 +122,21 @@ def source_index_complete(source_id: int, chunk_count: int, model: str) -> bool:
                     "(SELECT count(*) FROM sources_chunk WHERE source_id = %s)", [source_id] * 3)
         vectors, fts, chunks = cur.fetchone()
     return vectors == fts == chunks == chunk_count
+
+
+def vectors_version(model: str) -> str:
+    """A cheap tag that changes whenever the set of stored vectors can have changed.
+
+    Ingest replaces a source's chunks (new chunk ids, never reused: the id column is
+    AUTOINCREMENT) and bumps its ``updated_at``; removing a source drops its row. So
+    (sources, latest update, highest chunk id) moves on every insert, replacement and
+    deletion of vectors, and costs three indexed or small-table aggregates rather
+    than a count over millions of vector rows. Used to tell when a derived copy of the
+    vectors (``retrieval/dense.py``) is stale.
+    """
+    with connection.cursor() as cur:
+        cur.execute("SELECT count(*), max(updated_at) FROM sources_source")
+        sources, latest = cur.fetchone()
+        cur.execute("SELECT max(id) FROM sources_chunk")
+        top = cur.fetchone()[0]
+    return f"{model_slug(model)}:{table_dimension(model)}:{sources}:{latest or '-'}:{top or 0}"

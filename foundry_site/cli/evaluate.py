@@ -75,6 +75,7 @@ def retrieval_command(opts: argparse.Namespace, out: TextIO) -> int:
     conf = settings.FOUNDRY
     config = {"top_k": EVAL_TOP_K, "rrf_k": conf.retrieval.rrf_k, "fusion": conf.retrieval.fusion,
               "hyde": conf.retrieval.hyde,
+              "dense_index": conf.retrieval.dense_index,
               "embedding": conf.embedding.model, "chunk_tokens": conf.ingest.chunk_tokens}
     retrieval_report(result, folder=folder, eval_id=eval_id, config=config)
     summary = result.as_dict()

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from django.conf import settings
 
 from foundry_site import llm, prompts
+from retrieval import dense
 from retrieval.models import ChunkSearch
 from retrieval.search import Hit, document_rank_fusion, reciprocal_rank_fusion
 from retrieval.services.conflicts import Conflict, Passage, conflicts_detect
@@ -98,6 +99,10 @@ def retrieve(*, question: str, collection_ids: Sequence[int] | None, mode: str |
     if conf.retrieval.hyde and result.mode != "bm25":
         with timer("hyde"):
             result.hyde_text = hyde_generate(question)
+    if result.mode != "bm25" and conf.retrieval.dense_index == "matrix":
+        start = time.perf_counter()
+        if dense.current(conf.embedding.model)[1]:
+            result.timings["dense_index_build"] = round((time.perf_counter() - start) * 1000, 1)
     with timer("embed"):
         texts = [question] + ([result.hyde_text] if result.hyde_text else [])
         vectors = llm.embed(texts, model=conf.embedding.model)
@@ -135,8 +140,9 @@ def _search(question: str, vector: list[float], mode: str, top_k: int,
     depth = max(top_k * CANDIDATE_FACTOR, 50)
     channels: dict[str, list[Hit]] = {}
     if mode in ("hybrid", "dense"):
-        channels["dense"] = ChunkSearch.search.nearest(vector, model=settings.FOUNDRY.embedding.model, k=depth,
-                                                       collection_ids=collection_ids)
+        nearest = dense.nearest if settings.FOUNDRY.retrieval.dense_index == "matrix" else ChunkSearch.search.nearest
+        channels["dense"] = nearest(vector, model=settings.FOUNDRY.embedding.model, k=depth,
+                                    collection_ids=collection_ids)
     if mode in ("hybrid", "bm25"):
         channels["bm25"] = ChunkSearch.search.keyword(question, limit=depth, collection_ids=collection_ids)
     return channels

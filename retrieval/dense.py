@@ -1,0 +1,228 @@
+"""Fast exact dense search: a memory-mapped float32 copy of the vectors, scanned with numpy.
+
+Why: sqlite-vec 0.1.9's vec0 scan takes ~300 ms per query at 1M 384-d vectors, mostly
+per-row overhead; one BLAS matrix-vector product over the same float32 vectors takes
+~35 ms. sqlite-vec's newer indexes (0.1.10 alphas: ``rescore``, DiskANN; IVF is not in
+the published wheel) refuse the ``collection_id`` metadata column that scopes every
+search, and DiskANN builds far too slowly (docs/benchmarks.md, section 6).
+
+Design (keep it explainable):
+
+- **vec0 stays the store of record.** Ingest writes only vec0; this module keeps a
+  derived copy per database, embedding model and index version, in
+  ``FOUNDRY_HOME/dense/<database>/<model slug>/<version hash>/``: ``vectors.f32``
+  (row-normalised float32, row-major), ``ids.npy`` (chunk ids), ``collections.npy``
+  (the collection column of the vec0 rows, so scoping is the same as ``nearest()``'s)
+  and ``meta.json``.
+- **Exact, not approximate.** Scores are cosine similarities from one product
+  ``V @ q/|q|``; rows outside ``collection_ids`` get -inf; the best ``k`` come from
+  ``argpartition`` and are sorted (ties by chunk id). Same chunks, same order and the
+  same scores (to float rounding) as vec0's exact KNN, so retrieval quality is
+  unchanged. float32 rather than int8: numpy has no fast int8 product, and 1.5 GB per
+  1M vectors lives once in the page cache, shared by every process that maps it.
+- **Never stale.** Every search reads ``vectorstore.vectors_version`` (< 1 ms) and uses
+  the copy of exactly that version. A missing copy is built before the search answers:
+  under an exclusive ``flock`` (one gunicorn/Celery/CLI process builds, the others wait
+  and then map the result), written to a temporary folder and renamed into place, so a
+  reader never sees half a copy. The build reads the version, the vectors (one
+  statement, one snapshot) and the version again, and starts over if an ingest committed
+  in between: a copy never carries a version it does not hold. Older copies are deleted
+  after a build; processes still mapping one keep a consistent (older) view until their
+  next search.
+- The cost is the rebuild: the first dense search after an ingest reads every vector
+  again (seconds at 100k, ~20 s at 1M). ``retrieve()`` records it as the
+  ``dense_index_build`` timing.
+"""
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import json
+import logging
+import os
+import shutil
+import tempfile
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from django.conf import settings
+from django.db import connection
+
+from retrieval.models import ChunkSearch
+from retrieval.search import Hit
+from sources import vectorstore
+
+logger = logging.getLogger(__name__)
+
+BUILD_ATTEMPTS = 5  # version moved during a read this many times in a row: give up and say so
+
+
+class DenseIndexError(Exception):
+    """The dense matrix could not be built or read (the message says which file and why)."""
+
+
+@dataclass(frozen=True)
+class DenseMatrix:
+    folder: Path
+    version: str
+    ids: np.ndarray          # int64 chunk ids, one per row
+    collections: np.ndarray  # int64 collection ids, one per row
+    vectors: np.ndarray      # float32 (rows, dimension), unit rows, memory-mapped
+
+    def search(self, vector: Sequence[float], *, k: int, collection_ids: Sequence[int] | None) -> list[Hit]:
+        query = np.asarray(vector, dtype=np.float32)
+        if query.shape != (self.vectors.shape[1],):
+            raise DenseIndexError(f"query vector has {query.size} dimensions but {self.folder} holds "
+                                  f"{self.vectors.shape[1]}-d vectors")
+        norm = float(np.linalg.norm(query))
+        scores = self.vectors @ (query / norm if norm else query)
+        if collection_ids is not None:
+            allowed = np.isin(self.collections, np.asarray([int(i) for i in collection_ids], dtype=np.int64))
+            scores = np.where(allowed, scores, -np.inf)
+            available = int(allowed.sum())
+        else:
+            available = scores.size
+        k = min(int(k), available)
+        if k <= 0:
+            return []
+        top = np.argpartition(-scores, k - 1)[:k] if k < scores.size else np.arange(scores.size)
+        order = top[np.lexsort((self.ids[top], -scores[top]))]
+        return [Hit(int(self.ids[i]), float(scores[i])) for i in order]
+
+
+_loaded: dict[Path, DenseMatrix] = {}
+_loaded_lock = threading.Lock()
+
+
+def root_folder(model: str) -> Path:
+    """Where the copies of ``model``'s vectors for the current database live."""
+    database = str(Path(str(connection.settings_dict["NAME"])).resolve())
+    tag = f"{Path(database).stem}-{hashlib.sha256(database.encode()).hexdigest()[:12]}"
+    return Path(settings.FOUNDRY_HOME) / "dense" / tag / vectorstore.model_slug(model)
+
+
+def nearest(vector: Sequence[float], *, model: str, k: int = 20,
+            collection_ids: Sequence[int] | None = None) -> list[Hit]:
+    """Nearest chunks by cosine similarity, best first: the same answer as ``ChunkSearch.search.nearest``."""
+    if not vectorstore.table_exists(model):
+        raise vectorstore.MissingEmbeddings(model)
+    if collection_ids is not None and not collection_ids:
+        return []
+    matrix, _ = current(model)
+    return matrix.search(vector, k=k, collection_ids=collection_ids)
+
+
+def current(model: str) -> tuple[DenseMatrix, bool]:
+    """The copy for the database's current vectors, and whether this call had to build it."""
+    built = False
+    for _ in range(BUILD_ATTEMPTS):
+        folder = root_folder(model) / _version_hash(vectorstore.vectors_version(model))
+        with _loaded_lock:
+            cached = _loaded.get(folder)
+        if cached is not None:
+            return cached, built
+        if not (folder / "meta.json").exists():
+            folder, fresh = _build(model)
+            built = built or fresh
+        try:
+            matrix = _open(folder)
+        except FileNotFoundError:  # a peer replaced it with a newer version between our check and open
+            continue
+        with _loaded_lock:
+            for stale in [f for f in _loaded if f.parent == folder.parent and f != folder]:
+                del _loaded[stale]
+            _loaded[folder] = matrix
+        return matrix, built
+    raise DenseIndexError(f"the dense matrix of {model} was replaced during each of {BUILD_ATTEMPTS} reads; "
+                          "retry when the running ingest has finished")
+
+
+def _version_hash(version: str) -> str:
+    return hashlib.sha256(version.encode()).hexdigest()[:20]
+
+
+@contextlib.contextmanager
+def _exclusive(root: Path) -> Iterator[None]:
+    root.mkdir(parents=True, exist_ok=True)
+    with open(root / "build.lock", "a+b") as handle:
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+
+
+def _build(model: str) -> tuple[Path, bool]:
+    """Write the copy of the current vectors (unless a peer did while we waited); return its folder."""
+    root = root_folder(model)
+    with _exclusive(root):
+        for attempt in range(BUILD_ATTEMPTS):
+            version = vectorstore.vectors_version(model)
+            folder = root / _version_hash(version)
+            if (folder / "meta.json").exists():
+                return folder, False
+            for leftover in root.glob(".tmp-*"):  # a build that died; we hold the lock, so nobody writes it
+                shutil.rmtree(leftover, ignore_errors=True)
+            start = time.perf_counter()
+            staging = Path(tempfile.mkdtemp(prefix=".tmp-", dir=root))
+            rows = _write(model, staging)
+            if vectorstore.vectors_version(model) != version:
+                shutil.rmtree(staging, ignore_errors=True)
+                logger.info("dense matrix: an ingest committed during the read (attempt %s); reading again",
+                            attempt + 1)
+                continue
+            meta = {"version": version, "rows": rows[0], "dimension": rows[1], "model": model}
+            (staging / "meta.json").write_text(json.dumps(meta))
+            os.replace(staging, folder)
+            for old in root.iterdir():
+                if old.is_dir() and old != folder:
+                    shutil.rmtree(old, ignore_errors=True)
+            logger.info("dense matrix built: %s rows in %.1f s (%s)", rows[0], time.perf_counter() - start, folder)
+            return folder, True
+    raise DenseIndexError(f"the vectors of {model} changed during each of {BUILD_ATTEMPTS} reads; "
+                          "retry when the running ingest has finished")
+
+
+def _write(model: str, staging: Path) -> tuple[int, int]:
+    """Stream the vec0 rows into ``staging``; return (rows, dimension)."""
+    ids, collections, dimension, count = [], [], vectorstore.table_dimension(model) or 0, 0
+    with open(staging / "vectors.f32", "wb") as out:
+        for batch in ChunkSearch.search.vector_batches(model=model):
+            block = np.frombuffer(b"".join(row[2] for row in batch), dtype=np.float32).reshape(len(batch), -1)
+            if block.shape[1] != dimension:
+                raise DenseIndexError(f"{vectorstore.table_name(model)} returned {block.shape[1]}-d vectors, "
+                                      f"expected {dimension}")
+            norms = np.linalg.norm(block, axis=1, keepdims=True)
+            out.write(np.divide(block, norms, out=np.zeros_like(block), where=norms > 0).tobytes())
+            ids.append(np.fromiter((row[0] for row in batch), dtype=np.int64, count=len(batch)))
+            collections.append(np.fromiter((-1 if row[1] is None else row[1] for row in batch),
+                                           dtype=np.int64, count=len(batch)))
+            count += len(batch)
+        out.flush()
+        os.fsync(out.fileno())
+    np.save(staging / "ids.npy", np.concatenate(ids) if ids else np.zeros(0, np.int64))
+    np.save(staging / "collections.npy", np.concatenate(collections) if collections else np.zeros(0, np.int64))
+    return count, dimension
+
+
+def _open(folder: Path) -> DenseMatrix:
+    try:
+        meta = json.loads((folder / "meta.json").read_text())
+        rows, dimension = int(meta["rows"]), int(meta["dimension"])
+        ids = np.load(folder / "ids.npy")
+        collections = np.load(folder / "collections.npy")
+        vectors = (np.memmap(folder / "vectors.f32", dtype=np.float32, mode="r", shape=(rows, dimension))
+                   if rows else np.zeros((0, dimension), np.float32))
+    except FileNotFoundError:
+        raise
+    except (OSError, ValueError, KeyError) as exc:
+        raise DenseIndexError(f"cannot read the dense matrix in {folder}: {exc}") from exc
+    if ids.shape != (rows,) or collections.shape != (rows,):
+        raise DenseIndexError(f"the dense matrix in {folder} is inconsistent: {rows} vectors, "
+                              f"{ids.size} ids, {collections.size} collection ids")
+    return DenseMatrix(folder=folder, version=meta["version"], ids=ids, collections=collections, vectors=vectors)

@@ -1,0 +1,205 @@
+"""The memory-mapped dense matrix answers exactly like vec0, and is never stale."""
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+from django.db import connection
+
+from foundry_site import llm
+from retrieval import dense
+from retrieval.models import ChunkSearch
+from retrieval.services.retrieve import retrieve
+from sources import vectorstore
+from sources.models import Chunk, Collection, Source
+from sources.services.ingest import knowledge_base_ingest, source_delete
+
+TINY = "test/tiny-embedder"
+MINILM = "local/all-minilm-l6-v2"
+
+
+@pytest.fixture(autouse=True)
+def _fresh_process_cache() -> None:
+    dense._loaded.clear()
+
+
+def _source_with_vectors(collection: Collection, name: str, vectors: np.ndarray) -> list[int]:
+    source = Source.objects.create(collection=collection, root="/t", path=name, status=Source.Status.INGESTED,
+                                   chunk_count=len(vectors), embedding_model=TINY)
+    chunks = Chunk.objects.bulk_create([Chunk(source=source, ordinal=i, text=f"{name} {i}", line_start=1, line_end=1,
+                                              token_count=2) for i in range(len(vectors))])
+    vectorstore.ensure_table(TINY, vectors.shape[1])
+    vectorstore.vectors_insert(TINY, [(c.pk, collection.pk, v.tolist()) for c, v in zip(chunks, vectors)])
+    return [c.pk for c in chunks]
+
+
+def _tiny_index(rng: np.random.Generator) -> list[Collection]:
+    collections = [Collection.objects.create(name=n) for n in ("alpha", "beta", "gamma")]
+    for number, collection in enumerate(collections):
+        # unnormalised rows on purpose: cosine must not depend on stored lengths
+        vectors = rng.standard_normal((120, 16)).astype(np.float32) * rng.uniform(0.1, 5, (120, 1)).astype(np.float32)
+        _source_with_vectors(collection, f"doc{number}.md", vectors)
+    return collections
+
+
+@pytest.mark.django_db
+def test_matrix_returns_the_same_chunks_order_and_scores_as_vec0() -> None:
+    rng = np.random.default_rng(7)
+    alpha, beta, gamma = (c.pk for c in _tiny_index(rng))
+    for query in rng.standard_normal((12, 16)).astype(np.float32):
+        for scope in (None, [alpha], [alpha, gamma], [beta, 999_999]):
+            for k in (1, 10, 50, 500):
+                expected = ChunkSearch.search.nearest(query.tolist(), model=TINY, k=k, collection_ids=scope)
+                got = dense.nearest(query.tolist(), model=TINY, k=k, collection_ids=scope)
+                assert [h.chunk_id for h in got] == [h.chunk_id for h in expected], (scope, k)
+                assert np.allclose([h.score for h in got], [h.score for h in expected], atol=1e-5)
+    assert len(dense.nearest([1.0] * 16, model=TINY, k=500)) == 360
+    assert dense.nearest([1.0] * 16, model=TINY, k=5, collection_ids=[]) == []
+
+
+@pytest.mark.django_db
+def test_collection_scope_uses_the_vector_rows_collection() -> None:
+    rng = np.random.default_rng(1)
+    alpha, beta, _ = (c.pk for c in _tiny_index(rng))
+    hits = dense.nearest(rng.standard_normal(16).tolist(), model=TINY, k=1000, collection_ids=[beta])
+    assert len(hits) == 120
+    assert set(Chunk.objects.filter(pk__in=[h.chunk_id for h in hits]).values_list("source__collection", flat=True)) \
+        == {beta}
+    assert not dense.nearest(rng.standard_normal(16).tolist(), model=TINY, k=5, collection_ids=[123_456])
+
+
+@pytest.mark.django_db
+def test_missing_table_is_the_usual_missing_embeddings_error() -> None:
+    with pytest.raises(vectorstore.MissingEmbeddings):
+        dense.nearest([0.0] * 16, model="test/never-ingested", k=5)
+
+
+@pytest.mark.django_db
+def test_wrong_query_width_names_the_matrix() -> None:
+    _tiny_index(np.random.default_rng(2))
+    with pytest.raises(dense.DenseIndexError, match="query vector has 8 dimensions .* 16-d"):
+        dense.nearest([0.5] * 8, model=TINY, k=5)
+
+
+@pytest.mark.django_db
+def test_matrix_follows_ingest_replacement_and_deletion(kb: Path) -> None:
+    (kb / "pump.md").write_text("# Pump\n\nThe centrifugal pump delivers 40 litres per minute.\n")
+    knowledge_base_ingest(target=kb)
+    query = llm.embed(["pressure relief valve"], model=MINILM)[0]
+
+    def same_as_vec0() -> list[int]:
+        got = [h.chunk_id for h in dense.nearest(query, model=MINILM, k=10)]
+        assert got == [h.chunk_id for h in ChunkSearch.search.nearest(query, model=MINILM, k=10)]
+        return got
+
+    assert same_as_vec0() == list(Chunk.objects.values_list("pk", flat=True))
+    (kb / "valve.md").write_text("# Valve\n\nThe relief valve opens at 6 bar of pressure.\n")
+    knowledge_base_ingest(target=kb)
+    valve = Chunk.objects.get(source__path="valve.md").pk
+    assert same_as_vec0()[0] == valve
+    (kb / "valve.md").write_text("# Valve\n\nThe pressure relief valve opens at 7 bar.\n")
+    knowledge_base_ingest(target=kb)
+    replaced = same_as_vec0()
+    assert valve not in replaced and replaced[0] == Chunk.objects.get(source__path="valve.md").pk
+    source_delete(source_id=Source.objects.get(path="valve.md").pk)
+    assert same_as_vec0() == list(Chunk.objects.values_list("pk", flat=True))
+    versions = [p for p in dense.root_folder(MINILM).iterdir() if p.is_dir()]
+    assert len(versions) == 1, "older copies are removed after a rebuild"
+
+
+@pytest.mark.django_db
+def test_retrieve_uses_the_matrix_and_reports_a_build(kb: Path, foundry_config) -> None:
+    (kb / "a.md").write_text("# Pump\n\nThe centrifugal pump delivers 40 litres per minute.\n")
+    (kb / "b.md").write_text("# Valve\n\nThe relief valve opens at 6 bar of pressure.\n")
+    knowledge_base_ingest(target=kb)
+    first = retrieve(question="when does the relief valve open", collection_ids=None, mode="dense")
+    assert "dense_index_build" in first.timings
+    second = retrieve(question="when does the relief valve open", collection_ids=None, mode="dense")
+    assert "dense_index_build" not in second.timings
+    foundry_config(retrieval={"dense_index": "vec0"})
+    plain = retrieve(question="when does the relief valve open", collection_ids=None, mode="hybrid")
+    assert "dense_index_build" not in plain.timings
+    foundry_config(retrieval={"dense_index": "matrix"})
+    fast = retrieve(question="when does the relief valve open", collection_ids=None, mode="hybrid")
+    assert [h.chunk_id for h in fast.channels["dense"]] == [h.chunk_id for h in plain.channels["dense"]]
+    assert [h.score for h in fast.channels["dense"]] == pytest.approx([h.score for h in plain.channels["dense"]],
+                                                                      abs=1e-5)
+    assert [c.chunk.pk for c in fast.candidates] == [c.chunk.pk for c in plain.candidates]
+
+
+@pytest.mark.django_db
+def test_ingest_during_the_read_makes_the_build_read_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    rng = np.random.default_rng(3)
+    (alpha, *_) = _tiny_index(rng)
+    real_write, calls = dense._write, []
+
+    def write_while_ingesting(model: str, staging: Path) -> tuple[int, int]:
+        result = real_write(model, staging)
+        calls.append(staging)
+        if len(calls) == 1:  # an ingest commits after our read: this copy must not be used
+            _source_with_vectors(alpha, "late.md", rng.standard_normal((3, 16)).astype(np.float32))
+        return result
+
+    monkeypatch.setattr(dense, "_write", write_while_ingesting)
+    matrix, built = dense.current(TINY)
+    late = set(Chunk.objects.filter(source__path="late.md").values_list("pk", flat=True))
+    assert built and len(calls) == 2
+    assert late <= set(matrix.ids.tolist()) and len(matrix.ids) == 363
+    assert matrix.version == vectorstore.vectors_version(TINY)
+    assert not list(dense.root_folder(TINY).glob(".tmp-*"))
+
+
+@pytest.mark.django_db
+def test_leftover_of_a_crashed_build_is_ignored_and_removed() -> None:
+    _tiny_index(np.random.default_rng(4))
+    leftover = dense.root_folder(TINY) / ".tmp-crashed"
+    leftover.mkdir(parents=True)
+    (leftover / "vectors.f32").write_bytes(b"\0" * 10)
+    assert len(dense.nearest([1.0] * 16, model=TINY, k=400)) == 360
+    assert not leftover.exists()
+
+
+@pytest.mark.django_db
+def test_damaged_copy_is_a_clear_error_not_a_wrong_answer() -> None:
+    _tiny_index(np.random.default_rng(5))
+    matrix, _ = dense.current(TINY)
+    np.save(matrix.folder / "ids.npy", matrix.ids[:-1])
+    dense._loaded.clear()
+    with pytest.raises(dense.DenseIndexError, match=r"inconsistent: 360 vectors, 359 ids"):
+        dense.nearest([1.0] * 16, model=TINY, k=5)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_concurrent_searches_build_the_copy_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    _tiny_index(np.random.default_rng(6))
+    real_write, builds = dense._write, []
+
+    def slow_write(model: str, staging: Path) -> tuple[int, int]:
+        builds.append(staging)
+        threading.Event().wait(0.3)  # widen the window in which the others find no copy
+        return real_write(model, staging)
+
+    monkeypatch.setattr(dense, "_write", slow_write)
+    results: list[object] = []
+
+    def search() -> None:
+        try:
+            dense._loaded.clear()
+            results.append([h.chunk_id for h in dense.nearest([1.0] * 16, model=TINY, k=20)])
+        except Exception as exc:  # noqa: BLE001 - reported by the assertion below
+            results.append(exc)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=search) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    expected = [h.chunk_id for h in ChunkSearch.search.nearest([1.0] * 16, model=TINY, k=20)]
+    assert results == [expected] * 4
+    assert len(builds) == 1
+    folders = [p for p in dense.root_folder(TINY).iterdir() if p.is_dir()]
+    assert len(folders) == 1 and not folders[0].name.startswith(".tmp-")
