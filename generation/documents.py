@@ -30,6 +30,7 @@ from generation.models import GenerationRun
 from generation.support import Grounder
 from retrieval.services.retrieve import Candidate, Retrieval, retrieve
 from sources.models import SourceSummary
+from sources.vectorstore import MissingEmbeddings
 
 logger = logging.getLogger(__name__)
 
@@ -123,7 +124,7 @@ def generation_run_execute(*, run_id: int) -> None:
         try:
             _execute(run, fields)
             status, error = GenerationRun.Status.SUCCEEDED, None
-        except (GenerationError, llm.LLMError) as exc:
+        except (GenerationError, llm.LLMError, MissingEmbeddings) as exc:
             status = GenerationRun.Status.FAILED
             error = {"type": type(exc).__name__, "message": str(exc),
                      "transient": bool(getattr(exc, "transient", False))}

@@ -3,9 +3,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from django.conf import settings
 from django.db import connection
 
-from sources import vectorstore
+from sources import selectors, vectorstore
 
 
 @dataclass
@@ -20,8 +21,14 @@ class IntegrityReport:
 
 
 def index_check() -> IntegrityReport:
-    """PRAGMA integrity_check plus set comparisons of chunk ids across the three stores."""
+    """PRAGMA integrity_check, set comparisons of chunk ids across the three stores, and
+    sources embedded with another model than the configured one (with the re-ingest commands)."""
     report = IntegrityReport()
+    model = settings.FOUNDRY.embedding.model
+    stale = selectors.stale_embeddings(model=model)
+    if stale:
+        changed = vectorstore.EmbeddingModelChanged(model, stale)
+        report.problems.append(f"{changed.problem}\n{changed.fix}")
     with connection.cursor() as cur:
         cur.execute("PRAGMA integrity_check")
         report.sqlite = "; ".join(row[0] for row in cur.fetchall())
