@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from django.core import checks
+from django.core.checks.registry import registry as check_registry
 from django.core.management.base import BaseCommand, CommandError
 
 from foundry_site.cli import collections, evaluate, generate, ingest, jobs, query, serve, specs, tokens
@@ -28,7 +28,7 @@ class Command(BaseCommand):
 
     def execute(self, *args: Any, **options: Any) -> Any:
         if options.get("command") not in SEARCHING_COMMANDS:
-            self.requires_system_checks = sorted(checks.registry.tags_available() - {INDEX_TAG})
+            self.requires_system_checks = sorted(check_registry.tags_available() - {INDEX_TAG})
         return super().execute(*args, **options)
 
     def handle(self, *args: Any, **options: Any) -> None:
