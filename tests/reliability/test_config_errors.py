@@ -300,3 +300,15 @@ def test_foundry_query_in_a_terminal_names_problem_and_fix(changed_model: dict, 
     assert "openai/text-embedding-3-small" in query.stderr and changed_model["command"] in query.stderr
     status = foundry("status", config=config, env=env)
     assert status.returncode == 0 and changed_model["command"] in status.stdout
+
+
+@pytest.mark.django_db
+def test_generation_run_fails_with_the_message_instead_of_hanging(changed_model: dict) -> None:
+    from generation.documents import SpecText, generation_run_create, generation_run_execute
+    from generation.models import GenerationRun
+
+    run = generation_run_create(topic="sensor bus", spec=SpecText("guide", 1, "# Guide\n\nWrite a guide.\n"))
+    generation_run_execute(run_id=run.pk)
+    run.refresh_from_db()
+    assert run.status == GenerationRun.Status.FAILED and run.error["type"] == "EmbeddingModelChanged"
+    assert OLD_MODEL in run.error["message"] and NEW_MODEL in run.error["message"]
