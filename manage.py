@@ -10,6 +10,10 @@ def main() -> None:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "foundry_site.settings")
     from django.core.management import execute_from_command_line
 
+    from foundry_site.cli import settings_or_exit
+
+    settings_or_exit()
+
     execute_from_command_line(sys.argv)
 
 

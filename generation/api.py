@@ -11,8 +11,10 @@ from django.shortcuts import get_object_or_404
 from django.urls import reverse
 from ninja import Router
 from ninja.errors import HttpError
-from ninja.pagination import PageNumberPagination, paginate
+from ninja.pagination import paginate
 
+from foundry_site.pagination import PageNumberPagination
+from foundry_site.schemas import RowId
 from generation import selectors
 from generation.asking import query_answer
 from generation.models import GenerationRun
@@ -42,7 +44,7 @@ def list_runs(request: HttpRequest) -> QuerySet[GenerationRun]:
 
 
 @router.get("/runs/{run_id}", response={200: RunOut, **ERRORS})
-def get_run(request: HttpRequest, run_id: int) -> GenerationRun:
+def get_run(request: HttpRequest, run_id: RowId) -> GenerationRun:
     """Status, stage, conflicts and coverage of one run; ``download`` is set once the document can be fetched."""
     run = get_object_or_404(selectors.visible_runs(request.auth), pk=run_id)
     run.download = reverse("api:run_download", args=[run.pk]) if selectors.run_output_file(run) else None
@@ -50,7 +52,7 @@ def get_run(request: HttpRequest, run_id: int) -> GenerationRun:
 
 
 @router.get("/runs/{run_id}/download", response={200: None, **ERRORS}, url_name="run_download")
-def download_run(request: HttpRequest, run_id: int) -> FileResponse:
+def download_run(request: HttpRequest, run_id: RowId) -> FileResponse:
     """The generated Markdown file (attachment). 404 until the run has succeeded."""
     run = get_object_or_404(selectors.visible_runs(request.auth), pk=run_id)
     path = selectors.run_output_file(run)

@@ -24,11 +24,13 @@ from django.db.models import F
 from django.utils import timezone
 
 from foundry_site import llm, prompts
+from foundry_site.text import TextRejected, user_text
 from generation.context import chunk_budget, context_build
 from generation.models import GenerationRun
 from generation.support import Grounder
 from retrieval.services.retrieve import Candidate, Retrieval, retrieve
 from sources.models import SourceSummary
+from sources.vectorstore import MissingEmbeddings
 
 logger = logging.getLogger(__name__)
 
@@ -54,9 +56,24 @@ class GenerationError(Exception):
     """A run cannot proceed; the message is shown to the user and stored on the run."""
 
 
+MAX_TOPIC_CHARS = 1000
+
+
+def topic_clean(topic: str) -> str:
+    """The topic with NULs made spaces and outer whitespace stripped; GenerationError when unusable.
+
+    The same limit as the web form and the API (1000 characters) holds for the CLI.
+    """
+    try:
+        return user_text(topic, what="topic", max_chars=MAX_TOPIC_CHARS, collapse=False)
+    except TextRejected as exc:
+        raise GenerationError(str(exc)) from None
+
+
 def document_prepare(*, topic: str, spec: SpecText, collection_ids: list[int] | None) -> Prepared:
     """Retrieval and the assembled system prompt; makes no generation call (used by --dry-run)."""
     conf = settings.FOUNDRY
+    topic = topic_clean(topic)
     retrieval = retrieve(question=topic, collection_ids=collection_ids)
     if not retrieval.gate.passed or not retrieval.candidates:
         return Prepared(retrieval, [], "")
@@ -81,10 +98,9 @@ def _summaries(candidates: list[Candidate], limit: int) -> str:
 
 def generation_run_create(*, topic: str, spec: SpecText, output_path: str | None = None, user: Any = None,
                           collection_ids: list[int] | None = None) -> GenerationRun:
-    if not topic.strip():
-        raise GenerationError("the topic is empty")
+    topic = topic_clean(topic)
     run = GenerationRun.objects.create(
-        topic=topic.strip(), spec_name=spec.name, spec_version=spec.version, spec_body=spec.body,
+        topic=topic, spec_name=spec.name, spec_version=spec.version, spec_body=spec.body,
         created_by=user if getattr(user, "is_authenticated", False) else None,
         collection_ids=collection_ids, output_path=output_path or "")
     if not output_path:
@@ -108,7 +124,7 @@ def generation_run_execute(*, run_id: int) -> None:
         try:
             _execute(run, fields)
             status, error = GenerationRun.Status.SUCCEEDED, None
-        except (GenerationError, llm.LLMError) as exc:
+        except (GenerationError, llm.LLMError, MissingEmbeddings) as exc:
             status = GenerationRun.Status.FAILED
             error = {"type": type(exc).__name__, "message": str(exc),
                      "transient": bool(getattr(exc, "transient", False))}

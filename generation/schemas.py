@@ -6,8 +6,10 @@ from typing import Literal
 
 from ninja import Field, Schema
 
+from foundry_site.schemas import InputSchema
 
-class QueryIn(Schema):
+
+class QueryIn(InputSchema):
     question: str
     mode: Literal["hybrid", "dense", "bm25"] | None = None
     top_k: int | None = Field(None, ge=1, le=50)

@@ -6,8 +6,10 @@ from django.http import HttpRequest
 from django.shortcuts import get_object_or_404
 from ninja import Query, Router
 from ninja.errors import HttpError
-from ninja.pagination import PageNumberPagination, paginate
+from ninja.pagination import paginate
 
+from foundry_site.pagination import PageNumberPagination
+from foundry_site.schemas import RowId
 from retrieval import selectors
 from retrieval.models import QueryFeedback, QueryLog
 from retrieval.schemas import FeedbackIn, FeedbackOut, QueryLogDetailOut, QueryLogFilter, QueryLogRowOut
@@ -39,13 +41,13 @@ def list_queries(request: HttpRequest, filters: Query[QueryLogFilter]) -> QueryS
 
 
 @router.get("/query-log/{query_id}", response={200: QueryLogDetailOut, **ERRORS})
-def get_query(request: HttpRequest, query_id: int) -> QueryLog:
+def get_query(request: HttpRequest, query_id: RowId) -> QueryLog:
     """One row in full: answer, citations, chunks per channel with scores, gate, timings, tokens, feedback."""
     return get_object_or_404(selectors.visible_queries(request.auth), pk=query_id)
 
 
 @router.post("/query-log/{query_id}/feedback", response={201: FeedbackOut, 400: ErrorOut, **ERRORS})
-def give_feedback(request: HttpRequest, query_id: int, body: FeedbackIn) -> tuple[int, QueryFeedback]:
+def give_feedback(request: HttpRequest, query_id: RowId, body: FeedbackIn) -> tuple[int, QueryFeedback]:
     """Record a verdict (correct | incorrect) with an optional note. Only the asker or staff may."""
     row = get_object_or_404(selectors.visible_queries(request.auth), pk=query_id)
     if not selectors.may_give_feedback(request.auth, row):

@@ -6,6 +6,8 @@ from typing import Literal
 
 from ninja import Field, Schema
 
+from foundry_site.schemas import InputSchema
+
 from retrieval.models import QueryFeedback, QueryLog
 
 
@@ -19,7 +21,7 @@ class QueryLogFilter(Schema):
     q: str | None = Field(None, max_length=200, description="text in the question or the answer")
 
 
-class FeedbackIn(Schema):
+class FeedbackIn(InputSchema):
     verdict: str
     note: str = ""
 

@@ -9,8 +9,10 @@ from django.shortcuts import get_object_or_404
 from ninja import File, Form, Query, Router
 from ninja.errors import HttpError
 from ninja.files import UploadedFile
-from ninja.pagination import PageNumberPagination, paginate
+from ninja.pagination import paginate
 
+from foundry_site.pagination import PageNumberPagination
+from foundry_site.schemas import RowId
 from sources import selectors
 from sources.models import Chunk, Collection, Source
 from sources.schemas import ChunkOut, ErrorOut, SourceFilter, SourceOut, UploadOut
@@ -57,7 +59,7 @@ def _upload_collection(request: HttpRequest, name: str) -> Collection:
 
 
 @router.delete("/sources/{source_id}", response={204: None, **ERRORS})
-def delete_source(request: HttpRequest, source_id: int) -> tuple[int, None]:
+def delete_source(request: HttpRequest, source_id: RowId) -> tuple[int, None]:
     """Delete a source with its chunks and vectors (staff only)."""
     source = get_object_or_404(selectors.readable_sources(request.auth), pk=source_id)
     if not request.auth.is_staff:
@@ -67,7 +69,7 @@ def delete_source(request: HttpRequest, source_id: int) -> tuple[int, None]:
 
 
 @router.get("/sources/{source_id}/chunks/{chunk_id}", response={200: ChunkOut, **ERRORS})
-def get_chunk(request: HttpRequest, source_id: int, chunk_id: int) -> Chunk:
+def get_chunk(request: HttpRequest, source_id: RowId, chunk_id: RowId) -> Chunk:
     """One chunk: its verbatim text and where it sits (heading path, pages, lines)."""
     chunks = selectors.readable_chunks(request.auth).select_related("source__collection")
     return get_object_or_404(chunks, pk=chunk_id, source_id=source_id)

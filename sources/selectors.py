@@ -1,12 +1,13 @@
 """Reads over sources and chunks."""
 from __future__ import annotations
 
-from collections.abc import Iterator
+import shlex
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
-from django.db.models import Q, QuerySet
+from django.db.models import Count, Q, QuerySet
 from django.utils import timezone
 
 from sources.models import Chunk, Collection, IngestJob, Source
@@ -46,6 +47,44 @@ def index_version() -> str:
 
     agg = Source.objects.aggregate(latest=Max("updated_at"), sources=Count("id"))
     return f"{agg['sources']}:{agg['latest'].isoformat() if agg['latest'] else '-'}:{Chunk.objects.count()}"
+
+
+@dataclass(frozen=True)
+class StaleEmbeddings:
+    """Ingested sources of one collection and folder whose vectors come from another embedding model."""
+
+    model: str  # the model they were embedded with
+    collection: str
+    root: str
+    sources: int
+    private: bool  # some lie under private/, so their re-ingest needs --include-private
+
+    @property
+    def reingest_command(self) -> str:
+        """The command that embeds these sources again with the configured model."""
+        flag = " --include-private" if self.private else ""
+        return f"foundry ingest {shlex.quote(self.root)} --collection {shlex.quote(self.collection)}{flag}"
+
+
+def stale_embeddings(*, model: str, collection_ids: Sequence[int] | None = None) -> list[StaleEmbeddings]:
+    """Ingested sources (within ``collection_ids``; None: all) embedded with a model other than ``model``.
+
+    Their vectors live in another model's table, so a search with ``model`` would
+    silently miss them. Rows that record no model (written by hand, not by ingest)
+    are not judged.
+    """
+    rows = (Source.objects.filter(status=Source.Status.INGESTED).exclude(embedding_model="")
+            .exclude(embedding_model=model))
+    if collection_ids is not None:
+        rows = rows.filter(collection_id__in=list(collection_ids))
+    if not rows.exists():
+        return []
+    private = Q(path__startswith="private/") | Q(path__contains="/private/")
+    groups = (rows.values("embedding_model", "collection__name", "root")
+              .annotate(sources=Count("id"), private=Count("id", filter=private))
+              .order_by("embedding_model", "collection__name", "root"))
+    return [StaleEmbeddings(model=g["embedding_model"], collection=g["collection__name"], root=g["root"],
+                            sources=g["sources"], private=bool(g["private"])) for g in groups]
 
 
 # Row-level security. Every page, API call and query goes through these, so a

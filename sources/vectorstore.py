@@ -10,8 +10,12 @@ from __future__ import annotations
 import re
 import struct
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from django.db import connection
+
+if TYPE_CHECKING:
+    from sources.selectors import StaleEmbeddings
 
 _SLUG_OK = re.compile(r"^[a-z0-9_]+$")
 
@@ -22,6 +26,34 @@ class MissingEmbeddings(Exception):
     def __init__(self, model: str) -> None:
         super().__init__(f"No embeddings found for model {model}. Run foundry ingest first.")
         self.model = model
+
+
+class EmbeddingModelChanged(MissingEmbeddings):
+    """Sources were embedded with another model than the configured one, and not re-ingested since.
+
+    ``str(exc)`` names both models but no folder, so it may be shown to any user;
+    ``fix`` lists the exact re-ingest commands (for the CLI and the startup check).
+    """
+
+    def __init__(self, model: str, stale: list[StaleEmbeddings]) -> None:
+        counts: dict[str, int] = {}
+        for group in stale:
+            counts[group.model] = counts.get(group.model, 0) + group.sources
+        built = ", ".join(f"{old} ({n} source{'' if n == 1 else 's'})" for old, n in counts.items())
+        self.problem = (f"The index was built with embedding model {built}, but foundry.yaml sets "
+                        f"embedding.model: {model}; those vectors cannot be searched with {model}.")
+        Exception.__init__(self, f"{self.problem} An administrator must re-ingest the sources "
+                                 "(`foundry check` prints the commands).")
+        self.model = model
+        self.stale = stale
+        self.old_models = list(counts)
+
+    @property
+    def fix(self) -> str:
+        commands = list(dict.fromkeys(group.reingest_command for group in self.stale))
+        return (f"Re-ingest to embed every source with {self.model}:\n"
+                + "".join(f"  {command}\n" for command in commands)
+                + f"or set embedding.model back to {' or '.join(self.old_models)} in foundry.yaml.")
 
 
 def model_slug(model: str) -> str:

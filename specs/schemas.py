@@ -5,6 +5,8 @@ from datetime import datetime
 
 from ninja import Field, Schema
 
+from foundry_site.schemas import InputSchema
+
 
 class ApprovedSpecOut(Schema):
     """One approved spec version, read from a ``SpecVersion`` row."""
@@ -16,7 +18,7 @@ class ApprovedSpecOut(Schema):
     approved_by: str | None = Field(None, alias="decided_by.username")
 
 
-class GenerateIn(Schema):
+class GenerateIn(InputSchema):
     topic: str = Field(..., max_length=1000)
     feature: str | None = Field(None, description="approved spec name; optional when only one is approved")
 

@@ -39,7 +39,10 @@ def generate_command(opts: argparse.Namespace, out: TextIO) -> int:
     spec = SpecText(selected.name, selected.version, selected.body)
     scope = collection_ids(opts.collection)
     if opts.dry_run:
-        return _dry_run(opts.topic, spec, scope, out)
+        try:
+            return _dry_run(opts.topic, spec, scope, out)
+        except GenerationError as exc:
+            raise CommandError(str(exc)) from None
     output = Path(opts.output).expanduser().resolve()
     _confirm_overwrite(output, yes=opts.yes)
     try:

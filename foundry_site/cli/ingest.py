@@ -18,6 +18,7 @@ from foundry_site import jobs
 from foundry_site.cli.display import database_error_message, safe
 from sources.services import ingest_jobs
 from sources.services.ingest import DEFAULT_COLLECTION, FileResult, IngestReport
+from sources.vectorstore import EmbeddingModelChanged
 
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:
@@ -132,6 +133,10 @@ def status_command(opts: argparse.Namespace, out: TextIO) -> int:
     counts = selectors.index_counts(model=model)
     out.write(f"Knowledge base: {settings.DATABASES['default']['NAME']}\n")
     out.write(f"Embedding model: {model}\n")
+    stale = selectors.stale_embeddings(model=model)
+    if stale:
+        changed = EmbeddingModelChanged(model, stale)
+        out.write(f"WARNING: {changed.problem}\n{changed.fix}\n")
     out.write(f"Sources: {len(overview)}  chunks: {counts['chunks']}  FTS rows: {counts['fts']}  "
               f"vectors: {counts['vectors']}\n\n")
     out.write(f"  {'collection':<12} {'status':<9} {'chunks':>6}  {'file':<36}  title / reason\n")

@@ -9,7 +9,7 @@ from django.core.management.base import CommandError
 
 from generation.answers import QueryError, QueryFailed, answer_format, answer_question
 from sources.models import Collection
-from sources.vectorstore import MissingEmbeddings
+from sources.vectorstore import EmbeddingModelChanged, MissingEmbeddings
 
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:
@@ -39,6 +39,8 @@ def query_command(opts: argparse.Namespace, out: TextIO) -> int:
     try:
         answer = answer_question(question=opts.question, collection_ids=collection_ids(opts.collection),
                                  mode=opts.mode, top_k=opts.top_k)
+    except EmbeddingModelChanged as exc:  # the CLI is the administrator's: show the commands
+        raise CommandError(f"{exc.problem}\n{exc.fix}") from None
     except (QueryError, MissingEmbeddings) as exc:
         raise CommandError(str(exc)) from None
     except QueryFailed as exc:

@@ -1,4 +1,10 @@
-"""System check: the database must offer FTS5 and sqlite-vec's vec0."""
+"""System checks: the database offers FTS5 and vec0, every configured model is usable, prompt
+templates exist, and the index was embedded with the configured embedding model.
+
+``foundry query``, ``generate`` and ``serve`` (and Django's ``check`` and ``runserver``) run
+all of them; the other ``foundry`` commands skip the index check (``INDEX_TAG``), because
+``foundry ingest`` is how that problem is fixed.
+"""
 from __future__ import annotations
 
 from typing import Any
@@ -6,8 +12,11 @@ from typing import Any
 from django.core.checks import CheckMessage, Error, register
 from django.db import connection
 
+TAG = "foundry"
+INDEX_TAG = "foundry_index"
 
-@register()
+
+@register(TAG)
 def check_sqlite_extensions(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
     errors: list[CheckMessage] = []
     with connection.cursor() as cur:
@@ -23,13 +32,49 @@ def check_sqlite_extensions(app_configs: Any = None, **kwargs: Any) -> list[Chec
     return errors
 
 
-@register()
+@register(TAG)
 def check_models(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
-    """Every configured model must be usable: known local model, or its provider's API key set."""
+    """Every configured model must be usable: a known local model of the right kind whose weights are
+    installed, or a provider whose API key is set. Each error names the foundry.yaml key."""
     from django.conf import settings
 
     from foundry_site import llm
 
-    models = settings.FOUNDRY.llm_models() | {settings.FOUNDRY.embedding.model}
-    return [Error(problem, id="foundry.E003", hint="Fix foundry.yaml or set the provider's API key variable.")
-            for problem in llm.validate_models(models)]
+    return [Error(f"{key}: {problem}", id="foundry.E003",
+                  hint="Fix foundry.yaml or set the provider's API key variable.")
+            for key, (model, role) in settings.FOUNDRY.model_roles().items()
+            for problem in llm.validate_models({model}, role=role)]
+
+
+@register(TAG)
+def check_prompt_templates(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """Every ``prompts.*`` path in foundry.yaml names a readable file (else the first query would fail)."""
+    from django.conf import settings
+
+    from foundry_site import prompts
+
+    errors: list[CheckMessage] = []
+    for name in type(settings.FOUNDRY.prompts).model_fields:
+        path = prompts.template_path(name)
+        if not path.is_file():
+            errors.append(Error(f"prompts.{name}: template file {path} does not exist", id="foundry.E005",
+                                hint="Fix the path in foundry.yaml (relative paths start at the project folder)."))
+    return errors
+
+
+@register(INDEX_TAG)
+def check_embedding_index(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """The ingested sources were embedded with the configured embedding model."""
+    from django.conf import settings
+
+    from sources import selectors, vectorstore
+    from sources.models import Source
+
+    if Source._meta.db_table not in connection.introspection.table_names():
+        return []  # not migrated yet, so nothing is indexed
+    model = settings.FOUNDRY.embedding.model
+    stale = selectors.stale_embeddings(model=model)
+    if not stale:
+        return []
+    problem = vectorstore.EmbeddingModelChanged(model, stale)
+    return [Error(problem.problem, id="foundry.E004", hint=problem.fix)]

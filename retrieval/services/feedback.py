@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from foundry_site.text import unpaired_surrogates
 from retrieval.models import QueryFeedback, QueryLog
 
 MAX_NOTE = 4000
@@ -16,6 +17,8 @@ def feedback_record(*, query: QueryLog, user: Any, verdict: str, note: str = "")
     """Store a verdict (correct/incorrect) with an optional note. Access is the caller's check."""
     if verdict not in QueryFeedback.Verdict.values:
         raise FeedbackError(f"verdict must be one of {', '.join(QueryFeedback.Verdict.values)}, not {verdict!r}")
+    if unpaired_surrogates(note):
+        raise FeedbackError("the note contains characters that are not valid Unicode (unpaired surrogates)")
     note = note.replace("\x00", "").strip()
     if len(note) > MAX_NOTE:
         raise FeedbackError(f"the note is {len(note)} characters long; the limit is {MAX_NOTE}")

@@ -20,6 +20,7 @@ from retrieval.services.gate import GateDecision, gate_decide
 from retrieval.services.scoring import relevance_score
 from sources import vectorstore
 from sources.models import Chunk
+from sources.selectors import stale_embeddings
 
 CANDIDATE_FACTOR = 5  # each channel returns this many times top_k before fusion
 
@@ -81,9 +82,13 @@ class _Stage:
         self.timings[self.stage] = round((time.perf_counter() - self.start) * 1000, 1)
 
 
-def embeddings_check() -> None:
-    """Fail with the fix when the configured embedding model has no vectors yet."""
+def embeddings_check(collection_ids: Sequence[int] | None = None) -> None:
+    """Fail with the fix when the sources in scope cannot be searched with the configured embedding model:
+    some were embedded with another model (``EmbeddingModelChanged``), or none was embedded yet."""
     model = settings.FOUNDRY.embedding.model
+    stale = stale_embeddings(model=model, collection_ids=collection_ids)
+    if stale:
+        raise vectorstore.EmbeddingModelChanged(model, stale)
     if not vectorstore.table_exists(model):
         raise vectorstore.MissingEmbeddings(model)
 
@@ -92,7 +97,7 @@ def retrieve(*, question: str, collection_ids: Sequence[int] | None, mode: str |
              top_k: int | None = None) -> Retrieval:
     """Find evidence for ``question`` within ``collection_ids`` (None: every collection)."""
     conf = settings.FOUNDRY
-    embeddings_check()
+    embeddings_check(collection_ids)
     result = Retrieval(question=question, mode=mode or conf.retrieval.mode)
     timer = _Timer(result.timings)
     top_k = top_k or conf.retrieval.top_k

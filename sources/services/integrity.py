@@ -3,9 +3,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from django.conf import settings
 from django.db import DatabaseError, connection
 
-from sources import vectorstore
+from sources import selectors, vectorstore
 
 
 @dataclass
@@ -20,8 +21,14 @@ class IntegrityReport:
 
 
 def index_check() -> IntegrityReport:
-    """PRAGMA integrity_check plus set comparisons of chunk ids across the three stores."""
+    """PRAGMA integrity_check, set comparisons of chunk ids across the three stores, and
+    sources embedded with another model than the configured one (with the re-ingest commands)."""
     report = IntegrityReport()
+    model = settings.FOUNDRY.embedding.model
+    stale = selectors.stale_embeddings(model=model)
+    if stale:
+        changed = vectorstore.EmbeddingModelChanged(model, stale)
+        report.problems.append(f"{changed.problem}\n{changed.fix}")
     with connection.cursor() as cur:
         cur.execute("PRAGMA integrity_check")
         report.sqlite = "; ".join(row[0] for row in cur.fetchall())
@@ -35,16 +42,23 @@ def index_check() -> IntegrityReport:
         fts = {row[0] for row in cur.fetchall()}
         report.counts = {"chunks": len(chunks), "fts": len(fts)}
         _compare(report, "FTS", chunks, fts)
-        for table in vectorstore.all_tables():
-            cur.execute(f"SELECT chunk_id FROM {table}")
-            vectors = {row[0] for row in cur.fetchall()}
+        current = vectorstore.table_name(model)
+        tables = vectorstore.all_tables()
+        for table in tables if current in tables else [*tables, current]:
+            vectors = set()
+            if table in tables:
+                cur.execute(f"SELECT chunk_id FROM {table}")
+                vectors = {row[0] for row in cur.fetchall()}
             report.counts[table] = len(vectors)
-            _compare(report, table, chunks, vectors)
+            # Every chunk needs a vector from the configured model; the table of a model used
+            # before holds what is left of it, which re-ingest empties: only orphans count there.
+            _compare(report, table, chunks, vectors, complete=table == current)
     return report
 
 
-def _compare(report: IntegrityReport, name: str, chunks: set[int], other: set[int]) -> None:
-    if chunks - other:
+def _compare(report: IntegrityReport, name: str, chunks: set[int], other: set[int], *,
+             complete: bool = True) -> None:
+    if complete and chunks - other:
         report.problems.append(f"{len(chunks - other)} chunk(s) missing from {name}")
     if other - chunks:
         report.problems.append(f"{len(other - chunks)} orphan row(s) in {name}")

@@ -4,14 +4,20 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from django.core.checks.registry import registry as check_registry
 from django.core.management.base import BaseCommand, CommandError
 from django.db import DatabaseError
 
 from foundry_site.cli.display import database_error_message
 from foundry_site.cli import collections, evaluate, generate, ingest, jobs, query, serve, specs, tokens
+from foundry_site.db.checks import INDEX_TAG
 
 # Each module adds its sub-commands with add_parsers(sub); append new modules here.
 COMMAND_MODULES = [ingest, query, generate, specs, tokens, collections, jobs, serve, evaluate]
+# Sub-commands that search the index: they refuse to start when it was embedded with
+# another model than foundry.yaml names (check foundry.E004). Every other sub-command
+# must still run then: `ingest` is the fix, `check` and `status` report the problem.
+SEARCHING_COMMANDS = {"query", "generate", "serve"}
 
 
 class Command(BaseCommand):
@@ -21,6 +27,11 @@ class Command(BaseCommand):
         sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
         for module in COMMAND_MODULES:
             module.add_parsers(sub)
+
+    def execute(self, *args: Any, **options: Any) -> Any:
+        if options.get("command") not in SEARCHING_COMMANDS:
+            self.requires_system_checks = sorted(check_registry.tags_available() - {INDEX_TAG})
+        return super().execute(*args, **options)
 
     def handle(self, *args: Any, **options: Any) -> None:
         opts = argparse.Namespace(**options)

@@ -1,0 +1,36 @@
+"""Checks on free text that users type: questions, topics, notes."""
+from __future__ import annotations
+
+import re
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+class TextRejected(ValueError):
+    """The text cannot be used; the message names what was wrong."""
+
+
+def unpaired_surrogates(text: str) -> bool:
+    """True when ``text`` holds lone UTF-16 surrogates: from JSON ``"\\ud800"``, or from
+    undecodable bytes in a command line (Python's surrogateescape). SQLite and the
+    tokenizers refuse such text, so it must be stopped at the door."""
+    return _SURROGATE.search(text) is not None
+
+
+def user_text(value: str, *, what: str, max_chars: int, collapse: bool = True) -> str:
+    """``value`` with NUL bytes turned into spaces and outer whitespace stripped
+    (``collapse``: every run of whitespace becomes one space).
+
+    Raises ``TextRejected`` naming ``what`` when the result is empty, longer than
+    ``max_chars``, or not valid Unicode.
+    """
+    if unpaired_surrogates(value):
+        raise TextRejected(f"the {what} contains characters that are not valid Unicode (unpaired surrogates, "
+                           "e.g. from bytes that are not UTF-8)")
+    text = value.replace("\x00", " ")
+    text = " ".join(text.split()) if collapse else text.strip()
+    if not text:
+        raise TextRejected(f"the {what} is empty")
+    if len(text) > max_chars:
+        raise TextRejected(f"the {what} is {len(text)} characters long; the limit is {max_chars}")
+    return text
