@@ -293,3 +293,29 @@ def assert_strict_csp(headers: dict[str, str]) -> None:
         assert scripts and all(s == "'self'" or s.startswith("'nonce-") for s in scripts), (url, header)
         assert directives.get("object-src") == ["'none'"] and directives.get("base-uri") == ["'none'"], (url, header)
         assert directives.get("frame-ancestors") == ["'none'"], (url, header)
+
+
+def test_delete_confirmation_still_works_under_the_policy(browser_page: Any, live_server: Any, world: Any) -> None:
+    """The confirm() moved from an inline onsubmit (which the CSP blocks) to a nonce-tagged script."""
+    page, base = browser_page, live_server.url
+    errors: list[str] = []
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    page.on("console", lambda msg: msg.type == "error" and "favicon" not in msg.location.get("url", "")
+            and errors.append(msg.text))
+    answers = iter([False, True])
+    asked: list[str] = []
+
+    def answer(dialog: Any) -> None:
+        asked.append(dialog.message)
+        dialog.accept() if next(answers) else dialog.dismiss()
+
+    page.on("dialog", answer)
+    sign_in(page, base, "root")
+    source = world.sources["alpha"]
+    page.goto(f"{base}/sources/")
+    page.click(f"#source-{source.pk} button.danger")  # dismissed: nothing happens
+    assert Source.objects.filter(pk=source.pk).exists()
+    with page.expect_navigation():
+        page.click(f"#source-{source.pk} button.danger")  # accepted: deleted
+    assert not Source.objects.filter(pk=source.pk).exists()
+    assert asked == ["Delete this source and its chunks?"] * 2 and errors == []
