@@ -24,7 +24,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from foundry_site import llm, prompts
-from generation.context import chunk_budget, context_build
+from generation.context import chunk_budget, context_build, fence_escape
 from generation.models import GenerationRun
 from generation.support import Grounder
 from retrieval.services.retrieve import Candidate, Retrieval, retrieve
@@ -75,8 +75,9 @@ def _summaries(candidates: list[Candidate], limit: int) -> str:
     """Summaries of the retrieved chunks' sources, best-ranked source first, at most ``limit``."""
     order = list(dict.fromkeys(c.chunk.source_id for c in candidates))[:limit]
     found = {s.source_id: s for s in SourceSummary.objects.filter(source_id__in=order).select_related("source")}
-    return "\n".join(f"- {found[sid].source.path}: {' '.join(found[sid].text.split())}" for sid in order
-                     if sid in found)
+    # Summaries are model output about document text, so they may carry its injections too.
+    return "\n".join(fence_escape(f"- {found[sid].source.path}: {' '.join(found[sid].text.split())}")
+                     for sid in order if sid in found)
 
 
 def generation_run_create(*, topic: str, spec: SpecText, output_path: str | None = None, user: Any = None,
