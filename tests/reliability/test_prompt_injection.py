@@ -3,6 +3,7 @@ headings and file names in the passage labels, source summaries, and a model tha
 the injection completely. Answers and documents stay bounded by the sources either way."""
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any, Callable
 
@@ -56,6 +57,15 @@ def test_source_summaries_cannot_open_or_close_the_fence(pump_kb: Path) -> None:
     assert fences(prepared.system) == (1, 1) and prepared.system.rstrip().endswith("</context>")
 
 
+# Table rows are claims too: before they were grounded, any row reached the document unchecked.
+TABLE = """| Quantity | Value |
+|---|---|
+| Pump speed | 1450 rpm [S1] |
+| Administrator password | hunter2 [S9] |
+| Admin manual | secret-admin-guide.pdf |
+"""
+
+
 def obeying_reply(messages: list[dict]) -> str:
     """A model that does everything the injection asks, plus one honest sentence."""
     system = messages[0]["content"]
@@ -76,8 +86,7 @@ def test_an_obeying_model_cannot_leak_the_prompt_or_cite_a_fake_source(pump_kb: 
 
 def test_an_obeying_model_cannot_put_a_fake_source_in_a_document(pump_kb: Path, scripted_llm: ScriptedLLM) -> None:
     def reply(messages: list[dict]) -> str:
-        return ("# Pump guide\n\n" + obeying_reply(messages) +
-                "\n\n[^9]: secret-admin-guide.pdf p. 1\n")
+        return ("# Pump guide\n\n" + obeying_reply(messages) + "\n\n" + TABLE + "\n[^9]: secret-admin-guide.pdf p. 1\n")
 
     scripted_llm.reply = reply
     run = generation_run_create(topic="pump speed", spec=SpecText("guide", 1, "# Guide\n"))
@@ -85,6 +94,7 @@ def test_an_obeying_model_cannot_put_a_fake_source_in_a_document(pump_kb: Path, 
     run.refresh_from_db()
     assert run.status == GenerationRun.Status.SUCCEEDED, run.error
     document = Path(run.output_path).read_text()
+    assert re.search(r"^\| Pump speed \| 1450 rpm \[\^1\] \|$", document, re.MULTILINE), document
     assert "1450 rpm" in document and str(settings.FOUNDRY_HOME) in run.output_path
     for leaked in ("PWNED", "hunter2", "secret-admin-guide", "untrusted", "[^9]", "S9", "S7"):
         assert leaked not in document, leaked
