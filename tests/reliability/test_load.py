@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+import yaml
 from django.conf import settings
 
 from bench.api_load import LoadResult, run_load
@@ -62,13 +63,13 @@ class Server:
     url: str
     home: Path
     env: dict[str, str]
+    ingest_env: dict[str, str]
     tokens: list[str]
     log: Path
 
-    def foundry(self, *args: str, log: Path | None = None) -> subprocess.Popen:
-        out = log.open("w") if log else subprocess.DEVNULL
-        return subprocess.Popen(foundry_argv(*args), env=self.env,
-                                cwd=settings.BASE_DIR, stdout=out, stderr=subprocess.STDOUT)
+    def ingest(self, *args: str, log: Path) -> subprocess.Popen:
+        return subprocess.Popen(foundry_argv("ingest", *args), env=self.ingest_env,
+                                cwd=settings.BASE_DIR, stdout=log.open("w"), stderr=subprocess.STDOUT)
 
     def query_log_ids(self) -> set[int]:
         with sqlite3.connect(f"file:{self.home / 'foundry.sqlite3'}?mode=ro", uri=True, timeout=60) as db:
@@ -97,6 +98,19 @@ def server_env(home: Path) -> dict[str, str]:
     return env
 
 
+def ingest_env(env: dict[str, str], home: Path) -> dict[str, str]:
+    """The server's environment for ingest processes, without source summaries.
+
+    A summary is one local-model call per file: on two shared cores it would make each
+    ingest take minutes. The server keeps the shipped configuration (its answers use it).
+    """
+    config = yaml.safe_load(Path(settings.FOUNDRY_CONFIG_PATH).read_text()) or {}
+    config.setdefault("ingest", {})["summary_model"] = "none"
+    path = home / "ingest.yaml"
+    path.write_text(yaml.safe_dump(config))
+    return {**env, "FOUNDRY_CONFIG": str(path)}
+
+
 def wait_until_up(url: str, proc: subprocess.Popen, *, timeout: float = 180.0) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -117,7 +131,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     home = tmp_path_factory.mktemp("load-home")
     env = server_env(home)
     done = subprocess.run([sys.executable, "-c", SETUP, str(settings.BASE_DIR / "knowledge_base"), str(max(USERS))],
-                          env=env, cwd=settings.BASE_DIR, capture_output=True, text=True, timeout=900)
+                          env=ingest_env(env, home), cwd=settings.BASE_DIR, capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stderr[-3000:]
     tokens = json.loads(done.stdout.strip().splitlines()[-1])
     port = free_port()
@@ -132,7 +146,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
         wait_until_up(url, proc)
         # Each gunicorn worker loads the models on its first question; keep that out of the numbers.
         run_load(url, tokens, users=4, per_user=1)
-        yield Server(url, home, env, tokens, log)
+        yield Server(url, home, env, ingest_env(env, home), tokens, log)
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
         proc.wait(timeout=60)
@@ -165,8 +179,7 @@ def test_concurrent_users_while_an_ingest_runs(server: Server, users: int, tmp_p
     corpus = tmp_path / "incoming"
     write_corpus(corpus)
     before = server.query_log_ids()
-    ingest = server.foundry("ingest", str(corpus), "--collection", f"incoming{users}", "--json",
-                            log=tmp_path / "ingest.log")
+    ingest = server.ingest(str(corpus), "--collection", f"incoming{users}", "--json", log=tmp_path / "ingest.log")
     result = run_load(server.url, server.tokens[:users], users=users, duration=DURATION_S)
     ingest_overlapped = ingest.poll() is None
     assert ingest.wait(timeout=1800) == 0, (tmp_path / "ingest.log").read_text()[-3000:]
