@@ -10,6 +10,7 @@ import secrets
 from pathlib import Path
 
 import environ
+from csp.constants import NONCE, NONE, SELF
 from kombu import Queue
 
 from foundry_site.config import load_config
@@ -53,6 +54,7 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     # Listed so the API docs use the Swagger UI files shipped with django-ninja, not a CDN.
     "ninja",
+    "csp",
     "foundry_site",
     "sources",
     "retrieval",
@@ -64,6 +66,7 @@ MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     # 413 with the limit for an oversized body, before anything reads it.
     "foundry_site.middleware.RequestSizeLimitMiddleware",
+    "csp.middleware.CSPMiddleware",
     # Serves the admin's and the API docs' static files under gunicorn too.
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -76,6 +79,23 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
 ]
+
+# Content-Security-Policy: the second wall against stored XSS (the first is escaping and
+# nh3). Scripts run only from our own static files or from <script nonce="{{ request.csp_nonce }}">
+# blocks, so a document, note or answer that slipped through as live markup still cannot run.
+# Inline style attributes stay allowed: our templates and the admin use them, and CSS cannot run script.
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": [SELF],
+        "script-src": [SELF, NONCE],
+        "style-src": [SELF, "'unsafe-inline'"],
+        "img-src": [SELF, "data:"],
+        "object-src": [NONE],
+        "base-uri": [NONE],
+        "frame-ancestors": [NONE],
+        "form-action": [SELF],
+    },
+}
 
 ROOT_URLCONF = "foundry_site.urls"
 WSGI_APPLICATION = "foundry_site.wsgi.application"

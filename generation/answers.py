@@ -130,7 +130,7 @@ def cache_key(question: str, collection_ids: list[int] | None, mode: str | None,
     """Everything an answer depends on: question, scope, mode, configuration, index version."""
     scope = sorted(collection_ids) if collection_ids is not None else None
     material = json.dumps([question.casefold(), scope, mode, top_k, settings.FOUNDRY.model_dump(mode="json"),
-                           index_version()], sort_keys=True)
+                           index_version(scope)], sort_keys=True)
     return hashlib.sha256(material.encode("utf-8")).hexdigest()
 
 

@@ -17,7 +17,8 @@ def fence_escape(text: str) -> str:
 
 def passage_block(candidate: Candidate) -> str:
     chunk = candidate.chunk
-    return f"[{candidate.label}] {chunk.source.path}, {chunk.location}\n{fence_escape(chunk.text)}"
+    # The label line is document text too: headings and file names come from the source.
+    return fence_escape(f"[{candidate.label}] {chunk.source.path}, {chunk.location}\n{chunk.text}")
 
 
 @dataclass(frozen=True)

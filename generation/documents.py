@@ -25,7 +25,7 @@ from django.utils import timezone
 
 from foundry_site import llm, prompts
 from foundry_site.text import TextRejected, user_text
-from generation.context import chunk_budget, context_build
+from generation.context import chunk_budget, context_build, fence_escape
 from generation.models import GenerationRun
 from generation.support import Grounder
 from retrieval.services.retrieve import Candidate, Retrieval, retrieve
@@ -92,8 +92,9 @@ def _summaries(candidates: list[Candidate], limit: int) -> str:
     """Summaries of the retrieved chunks' sources, best-ranked source first, at most ``limit``."""
     order = list(dict.fromkeys(c.chunk.source_id for c in candidates))[:limit]
     found = {s.source_id: s for s in SourceSummary.objects.filter(source_id__in=order).select_related("source")}
-    return "\n".join(f"- {found[sid].source.path}: {' '.join(found[sid].text.split())}" for sid in order
-                     if sid in found)
+    # Summaries are model output about document text, so they may carry its injections too.
+    return "\n".join(fence_escape(f"- {found[sid].source.path}: {' '.join(found[sid].text.split())}")
+                     for sid in order if sid in found)
 
 
 def generation_run_create(*, topic: str, spec: SpecText, output_path: str | None = None, user: Any = None,
@@ -180,7 +181,14 @@ def ground_markdown(text: str, included: list[Candidate]) -> tuple[str, int, int
     grounder.prime([line for line in lines if _is_prose(line)])
     out: list[str] = []
     total = kept = 0
-    for line in lines:
+    rows = _table_body_rows(lines)
+    for i, line in enumerate(lines):
+        if i in rows:
+            row, n, ok = _ground_row(grounder, line)
+            total, kept = total + n, kept + ok
+            if row:
+                out.append(row)
+            continue
         if not _is_prose(line):
             out.append(line.rstrip())
             continue
@@ -190,6 +198,39 @@ def ground_markdown(text: str, included: list[Candidate]) -> tuple[str, int, int
         if grounded.text:
             out.append((prefix.group(1) if prefix else "") + grounded.text)
     return _drop_empty_sections(out), total, kept
+
+
+def _is_table_rule(line: str) -> bool:
+    stripped = line.strip()
+    return stripped.startswith("|") and "-" in stripped and set(stripped) <= set("|-: ")
+
+
+def _table_body_rows(lines: list[str]) -> set[int]:
+    """Indices of the rows under a table's header and |---| rule: they state facts like sentences do."""
+    rows: set[int] = set()
+    for i in range(1, len(lines)):
+        if _is_table_rule(lines[i]) and lines[i - 1].lstrip().startswith("|"):
+            j = i + 1
+            while j < len(lines) and lines[j].lstrip().startswith("|") and not _is_table_rule(lines[j]):
+                rows.add(j)
+                j += 1
+    return rows
+
+
+def _ground_row(grounder: Grounder, line: str) -> tuple[str, int, int]:
+    """A table row stays only if its cells, read as one statement, are supported by a passage.
+
+    Without this a model could put any value, or an injected "source", in a table and
+    it would reach the document unchecked. Returns (row with its [S#] marker or "", 1, 0|1).
+    """
+    cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+    claim = "; ".join(cell for cell in cells if _MARKER.sub("", cell).strip())
+    grounded = grounder.ground(claim.replace(". ", "; "))  # one statement, not one sentence per cell
+    if grounded.refused or not grounded.total or grounded.supported < grounded.total:
+        return "", 1, 0
+    cells = [_MARKER.sub("", cell).strip() for cell in cells]
+    cells[-1] = f"{cells[-1]} " + " ".join(f"[{label}]" for label in grounded.cited_ids)
+    return "| " + " | ".join(cells) + " |", 1, 1
 
 
 def _is_prose(line: str) -> bool:

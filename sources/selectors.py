@@ -41,12 +41,20 @@ def index_counts(*, model: str) -> dict[str, int]:
     return {"chunks": Chunk.objects.count(), "fts": fts, "vectors": vectorstore.vector_count(model)}
 
 
-def index_version() -> str:
-    """Changes whenever a source is ingested, replaced or removed (for answer caching)."""
+def index_version(collection_ids: list[int] | None = None) -> str:
+    """Changes whenever a source in these collections (None: any) is ingested, replaced or removed.
+
+    For answer caching: an ingest into a collection outside a question's scope cannot change
+    its answer, so it must not throw that answer out of the cache.
+    """
     from django.db.models import Count, Max
 
-    agg = Source.objects.aggregate(latest=Max("updated_at"), sources=Count("id"))
-    return f"{agg['sources']}:{agg['latest'].isoformat() if agg['latest'] else '-'}:{Chunk.objects.count()}"
+    sources, chunks = Source.objects.all(), Chunk.objects.all()
+    if collection_ids is not None:
+        sources, chunks = sources.filter(collection_id__in=collection_ids), chunks.filter(
+            source__collection_id__in=collection_ids)
+    agg = sources.aggregate(latest=Max("updated_at"), sources=Count("id"))
+    return f"{agg['sources']}:{agg['latest'].isoformat() if agg['latest'] else '-'}:{chunks.count()}"
 
 
 @dataclass(frozen=True)

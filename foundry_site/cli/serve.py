@@ -16,6 +16,9 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     s.add_argument("--port", type=int, default=8000)
     s.add_argument("--workers", type=int, default=2, help="gunicorn worker processes (default 2)")
+    s.add_argument("--threads", type=int, default=4,
+                   help="threads per worker (default 4): refusals and cached answers are served while "
+                        "another thread waits for the model")
     s.add_argument("--timeout", type=int, default=120, help="seconds before a silent web worker is restarted")
     s.set_defaults(handler=serve_command)
 
@@ -32,8 +35,14 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
 
 
 def serve_argv(opts: argparse.Namespace) -> list[str]:
+    # gthread, not the default sync worker: a sync worker cannot report to the master while it
+    # answers, so a question that took longer than --timeout (model loading plus generation on
+    # a busy machine) got the worker SIGKILLed mid-answer, and its replacement had to load the
+    # models again (found by tests/reliability/test_load.py). A gthread worker's main loop keeps
+    # reporting while its threads work; --timeout then only catches a worker that is really stuck.
     return [sys.executable, "-m", "gunicorn", "foundry_site.wsgi:application",
-            "--bind", f"{opts.host}:{opts.port}", "--workers", str(opts.workers), "--timeout", str(opts.timeout),
+            "--bind", f"{opts.host}:{opts.port}", "--workers", str(opts.workers),
+            "--worker-class", "gthread", "--threads", str(opts.threads), "--timeout", str(opts.timeout),
             "--chdir", str(settings.BASE_DIR), "--access-logfile", "-", "--error-logfile", "-"]
 
 

@@ -32,6 +32,12 @@ def test_unknown_queue_is_refused() -> None:
 
 
 def test_serve_runs_gunicorn_on_wsgi() -> None:
-    argv = serve_argv(argparse.Namespace(host="0.0.0.0", port=9000, workers=3, timeout=60))
+    argv = serve_argv(argparse.Namespace(host="0.0.0.0", port=9000, workers=3, threads=4, timeout=60))
     assert argv[1:4] == ["-m", "gunicorn", "foundry_site.wsgi:application"]
     assert argv[argv.index("--bind") + 1] == "0.0.0.0:9000" and argv[argv.index("--workers") + 1] == "3"
+
+
+def test_serve_uses_threaded_workers_so_long_answers_are_not_killed() -> None:
+    """A sync worker busy with one slow answer misses its heartbeat and is SIGKILLed (test_load.py)."""
+    argv = serve_argv(argparse.Namespace(host="127.0.0.1", port=8000, workers=2, threads=4, timeout=120))
+    assert argv[argv.index("--worker-class") + 1] == "gthread" and argv[argv.index("--threads") + 1] == "4"
