@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, TypeVar
 
-from celery import Task, current_app, current_task
+from celery import current_app, current_task
+from celery.contrib.django.task import DjangoTask
 from django.conf import settings
 from django.db import OperationalError, models
 from django.utils import timezone
@@ -89,8 +90,11 @@ def retry_transient(fun: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
-class FoundryTask(Task):
+class FoundryTask(DjangoTask):
     """Base of every Foundry task: late acks, re-queue on a lost worker, retry only transient errors.
+
+    A ``DjangoTask``, so ``delay_on_commit`` is there: a task enqueued inside a
+    transaction is sent only once the rows it reads are committed.
 
     A message whose worker process dies (SIGKILL, segfault, OOM) goes back to the
     queue; ``before_start`` counts those deliveries so a task that kills its worker
@@ -181,6 +185,16 @@ def task_failure_reason(task_id: str) -> str:
     if isinstance(exc, BaseException):
         return failure_reason(exc)
     return f"task {task_id} failed ({result.state})"
+
+
+def task_failure_error(task_id: str) -> dict[str, Any]:
+    """The stored failure of a task as a run's ``error`` record: {type, message, transient}."""
+    from celery.result import AsyncResult
+
+    exc = AsyncResult(task_id, app=current_app).result
+    kind = type(exc).__name__ if isinstance(exc, BaseException) else "TaskFailed"
+    transient = isinstance(exc, BaseException) and is_transient(exc)
+    return {"type": kind, "message": task_failure_reason(task_id), "transient": transient}
 
 
 def is_eager() -> bool:

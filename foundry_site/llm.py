@@ -238,6 +238,18 @@ def _retry_after(exc: BaseException) -> float | None:
         return None
 
 
+def _permanent_cause(exc: BaseException) -> LLMError | None:
+    """A permanent LLMError somewhere in the chain of exceptions that led to ``exc``."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, LLMError) and not current.transient:
+            return current
+        current = current.__cause__ or current.__context__
+    return None
+
+
 def _with_retries(call: Any, *, model: str, retries: int, what: str) -> Any:
     """Run ``call`` with exponential backoff on transient errors, at most MAX_BACKOFF_S of waiting."""
     waited = 0.0
@@ -246,6 +258,11 @@ def _with_retries(call: Any, *, model: str, retries: int, what: str) -> Any:
         try:
             return call()
         except TRANSIENT_ERRORS as exc:
+            permanent = _permanent_cause(exc)
+            if permanent is not None:
+                # litellm wraps whatever a custom provider raises (our own ModelUnavailable
+                # for an unknown local model) in APIConnectionError; retrying cannot help.
+                raise permanent from exc
             attempt += 1
             delay = min(_retry_after(exc) or 2.0 ** (attempt - 1), MAX_BACKOFF_S - waited)
             if attempt > retries or delay <= 0:
