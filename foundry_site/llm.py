@@ -125,6 +125,42 @@ LOCAL_REPEAT_PENALTY = 1.15
 LOCAL_EMBEDDING_LIMITS = {"all-minilm-l6-v2": 256}  # word pieces the model reads; the rest is cut
 
 
+def _cpu_has_amx() -> bool:
+    try:
+        return " amx_int8" in Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return False
+
+
+def _load_llama(path: Path) -> Any:
+    """A llama.cpp model, without ggml's AMX weight buffers on CPUs that have AMX.
+
+    llama-cpp-python 0.3.36 built natively on an AMX CPU (Sapphire Rapids) crashes
+    the process with SIGSEGV in ``ggml_backend_amx_mul_mat`` on the first decode of
+    more than a few tokens of the Q4_1 SmolLM2 weights. The extra (repacked) buffer
+    types are where AMX comes in; the Python API has no switch for them, so the
+    model parameters are amended while the model loads (callers hold the lock).
+    """
+    import llama_cpp.llama_cpp as low
+    from llama_cpp import Llama
+
+    default = low.llama_model_default_params
+    amx = _cpu_has_amx()
+
+    def params() -> Any:
+        result = default()
+        if amx:
+            result.use_extra_bufts = False
+        return result
+
+    low.llama_model_default_params = params
+    try:
+        return Llama(model_path=str(path), n_ctx=LOCAL_CONTEXT_WINDOW, n_threads=os.cpu_count() or 2,
+                     n_batch=512, verbose=False, seed=0)
+    finally:
+        low.llama_model_default_params = default
+
+
 class _LocalModels:
     """Loaded local models, one per process; llama.cpp is not thread-safe, hence the lock."""
 
@@ -139,10 +175,7 @@ class _LocalModels:
                 if name not in LOCAL_CHAT_MODELS:
                     raise ModelUnavailable(f"unknown local chat model {name!r}; known: {sorted(LOCAL_CHAT_MODELS)}",
                                            model=f"local/{name}")
-                from llama_cpp import Llama
-
-                self.chat[name] = Llama(model_path=str(LOCAL_CHAT_MODELS[name]()), n_ctx=LOCAL_CONTEXT_WINDOW,
-                                        n_threads=os.cpu_count() or 2, n_batch=512, verbose=False, seed=0)
+                self.chat[name] = _load_llama(LOCAL_CHAT_MODELS[name]())
             return self.chat[name]
 
     def embedder(self, name: str) -> Any:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import pytest
 
@@ -29,3 +30,25 @@ def test_connection_errors_are_still_retried_as_transient(monkeypatch: pytest.Mo
     with pytest.raises(llm.LLMError) as caught:
         llm._with_retries(refused, model="m", retries=2, what="generate")
     assert caught.value.transient is True and slept == [1.0, 2.0]
+
+
+@pytest.mark.integration
+def test_local_model_generates_without_crashing_the_process(tmp_path: Any) -> None:
+    """Regression: on an AMX CPU the natively built llama.cpp died with SIGSEGV in ggml_backend_amx_mul_mat
+    on the first decode of a few tokens (every real generation, and the compute worker running it).
+    A subprocess, so that a crash fails this test instead of killing the test run."""
+    import os
+    import subprocess
+    import sys
+
+    from django.conf import settings
+
+    code = ("import django; django.setup(); from foundry_site import llm; "
+            "r = llm.complete(messages=[{'role': 'user', 'content': 'Write two sentences about firmware updates.'}], "
+            "purpose='test', model='local/smollm2-135m', max_tokens=40); print('completion_tokens', r.completion_tokens)")
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "foundry_site.settings", "FOUNDRY_HOME": str(tmp_path),
+           "PYTHONPATH": str(settings.BASE_DIR)}
+    done = subprocess.run([sys.executable, "-c", code], env=env, cwd=settings.BASE_DIR, capture_output=True,
+                          text=True, timeout=600)
+    assert done.returncode == 0, f"exit {done.returncode}:\n{done.stderr[-2000:]}"
+    assert int(done.stdout.split("completion_tokens")[1]) > 5
