@@ -9,7 +9,8 @@ from typing import Any
 
 from celery import shared_task
 
-from foundry_site.jobs import FoundryTask, is_eager, retry_transient, task_failure_error
+from foundry_site.jobs import (FoundryTask, Heartbeat, heartbeat_interval, is_eager, retry_transient,
+                               task_failure_error)
 from generation import documents, pipeline
 
 
@@ -27,15 +28,14 @@ def generate_document(run_id: int) -> None:
 def generate_compute(payload: dict[str, Any]) -> dict[str, Any]:
     """The model call, grounding and footnotes for one run, from the payload alone. Pure: no database.
 
-    The stages it reaches are sent to the db queue as ``generate_progress`` messages.
+    The stages it reaches are sent to the db queue as ``generate_progress`` messages,
+    repeated as a heartbeat while a stage lasts (a long model call).
     """
+    if is_eager():  # in-process (no broker) the caller records progress; a message would run here, on the database
+        return pipeline.generation_run_compute(payload=payload)
     run_id, attempt = payload["run_id"], payload["attempt"]
-
-    def progress(stage: str) -> None:
-        generate_progress.delay(run_id, attempt, stage)
-
-    # In-process (no broker) the caller records progress itself; a message would run here, on the database.
-    return pipeline.generation_run_compute(payload=payload, progress=None if is_eager() else progress)
+    with Heartbeat(lambda stage: generate_progress.delay(run_id, attempt, stage), every=heartbeat_interval()) as beat:
+        return pipeline.generation_run_compute(payload=payload, progress=beat)
 
 
 @shared_task(base=FoundryTask, ignore_result=True)
