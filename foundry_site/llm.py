@@ -31,6 +31,13 @@ os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
+# OpenMP threads (llama.cpp's and torch's, which share one libgomp, loaded by
+# whichever comes first) spin while they wait for each other; with more runnable
+# processes than cores a spinning thread holds the core its peer needs. Measured
+# on 2 cores at load 13: 45 tokens in 65 s spinning, 3.9 s passive. libgomp reads
+# this once, when it loads, hence here, before any model; an explicit setting wins.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
 import litellm  # noqa: E402
 from litellm import CustomLLM  # noqa: E402
 from litellm.types.utils import EmbeddingResponse, ModelResponse  # noqa: E402
@@ -141,11 +148,6 @@ def _load_llama(path: Path) -> Any:
     types are where AMX comes in; the Python API has no switch for them, so the
     model parameters are amended while the model loads (callers hold the lock).
     """
-    # ggml's OpenMP threads spin while they wait for each other; on a machine with
-    # more runnable processes than cores a spinning thread holds a core its peer
-    # needs. Measured on 2 cores at load 13: 45 tokens in 65 s spinning, 3.9 s passive.
-    # Read once, when libgomp loads with llama_cpp: an explicit setting wins.
-    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     import llama_cpp.llama_cpp as low
     from llama_cpp import Llama
 
