@@ -60,9 +60,11 @@ class RetrievalConfig(_Section):
     mode: Literal["hybrid", "dense", "bm25"] = "hybrid"
     top_k: Annotated[int, Field(ge=1, le=100)] = 10
     # hybrid: fuse the channels' ranks per document (a source ranks at its best chunk) or per chunk.
-    # Document fusion with a small k measured best on SciFact train (docs/benchmarks.md, section 3).
-    rrf_k: Annotated[int, Field(ge=1, le=1000)] = 3
-    fusion: Literal["chunk", "document"] = "document"
+    # Document fusion (k=3) ranks documents best on SciFact, but it fills the passages with
+    # one source's chunks; chunk fusion keeps answers' passages and sources varied
+    # (docs/benchmarks.md, section 3).
+    rrf_k: Annotated[int, Field(ge=1, le=1000)] = 60
+    fusion: Literal["chunk", "document"] = "chunk"
     # Dense channel: "matrix" scans a memory-mapped copy of the vectors (retrieval/dense.py,
     # ~10x faster, same results); "vec0" scans the sqlite-vec table itself.
     dense_index: Literal["matrix", "vec0"] = "matrix"

@@ -12,12 +12,14 @@ from __future__ import annotations
 import functools
 import inspect
 import logging
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, TypeVar
 
-from celery import Task, current_app, current_task
+from celery import current_app, current_task
+from celery.contrib.django.task import DjangoTask
 from django.conf import settings
 from django.db import OperationalError, models
 from django.utils import timezone
@@ -89,8 +91,11 @@ def retry_transient(fun: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
-class FoundryTask(Task):
+class FoundryTask(DjangoTask):
     """Base of every Foundry task: late acks, re-queue on a lost worker, retry only transient errors.
+
+    A ``DjangoTask``, so ``delay_on_commit`` is there: a task enqueued inside a
+    transaction is sent only once the rows it reads are committed.
 
     A message whose worker process dies (SIGKILL, segfault, OOM) goes back to the
     queue; ``before_start`` counts those deliveries so a task that kills its worker
@@ -181,6 +186,61 @@ def task_failure_reason(task_id: str) -> str:
     if isinstance(exc, BaseException):
         return failure_reason(exc)
     return f"task {task_id} failed ({result.state})"
+
+
+class Heartbeat:
+    """Report a stage now and repeat the latest one every ``every`` seconds until closed.
+
+    For a task that cannot touch the run itself (a compute worker has no database):
+    ``send(stage)`` posts a message to the db side, and the repeats keep the run's
+    heartbeat fresh through one long step (a model call), so the stale-run sweeper
+    can use a window much shorter than the longest step. A failed send is logged
+    and does not stop the work.
+    """
+
+    def __init__(self, send: Callable[[str], None], *, every: float) -> None:
+        self.send, self.every = send, every
+        self.stage = ""
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._beat, name="foundry-heartbeat", daemon=True)
+
+    def __call__(self, stage: str) -> None:
+        self.stage = stage
+        self._send(stage)
+
+    def __enter__(self) -> Heartbeat:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+
+    def _beat(self) -> None:
+        while not self._stop.wait(self.every):
+            if self.stage:
+                self._send(self.stage)
+
+    def _send(self, stage: str) -> None:
+        try:
+            self.send(stage)
+        except Exception as exc:  # a lost heartbeat only brings the sweeper closer; the work goes on
+            logger.warning("heartbeat not sent: %s", failure_reason(exc))
+
+
+def heartbeat_interval() -> float:
+    """How often a worker without the database reports a live run: four times per stale window."""
+    return max(1.0, settings.FOUNDRY_JOB_STALE_SECONDS / 4)
+
+
+def task_failure_error(task_id: str) -> dict[str, Any]:
+    """The stored failure of a task as a run's ``error`` record: {type, message, transient}."""
+    from celery.result import AsyncResult
+
+    exc = AsyncResult(task_id, app=current_app).result
+    kind = type(exc).__name__ if isinstance(exc, BaseException) else "TaskFailed"
+    transient = isinstance(exc, BaseException) and is_transient(exc)
+    return {"type": kind, "message": task_failure_reason(task_id), "transient": transient}
 
 
 def is_eager() -> bool:

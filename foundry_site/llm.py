@@ -37,6 +37,13 @@ os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
+# OpenMP threads (llama.cpp's and torch's, which share one libgomp, loaded by
+# whichever comes first) spin while they wait for each other; with more runnable
+# processes than cores a spinning thread holds the core its peer needs. Measured
+# on 2 cores at load 13: 45 tokens in 65 s spinning, 3.9 s passive. libgomp reads
+# this once, when it loads, hence here, before any model; an explicit setting wins.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
 import litellm  # noqa: E402
 import openai  # noqa: E402  (litellm's own dependency: the base of its errors)
 from litellm import CustomLLM  # noqa: E402
@@ -295,6 +302,18 @@ def _retry_after(exc: BaseException) -> float | None:
     return None
 
 
+def _permanent_cause(exc: BaseException) -> LLMError | None:
+    """A permanent LLMError somewhere in the chain of exceptions that led to ``exc``."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, LLMError) and not current.transient:
+            return current
+        current = current.__cause__ or current.__context__
+    return None
+
+
 def _with_retries(call: Any, *, model: str, retries: int, what: str) -> Any:
     """Run ``call`` with exponential backoff on transient errors, at most MAX_BACKOFF_S of waiting."""
     waited = 0.0
@@ -305,6 +324,11 @@ def _with_retries(call: Any, *, model: str, retries: int, what: str) -> Any:
         except REFUSED_ERRORS as exc:
             raise ModelUnavailable(f"{what} with {model} was refused: {exc}", model=model) from exc
         except openai.APIError as exc:  # the base of every litellm and openai client error
+            permanent = _permanent_cause(exc)
+            if permanent is not None:
+                # litellm wraps whatever a custom provider raises (our own ModelUnavailable
+                # for an unknown local model) in APIConnectionError; retrying cannot help.
+                raise permanent from exc
             attempt += 1
             if not _is_transient(exc):
                 # 403, 409, 413 …: the provider said no; asking again gets the same answer.

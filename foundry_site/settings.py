@@ -181,6 +181,8 @@ CELERY_TASK_DEFAULT_QUEUE = "db"
 CELERY_TASK_ROUTES = {
     "sources.tasks.prepare_source": {"queue": "compute"},
     "sources.tasks.*": {"queue": "db"},
+    "generation.tasks.generate_compute": {"queue": "compute"},
+    "generation.tasks.*": {"queue": "db"},
     "foundry_site.tasks.*": {"queue": "db"},
 }
 CELERY_RESULT_EXPIRES = env.int("FOUNDRY_RESULT_EXPIRES", default=86400)

@@ -14,14 +14,11 @@ import logging
 import os
 import re
 import tempfile
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from django.conf import settings
-from django.db.models import F
-from django.utils import timezone
 
 from foundry_site import llm, prompts
 from foundry_site.text import TextRejected, user_text
@@ -30,7 +27,6 @@ from generation.models import GenerationRun
 from generation.support import Grounder
 from retrieval.services.retrieve import Candidate, Retrieval, retrieve
 from sources.models import SourceSummary
-from sources.vectorstore import MissingEmbeddings
 
 logger = logging.getLogger(__name__)
 
@@ -111,72 +107,24 @@ def generation_run_create(*, topic: str, spec: SpecText, output_path: str | None
 
 
 def generation_run_execute(*, run_id: int) -> None:
-    """Execute a pending run once; a run that is not pending (or gone) is left alone."""
-    now = timezone.now()
-    claimed = GenerationRun.objects.filter(pk=run_id, status=GenerationRun.Status.PENDING).update(
-        status=GenerationRun.Status.RUNNING, started_at=now, heartbeat_at=now, stage="retrieval",
-        attempts=F("attempts") + 1)
-    if not claimed:
-        return
-    run = GenerationRun.objects.get(pk=run_id)
-    started = time.perf_counter()
-    fields: dict[str, Any] = {"timings": {}}
-    with llm.record_calls() as calls:
-        try:
-            _execute(run, fields)
-            status, error = GenerationRun.Status.SUCCEEDED, None
-        except (GenerationError, llm.LLMError, MissingEmbeddings) as exc:
-            status = GenerationRun.Status.FAILED
-            error = {"type": type(exc).__name__, "message": str(exc),
-                     "transient": bool(getattr(exc, "transient", False))}
-    timings = {**fields.pop("timings", {}), "total": round((time.perf_counter() - started) * 1000, 1)}
-    GenerationRun.objects.filter(pk=run_id).update(
-        status=status, error=error, finished_at=timezone.now(), stage="done", timings=timings,
-        llm_calls=calls.llm_calls, prompt_tokens=calls.prompt_tokens, completion_tokens=calls.completion_tokens,
-        cost=round(calls.cost, 6), **fields)
-    logger.info("generation run %s %s", run_id, status)
+    """Execute a pending run once; a run that is not pending (or gone) is left alone.
+
+    With a broker the model work goes to the ``compute`` queue and this returns
+    once it is sent; without one every step runs here (see ``generation.pipeline``).
+    """
+    from generation import pipeline  # the pipeline builds on this module's functions
+
+    pipeline.generation_run_start(run_id=run_id)
 
 
-def _stage(run: GenerationRun, stage: str) -> None:
-    GenerationRun.objects.filter(pk=run.pk).update(stage=stage, heartbeat_at=timezone.now())
-
-
-def _execute(run: GenerationRun, fields: dict[str, Any]) -> None:
-    """Run the pipeline, filling ``fields`` (stored on the run even when a step fails)."""
-    conf = settings.FOUNDRY
-    spec = SpecText(run.spec_name, run.spec_version, run.spec_body)
-    prepared = document_prepare(topic=run.topic, spec=spec, collection_ids=run.collection_ids)
-    r = prepared.retrieval
-    fields.update({
-        "gate": r.gate.as_dict(), "conflicts": [c.as_dict() for c in r.conflicts], "timings": dict(r.timings),
-        "chunks": [{"chunk_id": c.chunk.pk, "label": c.label, "score": round(c.score, 4), "ranks": c.ranks}
-                   for c in r.candidates],
-        "models_used": {"generation": conf.generation.model, "embedding": conf.embedding.model}})
-    if not prepared.included:
-        raise GenerationError(f"No supporting documentation found in indexed sources ({r.gate.reason}); "
-                              "no document was generated.")
-    fields["prompt"] = prepared.system
-    _stage(run, "generate")
-    start = time.perf_counter()
-    reply = llm.complete(messages=[{"role": "system", "content": prepared.system},
-                                   {"role": "user", "content": f"Topic: {run.topic}"}],
-                         purpose="generate", model=conf.generation.model,
-                         max_tokens=conf.generation.max_document_tokens, temperature=conf.generation.temperature)
-    fields["timings"]["generate"] = round((time.perf_counter() - start) * 1000, 1)
-    _stage(run, "grounding")
-    body, total, kept = ground_markdown(reply.text, prepared.included)
-    fields.update(sentences_total=total, sentences_kept=kept, coverage=round(kept / total, 4) if total else None)
-    if not kept:
-        raise GenerationError("The grounding check removed every sentence the model wrote; no document was written.")
-    write_atomic(Path(run.output_path), footnotes_render(body, prepared.included, title=run.topic))
-
-
-def ground_markdown(text: str, included: list[Candidate]) -> tuple[str, int, int]:
+def ground_markdown(text: str, included: list[Candidate] | dict[str, str], *, embedding_model: str | None = None,
+                    min_support: float | None = None) -> tuple[str, int, int]:
     """Ground every prose line; headings and blank lines stay, unsupported sentences go.
 
+    ``included``: the passages given to the model, or their texts by label.
     Returns (markdown with [S#] markers, sentences written, sentences kept).
     """
-    grounder = Grounder(included)
+    grounder = Grounder(included, embedding_model=embedding_model, min_support=min_support)
     lines = text.splitlines()
     grounder.prime([line for line in lines if _is_prose(line)])
     out: list[str] = []
@@ -253,9 +201,12 @@ def _drop_empty_sections(lines: list[str]) -> str:
     return re.sub(r"\n{3,}", "\n\n", "\n".join(keep)).strip()
 
 
-def footnotes_render(body: str, included: list[Candidate], *, title: str) -> str:
-    """Replace [S#] markers by [^N] in order of first use and append the source list."""
-    by_label = {c.label: c for c in included}
+def footnotes_render(body: str, included: list[Candidate] | dict[str, str], *, title: str) -> str:
+    """Replace [S#] markers by [^N] in order of first use and append the source list.
+
+    ``included``: the passages given to the model, or their footnote texts by label.
+    """
+    by_label = included if isinstance(included, dict) else {c.label: footnote_text(c) for c in included}
     numbers: dict[str, int] = {}
 
     def number(match: re.Match) -> str:
@@ -266,7 +217,7 @@ def footnotes_render(body: str, included: list[Candidate], *, title: str) -> str
         return f"[^{numbers[label]}]"
 
     text = _MARKER.sub(number, body)
-    notes = [f"[^{n}]: {footnote_text(by_label[label])}" for label, n in numbers.items()]
+    notes = [f"[^{n}]: {by_label[label]}" for label, n in numbers.items()]
     heading = "" if text.lstrip().startswith("# ") else f"# {title}\n\n"
     return f"{heading}{text}\n\n## Sources\n\n" + "\n".join(notes) + "\n"
 

@@ -9,10 +9,18 @@ from retrieval.services.retrieve import Candidate
 
 
 class Grounder:
-    """Checks texts against the passages given to the model (see ``grounding.ground``)."""
+    """Checks texts against the passages given to the model (see ``grounding.ground``).
 
-    def __init__(self, included: list[Candidate]) -> None:
-        self.passages = {c.label: c.chunk.text for c in included}
+    ``included`` is the candidates, or (on a compute worker, which has no database
+    rows) their passage texts by label. ``embedding_model`` and ``min_support``
+    default to the settings.
+    """
+
+    def __init__(self, included: list[Candidate] | dict[str, str], *, embedding_model: str | None = None,
+                 min_support: float | None = None) -> None:
+        self.passages = included if isinstance(included, dict) else {c.label: c.chunk.text for c in included}
+        self.embedding_model = embedding_model or settings.FOUNDRY.embedding.model
+        self.min_support = settings.FOUNDRY.generation.min_support if min_support is None else min_support
         self.vectors: dict[str, list[float]] = {}
         self.prime([w for p in self.passages.values() for w in passage_windows(p)])
 
@@ -21,7 +29,7 @@ class Grounder:
         wanted = [s.text for piece in pieces for s in split_sentences(piece)] + pieces
         missing = [p for p in dict.fromkeys(wanted) if p not in self.vectors]
         if missing:
-            vectors = llm.embed(missing, model=settings.FOUNDRY.embedding.model)
+            vectors = llm.embed(missing, model=self.embedding_model)
             self.vectors.update(zip(missing, vectors))
 
     def similarity(self, sentence: str, window: str) -> float:
@@ -30,5 +38,4 @@ class Grounder:
 
     def ground(self, text: str) -> Grounded:
         self.prime([text])
-        return ground(text, self.passages, similarity=self.similarity,
-                      min_support=settings.FOUNDRY.generation.min_support)
+        return ground(text, self.passages, similarity=self.similarity, min_support=self.min_support)

@@ -40,3 +40,34 @@ def test_retry_transient_wraps_only_transient_errors() -> None:
 def test_failure_reason_names_unexpected_types() -> None:
     assert failure_reason(RuntimeError("boom")) == "RuntimeError: boom"
     assert failure_reason(llm.LLMError("empty completion", model="m")) == "empty completion"
+
+
+def test_heartbeat_repeats_the_latest_stage_until_closed() -> None:
+    import threading
+
+    from foundry_site.jobs import Heartbeat
+
+    sent: list[str] = []
+    twice = threading.Event()
+
+    def send(stage: str) -> None:
+        sent.append(stage)
+        if sent.count("generate") >= 3:
+            twice.set()
+
+    with Heartbeat(send, every=0.05) as beat:
+        beat("generate")
+        assert twice.wait(5)
+    closed = len(sent)
+    threading.Event().wait(0.2)
+    assert sent[0] == "generate" and set(sent) == {"generate"} and len(sent) == closed
+
+
+def test_heartbeat_survives_a_failed_send() -> None:
+    from foundry_site.jobs import Heartbeat
+
+    def send(stage: str) -> None:
+        raise ConnectionError("broker gone")
+
+    with Heartbeat(send, every=10) as beat:
+        beat("generate")  # logged, not raised

@@ -24,7 +24,7 @@ def test_prepare_source_reports_bad_file_without_database(tmp_path: Path) -> Non
     payload = prepare_source.apply(args=(str(tmp_path), "bad.json")).get()
     assert payload["status"] == "failed" and "invalid JSON" in payload["reason"] and payload["sha256"]
     missing = prepare_source.apply(args=(str(tmp_path), "gone.txt")).get()
-    assert missing["status"] == "failed" and "cannot read file" in missing["reason"]
+    assert missing["status"] == "failed" and "file vanished during ingest" in missing["reason"]
 
 
 def test_failure_errback_goes_to_the_db_queue() -> None:

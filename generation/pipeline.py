@@ -1,0 +1,267 @@
+"""A generation run in three steps, so that the model work can run on any machine.
+
+1. ``generation_run_prepare`` (``db`` queue, next to the SQLite file) claims the
+   pending run by a conditional update, retrieves the passages, assembles the
+   prompt, records retrieval on the run and returns the compute payload: plain
+   JSON holding everything the model step needs (prompt, passage texts, footnote
+   texts, model settings).
+2. ``generation_run_compute`` (``compute`` queue) never opens the database: the
+   model call, the grounding check (embeddings) and the footnotes. It returns the
+   finished document, or a failed result with its reason. Transient model errors
+   are raised, so the task is retried with backoff.
+3. ``generation_run_store`` (``db`` queue) writes the document (temp file + rename)
+   and finishes the run in one transaction. A run that is already finished is
+   left alone, so a duplicate result writes nothing.
+
+A failure the compute step cannot report itself (its worker died on every
+delivery, a time limit, retries used up) reaches ``generation_run_fail`` through
+the errback. A run whose worker vanished is re-queued by the stale-run sweeper
+(``generation/apps.py``), which claims it afresh: ``attempts`` counts the claims.
+
+Without a broker the same steps run in-process, in order (``generation_run_start``).
+"""
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import F
+from django.utils import timezone
+
+from foundry_site import jobs, llm
+from generation.documents import (GenerationError, SpecText, document_prepare, footnote_text, footnotes_render,
+                                  ground_markdown, write_atomic)
+from generation.models import GenerationRun
+from sources.vectorstore import MissingEmbeddings
+
+logger = logging.getLogger(__name__)
+
+PAYLOAD_VERSION = 1
+Progress = Callable[[str], None]
+_OPEN = (GenerationRun.Status.PENDING, GenerationRun.Status.RUNNING)
+# Failures that end a run with their own message (no evidence, model failed, index built
+# with another embedding model); anything else is unexpected and also raised.
+RUN_FAILURES = (GenerationError, llm.LLMError, MissingEmbeddings)
+
+
+def generation_run_start(*, run_id: int) -> None:
+    """Claim a pending run and execute it: model work on ``compute`` with a broker, here without one.
+
+    Idempotent: a run that is not pending (or gone) is left alone.
+    """
+    payload = generation_run_prepare(run_id=run_id)
+    if payload is None:
+        return
+    if not jobs.is_eager():
+        _dispatch(payload)
+        return
+    try:
+        result = generation_run_compute(payload=payload, progress=_progress_here(payload))
+        generation_run_store(result=result)
+    except Exception as exc:  # recorded on the run as the broker's errback would, then raised as before
+        generation_run_fail(run_id=run_id, error=error_record(exc))
+        raise
+
+
+def _dispatch(payload: dict[str, Any]) -> None:
+    from celery import chain
+
+    from generation.tasks import generate_compute, generate_failed, generate_store
+
+    on_error = generate_failed.s(payload["run_id"])
+    chain(generate_compute.s(payload).on_error(on_error), generate_store.s().on_error(on_error)).apply_async()
+
+
+def _progress_here(payload: dict[str, Any]) -> Progress:
+    return lambda stage: generation_run_progress(run_id=payload["run_id"], attempt=payload["attempt"], stage=stage)
+
+
+# --------------------------------------------------------------------------- db side
+
+def generation_run_prepare(*, run_id: int) -> dict[str, Any] | None:
+    """Claim the run, retrieve and assemble the prompt; return the compute payload.
+
+    Returns None when there is nothing to send: the run was not pending (or is
+    gone), or it failed here (no evidence: no model call, no file). A transient
+    error with a broker puts the run back to pending and is raised, so the
+    retried task claims it again.
+    """
+    now = timezone.now()
+    claimed = GenerationRun.objects.filter(pk=run_id, status=GenerationRun.Status.PENDING).update(
+        status=GenerationRun.Status.RUNNING, started_at=now, heartbeat_at=now, stage="retrieval",
+        attempts=F("attempts") + 1)
+    if not claimed:
+        logger.info("generation run %s not pending; nothing to do", run_id)
+        return None
+    run = GenerationRun.objects.get(pk=run_id)
+    try:
+        return _prepare(run)
+    except Exception as exc:
+        if jobs.is_transient(exc) and not jobs.is_eager():
+            GenerationRun.objects.filter(pk=run_id, status=GenerationRun.Status.RUNNING).update(
+                status=GenerationRun.Status.PENDING, stage="", heartbeat_at=timezone.now(),
+                attempts=F("attempts") - 1)
+            raise
+        generation_run_fail(run_id=run_id, error=error_record(exc))
+        if isinstance(exc, RUN_FAILURES):
+            return None
+        raise
+
+
+def _prepare(run: GenerationRun) -> dict[str, Any] | None:
+    conf = settings.FOUNDRY
+    with llm.record_calls() as calls:  # HyDE and relevance scoring may call a model
+        prepared = document_prepare(topic=run.topic, spec=SpecText(run.spec_name, run.spec_version, run.spec_body),
+                                    collection_ids=run.collection_ids)
+    r = prepared.retrieval
+    GenerationRun.objects.filter(pk=run.pk).update(
+        gate=r.gate.as_dict(), conflicts=[c.as_dict() for c in r.conflicts], timings=dict(r.timings),
+        chunks=[{"chunk_id": c.chunk.pk, "label": c.label, "score": round(c.score, 4), "ranks": c.ranks}
+                for c in r.candidates],
+        models_used={"generation": conf.generation.model, "embedding": conf.embedding.model},
+        prompt=prepared.system, heartbeat_at=timezone.now(), **usage_of(calls))
+    if not prepared.included:
+        raise GenerationError(f"No supporting documentation found in indexed sources ({r.gate.reason}); "
+                              "no document was generated.")
+    if not jobs.is_eager():
+        GenerationRun.objects.filter(pk=run.pk, status=GenerationRun.Status.RUNNING).update(stage="queued")
+    return {
+        "v": PAYLOAD_VERSION, "run_id": run.pk, "attempt": run.attempts, "topic": run.topic,
+        "system": prepared.system, "model": conf.generation.model,
+        "max_tokens": conf.generation.max_document_tokens, "temperature": conf.generation.temperature,
+        "embedding_model": conf.embedding.model, "min_support": conf.generation.min_support,
+        "passages": [{"label": c.label, "text": c.chunk.text, "footnote": footnote_text(c)}
+                     for c in prepared.included],
+    }
+
+
+def generation_run_progress(*, run_id: int, attempt: int, stage: str) -> None:
+    """Record the stage the compute step reached (and a heartbeat). Ignored once the run is finished
+    or claimed again by a later attempt, so late or duplicate reports change nothing."""
+    GenerationRun.objects.filter(pk=run_id, status=GenerationRun.Status.RUNNING, attempts=attempt).update(
+        stage=stage, heartbeat_at=timezone.now())
+
+
+def generation_run_store(*, result: dict[str, Any]) -> bool:
+    """Write the document and finish the run, in one transaction; True if this call finished it.
+
+    Idempotent: a duplicate result, or one for a run that is already finished
+    (or gone), writes nothing. The file is written before the commit, so a
+    failed write leaves the run open (and the errback fails it with the reason).
+    """
+    run_id = result["run_id"]
+    if result["status"] == "duplicate":
+        return False
+    with transaction.atomic():
+        run = GenerationRun.objects.filter(pk=run_id, status__in=_OPEN).first()
+        if run is None:
+            logger.info("generation run %s already finished or gone; result dropped", run_id)
+            return False
+        counts = {key: result[key] for key in ("sentences_total", "sentences_kept", "coverage") if key in result}
+        if result["status"] == "generated":
+            write_atomic(Path(run.output_path), result["document"])
+            status, error = GenerationRun.Status.SUCCEEDED, None
+        else:
+            status, error = GenerationRun.Status.FAILED, result["error"]
+        _finish(run, status=status, error=error, usage=result["usage"], timings=result["timings"], **counts)
+    logger.info("generation run %s %s (attempt %s)", run_id, status, result["attempt"])
+    return True
+
+
+def generation_run_fail(*, run_id: int, error: dict[str, Any]) -> bool:
+    """Fail an unfinished run with ``error`` ({type, message, transient}); True if this call failed it."""
+    with transaction.atomic():
+        run = GenerationRun.objects.filter(pk=run_id, status__in=_OPEN).first()
+        if run is None:
+            return False
+        _finish(run, status=GenerationRun.Status.FAILED, error=error, usage={}, timings={})
+    logger.info("generation run %s failed: %s", run_id, error.get("type"))
+    return True
+
+
+def _finish(run: GenerationRun, *, status: str, error: dict[str, Any] | None, usage: dict[str, Any],
+            timings: dict[str, float], **fields: Any) -> None:
+    """Close the run (caller holds the transaction): add the compute step's usage, total the time."""
+    total = (timezone.now() - run.started_at).total_seconds() * 1000 if run.started_at else 0.0
+    GenerationRun.objects.filter(pk=run.pk).update(
+        status=status, error=error, stage="done", finished_at=timezone.now(), heartbeat_at=timezone.now(),
+        timings={**run.timings, **timings, "total": round(total, 1)},
+        llm_calls=F("llm_calls") + usage.get("llm_calls", 0),
+        prompt_tokens=F("prompt_tokens") + usage.get("prompt_tokens", 0),
+        completion_tokens=F("completion_tokens") + usage.get("completion_tokens", 0),
+        cost=F("cost") + usage.get("cost", 0.0), **fields)
+    run_id = run.pk
+    transaction.on_commit(lambda: jobs.done_mark(_done_key(run_id)))
+
+
+def _done_key(run_id: int) -> str:
+    return f"generation:{run_id}"
+
+
+# --------------------------------------------------------------------------- compute side
+
+def generation_run_compute(*, payload: dict[str, Any], progress: Progress | None = None) -> dict[str, Any]:
+    """The model step, from the payload alone: never opens the database.
+
+    Returns a JSON result for ``generation_run_store``: ``generated`` with the
+    document, ``failed`` with the reason (no evidence kept, a permanent model
+    error), or ``duplicate`` when the run was already finished (a re-delivered
+    message). With a broker a transient model error is raised, for a retry.
+    """
+    if payload.get("v") != PAYLOAD_VERSION:
+        raise GenerationError(f"generation payload version {payload.get('v')!r}; this worker reads "
+                              f"{PAYLOAD_VERSION} (upgrade the workers together)")
+    head = {"v": PAYLOAD_VERSION, "run_id": payload["run_id"], "attempt": payload["attempt"]}
+    if jobs.done_check(_done_key(payload["run_id"])):
+        logger.info("generation run %s already finished; dropping duplicate compute", payload["run_id"])
+        return {**head, "status": "duplicate"}
+    fields: dict[str, Any] = {"timings": {}}
+    with llm.record_calls() as calls:
+        try:
+            document = _compute(payload, progress or (lambda stage: None), fields)
+            outcome: dict[str, Any] = {"status": "generated", "document": document}
+        except (GenerationError, llm.LLMError) as exc:
+            if getattr(exc, "transient", False) and not jobs.is_eager():
+                raise
+            outcome = {"status": "failed", "error": error_record(exc)}
+    return {**head, **outcome, **fields, "usage": usage_of(calls)}
+
+
+def _compute(payload: dict[str, Any], progress: Progress, fields: dict[str, Any]) -> str:
+    """Generate, ground, add footnotes; fills ``fields`` (kept on the run even when a step fails)."""
+    progress("generate")
+    start = time.perf_counter()
+    reply = llm.complete(messages=[{"role": "system", "content": payload["system"]},
+                                   {"role": "user", "content": f"Topic: {payload['topic']}"}],
+                         purpose="generate", model=payload["model"], max_tokens=payload["max_tokens"],
+                         temperature=payload["temperature"])
+    fields["timings"]["generate"] = round((time.perf_counter() - start) * 1000, 1)
+    progress("grounding")
+    start = time.perf_counter()
+    passages = payload["passages"]
+    body, total, kept = ground_markdown(reply.text, {p["label"]: p["text"] for p in passages},
+                                        embedding_model=payload["embedding_model"],
+                                        min_support=payload["min_support"])
+    fields["timings"]["grounding"] = round((time.perf_counter() - start) * 1000, 1)
+    fields.update(sentences_total=total, sentences_kept=kept, coverage=round(kept / total, 4) if total else None)
+    if not kept:
+        raise GenerationError("The grounding check removed every sentence the model wrote; no document was written.")
+    return footnotes_render(body, {p["label"]: p["footnote"] for p in passages}, title=payload["topic"])
+
+
+# --------------------------------------------------------------------------- shared
+
+def error_record(exc: BaseException) -> dict[str, Any]:
+    """What a failed run stores in ``error``."""
+    message = str(exc) if isinstance(exc, RUN_FAILURES) else jobs.failure_reason(exc)
+    return {"type": type(exc).__name__, "message": message, "transient": jobs.is_transient(exc)}
+
+
+def usage_of(calls: llm.CallRecord) -> dict[str, Any]:
+    return {"llm_calls": calls.llm_calls, "prompt_tokens": calls.prompt_tokens,
+            "completion_tokens": calls.completion_tokens, "cost": round(calls.cost, 6)}
