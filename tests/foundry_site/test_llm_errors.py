@@ -36,7 +36,7 @@ def test_connection_errors_are_still_retried_as_transient(monkeypatch: pytest.Mo
 def test_local_model_generates_without_crashing_the_process(tmp_path: Any) -> None:
     """Regression: on this AMX CPU a natively built llama.cpp died with SIGSEGV in ggml_backend_amx_mul_mat
     on the first decode of a few tokens (every real generation, and the compute worker running it); the
-    Makefile builds it for a portable x86-64 target. A subprocess, so that a crash fails this test
+    Makefile builds it without AMX. A subprocess, so that a crash fails this test
     instead of killing the test run."""
     import os
     import subprocess
