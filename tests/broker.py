@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 from django.conf import settings
+from django.db import connection
 
 from foundry_site.celery import app as celery_app
 
@@ -111,8 +112,12 @@ class Worker:
         return self.log.read_text(errors="replace")[-3000:] if self.log.exists() else "(no log)"
 
 
-def worker_env(home: Path, *, db_name: str, config: str, **extra: str) -> dict[str, str]:
-    """The environment of a test worker: this checkout, the test database, the test broker, ``config`` as foundry.yaml."""
+def worker_env(home: Path, *, config: str, **extra: str) -> dict[str, str]:
+    """The environment of a test worker: this checkout, the test database, the test broker, ``config`` as foundry.yaml.
+
+    Call it after ``django_db_setup``: the test database's name is read from the connection.
+    """
+    db_name = str(connection.settings_dict["NAME"])
     path = home / "foundry.yaml"
     path.write_text(config)
     return {**os.environ, "DJANGO_SETTINGS_MODULE": "foundry_site.settings", "PYTHONPATH": str(REPO),

@@ -14,7 +14,6 @@ from typing import Any
 
 import pytest
 from django.conf import settings
-from django.db import connection
 
 from generation.documents import SpecText, generation_run_create
 from generation.models import GenerationRun
@@ -48,14 +47,11 @@ FINISHED = (GenerationRun.Status.SUCCEEDED, GenerationRun.Status.FAILED)
 
 
 @pytest.fixture(scope="module")
-def workers(tmp_path_factory: pytest.TempPathFactory, django_db_setup: Any,
-            django_db_blocker: Any) -> Iterator[dict[str, Worker]]:
+def workers(tmp_path_factory: pytest.TempPathFactory, django_db_setup: Any) -> Iterator[dict[str, Worker]]:
     """A compute worker (no database) and a db worker with the sweeper schedule."""
     redis_or_skip()
     home = tmp_path_factory.mktemp("broker-gen-home")
-    with django_db_blocker.unblock():
-        db_name = str(connection.settings_dict["NAME"])
-    env = worker_env(home, db_name=db_name, config=WORKER_CONFIG,
+    env = worker_env(home, config=WORKER_CONFIG,
                      FOUNDRY_JOB_STALE_SECONDS=str(STALE_SECONDS), FOUNDRY_SWEEP_INTERVAL="2",
                      FOUNDRY_TASK_MAX_DELIVERIES="2", FOUNDRY_TASK_RETRY_BACKOFF="1")
     with worker_pool(home, env) as pool:

@@ -26,14 +26,11 @@ STALE_SECONDS = 20  # longer than a worker restart plus the embedding model's lo
 
 
 @pytest.fixture(scope="module")
-def workers(tmp_path_factory: pytest.TempPathFactory, django_db_setup: Any,
-            django_db_blocker: Any) -> Iterator[dict[str, Worker]]:
+def workers(tmp_path_factory: pytest.TempPathFactory, django_db_setup: Any) -> Iterator[dict[str, Worker]]:
     """A compute worker (no database at all) and a db worker with the sweeper schedule."""
     redis_or_skip()
     home = tmp_path_factory.mktemp("broker-home")
-    with django_db_blocker.unblock():
-        db_name = str(connection.settings_dict["NAME"])
-    env = worker_env(home, db_name=db_name,
+    env = worker_env(home,
                      config="ingest:\n  summary_model: none\nembedding:\n  context_model: none\n",
                      FOUNDRY_JOB_STALE_SECONDS=str(STALE_SECONDS), FOUNDRY_SWEEP_INTERVAL="2",
                      FOUNDRY_TASK_MAX_DELIVERIES="2", FOUNDRY_TASK_RETRY_BACKOFF="1")
