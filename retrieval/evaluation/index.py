@@ -1,7 +1,8 @@
 """Eval indexes: a document set ingested once into its own SQLite file under
 ``FOUNDRY_HOME/eval-cache/<name>-<key>/``, through the normal ingest pipeline.
 
-The key covers the data, the embedding model and the chunk size, so a second
+The key covers the data, the embedding model, the chunk size and the contextual-prefix
+model (``embedding.context_model``, when set), so a second
 run with the same inputs finds every file ``unchanged`` and embeds nothing;
 an interrupted build resumes where it stopped (ingest is idempotent per file).
 """
@@ -37,10 +38,12 @@ class EvalIndex:
 
 
 def cache_key(*, data_sha256: str, extra: dict | None = None) -> str:
-    """Key of an eval index: data hash + embedding model + chunk size + format version."""
+    """Key of an eval index: data hash + embedding model + chunk size + context model + format version."""
     conf = settings.FOUNDRY
     material = {"data": data_sha256, "model": conf.embedding.model, "chunk_tokens": conf.ingest.chunk_tokens,
                 "format": FORMAT_VERSION, **(extra or {})}
+    if conf.embedding.context_model != "none":  # keys of indexes built without prefixes stay as they were
+        material["context_model"] = conf.embedding.context_model
     return hashlib.sha256(json.dumps(material, sort_keys=True).encode()).hexdigest()
 
 
@@ -89,13 +92,15 @@ def eval_index(*, name: str, key: str, documents: Iterable[Document],
                progress: ProgressFn | None = None) -> Iterator[EvalIndex]:
     """Build (or reuse) the index and bind the default connection to it inside the block.
 
-    Ingest runs without LLM enrichment (no summaries, no contextual prefixes):
-    an eval index measures retrieval, and thousands of LLM calls would dominate it.
+    Ingest runs without source summaries (they are never searched, and thousands of
+    LLM calls would dominate the build). Contextual prefixes are embedded with their
+    chunk, so they change retrieval: they follow ``embedding.context_model`` (default
+    ``none``; one local-model call per chunk when set).
     """
     folder = Path(settings.FOUNDRY_HOME) / "eval-cache" / f"{_UNSAFE.sub('_', name)}-{key[:16]}"
     names = documents_write(folder / "docs", documents)
     database = folder / "index.sqlite3"
-    lean = settings.FOUNDRY.with_overrides(ingest={"summary_model": "none"}, embedding={"context_model": "none"})
+    lean = settings.FOUNDRY.with_overrides(ingest={"summary_model": "none"})
     with database_use(database):
         with override_settings(FOUNDRY=lean):
             report = knowledge_base_ingest(target=folder / "docs", collection=EVAL_COLLECTION, progress=progress)

@@ -4,6 +4,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -71,6 +72,29 @@ def test_eval_retrieval_reports_every_mode_and_reuses_its_index(beir: dict[str, 
     assert index["ingested"] == 0 and index["unchanged"] == 4  # nothing embedded again
     rows = list(csv.DictReader((Path(settings.FOUNDRY_HOME) / "eval.csv").open()))
     assert [r["kind"] for r in rows] == ["retrieval", "retrieval"] and rows[1]["modes"] == "bm25"
+
+
+def test_eval_index_embeds_contextual_prefixes_under_their_own_key(beir: dict[str, Path], foundry_config,
+                                                                    scripted_llm: ScriptedLLM) -> None:
+    """Prefixes change what is embedded, so an eval of ``embedding.context_model`` builds its own index."""
+    args = ["retrieval", "--corpus", str(beir["corpus"]), "--queries", str(beir["queries"]),
+            "--qrels", str(beir["qrels"]), "--modes", "dense"]
+    plain = run_eval(*args)
+    foundry_config(embedding={"context_model": "scripted/ctx"})
+    scripted_llm.reply = lambda messages: "This passage is from a field guide."
+    prefixed = run_eval(*args)
+    plain_index = json.loads((Path(plain["report"]) / "report.json").read_text())["index"]
+    prefixed_index = json.loads((Path(prefixed["report"]) / "report.json").read_text())["index"]
+    assert plain_index["ingested"] == 4 and prefixed_index["ingested"] == 4  # not the cached plain index
+    assert len(scripted_llm.calls) == 4  # one prefix per chunk, no summaries
+    assert prefixed_index["database"] != plain_index["database"]
+    query = "SELECT count(*), sum(context LIKE '%from a field guide.') FROM sources_chunk"
+    with sqlite3.connect(prefixed_index["database"]) as db:
+        assert db.execute(query).fetchone() == (4, 4)
+    with sqlite3.connect(plain_index["database"]) as db:
+        assert db.execute(query).fetchone() == (4, 0)
+    run_eval(*args)
+    assert len(scripted_llm.calls) == 4  # the prefixed index is reused as well
 
 
 def test_eval_retrieval_rejects_bad_input(beir: dict[str, Path]) -> None:
