@@ -1,9 +1,10 @@
 """Pipeline options measured on SciFact (train queries, dev data only): BM25 tokenizer and
 column (title) weights, RRF k and channel weights, chunk- vs document-level fusion,
-score (convex) fusion, channel depth, and HyDE.
+score (convex) fusion, channel depth, HyDE, and leaving common terms out of the BM25
+query (``retrieval.bm25_max_df``).
 
     /work/main/.venv/bin/python bench/retrieval_sweep.py [--data DIR] [--bm25-variants] [--hyde 100]
-        [--json out.json]
+        [--bm25-max-df 0.2,0.1,0.05] [--json out.json]
 
 Channels are computed once per query (BM25 variants by raw FTS5 queries on a
 temporary table, dense by the real vec0 search) and fused offline with the same
@@ -84,6 +85,28 @@ def channels(beir: _common.Beir, variants: bool) -> tuple[dict, dict[str, list[H
     return bm25, dense
 
 
+def max_df_table(beir: _common.Beir, dense: dict[str, list[Hit]], values: list[float]) -> dict:
+    """nDCG@10 of BM25 alone and of hybrid RRF (k=60, chunk level) with the product's ``keyword()``
+    at each ``retrieval.bm25_max_df``; plus the share of query terms kept and BM25's time per query."""
+    from retrieval.search import query_terms, rare_terms
+
+    out = {}
+    for value in values:
+        conf = settings.FOUNDRY.with_overrides(retrieval={"bm25_max_df": value})
+        with override_settings(FOUNDRY=conf), connection.cursor() as cur:
+            start = time.perf_counter()
+            hits = {q: ChunkSearch.search.keyword(t, limit=DEPTH) for q, t in beir.queries.items()}
+            ms = (time.perf_counter() - start) * 1000 / len(beir.queries)
+            kept = metrics.mean([len(rare_terms(cur, query_terms(t), value)) / max(1, len(query_terms(t)))
+                                 for t in beir.queries.values()])
+        out[str(value)] = {"bm25": ndcg(beir, hits), "terms_kept": round(kept, 3), "bm25_ms": round(ms, 1),
+                           **{f"hybrid depth={d}": ndcg(beir, {q: reciprocal_rank_fusion(
+                               {"bm25": hits[q][:d], "dense": dense[q][:d]}, k=60) for q in hits})
+                              for d in (50, DEPTH)}}
+        print(f"bm25_max_df={value}: {out[str(value)]}", flush=True)
+    return out
+
+
 def fusion_table(beir: _common.Beir, bm25: dict[str, list[Hit]], dense: dict[str, list[Hit]], depth: int) -> dict:
     out = {}
     for k in (5, 10, 20, 30, 45, 60, 100):
@@ -159,6 +182,8 @@ def main() -> None:
     parser.add_argument("--bm25-variants", action="store_true",
                         help="also sweep the BM25 tokenizer and column weights (slow)")
     parser.add_argument("--hyde", type=int, default=0, help="queries for the HyDE comparison (0: skip)")
+    parser.add_argument("--bm25-max-df", default="",
+                        help="comma-separated retrieval.bm25_max_df values to compare with 1 (keep every term)")
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
     results: dict = {}
@@ -182,6 +207,9 @@ def main() -> None:
                     results[label] = table(beir, bm25[key], dense, depth)
                     best = sorted(results[label].items(), key=lambda kv: -kv[1])[:5]
                     print(f"{label}: best {best}", flush=True)
+        if args.bm25_max_df:
+            values = [1.0] + [float(v) for v in args.bm25_max_df.split(",")]
+            results["bm25_max_df"] = max_df_table(beir, dense, values)
         if args.hyde:
             results["hyde"] = hyde_compare(beir, args.hyde)
     results["machine"] = _common.machine_line()

@@ -68,6 +68,9 @@ class RetrievalConfig(_Section):
     # Dense channel: "matrix" scans a memory-mapped copy of the vectors (retrieval/dense.py,
     # ~10x faster, same results); "vec0" scans the sqlite-vec table itself.
     dense_index: Literal["matrix", "vec0"] = "matrix"
+    # Keyword channel: leave out query terms found in more than this share of the chunks
+    # (1 keeps every term); see retrieval.search.rare_terms and docs/benchmarks.md, section 6.
+    bm25_max_df: Annotated[float, Field(gt=0, le=1)] = 1.0
     hyde: bool = False
     hyde_model: str = LOCAL_LLM
     scorer_model: str = "none"

@@ -1,7 +1,7 @@
 """Raw-SQL search over chunks: FTS5 (BM25) and sqlite-vec (cosine), plus rank fusion.
 
-User text reaches ``MATCH`` only through ``fts_query`` (every term quoted, bound
-as a parameter). Table names are constants, except ``vec_chunks_{slug}``, whose
+User text reaches ``MATCH`` only through ``match_expression`` (every term quoted,
+bound as a parameter). Table names are constants, except ``vec_chunks_{slug}``, whose
 slug ``sources.vectorstore`` derives from configuration and checks.
 """
 from __future__ import annotations
@@ -10,11 +10,14 @@ import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
+from django.conf import settings
 from django.db import connection, models
 
 from sources import vectorstore
 
 MAX_QUERY_TERMS = 64
+TOKENIZER = "porter unicode61 remove_diacritics 2"  # chunks_fts's (retrieval/migrations/0001_chunks_fts.py)
+SCOPE_OVERFETCH = 4  # a scoped keyword search first takes 4x its limit from the whole index
 _TERM = re.compile(r"\w+", re.UNICODE)
 # Words that carry no topic: dropping them keeps BM25 from ranking on "what is the".
 STOPWORDS = frozenset("""
@@ -30,19 +33,71 @@ class Hit:
     score: float
 
 
-def fts_query(text: str) -> str:
-    """An FTS5 query matching any topical term of ``text``; "" when there is none.
-
-    Every term is wrapped in double quotes (embedded quotes doubled), so FTS5
-    operators, column filters and punctuation in user text are plain words.
-    """
+def query_terms(text: str) -> list[str]:
+    """The distinct topical words of ``text`` (lower case, stop words dropped), at most 64."""
     seen: dict[str, None] = {}
     for term in _TERM.findall(text.lower()):
         if term not in STOPWORDS and term not in seen:
             seen[term] = None
         if len(seen) >= MAX_QUERY_TERMS:
             break
-    return " OR ".join('"' + term.replace('"', '""') + '"' for term in seen)
+    return list(seen)
+
+
+def match_expression(terms: Sequence[str]) -> str:
+    """An FTS5 query matching any of ``terms``; "" when there is none.
+
+    Every term is wrapped in double quotes (embedded quotes doubled), so FTS5
+    operators, column filters and punctuation in user text are plain words.
+    """
+    return " OR ".join('"' + term.replace('"', '""') + '"' for term in terms)
+
+
+def fts_query(text: str) -> str:
+    """An FTS5 query matching any topical term of ``text``; "" when there is none."""
+    return match_expression(query_terms(text))
+
+
+def rare_terms(cursor, terms: Sequence[str], max_df: float) -> list[str]:
+    """The ``terms`` found in at most ``max_df`` of all chunks (the rarest one if none is).
+
+    FTS5 scores every chunk holding any query term, so a word found in a large share
+    of the chunks costs most of a keyword search while its IDF adds little to the
+    ranking (docs/benchmarks.md, section 6). A term's chunk count is read for the
+    stem(s) the index stores: the terms are tokenized by a connection-local FTS5
+    table with the index's own tokenizer, and counted in an fts5vocab view of it.
+    """
+    if max_df >= 1 or len(terms) < 2:
+        return list(terms)
+    cursor.execute("SELECT block FROM chunks_fts_data WHERE id = 1")  # FTS5's averages record
+    row = cursor.fetchone()
+    total = _varint(row[0]) if row else 0
+    if not total:
+        return list(terms)
+    for ddl in (f"CREATE VIRTUAL TABLE IF NOT EXISTS temp.query_terms USING fts5(term, tokenize = '{TOKENIZER}')",
+                "CREATE VIRTUAL TABLE IF NOT EXISTS temp.query_stems USING fts5vocab(temp, query_terms, 'instance')",
+                "CREATE VIRTUAL TABLE IF NOT EXISTS temp.chunk_terms USING fts5vocab(main, chunks_fts, 'row')"):
+        cursor.execute(ddl)
+    cursor.execute("DELETE FROM temp.query_terms")
+    cursor.executemany("INSERT INTO temp.query_terms(rowid, term) VALUES (%s, %s)", list(enumerate(terms)))
+    cursor.execute("SELECT s.doc, max(coalesce(c.doc, 0)) FROM temp.query_stems s "
+                   "LEFT JOIN temp.chunk_terms c ON c.term = s.term GROUP BY s.doc")
+    chunks_with = dict(cursor.fetchall())
+    counts = [chunks_with.get(i, 0) for i in range(len(terms))]
+    kept = [term for term, count in zip(terms, counts) if count <= max_df * total]
+    return kept or [min(zip(counts, terms))[1]]
+
+
+def _varint(data: bytes) -> int:
+    """An SQLite varint (big-endian, 7 bits a byte, the 9th byte whole) at the start of ``data``."""
+    value = 0
+    for index, byte in enumerate(data[:9]):
+        if index == 8:
+            return (value << 8) | byte
+        value = (value << 7) | (byte & 0x7F)
+        if byte < 0x80:
+            return value
+    return value
 
 
 def _scope(collection_ids: Sequence[int] | None, column: str) -> tuple[str, list[int]]:
@@ -55,16 +110,36 @@ def _scope(collection_ids: Sequence[int] | None, column: str) -> tuple[str, list
 
 class ChunkSearchManager(models.Manager):
     def keyword(self, text: str, *, limit: int = 20, collection_ids: Sequence[int] | None = None) -> list[Hit]:
-        """BM25 hits, best first; ``score`` is -bm25 (higher is better)."""
-        query = fts_query(text)
-        if not query:
+        """BM25 hits, best first; ``score`` is -bm25 (higher is better).
+
+        Terms in more than ``retrieval.bm25_max_df`` of the chunks are left out (``rare_terms``).
+        A scoped search filters the unscoped ranking (BM25 statistics are the whole index's
+        either way, so the order is the same) and ranks inside the scope by a join only when
+        the scope holds too few of the best matches.
+        """
+        if collection_ids is not None and not collection_ids:
             return []
-        where, params = _scope(collection_ids, "s.collection_id")
-        sql = ("SELECT f.rowid, bm25(chunks_fts) FROM chunks_fts f "
-               "JOIN sources_chunk c ON c.id = f.rowid JOIN sources_source s ON s.id = c.source_id "
-               f"WHERE chunks_fts MATCH %s{where} ORDER BY 2 LIMIT %s")
         with connection.cursor() as cur:
-            cur.execute(sql, [query, *params, limit])
+            query = match_expression(rare_terms(cur, query_terms(text), settings.FOUNDRY.retrieval.bm25_max_df))
+            if not query:
+                return []
+            fetch = limit if collection_ids is None else limit * SCOPE_OVERFETCH
+            cur.execute("SELECT rowid, bm25(chunks_fts) FROM chunks_fts WHERE chunks_fts MATCH %s "
+                        "ORDER BY 2 LIMIT %s", [query, fetch])
+            ranked = [Hit(cid, -score) for cid, score in cur.fetchall()]
+            if collection_ids is None or not ranked:
+                return ranked
+            where, params = _scope(collection_ids, "s.collection_id")
+            cur.execute("SELECT c.id FROM sources_chunk c JOIN sources_source s ON s.id = c.source_id "
+                        f"WHERE c.id IN ({','.join(['%s'] * len(ranked))}){where}",
+                        [h.chunk_id for h in ranked] + params)
+            inside = {cid for (cid,) in cur.fetchall()}
+            hits = [h for h in ranked if h.chunk_id in inside][:limit]
+            if len(hits) == limit or len(ranked) < fetch:
+                return hits
+            cur.execute("SELECT f.rowid, bm25(chunks_fts) FROM chunks_fts f "
+                        "JOIN sources_chunk c ON c.id = f.rowid JOIN sources_source s ON s.id = c.source_id "
+                        f"WHERE chunks_fts MATCH %s{where} ORDER BY 2 LIMIT %s", [query, *params, limit])
             return [Hit(cid, -score) for cid, score in cur.fetchall()]
 
     def nearest(self, vector: Sequence[float], *, model: str, k: int = 20,

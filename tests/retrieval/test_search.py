@@ -131,3 +131,87 @@ def test_document_fusion_in_retrieve_groups_chunks_by_source(kb: Path, foundry_c
     assert sources == sorted(sources, key=sources.index)  # each source's chunks are contiguous
     assert [c.label for c in by_doc.candidates] == [f"S{i}" for i in range(1, len(by_doc.candidates) + 1)]
     assert all(set(c.ranks) <= {"dense", "bm25"} and c.ranks for c in by_doc.ranked)
+
+
+def _joined_ranking(query: str, collection_ids: list[int], limit: int) -> list[int]:
+    """The scoped BM25 ranking computed the direct way (a join to every match's collection)."""
+    from django.db import connection
+
+    marks = ",".join(["%s"] * len(collection_ids))
+    with connection.cursor() as cur:
+        cur.execute("SELECT f.rowid FROM chunks_fts f JOIN sources_chunk c ON c.id = f.rowid "
+                    "JOIN sources_source s ON s.id = c.source_id WHERE chunks_fts MATCH %s "
+                    f"AND s.collection_id IN ({marks}) ORDER BY bm25(chunks_fts) LIMIT %s",
+                    [fts_query(query), *collection_ids, limit])
+        return [cid for (cid,) in cur.fetchall()]
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("limit", [1, 2, 3, 50])
+def test_scoped_keyword_search_equals_ranking_inside_the_scope(kb: Path, foundry_config, limit: int) -> None:
+    # 30 chunks of "alpha" outrank beta's two: a scope of beta is not among the first 4 x limit hits.
+    foundry_config(ingest={"chunk_tokens": 30})
+    (kb / "a").mkdir()
+    (kb / "b").mkdir()
+    (kb / "a" / "pumps.md").write_text("# Pumps\n\n" + "\n\n".join(
+        f"## Pump {i}\n\nThe pump pump pump number {i} moves water." for i in range(30)) + "\n")
+    (kb / "b" / "notes.md").write_text("# Notes\n\n## One\n\nA pump appears once among many other words here "
+                                       "about pipes, tanks, fittings and gauges.\n\n## Two\n\nAnother note "
+                                       "mentions the pump and a long list of unrelated hardware terms.\n")
+    knowledge_base_ingest(target=kb / "a", collection="alpha")
+    knowledge_base_ingest(target=kb / "b", collection="beta")
+    alpha, beta = (Collection.objects.get(name=n).pk for n in ("alpha", "beta"))
+    for scope in ([alpha], [beta], [alpha, beta]):
+        found = [h.chunk_id for h in ChunkSearch.search.keyword("pump", limit=limit, collection_ids=scope)]
+        assert found == _joined_ranking("pump", scope, limit), scope
+    assert len(ChunkSearch.search.keyword("pump", limit=2, collection_ids=[beta])) == 2
+    assert ChunkSearch.search.keyword("pump", limit=50, collection_ids=None) == \
+        ChunkSearch.search.keyword("pump", limit=50, collection_ids=[alpha, beta])
+
+
+@pytest.mark.django_db
+def test_rare_terms_leave_out_words_in_most_chunks(kb: Path, foundry_config) -> None:
+    from django.db import connection
+
+    from retrieval.search import rare_terms
+
+    (kb / "manual.md").write_text("# Manual\n\n" + "\n\n".join(
+        f"## Part {i}\n\nThe pumping station {'has a relief valve' if i == 0 else 'runs quietly'}."
+        for i in range(10)) + "\n")
+    foundry_config(ingest={"chunk_tokens": 20})
+    knowledge_base_ingest(target=kb)
+    assert Chunk.objects.count() == 10
+    with connection.cursor() as cur:
+        # "pumps" is counted by its stem (pump), which all 10 chunks hold; "valve" is in one.
+        assert rare_terms(cur, ["pumps", "valve", "unknownword"], 0.5) == ["valve", "unknownword"]
+        assert rare_terms(cur, ["pumps", "valve"], 1.0) == ["pumps", "valve"]
+        assert rare_terms(cur, ["pumps", "station"], 0.5) == ["pumps"]  # none rare: the rarest (a tie: first)
+        assert rare_terms(cur, ["relief", "valve"], 0.05) == ["relief"]  # 1 of 10 > 5%: rarest only
+        cur.execute("SELECT count(*) FROM chunks_fts")
+        assert cur.fetchone()[0] == 10
+    Chunk.objects.filter(ordinal__gte=5).delete()  # the averages record follows deletions
+    with connection.cursor() as cur:
+        assert rare_terms(cur, ["relief", "valve", "station"], 0.25) == ["relief", "valve"]
+
+
+@pytest.mark.django_db
+def test_keyword_search_with_bm25_max_df_matches_the_rare_terms_query(kb: Path, foundry_config) -> None:
+    (kb / "manual.md").write_text("# Manual\n\n" + "\n\n".join(
+        f"## Part {i}\n\nThe pump station {'has a relief valve' if i % 4 == 0 else 'runs quietly'}."
+        for i in range(12)) + "\n")
+    foundry_config(ingest={"chunk_tokens": 20})
+    knowledge_base_ingest(target=kb)
+    everything = ChunkSearch.search.keyword("pump relief valve", limit=20)
+    foundry_config(retrieval={"bm25_max_df": 0.5})
+    pruned = ChunkSearch.search.keyword("pump relief valve", limit=20)
+    assert len(everything) == 12 and len(pruned) == 3  # "pump" (12 of 12 chunks) is left out
+    assert [h.chunk_id for h in pruned] == [h.chunk_id for h in everything[:3]]
+
+
+def test_keyword_tokenizer_is_the_index_tokenizer() -> None:
+    from importlib import import_module
+
+    from retrieval.search import TOKENIZER
+
+    migration = import_module("retrieval.migrations.0001_chunks_fts")
+    assert f"tokenize = '{TOKENIZER}'" in migration.CREATE[0]
