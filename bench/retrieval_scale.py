@@ -2,6 +2,7 @@
 
     nice /work/main/.venv/bin/python bench/retrieval_scale.py [--sizes 10000,100000,1000000] [--queries 100]
     BENCH_SCALE_HOME=/tmp/foundry-scale-keep ... --sizes 1000000 --measure-only   # re-measure a kept database
+    nice /work/main/.venv/bin/python bench/retrieval_scale.py --sizes 100000 --incremental  # matrix refresh only
 
 For each size, a database (under $TMPDIR, or $BENCH_SCALE_HOME to keep and re-measure
 it) is filled through the real schema: real SciFact sentences as chunk text (FTS5
@@ -13,10 +14,16 @@ check), and the full hybrid ``retrieve()`` with each dense index. It also times 
 matrix build (a cold one, after each fill) and the version check alone. Prints
 P50/P95 per method, DB and matrix size, and peak RSS (which counts the mapped
 matrix pages this process touched; they are shared page cache, not private memory).
+
+``--incremental`` measures only the matrix refresh: after a full build, it appends 1 %
+more chunks (the same fill) and times the refresh from the previous copy against a
+build from nothing at the same version, three times, and checks the two write the same
+bytes.
 """
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import resource
@@ -118,12 +125,8 @@ def with_dense_index(kind: str, fn):
 
 def measure(size: int, queries: list[str], vectors: list[list[float]]) -> dict:
     model = settings.FOUNDRY.embedding.model
-    shutil.rmtree(dense.root_folder(model), ignore_errors=True)
-    dense._loaded.clear()
-    start = time.perf_counter()
-    matrix, built = dense.current(model)
-    build_s = round(time.perf_counter() - start, 1)
-    assert built and len(matrix.ids) == size, (built, len(matrix.ids), size)
+    build_s, matrix = build(model, fresh=True)
+    assert len(matrix.ids) == size, (len(matrix.ids), size)
     pairs = list(zip(queries, vectors))
     # vec0 and matrix agree on the top 50 (exact search both ways)
     agree = sum([h.chunk_id for h in ChunkSearch.search.nearest(v, model=model, k=50)]
@@ -154,6 +157,40 @@ def measure(size: int, queries: list[str], vectors: list[list[float]]) -> dict:
     return out
 
 
+def measure_incremental(size: int, texts: list[str], rng: np.random.Generator, rounds: int = 3) -> list[dict]:
+    """Append 1 % of ``size`` chunks, then refresh the matrix vs build it from nothing (same version)."""
+    model = settings.FOUNDRY.embedding.model
+    out = []
+    build(model, fresh=True)
+    for _ in range(rounds):
+        with connection.cursor() as cur:
+            cur.execute("SELECT count(*) FROM sources_chunk")
+            have = cur.fetchone()[0]
+        fill(have + size // 100, texts, rng)
+        refresh_s, refreshed = build(model, fresh=False)
+        refreshed_digest = digest(refreshed.folder)
+        full_s, full = build(model, fresh=True)
+        out.append({"rows": len(full.ids), "appended": size // 100, "refresh_s": refresh_s, "full_build_s": full_s,
+                    "same_bytes": refreshed_digest == digest(full.folder), "load": round(os.getloadavg()[0], 2)})
+    return out
+
+
+def build(model: str, *, fresh: bool) -> tuple[float, dense.DenseMatrix]:
+    """Time the matrix build for the current version (from nothing when ``fresh``)."""
+    if fresh:
+        shutil.rmtree(dense.root_folder(model), ignore_errors=True)
+    dense._loaded.clear()
+    start = time.perf_counter()
+    matrix, built = dense.current(model)
+    assert built
+    return round(time.perf_counter() - start, 2), matrix
+
+
+def digest(folder: Path) -> str:
+    files = ("vectors.f32", "ids.npy", "collections.npy")
+    return hashlib.sha256(b"".join((folder / name).read_bytes() for name in files)).hexdigest()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", default="10000,100000,1000000")
@@ -161,6 +198,8 @@ def main() -> None:
     parser.add_argument("--data", type=Path, default=_common.DEFAULT_DATA)
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument("--measure-only", action="store_true", help="do not fill; measure the kept database")
+    parser.add_argument("--incremental", action="store_true",
+                        help="measure only the matrix refresh after appending 1 %% (vs a full build)")
     args = parser.parse_args()
     call_command("migrate", verbosity=0)
     from retrieval.evaluation.beir import load_queries
@@ -173,7 +212,11 @@ def main() -> None:
         start = time.perf_counter()
         if not args.measure_only:
             fill(size, texts, rng)
-        results[size] = {"fill_s": round(time.perf_counter() - start, 1), **measure(size, queries, vectors)}
+        fill_s = round(time.perf_counter() - start, 1)
+        if args.incremental:
+            results[size] = {"fill_s": fill_s, "incremental": measure_incremental(size, texts, rng)}
+        else:
+            results[size] = {"fill_s": fill_s, **measure(size, queries, vectors)}
         print(json.dumps({size: results[size]}), flush=True)
     results["machine"] = _common.machine_line()
     if args.json:

@@ -29,9 +29,15 @@ Design (keep it explainable):
   in between: a copy never carries a version it does not hold. Older copies are deleted
   after a build; processes still mapping one keep a consistent (older) view until their
   next search.
-- The cost is the rebuild: the first dense search after an ingest reads every vector
-  again (seconds at 100k, ~20 s at 1M). ``retrieve()`` records it as the
-  ``dense_index_build`` timing.
+- **Refreshed, not rebuilt.** A new version is written from the newest complete copy:
+  chunk ids are AUTOINCREMENT and never reused, and a chunk's vector and collection never
+  change (a changed or moved file gets new chunks), so the new copy is the old rows whose
+  chunk id vec0 still holds plus the vec0 rows above the old highest id. Only those new
+  vectors are read; the rest is a scan of vec0's row ids and a file copy. Rows are kept in
+  chunk id order, so a refreshed copy is byte for byte the copy a full read would write.
+  Without a usable previous copy (none, unreadable, another width, or its ids do not add
+  up to vec0's) the build reads every vector and logs why. ``retrieve()`` records the
+  build, either way, as the ``dense_index_build`` timing.
 """
 from __future__ import annotations
 
@@ -60,6 +66,7 @@ from sources import vectorstore
 logger = logging.getLogger(__name__)
 
 BUILD_ATTEMPTS = 5  # version moved during a read this many times in a row: give up and say so
+COPY_ROWS = 65_536  # rows per write when assembling a copy (~100 MB of 384-d float32)
 
 
 class DenseIndexError(Exception):
@@ -170,29 +177,104 @@ def _build(model: str) -> tuple[Path, bool]:
                 shutil.rmtree(leftover, ignore_errors=True)
             start = time.perf_counter()
             staging = Path(tempfile.mkdtemp(prefix=".tmp-", dir=root))
-            rows = _write(model, staging)
+            base = _previous(root, model)
+            try:
+                rows, dimension, read = _write(model, staging, base)
+            except DenseIndexError as exc:
+                if base is None:
+                    raise
+                logger.warning("dense matrix: %s; reading every vector", exc)
+                base = None
+                rows, dimension, read = _write(model, staging, base)
             if vectorstore.vectors_version(model) != version:
                 shutil.rmtree(staging, ignore_errors=True)
                 logger.info("dense matrix: an ingest committed during the read (attempt %s); reading again",
                             attempt + 1)
                 continue
-            meta = {"version": version, "rows": rows[0], "dimension": rows[1], "model": model}
+            meta = {"version": version, "rows": rows, "dimension": dimension, "model": model}
             (staging / "meta.json").write_text(json.dumps(meta))
             os.replace(staging, folder)
             for old in root.iterdir():
                 if old.is_dir() and old != folder:
                     shutil.rmtree(old, ignore_errors=True)
-            logger.info("dense matrix built: %s rows in %.1f s (%s)", rows[0], time.perf_counter() - start, folder)
+            logger.info("dense matrix built: %s rows (%s vectors read from vec0, the others kept from %s) "
+                        "in %.1f s (%s)", rows, read, base.folder.name if base else "no previous copy",
+                        time.perf_counter() - start, folder)
             return folder, True
     raise DenseIndexError(f"the vectors of {model} changed during each of {BUILD_ATTEMPTS} reads; "
                           "retry when the running ingest has finished")
 
 
-def _write(model: str, staging: Path) -> tuple[int, int]:
-    """Stream the vec0 rows into ``staging``; return (rows, dimension)."""
-    ids, collections, dimension, count = [], [], vectorstore.table_dimension(model) or 0, 0
+def _previous(root: Path, model: str) -> DenseMatrix | None:
+    """The newest complete copy, to refresh; None (logged) when there is none or it cannot be used."""
+    copies = [f for f in root.iterdir() if not f.name.startswith(".tmp-") and (f / "meta.json").exists()]
+    if not copies:
+        logger.info("dense matrix: no previous copy of %s; reading every vector", model)
+        return None
+    newest = max(copies, key=lambda f: (f / "meta.json").stat().st_mtime)
+    try:
+        base = _open(newest)
+    except (DenseIndexError, FileNotFoundError) as exc:
+        logger.warning("dense matrix: cannot reuse %s (%s); reading every vector", newest, exc)
+        return None
+    dimension = vectorstore.table_dimension(model)
+    if base.vectors.shape[1] != dimension:
+        logger.warning("dense matrix: cannot reuse %s (%s-d vectors, the table holds %s-d); reading every vector",
+                       newest, base.vectors.shape[1], dimension)
+        return None
+    return base
+
+
+def _write(model: str, staging: Path, base: DenseMatrix | None) -> tuple[int, int, int]:
+    """Write the copy into ``staging``, rows in chunk id order; return (rows, dimension, vectors read).
+
+    Without a ``base`` (the previous copy) every vector is read; with one, only those above its
+    highest chunk id (see the module docstring). Raises DenseIndexError when the kept and the
+    read rows are not exactly vec0's chunk ids, i.e. the base is damaged. The rows are sorted
+    because vec0 scans in storage order, and it reuses the slots of deleted rows.
+    """
+    dimension = vectorstore.table_dimension(model) or 0
+    after = int(base.ids.max()) if base is not None and base.ids.size else 0
+    live, ids, collections = _read(model, staging / "read.f32", dimension, after=after)
+    # (vectors, ids, collections, which rows to take in chunk id order): the kept rows, then the read ones
+    parts = [(_map(staging / "read.f32", ids.size, dimension), ids, collections, np.argsort(ids, kind="stable"))]
+    if base is not None:
+        kept = np.argsort(base.ids, kind="stable")
+        kept = kept[np.isin(base.ids[kept], live)]
+        if kept.size + ids.size != live.size or np.any(np.diff(base.ids[kept]) == 0):
+            raise DenseIndexError(f"{base.folder} does not match {vectorstore.table_name(model)}: "
+                                  f"{kept.size} rows kept + {ids.size} read, {live.size} stored")
+        parts.insert(0, (base.vectors, base.ids, base.collections, kept))
     with open(staging / "vectors.f32", "wb") as out:
-        for batch in ChunkSearch.search.vector_batches(model=model):
+        for vectors, _, _, rows in parts:
+            for start in range(0, rows.size, COPY_ROWS):
+                block = rows[start:start + COPY_ROWS]
+                if np.all(np.diff(block) == 1):  # consecutive rows, as most are: write the slice, no gather
+                    out.write(vectors[block[0]:block[-1] + 1])
+                else:
+                    out.write(vectors[block])
+        out.flush()
+        os.fsync(out.fileno())
+    (staging / "read.f32").unlink()
+    np.save(staging / "ids.npy", np.concatenate([part_ids[rows] for _, part_ids, _, rows in parts]))
+    np.save(staging / "collections.npy", np.concatenate([part_collections[rows]
+                                                         for _, _, part_collections, rows in parts]))
+    return live.size, dimension, ids.size
+
+
+def _read(model: str, path: Path, dimension: int, *, after: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Write vec0's vectors above chunk id ``after`` to ``path`` as unit rows, in vec0's order.
+
+    Returns every chunk id in vec0 (one snapshot with the vectors), then the ids and the
+    collection ids of the rows written.
+    """
+    live, ids, collections = [np.zeros(0, np.int64)], [np.zeros(0, np.int64)], [np.zeros(0, np.int64)]
+    with open(path, "wb") as out:
+        for batch in ChunkSearch.search.vector_batches(model=model, after=after):
+            live.append(np.fromiter((row[0] for row in batch), dtype=np.int64, count=len(batch)))
+            batch = [row for row in batch if row[2] is not None]
+            if not batch:
+                continue
             block = np.frombuffer(b"".join(row[2] for row in batch), dtype=np.float32).reshape(len(batch), -1)
             if block.shape[1] != dimension:
                 raise DenseIndexError(f"{vectorstore.table_name(model)} returned {block.shape[1]}-d vectors, "
@@ -202,12 +284,13 @@ def _write(model: str, staging: Path) -> tuple[int, int]:
             ids.append(np.fromiter((row[0] for row in batch), dtype=np.int64, count=len(batch)))
             collections.append(np.fromiter((-1 if row[1] is None else row[1] for row in batch),
                                            dtype=np.int64, count=len(batch)))
-            count += len(batch)
-        out.flush()
-        os.fsync(out.fileno())
-    np.save(staging / "ids.npy", np.concatenate(ids) if ids else np.zeros(0, np.int64))
-    np.save(staging / "collections.npy", np.concatenate(collections) if collections else np.zeros(0, np.int64))
-    return count, dimension
+    return np.concatenate(live), np.concatenate(ids), np.concatenate(collections)
+
+
+def _map(path: Path, rows: int, dimension: int) -> np.ndarray:
+    # numpy cannot map an empty file
+    return (np.memmap(path, dtype=np.float32, mode="r", shape=(rows, dimension)) if rows
+            else np.zeros((0, dimension), np.float32))
 
 
 def _open(folder: Path) -> DenseMatrix:
@@ -216,8 +299,7 @@ def _open(folder: Path) -> DenseMatrix:
         rows, dimension = int(meta["rows"]), int(meta["dimension"])
         ids = np.load(folder / "ids.npy")
         collections = np.load(folder / "collections.npy")
-        vectors = (np.memmap(folder / "vectors.f32", dtype=np.float32, mode="r", shape=(rows, dimension))
-                   if rows else np.zeros((0, dimension), np.float32))
+        vectors = _map(folder / "vectors.f32", rows, dimension)
     except FileNotFoundError:
         raise
     except (OSError, ValueError, KeyError) as exc:

@@ -1,7 +1,11 @@
 """The memory-mapped dense matrix answers exactly like vec0, and is never stale."""
 from __future__ import annotations
 
+import json
+import logging
+import shutil
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -11,6 +15,7 @@ from django.db import connection
 from foundry_site import llm
 from retrieval import dense
 from retrieval.models import ChunkSearch
+from retrieval.search import ChunkSearchManager
 from retrieval.services.retrieve import retrieve
 from sources import vectorstore
 from sources.models import Chunk, Collection, Source
@@ -33,6 +38,45 @@ def _source_with_vectors(collection: Collection, name: str, vectors: np.ndarray)
     vectorstore.ensure_table(TINY, vectors.shape[1])
     vectorstore.vectors_insert(TINY, [(c.pk, collection.pk, v.tolist()) for c, v in zip(chunks, vectors)])
     return [c.pk for c in chunks]
+
+
+@pytest.fixture
+def vectors_read(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The number of vectors each vec0 read of a build returned (ids alone do not count)."""
+    real, counts = ChunkSearchManager.vector_batches, []
+
+    def counting(self: ChunkSearchManager, **kwargs: object) -> Iterator[list[tuple[int, int | None, bytes | None]]]:
+        counts.append(0)
+        for batch in real(self, **kwargs):
+            counts[-1] += sum(row[2] is not None for row in batch)
+            yield batch
+
+    monkeypatch.setattr(ChunkSearchManager, "vector_batches", counting)
+    return counts
+
+
+COPY_FILES = ("vectors.f32", "ids.npy", "collections.npy")
+
+
+def _assert_same_as_a_full_build(model: str) -> None:
+    """The current copy is byte for byte what a build from no previous copy writes."""
+    matrix, _ = dense.current(model)
+    refreshed = {name: (matrix.folder / name).read_bytes() for name in COPY_FILES}
+    shutil.rmtree(dense.root_folder(model))
+    dense._loaded.clear()
+    full, built = dense.current(model)
+    assert built and full.folder == matrix.folder
+    assert [name for name in COPY_FILES if (full.folder / name).read_bytes() != refreshed[name]] == []
+    assert len(full.ids) == vectorstore.vector_count(model)
+
+
+def _assert_search_same_as_vec0(model: str, queries: np.ndarray, scopes: list[list[int] | None]) -> None:
+    for query in queries:
+        for scope in scopes:
+            expected = ChunkSearch.search.nearest(query.tolist(), model=model, k=50, collection_ids=scope)
+            got = dense.nearest(query.tolist(), model=model, k=50, collection_ids=scope)
+            assert [h.chunk_id for h in got] == [h.chunk_id for h in expected], scope
+            assert np.allclose([h.score for h in got], [h.score for h in expected], atol=1e-5)
 
 
 def _tiny_index(rng: np.random.Generator) -> list[Collection]:
@@ -110,6 +154,94 @@ def test_matrix_follows_ingest_replacement_and_deletion(kb: Path) -> None:
 
 
 @pytest.mark.django_db
+def test_refresh_after_appending_reads_only_the_new_vectors(vectors_read: list[int]) -> None:
+    rng = np.random.default_rng(8)
+    alpha, beta, gamma = _tiny_index(rng)
+    dense.current(TINY)
+    _source_with_vectors(beta, "late.md", rng.standard_normal((3, 16)).astype(np.float32))
+    matrix, built = dense.current(TINY)
+    assert built and vectors_read == [360, 3] and len(matrix.ids) == 363
+    _assert_search_same_as_vec0(TINY, rng.standard_normal((5, 16)).astype(np.float32),
+                                [None, [beta.pk], [alpha.pk, gamma.pk]])
+    _assert_same_as_a_full_build(TINY)
+
+
+@pytest.mark.django_db
+def test_refresh_after_deleting_a_source_and_appending_in_its_place(vectors_read: list[int]) -> None:
+    rng = np.random.default_rng(9)
+    alpha, beta, gamma = _tiny_index(rng)
+    dense.current(TINY)
+    source_delete(source_id=Source.objects.get(path="doc1.md").pk)
+    matrix, built = dense.current(TINY)
+    assert built and vectors_read == [360, 0] and len(matrix.ids) == 240
+    _source_with_vectors(gamma, "late.md", rng.standard_normal((5, 16)).astype(np.float32))
+    matrix, built = dense.current(TINY)
+    assert built and vectors_read == [360, 0, 5] and len(matrix.ids) == 245
+    scan = [row[0] for batch in ChunkSearch.search.vector_batches(model=TINY) for row in batch]
+    assert scan != sorted(scan), "vec0 put the new rows into the freed slots: its order is not chunk id order"
+    _assert_search_same_as_vec0(TINY, rng.standard_normal((5, 16)).astype(np.float32),
+                                [None, [beta.pk], [alpha.pk, gamma.pk]])
+    _assert_same_as_a_full_build(TINY)
+
+
+@pytest.mark.django_db
+def test_refresh_follows_a_changed_file_and_a_move_to_another_collection(kb: Path, vectors_read: list[int]) -> None:
+    (kb / "pump.md").write_text("# Pump\n\nThe centrifugal pump delivers 40 litres per minute.\n")
+    (kb / "valve.md").write_text("# Valve\n\nThe relief valve opens at 6 bar of pressure.\n")
+    knowledge_base_ingest(target=kb)
+    dense.current(MINILM)
+    queries = np.asarray(llm.embed(["pressure relief valve", "how much does the pump deliver"], model=MINILM))
+    (kb / "valve.md").write_text("# Valve\n\nThe pressure relief valve opens at 7 bar.\n\n"
+                                 "## Testing\n\nTest the valve once a year.\n")
+    knowledge_base_ingest(target=kb)
+    valve = list(Chunk.objects.filter(source__path="valve.md").values_list("pk", flat=True))
+    matrix, built = dense.current(MINILM)
+    assert built and vectors_read[-1] == len(valve) and set(valve) <= set(matrix.ids.tolist())
+    _assert_search_same_as_vec0(MINILM, queries, [None])
+    _assert_same_as_a_full_build(MINILM)
+
+    knowledge_base_ingest(target=kb / "valve.md", collection="archive")
+    archive, first = Collection.objects.get(name="archive").pk, Source.objects.get(path="pump.md").collection_id
+    matrix, built = dense.current(MINILM)
+    assert built and vectors_read[-1] == len(valve)
+    assert set(matrix.collections.tolist()) == {archive, first}
+    _assert_search_same_as_vec0(MINILM, queries, [None, [archive], [first]])
+    _assert_same_as_a_full_build(MINILM)
+
+
+def _damage(folder: Path, how: str) -> None:
+    if how == "vectors cut short":
+        (folder / "vectors.f32").write_bytes((folder / "vectors.f32").read_bytes()[:-64])
+    elif how == "ids missing":
+        (folder / "ids.npy").unlink()
+    elif how == "another width":
+        meta = json.loads((folder / "meta.json").read_text())
+        (folder / "meta.json").write_text(json.dumps({**meta, "dimension": 8}))
+    else:  # the files are consistent, but their ids are not vec0's
+        ids = np.load(folder / "ids.npy")
+        ids[1] = ids[0] if how == "an id listed twice" else -7
+        np.save(folder / "ids.npy", ids)
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("how", ["vectors cut short", "ids missing", "another width",
+                                 "an id listed twice", "an id replaced"])
+def test_damaged_previous_copy_leads_to_a_full_build(how: str, vectors_read: list[int],
+                                                     caplog: pytest.LogCaptureFixture) -> None:
+    rng = np.random.default_rng(10)
+    alpha, beta, _ = _tiny_index(rng)
+    previous, _ = dense.current(TINY)
+    _damage(previous.folder, how)
+    _source_with_vectors(alpha, "late.md", rng.standard_normal((3, 16)).astype(np.float32))
+    with caplog.at_level(logging.WARNING, logger="retrieval.dense"):
+        matrix, built = dense.current(TINY)
+    assert built and vectors_read[-1] == 363 and len(matrix.ids) == 363
+    assert "reading every vector" in caplog.text
+    _assert_search_same_as_vec0(TINY, rng.standard_normal((5, 16)).astype(np.float32), [None, [beta.pk]])
+    _assert_same_as_a_full_build(TINY)
+
+
+@pytest.mark.django_db
 def test_retrieve_uses_the_matrix_and_reports_a_build(kb: Path, foundry_config) -> None:
     (kb / "a.md").write_text("# Pump\n\nThe centrifugal pump delivers 40 litres per minute.\n")
     (kb / "b.md").write_text("# Valve\n\nThe relief valve opens at 6 bar of pressure.\n")
@@ -118,6 +250,10 @@ def test_retrieve_uses_the_matrix_and_reports_a_build(kb: Path, foundry_config) 
     assert "dense_index_build" in first.timings
     second = retrieve(question="when does the relief valve open", collection_ids=None, mode="dense")
     assert "dense_index_build" not in second.timings
+    (kb / "c.md").write_text("# Gauge\n\nThe pressure gauge reads up to 10 bar.\n")
+    knowledge_base_ingest(target=kb)
+    refreshed = retrieve(question="when does the relief valve open", collection_ids=None, mode="dense")
+    assert "dense_index_build" in refreshed.timings
     foundry_config(retrieval={"dense_index": "vec0"})
     plain = retrieve(question="when does the relief valve open", collection_ids=None, mode="hybrid")
     assert "dense_index_build" not in plain.timings
@@ -135,8 +271,8 @@ def test_ingest_during_the_read_makes_the_build_read_again(monkeypatch: pytest.M
     (alpha, *_) = _tiny_index(rng)
     real_write, calls = dense._write, []
 
-    def write_while_ingesting(model: str, staging: Path) -> tuple[int, int]:
-        result = real_write(model, staging)
+    def write_while_ingesting(model: str, staging: Path, base: dense.DenseMatrix | None) -> tuple[int, int, int]:
+        result = real_write(model, staging, base)
         calls.append(staging)
         if len(calls) == 1:  # an ingest commits after our read: this copy must not be used
             _source_with_vectors(alpha, "late.md", rng.standard_normal((3, 16)).astype(np.float32))
@@ -176,10 +312,10 @@ def test_concurrent_searches_build_the_copy_once(monkeypatch: pytest.MonkeyPatch
     _tiny_index(np.random.default_rng(6))
     real_write, builds = dense._write, []
 
-    def slow_write(model: str, staging: Path) -> tuple[int, int]:
+    def slow_write(model: str, staging: Path, base: dense.DenseMatrix | None) -> tuple[int, int, int]:
         builds.append(staging)
         threading.Event().wait(0.3)  # widen the window in which the others find no copy
-        return real_write(model, staging)
+        return real_write(model, staging, base)
 
     monkeypatch.setattr(dense, "_write", slow_write)
     results: list[object] = []
