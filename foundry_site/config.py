@@ -12,7 +12,7 @@ from typing import Annotated, Literal
 
 import yaml
 from django.core.exceptions import ImproperlyConfigured
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 LOCAL_LLM = "local/smollm2-135m"
 LOCAL_EMBEDDER = "local/all-minilm-l6-v2"
@@ -52,8 +52,18 @@ class IngestConfig(_Section):
     max_file_mb: Annotated[float, Field(gt=0, le=10_000)] = 25
     include_private: bool = False
     chunk_tokens: Annotated[int, Field(ge=32, le=8192)] = 200
+    # A chunk continuing a section repeats the last sentences/paragraphs of the previous
+    # one, up to this many tokens (docs/benchmarks.md, section 3).
+    chunk_overlap_tokens: Annotated[int, Field(ge=0, le=4096)] = 0
 
     _check_model = field_validator("summary_model")(_model_name)
+
+    @model_validator(mode="after")
+    def _overlap_below_size(self) -> IngestConfig:
+        if self.chunk_overlap_tokens >= self.chunk_tokens // 2:
+            raise ValueError(f"chunk_overlap_tokens ({self.chunk_overlap_tokens}) must be less than half of "
+                             f"chunk_tokens ({self.chunk_tokens})")
+        return self
 
 
 class RetrievalConfig(_Section):

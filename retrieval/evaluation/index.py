@@ -1,8 +1,8 @@
 """Eval indexes: a document set ingested once into its own SQLite file under
 ``FOUNDRY_HOME/eval-cache/<name>-<key>/``, through the normal ingest pipeline.
 
-The key covers the data, the embedding model, the chunk size and the contextual-prefix
-model (``embedding.context_model``, when set), so a second
+The key covers the data, the embedding model, the chunk size and overlap and the
+contextual-prefix model (``embedding.context_model``, when set), so a second
 run with the same inputs finds every file ``unchanged`` and embeds nothing;
 an interrupted build resumes where it stopped (ingest is idempotent per file).
 """
@@ -42,8 +42,11 @@ def cache_key(*, data_sha256: str, extra: dict | None = None) -> str:
     conf = settings.FOUNDRY
     material = {"data": data_sha256, "model": conf.embedding.model, "chunk_tokens": conf.ingest.chunk_tokens,
                 "format": FORMAT_VERSION, **(extra or {})}
-    if conf.embedding.context_model != "none":  # keys of indexes built without prefixes stay as they were
+    # Options added later enter the key only when set, so existing indexes keep their keys.
+    if conf.embedding.context_model != "none":
         material["context_model"] = conf.embedding.context_model
+    if conf.ingest.chunk_overlap_tokens:
+        material["chunk_overlap_tokens"] = conf.ingest.chunk_overlap_tokens
     return hashlib.sha256(json.dumps(material, sort_keys=True).encode()).hexdigest()
 
 

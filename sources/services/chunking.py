@@ -7,6 +7,7 @@ silently truncated by the embedder.
 from __future__ import annotations
 
 import re
+from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
@@ -39,40 +40,65 @@ CHARS_PER_TOKEN_CAP = 10
 
 
 def chunk_blocks(blocks: Iterable[Block], *, max_tokens: int, count: TokenCounter,
-                 max_chars: int | None = None) -> list[ChunkDraft]:
+                 max_chars: int | None = None, overlap_tokens: int = 0) -> list[ChunkDraft]:
     """Pack blocks into chunks of at most ``max_tokens`` (and ``max_chars``) without crossing a heading.
 
+    With ``overlap_tokens``, a chunk that continues the same section starts with the
+    last pieces (paragraphs or sentences) of the one before, up to that many tokens;
+    its line range starts at the first repeated piece, so citations stay exact.
     Linear in the length of the text: every piece of text is counted a bounded
     number of times, however long its lines or words are.
     """
     max_chars = max_chars or max_tokens * CHARS_PER_TOKEN_CAP
     drafts: list[ChunkDraft] = []
-    pending: list[tuple[Block, int]] = []
-    tokens = chars = 0
+    pending: deque[_Piece] = deque()
+    tokens = chars = 0  # of the pending pieces
 
-    def flush() -> None:
-        nonlocal tokens, chars
-        if pending:
-            drafts.append(_merge(pending, count))
-            pending.clear()
-        tokens = chars = 0
+    def fits(size: int, length: int) -> bool:
+        return tokens + size + len(pending) <= max_tokens and chars + length + 2 <= max_chars
 
     for block in blocks:
-        for piece, size in _fit(block, max_tokens=max_tokens, max_chars=max_chars, count=count):
-            same_section = not pending or pending[-1][0].heading == piece.heading
-            if pending and (not same_section or tokens + size + len(pending) > max_tokens
-                            or chars + len(piece.text) + 2 > max_chars):
-                flush()
-            pending.append((piece, size))
-            tokens += size
-            chars += len(piece.text) + 2
-    flush()
+        for piece in _fit(block, max_tokens=max_tokens, max_chars=max_chars, count=count,
+                          sentences=overlap_tokens > 0):
+            same_section = not pending or pending[-1].block.heading == piece.block.heading
+            if pending and (not same_section or not fits(piece.size, len(piece.block.text))):
+                drafts.append(_merge(pending, count))
+                pending = deque(_tail(pending, overlap_tokens) if same_section else ())
+                tokens, chars = sum(p.size for p in pending), sum(len(p.block.text) + 2 for p in pending)
+                while pending and not fits(piece.size, len(piece.block.text)):
+                    dropped = pending.popleft()
+                    tokens, chars = tokens - dropped.size, chars - len(dropped.block.text) - 2
+            pending.append(piece)
+            tokens += piece.size
+            chars += len(piece.block.text) + 2
+    if pending:
+        drafts.append(_merge(pending, count))
     return drafts
 
 
-def _merge(parts: list[tuple[Block, int]], count: TokenCounter) -> ChunkDraft:
-    blocks = [b for b, _ in parts]
-    text = "\n\n".join(b.text for b in blocks)
+@dataclass(frozen=True)
+class _Piece:
+    block: Block
+    size: int  # tokens
+    continues: bool = False  # the rest of the previous piece's paragraph (joined by a space)
+
+
+def _tail(parts: deque[_Piece], budget: int) -> list[_Piece]:
+    """The last pieces of a chunk (never all of them) holding at most ``budget`` tokens."""
+    kept: list[_Piece] = []
+    if budget <= 0:
+        return kept
+    for part in reversed(list(parts)[1:]):
+        if part.size > budget:
+            break
+        kept.append(part)
+        budget -= part.size
+    return kept[::-1]
+
+
+def _merge(parts: deque[_Piece], count: TokenCounter) -> ChunkDraft:
+    blocks = [p.block for p in parts]
+    text = blocks[0].text + "".join((" " if p.continues else "\n\n") + p.block.text for p in list(parts)[1:])
     pages = [b.page for b in blocks if b.page is not None]
     return ChunkDraft(
         text=text,
@@ -81,12 +107,14 @@ def _merge(parts: list[tuple[Block, int]], count: TokenCounter) -> ChunkDraft:
         page_end=max(pages) if pages else None,
         line_start=blocks[0].line_start,
         line_end=blocks[-1].line_end,
-        token_count=count(text) if len(parts) > 1 else parts[0][1],
+        token_count=count(text) if len(parts) > 1 else parts[0].size,
     )
 
 
-def _fit(block: Block, *, max_tokens: int, max_chars: int, count: TokenCounter) -> list[tuple[Block, int]]:
-    """(piece, tokens): the block itself if it fits, else sentence-sized pieces that each fit.
+def _fit(block: Block, *, max_tokens: int, max_chars: int, count: TokenCounter,
+         sentences: bool = False) -> list[_Piece]:
+    """The block itself if it fits, else sentence-sized pieces that each fit: as many
+    sentences as fit per piece, or (``sentences``, for overlapping chunks) one each.
 
     Word-piece counts add up over whitespace, so pieces are sized by summing the
     counts of their sentences instead of re-counting ever longer strings.
@@ -94,25 +122,26 @@ def _fit(block: Block, *, max_tokens: int, max_chars: int, count: TokenCounter) 
     if len(block.text) <= max_chars:
         size = count(block.text)
         if size <= max_tokens:
-            return [(block, size)]
-    pieces: list[tuple[Block, int]] = []
+            return [_Piece(block, size)]
+    pieces: list[_Piece] = []
     lines = _LineCounter(block)
     buf: list[str] = []
-    buf_start = 0
+    buf_start = buf_end = 0
     used = chars = 0
     for start, sentence in _sentences(block.text):
         for sub_start, sub, size in _split_long(sentence, start, max_tokens=max_tokens, max_chars=max_chars,
                                                 count=count):
-            if buf and (used + size > max_tokens or chars + len(sub) + 1 > max_chars):
-                pieces.append((lines.piece(" ".join(buf), buf_start), used))
+            if buf and (sentences or used + size > max_tokens or chars + len(sub) + 1 > max_chars):
+                pieces.append(_Piece(lines.piece(" ".join(buf), buf_start, buf_end), used, bool(pieces)))
                 buf, used, chars = [], 0, 0
             if not buf:
                 buf_start = sub_start
             buf.append(sub)
+            buf_end = sub_start + len(sub)
             used += size
             chars += len(sub) + 1
     if buf:
-        pieces.append((lines.piece(" ".join(buf), buf_start), used))
+        pieces.append(_Piece(lines.piece(" ".join(buf), buf_start, buf_end), used, bool(pieces)))
     return pieces
 
 
@@ -124,13 +153,15 @@ class _LineCounter:
         self.offset = 0
         self.line = block.line_start
 
-    def piece(self, text: str, offset: int) -> Block:
+    def piece(self, text: str, offset: int, end: int) -> Block:
+        """The piece ``text`` found at ``offset:end`` of the block (its own newlines may be gone)."""
         if offset >= self.offset:
             self.line += self.block.text.count("\n", self.offset, offset)
         else:  # never expected (pieces are in order); recount rather than guess
             self.line = self.block.line_start + self.block.text.count("\n", 0, offset)
         self.offset = offset
-        return Block(text, self.block.heading, self.block.page, self.line, self.line + text.count("\n"))
+        return Block(text, self.block.heading, self.block.page, self.line,
+                     self.line + self.block.text.count("\n", offset, end))
 
 
 def _sentences(text: str) -> list[tuple[int, str]]:

@@ -232,7 +232,8 @@ def _prepare(path: Path, data: bytes) -> _Prepared:
     conf = settings.FOUNDRY
     extracted = extract(path, data)
     sizing = enrich.ChunkSizing.for_model(conf.embedding.model, conf.ingest.chunk_tokens)
-    drafts = chunk_blocks(extracted.blocks, max_tokens=sizing.max_chunk_tokens, count=sizing.count)
+    drafts = chunk_blocks(extracted.blocks, max_tokens=sizing.max_chunk_tokens, count=sizing.count,
+                          overlap_tokens=conf.ingest.chunk_overlap_tokens)
     if not drafts:
         raise ExtractionError("no text found in the file")
     document_text = "\n\n".join(d.text for d in drafts)

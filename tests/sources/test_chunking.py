@@ -36,3 +36,43 @@ def test_line_spans_follow_sentences() -> None:
     text = "Line one is here.\nLine two follows.\nLine three ends."
     chunks = chunk_blocks([Block(text, (), None, 7, 9)], max_tokens=4, count=words)
     assert [(c.line_start, c.line_end) for c in chunks] == [(7, 7), (8, 8), (9, 9)]
+
+
+def test_overlap_repeats_the_last_sentences_of_the_same_section() -> None:
+    lines = [f"Fact {i} is short." for i in range(8)]  # 4 words each, one per line
+    blocks = [Block("\n".join(lines), ("H",), None, 1, 8), Block("Other part.", ("K",), None, 10, 10)]
+    plain = chunk_blocks(blocks, max_tokens=13, count=words)
+    assert [c.text for c in plain] == [" ".join(lines[0:3]), " ".join(lines[3:6]), " ".join(lines[6:8]),
+                                       "Other part."]
+    assert [(c.line_start, c.line_end) for c in plain] == [(1, 3), (4, 6), (7, 8), (10, 10)]
+    chunks = chunk_blocks(blocks, max_tokens=13, count=words, overlap_tokens=4)
+    # Each chunk of section H starts with the previous chunk's last sentence; section K does not.
+    assert [c.text for c in chunks] == [" ".join(lines[0:2]), " ".join(lines[1:3]), " ".join(lines[2:4]),
+                                        " ".join(lines[3:5]), " ".join(lines[4:6]), " ".join(lines[5:7]),
+                                        " ".join(lines[6:8]), "Other part."]
+    assert [(c.line_start, c.line_end) for c in chunks][:3] == [(1, 2), (2, 3), (3, 4)]  # cited lines stay exact
+    assert all(c.token_count <= 13 for c in chunks)
+
+
+def test_overlap_never_repeats_a_whole_chunk_or_exceeds_its_budget() -> None:
+    sentences = [f"Sentence number {i} has five words." for i in range(30)]
+    text = " ".join(sentences)
+    for overlap in (1, 5, 9, 11):
+        chunks = chunk_blocks([Block(text, (), None, 1, 1)], max_tokens=12, count=words, overlap_tokens=overlap)
+        assert all(c.token_count <= 12 for c in chunks)
+        held = [[s for s in sentences if s in c.text] for c in chunks]
+        assert sorted({s for h in held for s in h}) == sorted(sentences)  # nothing lost
+        for before, after in zip(held, held[1:]):
+            assert after != before
+            assert sum(words(s) for s in after if s in before) <= overlap
+
+
+def test_overlap_must_be_below_half_the_chunk_size() -> None:
+    import pytest
+    from pydantic import ValidationError
+
+    from foundry_site.config import IngestConfig
+
+    assert IngestConfig(chunk_tokens=200, chunk_overlap_tokens=40).chunk_overlap_tokens == 40
+    with pytest.raises(ValidationError, match="must be less than half of chunk_tokens"):
+        IngestConfig(chunk_tokens=200, chunk_overlap_tokens=100)
