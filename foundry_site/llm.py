@@ -50,6 +50,11 @@ from litellm import CustomLLM  # noqa: E402
 from litellm.types.utils import EmbeddingResponse, ModelResponse  # noqa: E402
 
 logger = logging.getLogger(__name__)
+# ``_with_retries`` is the only retry loop, so every call passes max_retries=0 (_call_kwargs).
+# litellm's OpenAI embedding path reads it as ``max_retries or litellm.DEFAULT_MAX_RETRIES``,
+# which turns 0 into the SDK default of 2: three requests per attempt of ours, with the SDK's
+# own unlogged sleeps (Retry-After included). With the default at 0, 0 means 0 there too.
+litellm.DEFAULT_MAX_RETRIES = 0
 litellm.suppress_debug_info = True
 litellm.telemetry = False
 # litellm logs every call at INFO on its own stderr handler; our own log line is enough.
@@ -448,16 +453,24 @@ def _cost(response: Any, model: str) -> float:
 
 
 def embed(texts: list[str], *, model: str, batch_size: int = 64) -> list[list[float]]:
-    """Embed ``texts`` in batches; vectors come back L2-normalised and in input order."""
+    """Embed ``texts`` in batches; vectors come back L2-normalised and in input order.
+
+    Each batch makes at most ``llm.retries`` + 1 requests (the SDK adds none), and a
+    remote request is bounded by ``llm.timeout_s`` as a whole; raises LLMError.
+    """
     if not texts:
         return []
     conf = _settings_llm()
     vectors: list[list[float]] = []
     for start in range(0, len(texts), batch_size):
         batch = texts[start:start + batch_size]
-        response = _with_retries(
-            lambda: litellm.embedding(model=model, input=batch, **_call_kwargs(model)),
-            model=model, retries=conf.retries, what="embedding")
+
+        def call(batch: list[str] = batch) -> Any:
+            return litellm.embedding(model=model, input=batch, **_call_kwargs(model))
+
+        # As for completions: llm.timeout_s bounds a remote call as a whole, not each read.
+        attempt = (lambda: _within(call, seconds=conf.timeout_s, model=model)) if _remote(model) else call
+        response = _with_retries(attempt, model=model, retries=conf.retries, what="embedding")
         data = sorted(response.data, key=lambda item: item["index"])
         vectors.extend(_normalise(item["embedding"]) for item in data)
         record = _recorder.get()

@@ -19,6 +19,7 @@ from typing import Any
 from django.conf import settings
 
 from foundry_site import llm, prompts
+from foundry_site.cli.display import safe, safe_text
 from foundry_site.text import TextRejected, user_text
 from generation import audit
 from generation.context import chunk_budget, context_build
@@ -252,7 +253,11 @@ def _user(user: Any) -> Any:
 
 
 def answer_format(answer: Answer, *, snippets: bool = False) -> str:
-    """The CLI rendering (seed 001 §4): conflicts, Answer:, Sources:."""
+    """The CLI rendering (seed 001 §4): conflicts, Answer:, Sources:.
+
+    Document-derived text is escaped for the terminal: names and headings as one
+    line each (``safe``), the answer and snippet lines as running text (``safe_text``).
+    """
     lines = [conflict_format(c) + "\n" for c in answer.conflicts]
     if answer.answer_class == QueryLog.AnswerClass.NO_EVIDENCE:
         lines.append(answer.answer)
@@ -260,14 +265,14 @@ def answer_format(answer: Answer, *, snippets: bool = False) -> str:
             lines.append(answer.hint)
         return "\n".join(lines) + "\n"
     header = LOW_CONFIDENCE_PREFIX if answer.answer_class == QueryLog.AnswerClass.LOW_CONFIDENCE else "Answer:"
-    lines += [header, answer.answer, "", "Sources:"]
+    lines += [header, safe_text(answer.answer), "", "Sources:"]
     for c in answer.citations:
-        where = ", ".join(p for p in [f"§ {c['heading']}" if c["heading"] else "",
+        where = ", ".join(p for p in [f"§ {safe(c['heading'])}" if c["heading"] else "",
                                        f"p. {c['page']}" if c["page"] else "",
                                        f"lines {c['lines'][0]}-{c['lines'][1]}"] if p)
-        lines.append(f"- [{c['id']}] {c['source']}, {where} (score: {c['score']:.2f})")
+        lines.append(f"- [{c['id']}] {safe(c['source'])}, {where} (score: {c['score']:.2f})")
         if snippets:
-            lines += [f"    > {line}" for line in c["text"].splitlines()[:3]]
+            lines += [f"    > {safe_text(line)}" for line in c["text"].splitlines()[:3]]
     if answer.coverage is not None:
         lines.append(f"\nAttribution coverage: {answer.coverage:.0%}")
     return "\n".join(lines) + "\n"

@@ -145,15 +145,27 @@ def vector_count(model: str) -> int:
 
 
 def source_index_complete(source_id: int, chunk_count: int, model: str) -> bool:
-    """True when every chunk of the source has its FTS row and its vector (so a skip is safe)."""
+    """True when every chunk of the source has its FTS row and its vector (so a skip is safe).
+
+    Runs for every unchanged file of every ingest, so it must not cost a pass over the
+    vectors: the chunk ids come from the chunk table's source index, then each vector is
+    one primary-key lookup (``chunk_id IN (SELECT …)`` is a scan of the whole vec0 table
+    in sqlite-vec 0.1.9, as in ``vectors_delete``). FTS5 answers ``rowid IN (…)`` by rowid.
+    """
     with connection.cursor() as cur:
-        cur.execute(f"SELECT (SELECT count(*) FROM {table_name(model)} WHERE chunk_id IN "
-                    "(SELECT id FROM sources_chunk WHERE source_id = %s)), "
-                    "(SELECT count(*) FROM chunks_fts WHERE rowid IN "
-                    "(SELECT id FROM sources_chunk WHERE source_id = %s)), "
-                    "(SELECT count(*) FROM sources_chunk WHERE source_id = %s)", [source_id] * 3)
-        vectors, fts, chunks = cur.fetchone()
-    return vectors == fts == chunks == chunk_count
+        cur.execute("SELECT id FROM sources_chunk WHERE source_id = %s", [source_id])
+        ids = [row[0] for row in cur.fetchall()]
+        if len(ids) != chunk_count:
+            return False
+        cur.execute("SELECT count(*) FROM chunks_fts WHERE rowid IN "
+                    "(SELECT id FROM sources_chunk WHERE source_id = %s)", [source_id])
+        if cur.fetchone()[0] != chunk_count:
+            return False
+        for cid in ids:
+            cur.execute(f"SELECT 1 FROM {table_name(model)} WHERE chunk_id = %s", [cid])
+            if cur.fetchone() is None:
+                return False
+    return True
 
 
 def vectors_version(model: str) -> str:

@@ -1,21 +1,81 @@
-"""Making stored text safe to print on a terminal, and database errors readable."""
+"""Making stored text safe to print on a terminal, and database errors readable.
+
+Everything a ``foundry`` command prints on stdout passes through ``TerminalSafe``
+(``safe_text``), and every one-line field taken from a document (file name, title,
+heading, quote, reason) through ``safe`` first. A document is untrusted input: its
+text must not be able to clear, retitle or recolour the terminal it is shown on.
+"""
 from __future__ import annotations
 
+import json
 import re
+from typing import Any, TextIO
 
 from django.conf import settings
 from django.db import DatabaseError
 
-# C0 and C1 control characters, DEL, and the Unicode bidirectional overrides: in a
-# file name or title they could move the cursor, recolour or retitle the terminal
-# (ESC sequences), fake extra rows in a report (newline), or reorder what is shown.
-_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+# C0 and C1 control characters and DEL: ESC starts the sequences that move the cursor,
+# clear the screen, recolour or retitle the terminal (and C1 CSI/OSC do the same in one
+# character); CR and BS overwrite what was printed. Newline and tab lay text out.
+_CONTROL = "\x00-\x08\x0b-\x1f\x7f-\x9f"
+# In a one-line field (file name, title, heading) newline and tab are unsafe too: they
+# fake extra rows in a report. So are the Unicode bidirectional overrides, which
+# reorder what is shown; in running text (a chunk, an answer) right-to-left scripts
+# use them legitimately and they end at the line, so prose keeps them.
+_UNSAFE = re.compile(f"[{_CONTROL}\t\n\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+_UNSAFE_IN_TEXT = re.compile(f"[{_CONTROL}]")
+
+
+def _escape(match: re.Match[str]) -> str:
+    return match.group().encode("unicode_escape").decode("ascii")
+
+
+def _valid(text: str) -> str:
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")  # lone surrogates from odd file names
 
 
 def safe(text: str) -> str:
-    """``text`` for a terminal: unsafe characters shown as escapes (``\\n``, ``\\x1b``, ``\\u202e``)."""
-    text = text.encode("utf-8", "backslashreplace").decode("utf-8")  # lone surrogates from odd file names
-    return _UNSAFE.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
+    """``text`` as one line for a terminal: unsafe characters shown as escapes (``\\n``, ``\\x1b``, ``\\u202e``)."""
+    return _UNSAFE.sub(_escape, _valid(text))
+
+
+def safe_text(text: str) -> str:
+    """Running text (chunks, answers, prompts) for a terminal: lines and tabs kept, every other
+    control character shown as an escape (ESC prints as the four characters ``\\x1b``).
+
+    Idempotent: escaping escaped text changes nothing.
+    """
+    return _UNSAFE_IN_TEXT.sub(_escape, _valid(text))
+
+
+def safe_json(value: Any) -> str:
+    """``value`` as one line of JSON with no character a terminal acts on.
+
+    ``json.dumps`` escapes C0 controls itself but leaves DEL, C1 controls and the
+    bidirectional overrides raw (with ``ensure_ascii=False``); they can only occur
+    inside strings, where ``\\u009b`` means the same character, so the parsed value
+    is unchanged.
+    """
+    text = json.dumps(value, ensure_ascii=False)
+    return _UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+
+
+class TerminalSafe:
+    """A command's stdout with ``safe_text`` applied to everything written to it.
+
+    The one place that guarantees a ``foundry`` command cannot pass a terminal
+    control sequence from a document (or a model's answer) to the user's terminal,
+    whatever the command prints.
+    """
+
+    def __init__(self, out: TextIO) -> None:
+        self._out = out
+
+    def write(self, text: str, *args: Any, **kwargs: Any) -> Any:
+        return self._out.write(safe_text(text), *args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._out, name)
 
 
 def database_error_message(exc: DatabaseError) -> str:

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
@@ -10,6 +9,7 @@ from typing import TextIO
 
 from django.core.management.base import CommandError
 
+from foundry_site.cli.display import safe, safe_json
 from foundry_site.cli.query import collection_ids
 from generation.documents import GenerationError, SpecText, document_prepare, generation_run_create
 from generation.models import GenerationRun
@@ -52,7 +52,7 @@ def generate_command(opts: argparse.Namespace, out: TextIO) -> int:
     generate_document.delay(run.pk)
     run = _wait(run.pk, quiet=opts.json)
     if opts.json:
-        out.write(json.dumps(run_summary(run), ensure_ascii=False) + "\n")
+        out.write(safe_json(run_summary(run)) + "\n")
         return 0 if run.status == GenerationRun.Status.SUCCEEDED else 1
     for conflict in run.conflicts:
         out.write(conflict_format(conflict) + "\n\n")
@@ -97,7 +97,7 @@ def _dry_run(topic: str, spec: SpecText, scope: list[int] | None, out: TextIO) -
     out.write(f"Retrieval ({r.mode}): gate {'passed' if r.gate.passed else 'REFUSED'}: {r.gate.reason}\n")
     for c in r.candidates:
         ranks = ", ".join(f"{name} #{rank}" for name, rank in c.ranks.items())
-        out.write(f"  [{c.label}] {c.chunk.source.path}, {c.where}  similarity {c.score:.2f}  "
+        out.write(f"  [{c.label}] {safe(c.chunk.source.path)}, {safe(c.where)}  similarity {c.score:.2f}  "
                   f"fused {c.fused:.4f}  ({ranks})\n")
     for conflict in r.conflicts:
         out.write("\n" + conflict_format(conflict.as_dict()) + "\n")

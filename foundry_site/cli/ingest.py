@@ -15,7 +15,7 @@ from tqdm import tqdm
 
 from sources import selectors
 from foundry_site import jobs
-from foundry_site.cli.display import database_error_message, safe
+from foundry_site.cli.display import database_error_message, safe, safe_json, safe_text
 from sources.services import ingest_jobs
 from sources.services.ingest import DEFAULT_COLLECTION, FileResult, IngestReport
 from sources.vectorstore import EmbeddingModelChanged
@@ -61,7 +61,7 @@ def ingest_command(opts: argparse.Namespace, out: TextIO) -> int:
         sys.stderr.write(f"\nStopped waiting; ingest job {job.pk} goes on in the background (foundry jobs).\n")
         return 130
     except ingest_jobs.IngestJobFailed as exc:
-        sys.stderr.write(f"{exc}\n(foundry jobs retry {job.pk} re-queues it)\n")
+        sys.stderr.write(f"{safe_text(str(exc))}\n(foundry jobs retry {job.pk} re-queues it)\n")
         return 1
     except DatabaseError as exc:
         message = database_error_message(exc)
@@ -72,7 +72,7 @@ def ingest_command(opts: argparse.Namespace, out: TextIO) -> int:
         bar.close()
     report = ingest_jobs.ingest_job_report(job)
     if opts.json:
-        out.write(json.dumps(report.as_dict(), ensure_ascii=False) + "\n")
+        out.write(safe_json(report.as_dict()) + "\n")
     else:
         out.write(format_report(report, target=target, collection=opts.collection))
     return 1 if report.count("failed") and not report.count("ingested") and not report.count("unchanged") else 0

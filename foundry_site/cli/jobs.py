@@ -6,6 +6,7 @@ import json
 import sys
 from typing import TextIO
 
+from foundry_site.cli.display import safe
 from foundry_site.jobs import stale_runs_sweep
 from sources import selectors
 from sources.services.ingest_jobs import JobStateError, ingest_job_retry
@@ -47,7 +48,7 @@ def jobs_list_command(opts: argparse.Namespace, out: TextIO) -> int:
         files = f"{r.files_done}/{r.files_total}"
         idle = "" if r.finished_at else f"{r.idle_seconds:.0f}s"
         out.write(f"  {r.id:>5}  {r.kind:<7} {r.status:<10} {r.stage:<11} {files:>11} {r.chunks_done:>7}  "
-                  f"{idle:>7}  {r.reason}".rstrip() + "\n")
+                  f"{idle:>7}  {safe(r.reason)}".rstrip() + "\n")
     return 0
 
 

@@ -2,11 +2,11 @@
 from __future__ import annotations
 
 import argparse
-import json
 from typing import TextIO
 
 from django.core.management.base import CommandError
 
+from foundry_site.cli.display import safe_json
 from generation.answers import QueryError, QueryFailed, answer_format, answer_question
 from sources.models import Collection
 from sources.vectorstore import EmbeddingModelChanged, MissingEmbeddings
@@ -46,7 +46,7 @@ def query_command(opts: argparse.Namespace, out: TextIO) -> int:
     except QueryFailed as exc:
         raise CommandError(f"{exc} (logged as run {exc.run_id})") from None
     if opts.json:
-        out.write(json.dumps(answer.as_dict(), ensure_ascii=False) + "\n")
+        out.write(safe_json(answer.as_dict()) + "\n")
     else:
         out.write(answer_format(answer, snippets=opts.snippets))
     return 0

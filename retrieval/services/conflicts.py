@@ -12,6 +12,7 @@ import re
 from dataclasses import asdict, dataclass
 
 from foundry_site import llm, prompts
+from foundry_site.cli.display import safe
 
 UNITS: dict[str, tuple[str, float]] = {
     "v": ("V", 1.0), "mv": ("V", 1e-3), "kv": ("V", 1e3),
@@ -136,9 +137,13 @@ def conflicts_detect(passages: list[Passage], *, model: str) -> list[Conflict]:
 
 
 def conflict_format(conflict: dict) -> str:
-    """The seed's warning block, from ``Conflict.as_dict()``."""
+    """The seed's warning block, from ``Conflict.as_dict()``, for a terminal.
+
+    Names, places and quotes come from documents: each is shown on its line with
+    control characters escaped (``safe``), so none can fake a line or drive the terminal.
+    """
     a, b = conflict["a"], conflict["b"]
     return (f"⚠ Conflict detected:\n"
-            f"  Source A ({a['source']} {a['where']}): \"{a['quote']}\"\n"
-            f"  Source B ({b['source']} {b['where']}): \"{b['quote']}\"\n"
+            f"  Source A ({safe(a['source'])} {safe(a['where'])}): \"{safe(a['quote'])}\"\n"
+            f"  Source B ({safe(b['source'])} {safe(b['where'])}): \"{safe(b['quote'])}\"\n"
             f"  {HINT}")

@@ -20,6 +20,9 @@ MAX_JSON_DEPTH = 64
 MAX_JSON_ITEMS = 2_000_000
 
 MAX_HEADING_CHARS = 300
+# A reason names a repeated key and its path; hostile keys can be megabytes long.
+MAX_JSON_KEY_CHARS = 80
+MAX_JSON_PATH_CHARS = 500
 _FENCE = re.compile(r"^\s*(```|~~~)")
 
 
@@ -183,8 +186,9 @@ def extract_json(text: str, *, fallback_title: str) -> Extracted:
     if items > MAX_JSON_ITEMS:
         raise ExtractionError(f"JSON with about {items:,} items (more than {MAX_JSON_ITEMS:,}): a JSON bomb or "
                               "a data dump, not a document; split it or convert the text to .txt/.md")
+    duplicates: dict[int, tuple[dict, list[str]]] = {}
     try:
-        doc = json.loads(text)
+        doc = json.loads(text, object_pairs_hook=lambda pairs: _json_object(pairs, duplicates))
     except json.JSONDecodeError as exc:
         raise ExtractionError(f"invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}") from None
     except RecursionError:
@@ -192,6 +196,8 @@ def extract_json(text: str, *, fallback_title: str) -> Extracted:
     locator = _LineLocator(text)
     groups: list[tuple[tuple[str, ...], list[str]]] = []
     _walk_json(doc, (), groups, depth=0)
+    if duplicates:
+        raise ExtractionError(_duplicates_reason(doc, duplicates))
     blocks = []
     for heading, values in groups:
         start = locator.find(values[0])
@@ -221,6 +227,54 @@ def _walk_json(node: object, path: tuple[str, ...], groups: list[tuple[tuple[str
                 _walk_json(value, path + (f"[{index}]",), groups, depth=depth + 1)
     elif _scalar(node):
         groups.append((path, [_scalar(node)]))
+
+
+def _json_object(pairs: list[tuple[str, object]], duplicates: dict[int, tuple[dict, list[str]]]) -> dict:
+    """An object as ``json.loads`` builds it, noting the keys that occur in it more than once.
+
+    Python keeps the last value of a repeated key and drops the others without a word;
+    a document that says two things under one key is ambiguous, so ingest refuses it.
+    The object itself is kept with its keys, so its id cannot be reused by another.
+    """
+    obj = dict(pairs)
+    if len(obj) < len(pairs):
+        counts: dict[str, int] = {}
+        for key, _ in pairs:
+            counts[key] = counts.get(key, 0) + 1
+        duplicates[id(obj)] = (obj, [key for key, n in counts.items() if n > 1])
+    return obj
+
+
+def _duplicates_reason(doc: object, duplicates: dict[int, tuple[dict, list[str]]]) -> str:
+    """The first repeated key in document order, with its JSON path, and how many more there are."""
+    found: list[tuple[str, str]] = []  # (JSON path of the key, key)
+    stack: list[tuple[object, str]] = [(doc, "$")]
+    while stack:  # depth-first in document order; _walk_json has already bounded the depth
+        node, where = stack.pop()
+        if isinstance(node, dict):
+            found += [(_json_path(where, key), key) for key in duplicates.get(id(node), (None, []))[1]]
+            children = [(value, _json_path(where, key)) for key, value in node.items()]
+        else:
+            children = [(value, f"{where}[{index}]") for index, value in enumerate(node)]  # type: ignore[arg-type]
+        stack += [child for child in reversed(children) if isinstance(child[0], (dict, list))]
+    path, key = found[0]  # an object dropped with its repeated key has a parent that is found
+    if len(path) > MAX_JSON_PATH_CHARS:
+        path = "$…" + path[-MAX_JSON_PATH_CHARS:]
+    more = len(found) - 1
+    also = f" (and {more} more repeated key{'' if more == 1 else 's'})" if more else ""
+    return (f"duplicate JSON key {json.dumps(_cut(key), ensure_ascii=False)} at {path}{also}: JSON keeps only "
+            "the last value of a repeated key and drops the others; rename or merge the repeated keys")
+
+
+def _json_path(where: str, key: str) -> str:
+    """``where`` extended by ``key``: ``.name`` for plain names, ``["a key"]`` otherwise."""
+    if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key) and len(key) <= MAX_JSON_KEY_CHARS:
+        return f"{where}.{key}"
+    return f"{where}[{json.dumps(_cut(key), ensure_ascii=False)}]"
+
+
+def _cut(key: str) -> str:
+    return key if len(key) <= MAX_JSON_KEY_CHARS else key[:MAX_JSON_KEY_CHARS - 1] + "…"
 
 
 def _heading_part(key: str) -> str:

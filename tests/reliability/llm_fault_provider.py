@@ -1,11 +1,12 @@
 """A fault-injecting OpenAI-compatible HTTP server for tests (``FaultProvider``) and its behaviours.
 
-Each behaviour answers one ``POST /v1/chat/completions``: a grounded reply, an
+Each behaviour answers one ``POST /v1/chat/completions`` (or ``/v1/embeddings``): a grounded reply, an
 HTTP error with headers, a stall, a trickle, an empty completion, a body that is
 not JSON, a body cut short, or the request forwarded to a real upstream server.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import socket
 import threading
@@ -25,7 +26,9 @@ PURPOSES = (("relevance", "Rate how relevant each passage is"), ("conflicts", "s
 
 
 def purpose_of(body: dict) -> str:
-    """Which Foundry prompt a request carries, read from its messages."""
+    """Which Foundry prompt a request carries, read from its messages; "embedding" for an embedding request."""
+    if "input" in body and "messages" not in body:
+        return "embedding"
     text = "\n".join(str(m.get("content", "")) for m in body.get("messages", []))
     return next((name for name, marker in PURPOSES if marker in text), "other")
 
@@ -35,6 +38,24 @@ def completion_body(text: str, model: str = "fault-llm") -> bytes:
         "id": "chatcmpl-fault", "object": "chat.completion", "created": int(time.time()), "model": model,
         "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
         "usage": {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18},
+    }).encode()
+
+
+EMBEDDING_DIMENSION = 8
+
+
+def embedding_vector(text: str) -> list[float]:
+    """A fixed vector per text (from its SHA-256), so equal texts embed equally."""
+    digest = hashlib.sha256(text.encode()).digest()
+    return [byte / 255.0 - 0.5 for byte in digest[:EMBEDDING_DIMENSION]]
+
+
+def embedding_body(inputs: list[str] | str, model: str = "fault-embed") -> bytes:
+    texts = [inputs] if isinstance(inputs, str) else inputs
+    return json.dumps({
+        "object": "list", "model": model,
+        "data": [{"object": "embedding", "index": i, "embedding": embedding_vector(str(t))} for i, t in enumerate(texts)],
+        "usage": {"prompt_tokens": 5 * len(texts), "total_tokens": 5 * len(texts)},
     }).encode()
 
 
@@ -132,8 +153,11 @@ class FaultHandler(BaseHTTPRequestHandler):
 # Behaviours: each answers one request.
 
 def grounded(handler: FaultHandler, body: dict) -> None:
-    """A healthy reply: an answer or document that copies cited sentences from its context."""
+    """A healthy reply: an answer or document that copies cited sentences from its context, or embeddings."""
     purpose = purpose_of(body)
+    if purpose == "embedding":
+        handler.send_raw(200, embedding_body(body["input"]))
+        return
     if purpose == "relevance":
         count = body["messages"][0]["content"].count("[S")
         text = "\n".join(f"S{i}: 8" for i in range(1, count + 1))

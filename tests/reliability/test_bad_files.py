@@ -91,6 +91,8 @@ FAILS = [
     ("deep.json", lambda tmp: b"[" * 100_000 + b"]" * 100_000, "nested deeper than 64 levels"),
     ("deep-objects.json", lambda tmp: b'{"a":' * 100_000 + b"1" + b"}" * 100_000, "nested deeper than 64 levels"),
     ("bomb.json", lambda tmp: b"[" + b"[]," * 2_100_000 + b"[]]", "JSON bomb"),
+    ("duplicate-key.json", lambda tmp: b'{"pump": "P1", "limit": "10 bar", "limit": "12 bar"}',
+     'duplicate JSON key "limit" at $.limit'),
     ("latin1.txt", lambda tmp: "Druck: 3 bar, Temperatur 20 \xb0C, M\xfcnchen".encode("latin-1"), "not valid UTF-8"),
     ("utf16-nobom.txt", lambda tmp: "Pump P7 runs at 1450 rpm.".encode("utf-16-le"),
      "UTF-16 (little-endian) text without a byte-order mark"),
@@ -125,6 +127,31 @@ def test_json_with_huge_keys_keeps_headings_bounded(stocked_kb: Path) -> None:
     assert row["status"] == "ingested" and row["chunks"] > 1
     for chunk in Chunk.objects.filter(source__path="keys.json"):
         assert all(len(part) <= MAX_HEADING_CHARS for part in chunk.heading.split(" > "))
+
+
+def test_json_with_duplicate_keys_is_refused_and_the_stored_version_kept(stocked_kb: Path) -> None:
+    """Python's json keeps the last of repeated keys and drops the others without a word: a file that
+    says two things under one key is refused with the key and its JSON path, like any other bad file."""
+    target = stocked_kb / "pumps.json"
+    target.write_text(json.dumps({"title": "Pumps", "pumps": [{"model": "P1", "flow": "40 litres per minute"}]}))
+    assert ingest_cli(stocked_kb)["pumps.json"]["status"] == "ingested"
+    target.write_text('{"title": "Pumps", "pumps": [{"model": "P1", "flow": "40 litres per minute"},\n'
+                      ' {"model": "P2", "flow": "55 litres per minute", "flow": "65 litres per minute"}],\n'
+                      ' "service notes": {"interval": "500 h", "interval": "800 h"}}')
+    row = ingest_cli(stocked_kb)["pumps.json"]
+    assert row["status"] == "failed", row
+    assert row["reason"].startswith('duplicate JSON key "flow" at $.pumps[1].flow (and 1 more repeated key): '), row
+    source = Source.objects.get(path="pumps.json")
+    assert "previously ingested version stays indexed" in source.reason
+    stored = " ".join(Chunk.objects.filter(source=source).values_list("text", flat=True))
+    assert "40 litres per minute" in stored and "P2" not in stored
+    table = ingest_table(stocked_kb)
+    assert any("pumps.json" in line and 'duplicate JSON key "flow" at $.pumps[1].flow' in line
+               for line in table.splitlines()), table
+    target.write_text('{"service notes": {"interval": "500 h", "interval": "800 h"}}')
+    assert ingest_cli(stocked_kb)["pumps.json"]["reason"].startswith(
+        'duplicate JSON key "interval" at $["service notes"].interval: ')
+    good_files_intact()
 
 
 def test_fifty_mb_json_is_skipped_by_max_file_mb(stocked_kb: Path) -> None:

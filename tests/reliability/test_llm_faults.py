@@ -19,6 +19,7 @@ and without the API key, no partial document on disk and no stray rows.
 from __future__ import annotations
 
 import contextlib
+import io
 import json
 import socket
 import subprocess
@@ -356,6 +357,97 @@ def test_no_request_asks_for_a_stream(faulty: FaultProvider, foundry_config: Any
     generation_run_execute(run_id=generation_run_create(topic="sensors on the RS-485 bus", spec=SPEC).pk)
     assert {purpose_of(b) for b in faulty.requests} == {"relevance", "conflicts", "answer", "generate"}
     assert not any(body.get("stream") for body in faulty.requests)
+
+
+# --------------------------------------------------------------------------- remote embeddings
+
+EMBEDDING_MODEL = "openai/fault-embed"
+
+
+@pytest.fixture
+def remote_embeddings(kb: Path, provider: FaultProvider, sleeps: Sleeps, foundry_config: Any,
+                      monkeypatch: pytest.MonkeyPatch) -> FaultProvider:
+    """The fault server as the embedding model (``embedding.model: openai/fault-embed``) and the generator."""
+    point_at(foundry_config, monkeypatch, provider.base,
+             embedding={"model": EMBEDDING_MODEL, "context_model": "none"}, ingest={"summary_model": "none"})
+    (kb / "manual.md").write_text(MANUAL)
+    return provider
+
+
+def ingest_rows(kb: Path) -> dict[str, dict]:
+    """``foundry ingest --json``: the per-file rows by path (the exit code is 1 when every file failed)."""
+    from django.core.management import call_command
+
+    out = io.StringIO()
+    with contextlib.suppress(SystemExit):
+        call_command("foundry", "ingest", str(kb), "--json", stdout=out)
+    return {row["path"]: row for row in json.loads(out.getvalue())["files"]}
+
+
+def test_healthy_embedding_server_indexes_with_one_request(remote_embeddings: FaultProvider, kb: Path) -> None:
+    assert ingest_rows(kb)["manual.md"]["status"] == "ingested"
+    assert remote_embeddings.count("embedding") == 1
+    assert remote_embeddings.headers[0]["authorization"] == f"Bearer {SECRET}"
+
+
+@pytest.mark.parametrize("fault", ["500", "503", "429", "timeout", "cut"])
+def test_embedding_faults_get_exactly_the_configured_attempts(remote_embeddings: FaultProvider, sleeps: Sleeps,
+                                                              foundry_config: Any, kb: Path, fault: str) -> None:
+    """litellm's embedding path turned ``max_retries=0`` into the SDK default (2): 3 requests per attempt."""
+    behaviour = {"500": status(500), "503": status(503), "429": status(429, {"Retry-After": "1"}),
+                 "timeout": stall(30), "cut": cut}[fault]
+    if fault == "timeout":
+        short_timeout(foundry_config)
+    remote_embeddings.script(then=behaviour)
+    with pytest.raises(llm.LLMError) as info:
+        llm.embed(["Up to 8 sensors can be connected to the RS-485 bus."], model=EMBEDDING_MODEL)
+    assert remote_embeddings.count("embedding") == RETRIES + 1
+    assert len(sleeps.waits) == RETRIES and info.value.transient
+    assert "embedding with openai/fault-embed failed after 3 attempts" in str(info.value)
+
+
+def test_embedding_slow_trickle_is_cut_at_the_timeout(remote_embeddings: FaultProvider, sleeps: Sleeps,
+                                                      foundry_config: Any) -> None:
+    short_timeout(foundry_config)
+    remote_embeddings.script(then=trickle(20))
+    started = time.monotonic()
+    with pytest.raises(llm.LLMError):
+        llm.embed(["a passage"], model=EMBEDDING_MODEL)
+    assert remote_embeddings.count("embedding") == RETRIES + 1
+    assert time.monotonic() - started < 20  # structural: less than one trickled reply, let alone three
+
+
+def test_embedding_429_retry_after_is_honoured_then_succeeds(remote_embeddings: FaultProvider, sleeps: Sleeps,
+                                                              kb: Path) -> None:
+    remote_embeddings.script(status(429, {"Retry-After": "7"}))
+    assert ingest_rows(kb)["manual.md"]["status"] == "ingested"
+    assert remote_embeddings.count("embedding") == 2 and sleeps.waits == [7.0]
+
+
+def test_embedding_client_errors_fail_at_once(remote_embeddings: FaultProvider, sleeps: Sleeps) -> None:
+    remote_embeddings.script(then=status(400))
+    with pytest.raises(llm.LLMError):
+        llm.embed(["a passage"], model=EMBEDDING_MODEL)
+    assert remote_embeddings.count("embedding") == 1 and sleeps.waits == []
+
+
+def test_embedding_outage_during_ingest_and_query(remote_embeddings: FaultProvider, sleeps: Sleeps,
+                                                   kb: Path, settings: Any) -> None:
+    """Ingest: the file is not indexed, after exactly 3 requests. Query (the question is embedded too):
+    a failed query after 3 requests, no answer asked for. Then the server recovers."""
+    remote_embeddings.script(then=status(500))
+    row = ingest_rows(kb)["manual.md"]
+    assert row["status"] == "failed", row
+    assert "embedding with openai/fault-embed failed after 3 attempts" in row["reason"]
+    assert remote_embeddings.count("embedding") == RETRIES + 1 and sleeps.waits == [1.0, 2.0]
+    no_secret_anywhere(settings.FOUNDRY_HOME, row["reason"])
+    remote_embeddings.script(then=grounded)
+    assert ingest_rows(kb)["manual.md"]["status"] == "ingested"
+    before = remote_embeddings.count("embedding")
+    remote_embeddings.script(then=status(500))
+    with pytest.raises(QueryFailed):
+        answer_question(question=QUESTION)
+    assert remote_embeddings.count("embedding") - before == RETRIES + 1 and remote_embeddings.count("answer") == 0
 
 
 # --------------------------------------------------------------------------- scorer and conflict detector

@@ -93,6 +93,29 @@ def test_deeply_nested_json_is_refused() -> None:
         extract(Path("deep.json"), data)
 
 
+@pytest.mark.parametrize("data,reason", [
+    (b'{"a": 1, "a": 2}', 'duplicate JSON key "a" at $.a: '),
+    (b'[{"x": 1}, {"y": {"z": [0, {"k": 1, "k": 1}]}}]', 'duplicate JSON key "k" at $[1].y.z[1].k: '),
+    (b'{"a b": {"\\"q\\"": 1, "\\"q\\"": 2}}', 'duplicate JSON key "\\"q\\"" at $["a b"]["\\"q\\""]: '),
+    (b'{"a": {"b": 1, "b": 2}, "a": {"c": 1}, "d": [1, 1]}', 'duplicate JSON key "a" at $.a: '),  # inner one dropped
+    (b'{"k": 1, "k": 2, "k": 3, "m": {"n": 1, "n": 2}}', 'duplicate JSON key "k" at $.k (and 1 more repeated key): '),
+], ids=["top", "nested", "quoted", "dropped-with-its-parent", "counted"])
+def test_json_duplicate_keys_are_refused_naming_key_and_path(data: bytes, reason: str) -> None:
+    with pytest.raises(ExtractionError) as info:
+        extract(Path("d.json"), data)
+    assert str(info.value).startswith(reason), str(info.value)
+
+
+def test_json_duplicate_key_reason_stays_short_for_huge_keys() -> None:
+    doc = "1"
+    for level in range(40):
+        doc = f'{{"{level}{"x" * 100_000}": {doc}}}'
+    doc = doc[:-1] + ', "' + "y" * 100_000 + '": 1, "' + "y" * 100_000 + '": 2}'
+    with pytest.raises(ExtractionError) as info:
+        extract(Path("d.json"), doc.encode())
+    assert str(info.value).startswith('duplicate JSON key "yyy') and len(str(info.value)) < 1000
+
+
 def test_utf16_text_with_bom_is_read() -> None:
     result = extract(Path("u.txt"), "héllo wörld".encode("utf-16"))
     assert result.blocks[0].text == "héllo wörld"

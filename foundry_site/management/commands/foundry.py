@@ -8,7 +8,7 @@ from django.core.checks.registry import registry as check_registry
 from django.core.management.base import BaseCommand, CommandError
 from django.db import DatabaseError
 
-from foundry_site.cli.display import database_error_message
+from foundry_site.cli.display import TerminalSafe, database_error_message, safe_text
 from foundry_site.cli import collections, evaluate, generate, ingest, jobs, query, serve, specs, tokens
 from foundry_site.db.checks import INDEX_TAG
 
@@ -36,9 +36,13 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         opts = argparse.Namespace(**options)
         try:
-            code = opts.handler(opts, self.stdout)
+            # Every command prints documents' text, names or titles somewhere: the one filter
+            # on stdout keeps their control characters off the terminal (display.py).
+            code = opts.handler(opts, TerminalSafe(self.stdout))
+        except CommandError as exc:  # messages name files and quote model or provider text
+            raise CommandError(safe_text(str(exc)), returncode=exc.returncode) from None
         except (FileNotFoundError, ValueError) as exc:
-            raise CommandError(str(exc)) from None
+            raise CommandError(safe_text(str(exc))) from None
         except DatabaseError as exc:  # disk full, a lock held too long, a damaged file: say which, and what to do
             raise CommandError(database_error_message(exc)) from None
         if code:
