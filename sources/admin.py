@@ -65,7 +65,7 @@ class SourceAdmin(ReadOnlyAdmin):
     list_select_related = ["collection"]
     date_hierarchy = "ingested_at"
     fields = ["path", "title", "collection", "kind", "status", "reason", "chunks_link", "root", "sha256", "size",
-              "mtime", "embedding_model", "created_at", "updated_at", "ingested_at"]
+              "mtime", "embedding_model", "chunking", "created_at", "updated_at", "ingested_at"]
     readonly_fields = fields
 
     @admin.display(description="chunks")

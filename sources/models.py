@@ -44,6 +44,10 @@ class Source(models.Model):
     reason = models.TextField(blank=True)
     chunk_count = models.PositiveIntegerField(default=0, editable=False)
     embedding_model = models.CharField(max_length=200, blank=True, editable=False)
+    chunking = models.CharField(
+        max_length=400, blank=True, editable=False,
+        help_text="Chunking settings the chunks were built with (sources.services.chunking_settings); "
+                  "ingest re-chunks the file when foundry.yaml sets others.")
     created_at = models.DateTimeField(default=timezone.now, editable=False)
     updated_at = models.DateTimeField(default=timezone.now, editable=False)
     ingested_at = models.DateTimeField(null=True, blank=True, editable=False)

@@ -70,8 +70,12 @@ class StaleEmbeddings:
     @property
     def reingest_command(self) -> str:
         """The command that embeds these sources again with the configured model."""
-        flag = " --include-private" if self.private else ""
-        return f"foundry ingest {shlex.quote(self.root)} --collection {shlex.quote(self.collection)}{flag}"
+        return _reingest_command(self.root, self.collection, self.private)
+
+
+def _reingest_command(root: str, collection: str, private: bool) -> str:
+    flag = " --include-private" if private else ""
+    return f"foundry ingest {shlex.quote(root)} --collection {shlex.quote(collection)}{flag}"
 
 
 def stale_embeddings(*, model: str, collection_ids: Sequence[int] | None = None) -> list[StaleEmbeddings]:
@@ -85,14 +89,48 @@ def stale_embeddings(*, model: str, collection_ids: Sequence[int] | None = None)
             .exclude(embedding_model=model))
     if collection_ids is not None:
         rows = rows.filter(collection_id__in=list(collection_ids))
+    return [StaleEmbeddings(model=g["embedding_model"], collection=g["collection__name"], root=g["root"],
+                            sources=g["sources"], private=bool(g["private"]))
+            for g in _reingest_groups(rows, "embedding_model")]
+
+
+def _reingest_groups(rows: QuerySet[Source], by: str) -> list[dict]:
+    """Sources counted per ``by`` value, collection and folder (one re-ingest command each)."""
     if not rows.exists():
         return []
     private = Q(path__startswith="private/") | Q(path__contains="/private/")
-    groups = (rows.values("embedding_model", "collection__name", "root")
-              .annotate(sources=Count("id"), private=Count("id", filter=private))
-              .order_by("embedding_model", "collection__name", "root"))
-    return [StaleEmbeddings(model=g["embedding_model"], collection=g["collection__name"], root=g["root"],
-                            sources=g["sources"], private=bool(g["private"])) for g in groups]
+    return list(rows.values(by, "collection__name", "root")
+                .annotate(sources=Count("id"), private=Count("id", filter=private))
+                .order_by(by, "collection__name", "root"))
+
+
+@dataclass(frozen=True)
+class ChunkingDrift:
+    """Ingested sources of one collection and folder whose chunks were built with other chunking settings."""
+
+    chunking: str  # the settings they were chunked with (``Source.chunking``; "" if never recorded)
+    collection: str
+    root: str
+    sources: int
+    private: bool  # some lie under private/, so their re-ingest needs --include-private
+
+    @property
+    def reingest_command(self) -> str:
+        """The command that re-chunks these sources (and only files whose settings or bytes differ)."""
+        return _reingest_command(self.root, self.collection, self.private)
+
+
+def chunking_drift(*, chunking: str, model: str) -> list[ChunkingDrift]:
+    """Ingested sources embedded with ``model`` whose recorded chunking settings are not ``chunking``.
+
+    The next ingest of their folder re-chunks them. Sources embedded with another model
+    are left to ``stale_embeddings`` (their re-ingest re-chunks them too); rows that
+    record no model (written by hand, not by ingest) are not judged.
+    """
+    rows = Source.objects.filter(status=Source.Status.INGESTED, embedding_model=model).exclude(chunking=chunking)
+    return [ChunkingDrift(chunking=g["chunking"], collection=g["collection__name"], root=g["root"],
+                          sources=g["sources"], private=bool(g["private"]))
+            for g in _reingest_groups(rows, "chunking")]
 
 
 # Row-level security. Every page, API call and query goes through these, so a

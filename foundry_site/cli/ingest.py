@@ -17,6 +17,7 @@ from sources import selectors
 from foundry_site import jobs
 from foundry_site.cli.display import database_error_message, safe, safe_json, safe_text
 from sources.services import ingest_jobs
+from sources.services.chunking_settings import chunking_configured, chunking_drift_warning
 from sources.services.ingest import DEFAULT_COLLECTION, FileResult, IngestReport
 from sources.vectorstore import EmbeddingModelChanged
 
@@ -137,6 +138,10 @@ def status_command(opts: argparse.Namespace, out: TextIO) -> int:
     if stale:
         changed = EmbeddingModelChanged(model, stale)
         out.write(f"WARNING: {changed.problem}\n{changed.fix}\n")
+    configured = chunking_configured()
+    drift = selectors.chunking_drift(chunking=configured, model=model)
+    if drift:
+        out.write(f"WARNING: {chunking_drift_warning(configured=configured, drift=drift)}\n")
     out.write(f"Sources: {len(overview)}  chunks: {counts['chunks']}  FTS rows: {counts['fts']}  "
               f"vectors: {counts['vectors']}\n\n")
     out.write(f"  {'collection':<12} {'status':<9} {'chunks':>6}  {'file':<36}  title / reason\n")
@@ -155,5 +160,7 @@ def check_command(opts: argparse.Namespace, out: TextIO) -> int:
     out.write("".join(f"  {name}: {count}\n" for name, count in report.counts.items()))
     for problem in report.problems:
         out.write(f"PROBLEM: {problem}\n")
+    for warning in report.warnings:
+        out.write(f"WARNING: {warning}\n")
     out.write("OK\n" if report.ok else "The index is inconsistent: run `foundry ingest` again to repair it.\n")
     return 0 if report.ok else 1

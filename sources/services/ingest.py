@@ -1,8 +1,9 @@
 """Ingest: a folder (or one file) becomes sources, chunks, FTS rows and vectors.
 
 Guarantees:
-- idempotent: a file whose sha256, embedding model and status are unchanged is
-  skipped; a changed file is replaced; a file gone from the folder is removed
+- idempotent: a file whose sha256, embedding model, chunking settings and status
+  are unchanged is skipped; a changed file, or one chunked with other settings
+  (``chunking_settings``), is replaced; a file gone from the folder is removed
   with its chunks and vectors;
 - atomic per source: chunks, FTS rows (by trigger), vectors and the summary of
   one source are written in one short transaction after all slow work (parsing,
@@ -33,6 +34,7 @@ from django.utils import timezone
 from foundry_site import llm
 from sources.models import Chunk, Collection, Source, SourceSummary
 from sources.services import enrich
+from sources.services.chunking_settings import chunking_configured, chunking_of, rechunk_reason
 from sources.services.chunking import ChunkDraft, chunk_blocks
 from sources.services.extract import ExtractionError, extract, kind_of
 from sources import vectorstore
@@ -186,11 +188,12 @@ def file_digest(path: Path) -> str:
 
 
 def source_unchanged(*, root: str, rel: str, collection_id: int, digest: str) -> Source | None:
-    """The source, if it is already ingested from exactly these bytes with the configured model."""
+    """The source, if it is already ingested from exactly these bytes with the configured model and chunking."""
     model = settings.FOUNDRY.embedding.model
     existing = Source.objects.filter(root=root, path=rel).first()
     if (existing and existing.sha256 == digest and existing.status == Source.Status.INGESTED
             and existing.embedding_model == model and existing.collection_id == collection_id
+            and existing.chunking == chunking_configured()
             and vectorstore.table_exists(model)
             and vectorstore.source_index_complete(existing.pk, existing.chunk_count, model)):
         return existing
@@ -225,11 +228,13 @@ class _Prepared:
     contexts: list[str]
     vectors: list[list[float]]
     summary: llm.Completion | None
+    chunking: str  # the settings the chunks were built with; "" from a payload of a worker that predates them
 
 
 def _prepare(path: Path, data: bytes) -> _Prepared:
     """All slow work for one file, outside any transaction."""
     conf = settings.FOUNDRY
+    chunking = chunking_of(conf)
     extracted = extract(path, data)
     sizing = enrich.ChunkSizing.for_model(conf.embedding.model, conf.ingest.chunk_tokens)
     drafts = chunk_blocks(extracted.blocks, max_tokens=sizing.max_chunk_tokens, count=sizing.count,
@@ -242,7 +247,7 @@ def _prepare(path: Path, data: bytes) -> _Prepared:
     vectors = llm.embed([f"{c}\n\n{d.text}" if c else d.text for c, d in zip(contexts, drafts)],
                         model=conf.embedding.model, batch_size=conf.embedding.batch_size)
     summary = enrich.source_summary(title=extracted.title, document=document_text)
-    return _Prepared(extracted.title, kind_of(path) or "", drafts, contexts, vectors, summary)
+    return _Prepared(extracted.title, kind_of(path) or "", drafts, contexts, vectors, summary, chunking)
 
 
 def source_prepare(*, root: str, rel: str) -> dict[str, Any]:
@@ -320,7 +325,7 @@ def _encode_payload(rel: str, prepared: _Prepared, *, digest: str, size: int, mt
         "title": prepared.title, "kind": prepared.kind, "model": settings.FOUNDRY.embedding.model,
         "chunks": [{**asdict(d), "heading": list(d.heading)} for d in prepared.drafts], "contexts": prepared.contexts,
         "dim": dim, "vectors": base64.b64encode(struct.pack(f"<{len(flat)}f", *flat)).decode("ascii"),
-        "summary": asdict(prepared.summary) if prepared.summary else None,
+        "summary": asdict(prepared.summary) if prepared.summary else None, "chunking": prepared.chunking,
     }
 
 
@@ -333,7 +338,8 @@ def _decode_payload(payload: dict[str, Any]) -> _Prepared:
     vectors = [list(flat[i:i + dim]) for i in range(0, len(flat), dim)]
     drafts = [ChunkDraft(**{**c, "heading": tuple(c["heading"])}) for c in payload["chunks"]]
     summary = llm.Completion(**payload["summary"]) if payload["summary"] else None
-    return _Prepared(payload["title"], payload["kind"], drafts, payload["contexts"], vectors, summary)
+    return _Prepared(payload["title"], payload["kind"], drafts, payload["contexts"], vectors, summary,
+                     payload.get("chunking", ""))
 
 
 # --------------------------------------------------------------------------- database side
@@ -352,10 +358,14 @@ def source_store_prepared(*, root: str, rel: str, collection_id: int, payload: d
     existing = source_unchanged(root=root, rel=rel, collection_id=collection_id, digest=payload["sha256"])
     if existing:
         return FileResult(rel, "unchanged", "", existing.chunk_count)
+    prepared = _decode_payload(payload)
+    previous = (Source.objects.filter(root=root, path=rel, status=Source.Status.INGESTED, sha256=payload["sha256"])
+                .values_list("chunking", flat=True).first())
+    reason = rechunk_reason(previous=previous, prepared=prepared.chunking, configured=chunking_configured())
     source = _store(root=root, rel=rel, collection_id=collection_id, digest=payload["sha256"],
-                    data_size=payload["size"], mtime=payload["mtime"], prepared=_decode_payload(payload))
+                    data_size=payload["size"], mtime=payload["mtime"], prepared=prepared)
     logger.info("ingested source=%s chunks=%s", source.pk, source.chunk_count)
-    return FileResult(rel, "ingested", "", source.chunk_count)
+    return FileResult(rel, "ingested", reason, source.chunk_count)
 
 
 def _store(*, root: str, rel: str, collection_id: int, digest: str, data_size: int, mtime: float,
@@ -382,7 +392,8 @@ def _store(*, root: str, rel: str, collection_id: int, digest: str, data_size: i
         Source.objects.filter(pk=source.pk).update(
             collection_id=collection_id, title=prepared.title[:500], kind=prepared.kind, sha256=digest,
             size=data_size, mtime=datetime.fromtimestamp(mtime, tz=dt_timezone.utc), status=Source.Status.INGESTED,
-            reason="", chunk_count=len(chunks), embedding_model=model, updated_at=now, ingested_at=now)
+            reason="", chunk_count=len(chunks), embedding_model=model, chunking=prepared.chunking,
+            updated_at=now, ingested_at=now)
         source.refresh_from_db()
     return source
 

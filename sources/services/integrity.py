@@ -1,4 +1,8 @@
-"""Index integrity: chunk rows, FTS rows and vectors must be the same set of chunks."""
+"""Index integrity: chunk rows, FTS rows and vectors must be the same set of chunks.
+
+Problems make ``foundry check`` fail. Warnings do not: sources chunked with other
+settings than foundry.yaml sets are whole and searchable, only not chunked as configured.
+"""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -7,12 +11,14 @@ from django.conf import settings
 from django.db import DatabaseError, connection
 
 from sources import selectors, vectorstore
+from sources.services.chunking_settings import chunking_configured, chunking_drift_warning
 
 
 @dataclass
 class IntegrityReport:
     sqlite: str = ""
     problems: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
     counts: dict[str, int] = field(default_factory=dict)
 
     @property
@@ -21,14 +27,19 @@ class IntegrityReport:
 
 
 def index_check() -> IntegrityReport:
-    """PRAGMA integrity_check, set comparisons of chunk ids across the three stores, and
-    sources embedded with another model than the configured one (with the re-ingest commands)."""
+    """PRAGMA integrity_check, set comparisons of chunk ids across the three stores, sources
+    embedded with another model than the configured one (problems), and sources chunked with
+    other settings than the configured ones (warnings); both name the re-ingest commands."""
     report = IntegrityReport()
     model = settings.FOUNDRY.embedding.model
     stale = selectors.stale_embeddings(model=model)
     if stale:
         changed = vectorstore.EmbeddingModelChanged(model, stale)
         report.problems.append(f"{changed.problem}\n{changed.fix}")
+    configured = chunking_configured()
+    drift = selectors.chunking_drift(chunking=configured, model=model)
+    if drift:
+        report.warnings.append(chunking_drift_warning(configured=configured, drift=drift))
     with connection.cursor() as cur:
         cur.execute("PRAGMA integrity_check")
         report.sqlite = "; ".join(row[0] for row in cur.fetchall())

@@ -1,0 +1,93 @@
+"""The chunking settings a source was built with, as one canonical string on ``Source.chunking``.
+
+A source's chunks, and the text embedded with each of them, depend on
+``ingest.chunk_tokens``, ``ingest.chunk_overlap_tokens`` and
+``embedding.context_model`` (the contextual prefix stored in ``Chunk.context``).
+Ingest records the settings that prepared a source, and re-chunks a file whose
+recorded settings differ from the configured ones even when its bytes did not
+change. The string is ``key=value`` pairs named after the foundry.yaml keys; no
+value contains a space or ``=`` (model names are checked against ``MODEL_PATTERN``).
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from django.conf import settings
+
+from foundry_site.config import FoundryConfig
+from sources.selectors import ChunkingDrift
+
+UNKNOWN = "unknown"
+
+
+def chunking_encode(*, chunk_tokens: int, chunk_overlap_tokens: int, context_model: str) -> str:
+    """The canonical string for these settings; equal settings always give the same string."""
+    return (f"chunk_tokens={chunk_tokens} chunk_overlap_tokens={chunk_overlap_tokens} "
+            f"context_model={context_model}")
+
+
+def chunking_of(conf: FoundryConfig) -> str:
+    """The chunking settings of one configuration (what ``_prepare`` reads)."""
+    return chunking_encode(chunk_tokens=conf.ingest.chunk_tokens,
+                           chunk_overlap_tokens=conf.ingest.chunk_overlap_tokens,
+                           context_model=conf.embedding.context_model)
+
+
+def chunking_configured() -> str:
+    """The chunking settings foundry.yaml sets for this process."""
+    return chunking_of(settings.FOUNDRY)
+
+
+def chunking_parse(value: str) -> dict[str, str]:
+    """``{key: value}`` of a recorded string; empty for a source whose settings were never recorded."""
+    return dict(pair.partition("=")[::2] for pair in value.split())
+
+
+def chunking_changes(old: str, new: str) -> list[tuple[str, str, str]]:
+    """``(key, old value, new value)`` for every setting that differs, in the string's order."""
+    before, after = chunking_parse(old), chunking_parse(new)
+    keys = list(dict.fromkeys([*after, *before]))
+    return [(k, before.get(k, UNKNOWN), after.get(k, UNKNOWN)) for k in keys if before.get(k) != after.get(k)]
+
+
+def chunking_changes_text(old: str, new: str) -> str:
+    """``chunk_tokens 200 → 128, context_model none → openai/gpt-4o-mini``."""
+    return ", ".join(f"{key} {a} → {b}" for key, a, b in chunking_changes(old, new))
+
+
+def rechunk_reason(*, previous: str | None, prepared: str, configured: str) -> str:
+    """The report's reason for a stored file: why the same bytes were chunked again, and whether
+    the worker that prepared it read another foundry.yaml than this one. Empty when neither holds.
+
+    ``previous``: the recorded settings of the ingested source with the same sha256 (None when
+    there is none); ``prepared``: what the payload was built with; ``configured``: this foundry.yaml.
+    """
+    notes = []
+    if previous is not None and previous != prepared:
+        notes.append(f"re-chunked: chunking settings changed ({chunking_changes_text(previous, prepared)})")
+    if not prepared:
+        notes.append("prepared by a worker that does not record its chunking settings "
+                     "(the next foundry ingest re-chunks it)")
+    elif prepared != configured:
+        differ = ", ".join(f"{key} {a}" for key, a, _ in chunking_changes(prepared, configured))
+        sets = ", ".join(f"{key} {b}" for key, _, b in chunking_changes(prepared, configured))
+        notes.append(f"prepared with {differ} but this foundry.yaml sets {sets}; every worker must read "
+                     "the same foundry.yaml (the next foundry ingest re-chunks it)")
+    return "; ".join(notes)
+
+
+def chunking_drift_warning(*, configured: str, drift: Sequence[ChunkingDrift]) -> str:
+    """What ``foundry check`` and ``foundry status`` print for sources chunked with other settings,
+    with the re-ingest commands that re-chunk exactly those sources."""
+    counts: dict[str, int] = {}
+    for group in drift:
+        counts[group.chunking] = counts.get(group.chunking, 0) + group.sources
+    total = sum(counts.values())
+    changes = "; ".join(f"{chunking_changes_text(old, configured)} ({n} source{'' if n == 1 else 's'})"
+                        for old, n in counts.items())
+    commands = list(dict.fromkeys(group.reingest_command for group in drift))
+    return (f"{total} source{' was' if total == 1 else 's were'} chunked with other settings than foundry.yaml "
+            f"sets: {changes}. Search works, but they keep their old chunks until they are re-ingested.\n"
+            "Re-ingest to re-chunk them (only files whose settings or bytes differ are redone):\n"
+            + "".join(f"  {command}\n" for command in commands)
+            + "or set those keys back in foundry.yaml.")

@@ -1,0 +1,296 @@
+"""Chunking settings recorded per source: a change of ``ingest.chunk_tokens``,
+``ingest.chunk_overlap_tokens`` or ``embedding.context_model`` re-chunks exactly the
+files built with other settings, says why, and ``foundry check`` reports the drift."""
+from __future__ import annotations
+
+import importlib
+import json
+import shlex
+from collections.abc import Callable
+from io import StringIO
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.core.management import call_command
+from django.db import connection
+from django.db.migrations.executor import MigrationExecutor
+
+from foundry_site import llm
+from sources.models import Chunk, IngestJob, Source
+from sources.services import ingest, ingest_jobs
+from sources.services.chunking_settings import (chunking_changes_text, chunking_configured, chunking_encode,
+                                                chunking_parse, rechunk_reason)
+from sources.services.integrity import index_check
+from tests.conftest import ScriptedLLM
+from tests.sources.test_ingest import index_agrees
+from tests.sources.test_ingest_jobs import running_job
+
+DEFAULTS = chunking_encode(chunk_tokens=200, chunk_overlap_tokens=0, context_model="none")
+SMALL = chunking_encode(chunk_tokens=64, chunk_overlap_tokens=0, context_model="none")
+
+
+def write_docs(kb: Path) -> None:
+    """Two files long enough that 200 and 64 token chunks differ in number, one that fits either way."""
+    for name, topic in (("pumps.md", "pump"), ("valves.md", "valve")):
+        # Paragraphs of about 80 word pieces: split into sentences at 64, packed whole at 200.
+        paragraphs = [" ".join(f"The {topic} unit {i}.{j} reports pressure, flow and temperature to the gateway."
+                               for j in range(5)) for i in range(4)]
+        (kb / name).write_text(f"# {topic.title()}s\n\n## Operation\n\n" + "\n\n".join(paragraphs) + "\n")
+    (kb / "short.txt").write_text("Firmware 2.4.1 fixes the alarm hysteresis bug.\n")
+
+
+def chunk_counts() -> dict[str, int]:
+    return {s.path: Chunk.objects.filter(source=s).count() for s in Source.objects.all()}
+
+
+def reasons(report: ingest.IngestReport) -> dict[str, tuple[str, str]]:
+    return {f.path: (f.status, f.reason) for f in report.files}
+
+
+@pytest.fixture
+def count_embeds(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Texts sent to the embedder, per call."""
+    calls: list[int] = []
+    real = llm.embed
+
+    def counting(texts: list[str], **kwargs: Any) -> list[list[float]]:
+        calls.append(len(texts))
+        return real(texts, **kwargs)
+
+    monkeypatch.setattr(llm, "embed", counting)
+    return calls
+
+
+# --------------------------------------------------------------------------- the string (no database)
+
+def test_encoding_is_canonical_and_parses_back() -> None:
+    value = chunking_encode(chunk_tokens=128, chunk_overlap_tokens=16, context_model="openai/gpt-4o-mini")
+    assert value == "chunk_tokens=128 chunk_overlap_tokens=16 context_model=openai/gpt-4o-mini"
+    assert chunking_parse(value) == {"chunk_tokens": "128", "chunk_overlap_tokens": "16",
+                                     "context_model": "openai/gpt-4o-mini"}
+    assert chunking_parse("") == {}
+
+
+def test_changes_name_only_the_keys_that_differ() -> None:
+    new = chunking_encode(chunk_tokens=128, chunk_overlap_tokens=0, context_model="scripted/ctx")
+    assert chunking_changes_text(DEFAULTS, new) == "chunk_tokens 200 → 128, context_model none → scripted/ctx"
+    assert chunking_changes_text(DEFAULTS, DEFAULTS) == ""
+    assert chunking_changes_text("", SMALL).startswith("chunk_tokens unknown → 64")
+
+
+def test_rechunk_reason() -> None:
+    assert rechunk_reason(previous=None, prepared=SMALL, configured=SMALL) == ""  # a new or changed file
+    assert rechunk_reason(previous=SMALL, prepared=SMALL, configured=SMALL) == ""  # e.g. a repaired index
+    assert rechunk_reason(previous=DEFAULTS, prepared=SMALL, configured=SMALL) == (
+        "re-chunked: chunking settings changed (chunk_tokens 200 → 64)")
+    mismatch = rechunk_reason(previous=None, prepared=SMALL, configured=DEFAULTS)
+    assert "prepared with chunk_tokens 64 but this foundry.yaml sets chunk_tokens 200" in mismatch
+
+
+def test_migration_backfill_is_the_string_of_the_old_defaults() -> None:
+    migration = importlib.import_module("sources.migrations.0003_source_chunking")
+    assert migration.BEFORE_RECORDED == DEFAULTS
+
+
+# --------------------------------------------------------------------------- ingest
+
+@pytest.mark.django_db
+def test_changed_chunk_tokens_rechunks_every_file_and_says_why(kb: Path, foundry_config: Callable[..., Any]) -> None:
+    write_docs(kb)
+    ingest.knowledge_base_ingest(target=kb)
+    before = chunk_counts()
+    old_ids = set(Chunk.objects.values_list("id", flat=True))
+    assert set(Source.objects.values_list("chunking", flat=True)) == {DEFAULTS}
+
+    foundry_config(ingest={"chunk_tokens": 64})
+    out = StringIO()
+    call_command("foundry", "ingest", str(kb), stdout=out)
+    why = "re-chunked: chunking settings changed (chunk_tokens 200 → 64)"
+    report = ingest_jobs.ingest_job_report(IngestJob.objects.first())  # the latest job
+    assert reasons(report) == {path: ("ingested", why) for path in before}
+    assert why in out.getvalue() and "unchanged      0" in out.getvalue()
+    after = chunk_counts()
+    assert after["pumps.md"] > before["pumps.md"] and after["valves.md"] > before["valves.md"]
+    assert after["short.txt"] == before["short.txt"] == 1
+    assert not old_ids & set(Chunk.objects.values_list("id", flat=True))
+    assert set(Source.objects.values_list("chunking", flat=True)) == {SMALL}
+    assert {s.path: s.chunk_count for s in Source.objects.all()} == after
+    index_agrees()
+
+
+@pytest.mark.django_db
+def test_same_settings_are_unchanged_and_embed_nothing(kb: Path, foundry_config: Callable[..., Any],
+                                                       count_embeds: list[int]) -> None:
+    foundry_config(ingest={"chunk_tokens": 64, "chunk_overlap_tokens": 16})
+    write_docs(kb)
+    first = ingest.knowledge_base_ingest(target=kb)
+    assert first.count("ingested") == 3 and all(f.reason == "" for f in first.files)
+    embedded = len(count_embeds)
+    again = ingest.knowledge_base_ingest(target=kb)
+    assert reasons(again) == {path: ("unchanged", "") for path in chunk_counts()}
+    assert len(count_embeds) == embedded
+    index_agrees()
+
+
+@pytest.mark.django_db
+def test_changed_overlap_rechunks(kb: Path, foundry_config: Callable[..., Any]) -> None:
+    foundry_config(ingest={"chunk_tokens": 64})
+    write_docs(kb)
+    ingest.knowledge_base_ingest(target=kb)
+    texts = list(Chunk.objects.filter(source__path="pumps.md").values_list("text", flat=True))
+    foundry_config(ingest={"chunk_tokens": 64, "chunk_overlap_tokens": 20})
+    report = reasons(ingest.knowledge_base_ingest(target=kb))
+    assert report["pumps.md"] == ("ingested", "re-chunked: chunking settings changed (chunk_overlap_tokens 0 → 20)")
+    overlapped = list(Chunk.objects.filter(source__path="pumps.md").values_list("text", flat=True))
+    # With overlap a chunk repeats the last sentence of the one before it.
+    assert overlapped != texts and overlapped[1].startswith(overlapped[0].split(". ")[-1])
+    index_agrees()
+
+
+@pytest.mark.django_db
+def test_changed_context_model_rechunks_with_and_without_prefixes(
+        kb: Path, foundry_config: Callable[..., Any], scripted_llm: ScriptedLLM) -> None:
+    scripted_llm.reply = lambda messages: "About the alarm firmware."
+    (kb / "notes.txt").write_text("Firmware 2.4.1 fixes the alarm hysteresis bug.\n")
+    ingest.knowledge_base_ingest(target=kb)
+    assert "About the alarm" not in Chunk.objects.get().context
+
+    foundry_config(embedding={"context_model": "scripted/ctx"})
+    report = reasons(ingest.knowledge_base_ingest(target=kb))
+    assert report == {"notes.txt": ("ingested",
+                                    "re-chunked: chunking settings changed (context_model none → scripted/ctx)")}
+    assert "About the alarm firmware." in Chunk.objects.get().context and len(scripted_llm.calls) == 1
+    assert reasons(ingest.knowledge_base_ingest(target=kb)) == {"notes.txt": ("unchanged", "")}
+    assert len(scripted_llm.calls) == 1
+
+    foundry_config(embedding={"context_model": "none"})
+    report = reasons(ingest.knowledge_base_ingest(target=kb))
+    assert report["notes.txt"][1].endswith("(context_model scripted/ctx → none)")
+    assert "About the alarm" not in Chunk.objects.get().context
+    index_agrees()
+
+
+@pytest.mark.django_db
+def test_changed_file_and_settings_is_not_called_a_rechunk(kb: Path, foundry_config: Callable[..., Any]) -> None:
+    (kb / "notes.txt").write_text("Firmware 2.4.1 fixes the alarm hysteresis bug.\n")
+    ingest.knowledge_base_ingest(target=kb)
+    (kb / "notes.txt").write_text("Firmware 2.5.0 adds MQTT over TLS.\n")
+    foundry_config(ingest={"chunk_tokens": 64})
+    assert reasons(ingest.knowledge_base_ingest(target=kb)) == {"notes.txt": ("ingested", "")}
+    assert Source.objects.get().chunking == SMALL
+
+
+# --------------------------------------------------------------------------- split prepare / store
+
+@pytest.mark.django_db
+def test_split_prepare_and_store_record_what_prepare_used(kb: Path, foundry_config: Callable[..., Any]) -> None:
+    """A db worker whose foundry.yaml differs from the compute worker's stores the prepared chunks as
+    they are, records the settings they were built with (not its own) and says so; the next ingest
+    re-chunks them with its settings."""
+    write_docs(kb)
+    job = running_job(kb)
+    foundry_config(ingest={"chunk_tokens": 64})  # the compute worker's foundry.yaml
+    payload = json.loads(json.dumps(ingest_jobs.ingest_job_file_prepare(root=str(kb), rel="pumps.md",
+                                                                         job_id=job.pk)))  # through the broker
+    assert payload["chunking"] == SMALL
+    foundry_config(ingest={"chunk_tokens": 200})  # the db worker's foundry.yaml
+    stored = ingest_jobs.ingest_job_file_store(job_id=job.pk, rel="pumps.md", payload=payload)
+    assert stored is not None and stored.status == "ingested"
+    assert "prepared with chunk_tokens 64 but this foundry.yaml sets chunk_tokens 200" in stored.reason
+    job.refresh_from_db()
+    assert job.results[0]["reason"] == stored.reason
+    source = Source.objects.get(path="pumps.md")
+    assert source.chunking == SMALL and source.chunk_count == stored.chunks
+
+    rerun = reasons(ingest.knowledge_base_ingest(target=kb))
+    assert rerun["pumps.md"] == ("ingested", "re-chunked: chunking settings changed (chunk_tokens 64 → 200)")
+    source.refresh_from_db()
+    assert source.chunking == DEFAULTS and source.chunk_count < stored.chunks
+    index_agrees()
+
+
+@pytest.mark.django_db
+def test_payload_without_settings_is_stored_and_rechunked_next_time(kb: Path) -> None:
+    """A payload from a worker that predates the field: stored (unknown settings), redone by the next ingest."""
+    (kb / "notes.txt").write_text("Firmware 2.4.1 fixes the alarm hysteresis bug.\n")
+    job = ingest_jobs.ingest_job_create(target=kb)
+    payload = ingest.source_prepare(root=str(kb), rel="notes.txt")
+    del payload["chunking"]
+    stored = ingest.source_store_prepared(root=str(kb), rel="notes.txt", collection_id=job.collection_id,
+                                          payload=payload)
+    assert stored.status == "ingested" and "does not record its chunking settings" in stored.reason
+    assert Source.objects.get().chunking == ""
+    rerun = reasons(ingest.knowledge_base_ingest(target=kb))
+    assert rerun["notes.txt"][0] == "ingested" and "chunk_tokens unknown → 200" in rerun["notes.txt"][1]
+    assert Source.objects.get().chunking == DEFAULTS
+
+
+# --------------------------------------------------------------------------- foundry check / status
+
+@pytest.mark.django_db
+def test_check_warns_about_drift_with_the_command_that_fixes_it(
+        kb: Path, foundry_config: Callable[..., Any]) -> None:
+    write_docs(kb)
+    (kb / "private").mkdir()
+    (kb / "private" / "salaries.txt").write_text("Salary bands are reviewed in March.\n")
+    ingest.knowledge_base_ingest(target=kb, collection="manuals", include_private=True)
+    assert index_check().warnings == []
+
+    foundry_config(ingest={"chunk_tokens": 64})
+    command = f"foundry ingest {shlex.quote(str(kb))} --collection manuals --include-private"
+    report = index_check()
+    assert report.ok and len(report.warnings) == 1
+    assert "4 sources were chunked with other settings than foundry.yaml sets: chunk_tokens 200 → 64 (4 sources)" \
+        in report.warnings[0]
+    assert f"\n  {command}\n" in report.warnings[0]
+    out = StringIO()
+    call_command("foundry", "check", stdout=out)  # a warning: exit status 0
+    assert "WARNING: 4 sources were chunked" in out.getvalue() and out.getvalue().endswith("OK\n")
+    status = StringIO()
+    call_command("foundry", "status", stdout=status)
+    assert "WARNING: 4 sources were chunked" in status.getvalue()
+
+    argv = shlex.split(command)
+    call_command("foundry", *argv[1:], stdout=StringIO())
+    assert index_check().warnings == [] and set(Source.objects.values_list("chunking", flat=True)) == {SMALL}
+
+
+@pytest.mark.django_db
+def test_check_leaves_sources_of_another_model_to_the_model_problem(kb: Path) -> None:
+    (kb / "notes.txt").write_text("Firmware 2.4.1 fixes the alarm hysteresis bug.\n")
+    ingest.knowledge_base_ingest(target=kb)
+    Source.objects.update(embedding_model="local/other-model", chunking=SMALL)
+    report = index_check()
+    assert report.warnings == [] and any("local/other-model" in p for p in report.problems)
+
+
+# --------------------------------------------------------------------------- migration
+
+@pytest.mark.django_db(transaction=True)
+def test_migration_backfills_ingested_rows_and_keeps_the_fts_triggers(kb: Path) -> None:
+    (kb / "notes.txt").write_text("Firmware 2.4.1 fixes the alarm hysteresis bug.\n")
+    ingest.knowledge_base_ingest(target=kb)
+    Source.objects.create(collection=Source.objects.get().collection, root=str(kb), path="never.txt")
+    executor = MigrationExecutor(connection)
+    executor.migrate([("sources", "0002_ingest_job")])
+    try:
+        with connection.cursor() as cur:
+            cur.execute("SELECT name FROM pragma_table_info('sources_source') WHERE name = 'chunking'")
+            assert cur.fetchone() is None
+    finally:
+        executor = MigrationExecutor(connection)
+        executor.migrate(executor.loader.graph.leaf_nodes())
+    assert dict(Source.objects.values_list("path", "chunking")) == {"notes.txt": DEFAULTS, "never.txt": ""}
+    with connection.cursor() as cur:
+        cur.execute("SELECT name FROM sqlite_master WHERE type = 'trigger' AND name LIKE 'chunks_fts_%' ORDER BY 1")
+        assert [r[0] for r in cur.fetchall()] == ["chunks_fts_delete", "chunks_fts_insert", "chunks_fts_title",
+                                                  "chunks_fts_update"]
+    # The backfilled row counts as built with the defaults: nothing is re-embedded.
+    assert chunking_configured() == DEFAULTS
+    assert reasons(ingest.knowledge_base_ingest(target=kb))["notes.txt"] == ("unchanged", "")
+    Source.objects.filter(path="notes.txt").update(title="Renamed")  # the title trigger still works
+    with connection.cursor() as cur:
+        cur.execute("SELECT title FROM chunks_fts")
+        assert [r[0] for r in cur.fetchall()] == ["Renamed"]
+    index_agrees()
