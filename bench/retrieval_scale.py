@@ -3,6 +3,7 @@
     nice /work/main/.venv/bin/python bench/retrieval_scale.py [--sizes 10000,100000,1000000] [--queries 100]
     BENCH_SCALE_HOME=/tmp/foundry-scale-keep ... --sizes 1000000 --measure-only   # re-measure a kept database
     nice /work/main/.venv/bin/python bench/retrieval_scale.py --sizes 100000 --incremental  # matrix refresh only
+    BENCH_SCALE_HOME=... --sizes 1000000 --measure-only --bm25-max-df 1,0.1,0.05   # keyword channel only
 
 For each size, a database (under $TMPDIR, or $BENCH_SCALE_HOME to keep and re-measure
 it) is filled through the real schema: real SciFact sentences as chunk text (FTS5
@@ -19,6 +20,10 @@ matrix pages this process touched; they are shared page cache, not private memor
 more chunks (the same fill) and times the refresh from the previous copy against a
 build from nothing at the same version, three times, and checks the two write the same
 bytes.
+
+``--bm25-max-df`` times only the keyword channel (unscoped and scoped to the collection)
+and hybrid ``retrieve()`` at each ``retrieval.bm25_max_df``, and reports the share of
+query terms each keeps.
 """
 from __future__ import annotations
 
@@ -112,15 +117,39 @@ def timed(fn, items: list) -> dict[str, float]:
     return metrics.latency_summary(values)
 
 
-def with_dense_index(kind: str, fn):
+def with_retrieval(fn, **options):
+    """``fn`` run with some ``retrieval.*`` options set."""
     def run(item):
         saved = settings.FOUNDRY
-        settings.FOUNDRY = saved.with_overrides(retrieval={"dense_index": kind})
+        settings.FOUNDRY = saved.with_overrides(retrieval=options)
         try:
             return fn(item)
         finally:
             settings.FOUNDRY = saved
     return run
+
+
+def measure_max_df(queries: list[str], values: list[float]) -> dict:
+    """The keyword channel (unscoped, and scoped to the one collection) and hybrid ``retrieve()``
+    at each ``retrieval.bm25_max_df``, with the share of query terms it keeps."""
+    from retrieval.search import query_terms, rare_terms
+
+    scope = [Collection.objects.get(name="scale").pk]
+    out = {}
+    for value in values:
+        with connection.cursor() as cur:
+            kept = metrics.mean([len(rare_terms(cur, query_terms(q), value)) / max(1, len(query_terms(q)))
+                                 for q in queries])
+        out[f"bm25_max_df={value}"] = {
+            "terms_kept": round(kept, 3),
+            "bm25": timed(lambda q: ChunkSearch.search.keyword(q, limit=50, max_df=value), queries),
+            "bm25 scoped": timed(lambda q: ChunkSearch.search.keyword(q, limit=50, collection_ids=scope,
+                                                                      max_df=value), queries),
+            "hybrid retrieve() matrix": timed(with_retrieval(lambda q: retrieve(
+                question=q, collection_ids=None, mode="hybrid"), bm25_max_df=value), queries),
+        }
+        print(json.dumps({f"bm25_max_df={value}": out[f"bm25_max_df={value}"]}), flush=True)
+    return out
 
 
 def measure(size: int, queries: list[str], vectors: list[list[float]]) -> dict:
@@ -148,7 +177,7 @@ def measure(size: int, queries: list[str], vectors: list[list[float]]) -> dict:
             for stage in stages:
                 stages[stage].append(timings[stage])
 
-        out[f"hybrid retrieve() {kind}"] = timed(with_dense_index(kind, run), pairs)
+        out[f"hybrid retrieve() {kind}"] = timed(with_retrieval(run, dense_index=kind), pairs)
         for stage, values in stages.items():  # the warm-up call is the first value
             out[f"  of which {stage} ({kind})"] = metrics.latency_summary(values[1:])
     out["db_mb"] = round(sum(f.stat().st_size for f in HOME.glob("scale.sqlite3*")) / 2**20, 1)
@@ -198,6 +227,9 @@ def main() -> None:
     parser.add_argument("--data", type=Path, default=_common.DEFAULT_DATA)
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument("--measure-only", action="store_true", help="do not fill; measure the kept database")
+    parser.add_argument("--bm25-max-df", default="",
+                        help="only time the keyword channel and hybrid retrieve() at these retrieval.bm25_max_df "
+                             "values (comma-separated), on the kept database")
     parser.add_argument("--incremental", action="store_true",
                         help="measure only the matrix refresh after appending 1 %% (vs a full build)")
     args = parser.parse_args()
@@ -213,7 +245,9 @@ def main() -> None:
         if not args.measure_only:
             fill(size, texts, rng)
         fill_s = round(time.perf_counter() - start, 1)
-        if args.incremental:
+        if args.bm25_max_df:
+            results[size] = measure_max_df(queries, [float(v) for v in args.bm25_max_df.split(",")])
+        elif args.incremental:
             results[size] = {"fill_s": fill_s, "incremental": measure_incremental(size, texts, rng)}
         else:
             results[size] = {"fill_s": fill_s, **measure(size, queries, vectors)}

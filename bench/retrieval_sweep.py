@@ -87,15 +87,19 @@ def channels(beir: _common.Beir, variants: bool) -> tuple[dict, dict[str, list[H
 
 def max_df_table(beir: _common.Beir, dense: dict[str, list[Hit]], values: list[float]) -> dict:
     """nDCG@10 of BM25 alone and of hybrid RRF (k=60, chunk level) with the product's ``keyword()``
-    at each ``retrieval.bm25_max_df``; plus the share of query terms kept and BM25's time per query."""
+    at each ``retrieval.bm25_max_df``; plus the share of query terms kept and BM25's time per query.
+    The floor that keeps every term of an index this small (``PRUNE_FLOOR``) is set to 0, so
+    the share rule is measured as it applies to a large index."""
+    from retrieval import search
     from retrieval.search import query_terms, rare_terms
+
+    search.PRUNE_FLOOR = 0
 
     out = {}
     for value in values:
-        conf = settings.FOUNDRY.with_overrides(retrieval={"bm25_max_df": value})
-        with override_settings(FOUNDRY=conf), connection.cursor() as cur:
+        with connection.cursor() as cur:
             start = time.perf_counter()
-            hits = {q: ChunkSearch.search.keyword(t, limit=DEPTH) for q, t in beir.queries.items()}
+            hits = {q: ChunkSearch.search.keyword(t, limit=DEPTH, max_df=value) for q, t in beir.queries.items()}
             ms = (time.perf_counter() - start) * 1000 / len(beir.queries)
             kept = metrics.mean([len(rare_terms(cur, query_terms(t), value)) / max(1, len(query_terms(t)))
                                  for t in beir.queries.values()])

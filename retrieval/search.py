@@ -10,13 +10,13 @@ import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
-from django.conf import settings
 from django.db import connection, models
 
 from sources import vectorstore
 
 MAX_QUERY_TERMS = 64
 TOKENIZER = "porter unicode61 remove_diacritics 2"  # chunks_fts's (retrieval/migrations/0001_chunks_fts.py)
+PRUNE_FLOOR = 10_000  # rare_terms keeps a term found in this many chunks or fewer (a few ms to score)
 SCOPE_OVERFETCH = 4  # a scoped keyword search first takes 4x its limit from the whole index
 _TERM = re.compile(r"\w+", re.UNICODE)
 # Words that carry no topic: dropping them keeps BM25 from ranking on "what is the".
@@ -59,20 +59,23 @@ def fts_query(text: str) -> str:
 
 
 def rare_terms(cursor, terms: Sequence[str], max_df: float) -> list[str]:
-    """The ``terms`` found in at most ``max_df`` of all chunks (the rarest one if none is).
+    """The ``terms`` found in at most ``max_df`` of all chunks, or in at most
+    ``PRUNE_FLOOR`` chunks (the rarest one if none is).
 
     FTS5 scores every chunk holding any query term, so a word found in a large share
-    of the chunks costs most of a keyword search while its IDF adds little to the
-    ranking (docs/benchmarks.md, section 6). A term's chunk count is read for the
-    stem(s) the index stores: the terms are tokenized by a connection-local FTS5
-    table with the index's own tokenizer, and counted in an fts5vocab view of it.
+    of a large index costs most of a keyword search while its IDF adds little to the
+    ranking (docs/benchmarks.md, sections 3 and 6); in a small index it costs nothing
+    and is kept. A term's chunk count is read for the stem(s) the index stores: the
+    terms are tokenized by a connection-local FTS5 table with the index's own
+    tokenizer, and counted in an fts5vocab view of the index.
     """
     if max_df >= 1 or len(terms) < 2:
         return list(terms)
     cursor.execute("SELECT block FROM chunks_fts_data WHERE id = 1")  # FTS5's averages record
     row = cursor.fetchone()
     total = _varint(row[0]) if row else 0
-    if not total:
+    limit = max(max_df * total, PRUNE_FLOOR)
+    if total <= limit:
         return list(terms)
     for ddl in (f"CREATE VIRTUAL TABLE IF NOT EXISTS temp.query_terms USING fts5(term, tokenize = '{TOKENIZER}')",
                 "CREATE VIRTUAL TABLE IF NOT EXISTS temp.query_stems USING fts5vocab(temp, query_terms, 'instance')",
@@ -84,7 +87,7 @@ def rare_terms(cursor, terms: Sequence[str], max_df: float) -> list[str]:
                    "LEFT JOIN temp.chunk_terms c ON c.term = s.term GROUP BY s.doc")
     chunks_with = dict(cursor.fetchall())
     counts = [chunks_with.get(i, 0) for i in range(len(terms))]
-    kept = [term for term, count in zip(terms, counts) if count <= max_df * total]
+    kept = [term for term, count in zip(terms, counts) if count <= limit]
     return kept or [min(zip(counts, terms))[1]]
 
 
@@ -109,10 +112,11 @@ def _scope(collection_ids: Sequence[int] | None, column: str) -> tuple[str, list
 
 
 class ChunkSearchManager(models.Manager):
-    def keyword(self, text: str, *, limit: int = 20, collection_ids: Sequence[int] | None = None) -> list[Hit]:
+    def keyword(self, text: str, *, limit: int = 20, collection_ids: Sequence[int] | None = None,
+                max_df: float = 1.0) -> list[Hit]:
         """BM25 hits, best first; ``score`` is -bm25 (higher is better).
 
-        Terms in more than ``retrieval.bm25_max_df`` of the chunks are left out (``rare_terms``).
+        Terms in more than ``max_df`` of the chunks are left out (``rare_terms``).
         A scoped search filters the unscoped ranking (BM25 statistics are the whole index's
         either way, so the order is the same) and ranks inside the scope by a join only when
         the scope holds too few of the best matches.
@@ -120,7 +124,7 @@ class ChunkSearchManager(models.Manager):
         if collection_ids is not None and not collection_ids:
             return []
         with connection.cursor() as cur:
-            query = match_expression(rare_terms(cur, query_terms(text), settings.FOUNDRY.retrieval.bm25_max_df))
+            query = match_expression(rare_terms(cur, query_terms(text), max_df))
             if not query:
                 return []
             fetch = limit if collection_ids is None else limit * SCOPE_OVERFETCH

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from django.conf import settings
@@ -104,15 +105,16 @@ def retrieve(*, question: str, collection_ids: Sequence[int] | None, mode: str |
     if conf.retrieval.hyde and result.mode != "bm25":
         with timer("hyde"):
             result.hyde_text = hyde_generate(question)
+    matrix = None
     if result.mode != "bm25" and conf.retrieval.dense_index == "matrix":
         start = time.perf_counter()
-        if dense.current(conf.embedding.model)[1]:
+        matrix, built = dense.current(conf.embedding.model)
+        if built:
             result.timings["dense_index_build"] = round((time.perf_counter() - start) * 1000, 1)
-    with timer("embed"):
-        texts = [question] + ([result.hyde_text] if result.hyde_text else [])
-        vectors = llm.embed(texts, model=conf.embedding.model)
+    texts = [question] + ([result.hyde_text] if result.hyde_text else [])
     with timer("search"):
-        result.channels = _search(question, vectors[-1], result.mode, top_k, collection_ids)
+        vectors, result.channels = _search(question, texts, result.mode, top_k, collection_ids, matrix,
+                                           result.timings)
         fused = (channels_fuse(result.channels, fusion=conf.retrieval.fusion, k=conf.retrieval.rrf_k)
                  if result.mode == "hybrid" else next(iter(result.channels.values())))[:top_k]
         result.candidates = _candidates(fused, result.channels, vectors[0])
@@ -140,17 +142,40 @@ def hyde_generate(question: str) -> str:
     return reply.text
 
 
-def _search(question: str, vector: list[float], mode: str, top_k: int,
-            collection_ids: Sequence[int] | None) -> dict[str, list[Hit]]:
+def _search(question: str, texts: list[str], mode: str, top_k: int, collection_ids: Sequence[int] | None,
+            matrix: dense.DenseMatrix | None, timings: dict[str, float]) -> tuple[list[list[float]], dict]:
+    """The query vectors and each channel's hits (``matrix``: the dense copy to scan, None for vec0).
+
+    The two channels are independent, so the query embedding and the memory-mapped
+    dense scan (torch and BLAS, which release the GIL and touch no database) run on a
+    second thread while this one runs the BM25 query; the vec0 scan needs this
+    thread's database connection and follows. The ``embed`` timing is the embedding alone.
+    In hybrid mode the BM25 query leaves out terms found in more than
+    ``retrieval.bm25_max_df`` of the chunks: the dense channel still reads the whole question.
+    """
+    conf = settings.FOUNDRY
     depth = max(top_k * CANDIDATE_FACTOR, 50)
+
+    def embed_and_scan() -> tuple[list[list[float]], list[Hit] | None]:
+        start = time.perf_counter()
+        vectors = llm.embed(texts, model=conf.embedding.model)
+        timings["embed"] = round((time.perf_counter() - start) * 1000, 1)
+        return vectors, (matrix.search(vectors[-1], k=depth, collection_ids=collection_ids)
+                         if matrix is not None else None)
+
     channels: dict[str, list[Hit]] = {}
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        pending = pool.submit(embed_and_scan)
+        keyword = (ChunkSearch.search.keyword(question, limit=depth, collection_ids=collection_ids,
+                                              max_df=conf.retrieval.bm25_max_df if mode == "hybrid" else 1.0)
+                   if mode in ("hybrid", "bm25") else None)
+        vectors, scanned = pending.result()
     if mode in ("hybrid", "dense"):
-        nearest = dense.nearest if settings.FOUNDRY.retrieval.dense_index == "matrix" else ChunkSearch.search.nearest
-        channels["dense"] = nearest(vector, model=settings.FOUNDRY.embedding.model, k=depth,
-                                    collection_ids=collection_ids)
-    if mode in ("hybrid", "bm25"):
-        channels["bm25"] = ChunkSearch.search.keyword(question, limit=depth, collection_ids=collection_ids)
-    return channels
+        channels["dense"] = scanned if matrix is not None else ChunkSearch.search.nearest(
+            vectors[-1], model=conf.embedding.model, k=depth, collection_ids=collection_ids)
+    if keyword is not None:
+        channels["bm25"] = keyword
+    return vectors, channels
 
 
 def channels_fuse(channels: dict[str, list[Hit]], *, fusion: str, k: int) -> list[Hit]:

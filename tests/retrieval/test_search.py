@@ -169,8 +169,15 @@ def test_scoped_keyword_search_equals_ranking_inside_the_scope(kb: Path, foundry
         ChunkSearch.search.keyword("pump", limit=50, collection_ids=[alpha, beta])
 
 
+@pytest.fixture
+def prune_small_indexes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Leave out common terms even in these tiny indexes (the shipped floor keeps every term
+    found in 10,000 chunks or fewer)."""
+    monkeypatch.setattr("retrieval.search.PRUNE_FLOOR", 0)
+
+
 @pytest.mark.django_db
-def test_rare_terms_leave_out_words_in_most_chunks(kb: Path, foundry_config) -> None:
+def test_rare_terms_leave_out_words_in_most_chunks(kb: Path, foundry_config, prune_small_indexes) -> None:
     from django.db import connection
 
     from retrieval.search import rare_terms
@@ -195,17 +202,34 @@ def test_rare_terms_leave_out_words_in_most_chunks(kb: Path, foundry_config) -> 
 
 
 @pytest.mark.django_db
-def test_keyword_search_with_bm25_max_df_matches_the_rare_terms_query(kb: Path, foundry_config) -> None:
+def test_hybrid_keyword_channel_leaves_out_common_terms_and_bm25_mode_does_not(kb: Path, foundry_config,
+                                                                               prune_small_indexes) -> None:
     (kb / "manual.md").write_text("# Manual\n\n" + "\n\n".join(
         f"## Part {i}\n\nThe pump station {'has a relief valve' if i % 4 == 0 else 'runs quietly'}."
         for i in range(12)) + "\n")
-    foundry_config(ingest={"chunk_tokens": 20})
+    foundry_config(ingest={"chunk_tokens": 20}, retrieval={"bm25_max_df": 0.5, "min_score": 0.0})
     knowledge_base_ingest(target=kb)
     everything = ChunkSearch.search.keyword("pump relief valve", limit=20)
-    foundry_config(retrieval={"bm25_max_df": 0.5})
-    pruned = ChunkSearch.search.keyword("pump relief valve", limit=20)
+    pruned = ChunkSearch.search.keyword("pump relief valve", limit=20, max_df=0.5)
     assert len(everything) == 12 and len(pruned) == 3  # "pump" (12 of 12 chunks) is left out
     assert [h.chunk_id for h in pruned] == [h.chunk_id for h in everything[:3]]
+    hybrid = retrieve(question="pump relief valve", collection_ids=None, mode="hybrid", top_k=20)
+    bm25 = retrieve(question="pump relief valve", collection_ids=None, mode="bm25", top_k=20)
+    assert [h.chunk_id for h in hybrid.channels["bm25"]] == [h.chunk_id for h in pruned]
+    assert [h.chunk_id for h in bm25.channels["bm25"]] == [h.chunk_id for h in everything]
+    assert len(hybrid.channels["dense"]) == 12  # the dense channel still reads the whole question
+
+
+@pytest.mark.django_db
+def test_rare_terms_keep_every_term_of_a_small_index(kb: Path) -> None:
+    from django.db import connection
+
+    from retrieval.search import rare_terms
+
+    (kb / "manual.md").write_text("# Manual\n\nThe pump station has a relief valve.\n")
+    knowledge_base_ingest(target=kb)
+    with connection.cursor() as cur:  # "pump" is in every chunk, but 1 chunk is far below the floor
+        assert rare_terms(cur, ["pump", "valve"], 0.05) == ["pump", "valve"]
 
 
 def test_keyword_tokenizer_is_the_index_tokenizer() -> None:
