@@ -58,10 +58,9 @@ def index_version(collection_ids: list[int] | None = None) -> str:
 
 
 @dataclass(frozen=True)
-class StaleEmbeddings:
-    """Ingested sources of one collection and folder whose vectors come from another embedding model."""
+class _ReingestGroup:
+    """Ingested sources of one collection and folder that one ``foundry ingest`` brings up to date."""
 
-    model: str  # the model they were embedded with
     collection: str
     root: str
     sources: int
@@ -69,13 +68,17 @@ class StaleEmbeddings:
 
     @property
     def reingest_command(self) -> str:
-        """The command that embeds these sources again with the configured model."""
-        return _reingest_command(self.root, self.collection, self.private)
+        """The command that ingests these sources again with the configured settings (only files whose
+        settings or bytes differ are redone)."""
+        flag = " --include-private" if self.private else ""
+        return f"foundry ingest {shlex.quote(self.root)} --collection {shlex.quote(self.collection)}{flag}"
 
 
-def _reingest_command(root: str, collection: str, private: bool) -> str:
-    flag = " --include-private" if private else ""
-    return f"foundry ingest {shlex.quote(root)} --collection {shlex.quote(collection)}{flag}"
+@dataclass(frozen=True)
+class StaleEmbeddings(_ReingestGroup):
+    """Sources whose vectors come from another embedding model."""
+
+    model: str = ""  # the model they were embedded with
 
 
 def stale_embeddings(*, model: str, collection_ids: Sequence[int] | None = None) -> list[StaleEmbeddings]:
@@ -105,19 +108,10 @@ def _reingest_groups(rows: QuerySet[Source], by: str) -> list[dict]:
 
 
 @dataclass(frozen=True)
-class ChunkingDrift:
-    """Ingested sources of one collection and folder whose chunks were built with other chunking settings."""
+class ChunkingDrift(_ReingestGroup):
+    """Sources whose chunks were built with other chunking settings."""
 
-    chunking: str  # the settings they were chunked with (``Source.chunking``; "" if never recorded)
-    collection: str
-    root: str
-    sources: int
-    private: bool  # some lie under private/, so their re-ingest needs --include-private
-
-    @property
-    def reingest_command(self) -> str:
-        """The command that re-chunks these sources (and only files whose settings or bytes differ)."""
-        return _reingest_command(self.root, self.collection, self.private)
+    chunking: str = ""  # the settings they were chunked with (``Source.chunking``; "" if never recorded)
 
 
 def chunking_drift(*, chunking: str, model: str) -> list[ChunkingDrift]:
