@@ -5,6 +5,7 @@ here decides, before any generation call, whether evidence exists.
 """
 from __future__ import annotations
 
+import contextvars
 import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -165,7 +166,7 @@ def _search(question: str, texts: list[str], mode: str, top_k: int, collection_i
 
     channels: dict[str, list[Hit]] = {}
     with ThreadPoolExecutor(max_workers=1) as pool:
-        pending = pool.submit(embed_and_scan)
+        pending = pool.submit(contextvars.copy_context().run, embed_and_scan)  # llm.record_calls counts it
         keyword = (ChunkSearch.search.keyword(question, limit=depth, collection_ids=collection_ids,
                                               max_df=conf.retrieval.bm25_max_df if mode == "hybrid" else 1.0)
                    if mode in ("hybrid", "bm25") else None)

@@ -239,3 +239,17 @@ def test_keyword_tokenizer_is_the_index_tokenizer() -> None:
 
     migration = import_module("retrieval.migrations.0001_chunks_fts")
     assert f"tokenize = '{TOKENIZER}'" in migration.CREATE[0]
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("mode", ["hybrid", "dense", "bm25"])
+def test_retrieve_counts_its_query_embedding_in_the_call_record(kb: Path, mode: str) -> None:
+    """The embedding runs on a second thread beside BM25; the per-query call record still sees it."""
+    from foundry_site import llm
+
+    (kb / "pump.md").write_text("# Pump\n\nThe pump valve opens at 2 bar.\n")
+    knowledge_base_ingest(target=kb)
+    with llm.record_calls() as record:
+        found = retrieve(question="When does the pump valve open?", collection_ids=None, mode=mode)
+    assert record.embedding_calls == 1
+    assert found.timings["embed"] > 0 and found.timings["search"] >= found.timings["embed"]
