@@ -67,6 +67,7 @@ logger = logging.getLogger(__name__)
 
 BUILD_ATTEMPTS = 5  # version moved during a read this many times in a row: give up and say so
 COPY_ROWS = 65_536  # rows per write when assembling a copy (~100 MB of 384-d float32)
+FORMAT = 2  # of a copy's files (2: signs.npy added); part of its folder name, so an older copy is rebuilt
 
 
 class DenseIndexError(Exception):
@@ -80,26 +81,66 @@ class DenseMatrix:
     ids: np.ndarray          # int64 chunk ids, one per row
     collections: np.ndarray  # int64 collection ids, one per row
     vectors: np.ndarray      # float32 (rows, dimension), unit rows, memory-mapped
+    signs: np.ndarray        # uint64 (words, rows): each row's sign bits (``sign_words``), memory-mapped
 
-    def search(self, vector: Sequence[float], *, k: int, collection_ids: Sequence[int] | None) -> list[Hit]:
+    def search(self, vector: Sequence[float], *, k: int, collection_ids: Sequence[int] | None,
+               shortlist: int = 0) -> list[Hit]:
+        """The ``k`` rows nearest ``vector`` by cosine, best first (ties by chunk id).
+
+        ``shortlist`` 0 scores every row. Above 0 (and when more rows are in scope), every
+        row is first ranked by the Hamming distance of its sign bits to the query's, and
+        only the ``shortlist`` nearest by that (plus those tied with the last) are scored
+        exactly: the same hits, unless one of the true best ``k`` falls outside the shortlist.
+        """
         query = np.asarray(vector, dtype=np.float32)
         if query.shape != (self.vectors.shape[1],):
             raise DenseIndexError(f"query vector has {query.size} dimensions but {self.folder} holds "
                                   f"{self.vectors.shape[1]}-d vectors")
         norm = float(np.linalg.norm(query))
-        scores = self.vectors @ (query / norm if norm else query)
+        query = query / norm if norm else query
+        allowed = None
         if collection_ids is not None:
             allowed = np.isin(self.collections, np.asarray([int(i) for i in collection_ids], dtype=np.int64))
-            scores = np.where(allowed, scores, -np.inf)
             available = int(allowed.sum())
         else:
-            available = scores.size
+            available = self.ids.size
         k = min(int(k), available)
         if k <= 0:
             return []
+        if 0 < shortlist and max(shortlist, k) < available:
+            rows = self._shortlist(query, max(shortlist, k), allowed)
+            scores = np.asarray(self.vectors[rows] @ query)
+        else:
+            rows = None
+            scores = self.vectors @ query
+            if allowed is not None:
+                scores = np.where(allowed, scores, -np.inf)
         top = np.argpartition(-scores, k - 1)[:k] if k < scores.size else np.arange(scores.size)
-        order = top[np.lexsort((self.ids[top], -scores[top]))]
-        return [Hit(int(self.ids[i]), float(scores[i])) for i in order]
+        order = top[np.lexsort((self.ids[top if rows is None else rows[top]], -scores[top]))]
+        picked = order if rows is None else rows[order]
+        return [Hit(int(self.ids[row]), float(score)) for row, score in zip(picked, scores[order])]
+
+    def _shortlist(self, query: np.ndarray, size: int, allowed: np.ndarray | None) -> np.ndarray:
+        """Rows (ascending) whose sign bits are nearest the query's: the ``size`` nearest and their ties."""
+        distance = np.zeros(self.ids.size, np.uint16)
+        scratch, counts = np.empty(self.ids.size, np.uint64), np.empty(self.ids.size, np.uint8)
+        for word, column in zip(sign_words(query[None, :])[0], self.signs):
+            np.bitwise_xor(column, word, out=scratch)
+            np.bitwise_count(scratch, out=counts)
+            distance += counts
+        beyond = 64 * self.signs.shape[0] + 1  # farther than any row: out of scope
+        if allowed is not None:
+            distance[~allowed] = beyond
+        cumulative = np.cumsum(np.bincount(distance, minlength=beyond + 1))
+        return np.flatnonzero(distance <= int(np.searchsorted(cumulative, size)))
+
+
+def sign_words(vectors: np.ndarray) -> np.ndarray:
+    """One bit per dimension (1 where > 0), packed into uint64 words: shape (rows, ceil(dimension / 64))."""
+    bits = np.packbits(vectors > 0, axis=1)
+    padded = np.zeros((bits.shape[0], -(-bits.shape[1] // 8) * 8), np.uint8)
+    padded[:, :bits.shape[1]] = bits
+    return padded.view(np.uint64)
 
 
 _loaded: dict[Path, DenseMatrix] = {}
@@ -114,14 +155,15 @@ def root_folder(model: str) -> Path:
 
 
 def nearest(vector: Sequence[float], *, model: str, k: int = 20,
-            collection_ids: Sequence[int] | None = None) -> list[Hit]:
-    """Nearest chunks by cosine similarity, best first: the same answer as ``ChunkSearch.search.nearest``."""
+            collection_ids: Sequence[int] | None = None, shortlist: int = 0) -> list[Hit]:
+    """Nearest chunks by cosine similarity, best first: the same answer as ``ChunkSearch.search.nearest``
+    (with a ``shortlist``, see ``DenseMatrix.search``)."""
     if not vectorstore.table_exists(model):
         raise vectorstore.MissingEmbeddings(model)
     if collection_ids is not None and not collection_ids:
         return []
     matrix, _ = current(model)
-    return matrix.search(vector, k=k, collection_ids=collection_ids)
+    return matrix.search(vector, k=k, collection_ids=collection_ids, shortlist=shortlist)
 
 
 def current(model: str) -> tuple[DenseMatrix, bool]:
@@ -150,7 +192,7 @@ def current(model: str) -> tuple[DenseMatrix, bool]:
 
 
 def _version_hash(version: str) -> str:
-    return hashlib.sha256(version.encode()).hexdigest()[:20]
+    return hashlib.sha256(f"{FORMAT}:{version}".encode()).hexdigest()[:20]
 
 
 @contextlib.contextmanager
@@ -256,6 +298,11 @@ def _write(model: str, staging: Path, base: DenseMatrix | None) -> tuple[int, in
         out.flush()
         os.fsync(out.fileno())
     (staging / "read.f32").unlink()
+    vectors = _map(staging / "vectors.f32", live.size, dimension)
+    signs = np.empty((sign_words(vectors[:0]).shape[1], live.size), np.uint64)
+    for start in range(0, live.size, COPY_ROWS):
+        signs[:, start:start + COPY_ROWS] = sign_words(vectors[start:start + COPY_ROWS]).T
+    np.save(staging / "signs.npy", signs)
     np.save(staging / "ids.npy", np.concatenate([part_ids[rows] for _, part_ids, _, rows in parts]))
     np.save(staging / "collections.npy", np.concatenate([part_collections[rows]
                                                          for _, _, part_collections, rows in parts]))
@@ -300,11 +347,13 @@ def _open(folder: Path) -> DenseMatrix:
         ids = np.load(folder / "ids.npy")
         collections = np.load(folder / "collections.npy")
         vectors = _map(folder / "vectors.f32", rows, dimension)
+        signs = np.load(folder / "signs.npy", mmap_mode="r") if rows else np.zeros((0, 0), np.uint64)
     except FileNotFoundError:
         raise
     except (OSError, ValueError, KeyError) as exc:
         raise DenseIndexError(f"cannot read the dense matrix in {folder}: {exc}") from exc
-    if ids.shape != (rows,) or collections.shape != (rows,):
+    if ids.shape != (rows,) or collections.shape != (rows,) or signs.shape[1:] != (rows,):
         raise DenseIndexError(f"the dense matrix in {folder} is inconsistent: {rows} vectors, "
-                              f"{ids.size} ids, {collections.size} collection ids")
-    return DenseMatrix(folder=folder, version=meta["version"], ids=ids, collections=collections, vectors=vectors)
+                              f"{ids.size} ids, {collections.size} collection ids, {signs.shape[-1]} sign rows")
+    return DenseMatrix(folder=folder, version=meta["version"], ids=ids, collections=collections, vectors=vectors,
+                       signs=signs)

@@ -161,8 +161,11 @@ def _search(question: str, texts: list[str], mode: str, top_k: int, collection_i
         start = time.perf_counter()
         vectors = llm.embed(texts, model=conf.embedding.model)
         timings["embed"] = round((time.perf_counter() - start) * 1000, 1)
-        return vectors, (matrix.search(vectors[-1], k=depth, collection_ids=collection_ids)
-                         if matrix is not None else None)
+        if matrix is None:
+            return vectors, None
+        big = matrix.ids.size > conf.retrieval.dense_exact_max_rows
+        return vectors, matrix.search(vectors[-1], k=depth, collection_ids=collection_ids,
+                                      shortlist=conf.retrieval.dense_shortlist if big else 0)
 
     channels: dict[str, list[Hit]] = {}
     with ThreadPoolExecutor(max_workers=1) as pool:

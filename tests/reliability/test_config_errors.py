@@ -312,3 +312,9 @@ def test_generation_run_fails_with_the_message_instead_of_hanging(changed_model:
     run.refresh_from_db()
     assert run.status == GenerationRun.Status.FAILED and run.error["type"] == "EmbeddingModelChanged"
     assert OLD_MODEL in run.error["message"] and NEW_MODEL in run.error["message"]
+
+
+def test_help_shows_the_command_as_the_user_types_it(tmp_path: Path) -> None:
+    result = foundry("query", "--help", config=write_yaml(tmp_path / "foundry.yaml", {}))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("usage: foundry query [-h]")  # not "foundry foundry query"

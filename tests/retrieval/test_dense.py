@@ -55,7 +55,7 @@ def vectors_read(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     return counts
 
 
-COPY_FILES = ("vectors.f32", "ids.npy", "collections.npy")
+COPY_FILES = ("vectors.f32", "signs.npy", "ids.npy", "collections.npy")
 
 
 def _assert_same_as_a_full_build(model: str) -> None:
@@ -101,6 +101,89 @@ def test_matrix_returns_the_same_chunks_order_and_scores_as_vec0() -> None:
                 assert np.allclose([h.score for h in got], [h.score for h in expected], atol=1e-5)
     assert len(dense.nearest([1.0] * 16, model=TINY, k=500)) == 360
     assert dense.nearest([1.0] * 16, model=TINY, k=5, collection_ids=[]) == []
+
+
+def test_sign_words_pack_one_bit_per_dimension_padded_to_whole_words() -> None:
+    vectors = np.zeros((2, 70), np.float32)
+    vectors[0, [0, 7, 64, 69]] = 1.0
+    vectors[1, :] = -0.5
+    vectors[1, 8] = 2.0
+    words = dense.sign_words(vectors)
+    assert words.shape == (2, 2) and words.dtype == np.uint64
+    bits = np.unpackbits(words.view(np.uint8), axis=1)  # bytes back to bits, in packing order
+    assert np.flatnonzero(bits[0]).tolist() == [0, 7, 64, 69]
+    assert np.flatnonzero(bits[1]).tolist() == [8]  # 0 and negative give 0; the padding stays 0
+
+
+def _expected_with_shortlist(query: np.ndarray, vectors: np.ndarray, ids: np.ndarray, allowed: np.ndarray,
+                             size: int, k: int) -> list[int]:
+    """Counted another way: sign mismatches per row, the shortlist with its ties, exact cosine within it."""
+    mismatches = ((vectors > 0) != (query > 0)).sum(axis=1)
+    mismatches = np.where(allowed, mismatches, vectors.shape[1] + 1)
+    cut = np.sort(mismatches)[size - 1]
+    rows = np.flatnonzero(mismatches <= cut)
+    cosine = vectors[rows] @ query / np.linalg.norm(vectors[rows], axis=1) / np.linalg.norm(query)
+    best = sorted(zip(-cosine, ids[rows]))[:k]
+    return [int(chunk_id) for _, chunk_id in best]
+
+
+@pytest.mark.django_db
+def test_shortlist_scores_exactly_the_rows_nearest_in_sign_bits() -> None:
+    rng = np.random.default_rng(11)
+    alpha, beta, gamma = (c.pk for c in _tiny_index(rng))
+    rows = sorted(ChunkSearch.search.vectors(list(Chunk.objects.values_list("pk", flat=True)), model=TINY).items())
+    ids = np.array([chunk_id for chunk_id, _ in rows])
+    vectors = np.array([np.frombuffer(blob, np.float32) for _, blob in rows])
+    collection = np.array(list(Chunk.objects.order_by("pk").values_list("source__collection", flat=True)))
+    missed = 0
+    for query in rng.standard_normal((8, 16)).astype(np.float32):
+        for scope in (None, [alpha], [beta, gamma]):
+            allowed = np.ones(len(ids), bool) if scope is None else np.isin(collection, scope)
+            for size, k in ((30, 10), (5, 5), (60, 50)):
+                got = dense.nearest(query.tolist(), model=TINY, k=k, collection_ids=scope, shortlist=size)
+                assert [h.chunk_id for h in got] == _expected_with_shortlist(query, vectors, ids, allowed,
+                                                                             max(size, k), k), (scope, size, k)
+                by_id = dict(zip(ids.tolist(), vectors))
+                assert [h.score for h in got] == pytest.approx(
+                    [float(by_id[h.chunk_id] @ query / np.linalg.norm(by_id[h.chunk_id]) / np.linalg.norm(query))
+                     for h in got], abs=1e-5)
+                exact = dense.nearest(query.tolist(), model=TINY, k=k, collection_ids=scope)
+                missed += len({h.chunk_id for h in exact} - {h.chunk_id for h in got})
+    assert missed > 0  # 16 random dimensions are a poor filter: the shortlist path really ran
+
+
+@pytest.mark.django_db
+def test_shortlist_as_large_as_the_scope_is_the_exact_search() -> None:
+    rng = np.random.default_rng(12)
+    alpha, *_ = (c.pk for c in _tiny_index(rng))
+    for query in rng.standard_normal((4, 16)).astype(np.float32):
+        for scope, size in ((None, 360), (None, 5000), ([alpha], 120)):
+            for k in (1, 10, 500):
+                exact = dense.nearest(query.tolist(), model=TINY, k=k, collection_ids=scope)
+                got = dense.nearest(query.tolist(), model=TINY, k=k, collection_ids=scope, shortlist=size)
+                assert got == exact
+
+
+@pytest.mark.django_db
+def test_retrieve_shortlists_only_above_dense_exact_max_rows(kb: Path, foundry_config,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    for number in range(60):
+        (kb / f"part{number}.md").write_text(f"# Part {number}\n\nPart {number} is rated for {number * 7} bar.\n")
+    knowledge_base_ingest(target=kb)
+    real, sizes = dense.DenseMatrix._shortlist, []
+
+    def counting(self: dense.DenseMatrix, query: np.ndarray, size: int, allowed: np.ndarray | None) -> np.ndarray:
+        sizes.append(size)
+        return real(self, query, size, allowed)
+
+    monkeypatch.setattr(dense.DenseMatrix, "_shortlist", counting)
+    exact = retrieve(question="which part is rated for 14 bar", collection_ids=None, mode="dense", top_k=2)
+    assert sizes == []  # 60 vectors: under the default dense_exact_max_rows
+    foundry_config(retrieval={"dense_exact_max_rows": 59, "dense_shortlist": 3})
+    shortlisted = retrieve(question="which part is rated for 14 bar", collection_ids=None, mode="dense", top_k=2)
+    assert sizes == [50]  # never fewer than the channel's depth (50 here): it still returns 50 hits
+    assert len(shortlisted.channels["dense"]) == 50
+    assert shortlisted.channels["dense"][0] == exact.channels["dense"][0]
 
 
 @pytest.mark.django_db
@@ -214,6 +297,8 @@ def _damage(folder: Path, how: str) -> None:
         (folder / "vectors.f32").write_bytes((folder / "vectors.f32").read_bytes()[:-64])
     elif how == "ids missing":
         (folder / "ids.npy").unlink()
+    elif how == "signs missing":  # as in a copy written before sign bits existed
+        (folder / "signs.npy").unlink()
     elif how == "another width":
         meta = json.loads((folder / "meta.json").read_text())
         (folder / "meta.json").write_text(json.dumps({**meta, "dimension": 8}))
@@ -224,7 +309,7 @@ def _damage(folder: Path, how: str) -> None:
 
 
 @pytest.mark.django_db
-@pytest.mark.parametrize("how", ["vectors cut short", "ids missing", "another width",
+@pytest.mark.parametrize("how", ["vectors cut short", "ids missing", "signs missing", "another width",
                                  "an id listed twice", "an id replaced"])
 def test_damaged_previous_copy_leads_to_a_full_build(how: str, vectors_read: list[int],
                                                      caplog: pytest.LogCaptureFixture) -> None:

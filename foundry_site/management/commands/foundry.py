@@ -24,6 +24,8 @@ class Command(BaseCommand):
     help = "Foundry: a source-bounded knowledge base."
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        if parser.prog == "foundry foundry":  # the `foundry` script (cli.main); `manage.py foundry` keeps its name
+            parser.prog = "foundry"
         sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
         for module in COMMAND_MODULES:
             module.add_parsers(sub)
