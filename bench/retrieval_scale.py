@@ -11,7 +11,9 @@ rows by the chunk triggers) and synthetic unit vectors (384-d, float32) in the
 model's vec0 table. Then, per query (real SciFact claims; their real MiniLM vectors),
 it times the BM25 channel, the dense channel both ways (vec0 scan, and the
 memory-mapped matrix of ``retrieval/dense.py`` including its per-query version
-check), and the full hybrid ``retrieve()`` with each dense index. It also times the
+check, scanned exactly and through its sign-bit shortlist), and the full hybrid
+``retrieve()`` with each dense index (the matrix as shipped, i.e. shortlisted above
+``retrieval.dense_exact_max_rows``, and exact). It also times the
 matrix build (a cold one, after each fill) and the version check alone. Prints
 P50/P95 per method, DB and matrix size, and peak RSS (which counts the mapped
 matrix pages this process touched; they are shared page cache, not private memory).
@@ -153,7 +155,7 @@ def measure_max_df(queries: list[str], values: list[float]) -> dict:
 
 
 def measure(size: int, queries: list[str], vectors: list[list[float]]) -> dict:
-    model = settings.FOUNDRY.embedding.model
+    model, shortlist = settings.FOUNDRY.embedding.model, settings.FOUNDRY.retrieval.dense_shortlist
     build_s, matrix = build(model, fresh=True)
     assert len(matrix.ids) == size, (len(matrix.ids), size)
     pairs = list(zip(queries, vectors))
@@ -168,8 +170,15 @@ def measure(size: int, queries: list[str], vectors: list[list[float]]) -> dict:
         "bm25 (FTS5)": timed(lambda p: ChunkSearch.search.keyword(p[0], limit=50), pairs),
         "dense (vec0 scan)": timed(lambda p: ChunkSearch.search.nearest(p[1], model=model, k=50), pairs),
         "dense (matrix)": timed(lambda p: dense.nearest(p[1], model=model, k=50), pairs),
+        f"dense (matrix, shortlist {shortlist})": timed(
+            lambda p: dense.nearest(p[1], model=model, k=50, shortlist=shortlist), pairs),
+        # random unit vectors: the worst case for sign bits (bench/dense_shortlist.py measures real ones)
+        "shortlist_top50_kept": metrics.mean([len({h.chunk_id for h in dense.nearest(v, model=model, k=50)}
+                                                  & {h.chunk_id for h in dense.nearest(v, model=model, k=50,
+                                                                                       shortlist=shortlist)}) / 50
+                                              for v in vectors[:20]]),
     }
-    for kind in ("vec0", "matrix"):
+    for kind in ("vec0", "matrix", "matrix exact"):
         stages: dict[str, list[float]] = {"embed": [], "search": []}
 
         def run(p, stages=stages):
@@ -177,7 +186,9 @@ def measure(size: int, queries: list[str], vectors: list[list[float]]) -> dict:
             for stage in stages:
                 stages[stage].append(timings[stage])
 
-        out[f"hybrid retrieve() {kind}"] = timed(with_retrieval(run, dense_index=kind), pairs)
+        options = ({"dense_index": "matrix", "dense_exact_max_rows": 10**9} if kind == "matrix exact"
+                   else {"dense_index": kind})
+        out[f"hybrid retrieve() {kind}"] = timed(with_retrieval(run, **options), pairs)
         for stage, values in stages.items():  # the warm-up call is the first value
             out[f"  of which {stage} ({kind})"] = metrics.latency_summary(values[1:])
     out["db_mb"] = round(sum(f.stat().st_size for f in HOME.glob("scale.sqlite3*")) / 2**20, 1)
@@ -216,7 +227,7 @@ def build(model: str, *, fresh: bool) -> tuple[float, dense.DenseMatrix]:
 
 
 def digest(folder: Path) -> str:
-    files = ("vectors.f32", "ids.npy", "collections.npy")
+    files = ("vectors.f32", "signs.npy", "ids.npy", "collections.npy")
     return hashlib.sha256(b"".join((folder / name).read_bytes() for name in files)).hexdigest()
 
 
@@ -227,6 +238,7 @@ def main() -> None:
     parser.add_argument("--data", type=Path, default=_common.DEFAULT_DATA)
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument("--measure-only", action="store_true", help="do not fill; measure the kept database")
+    parser.add_argument("--fill-only", action="store_true", help="fill the database (to measure it later)")
     parser.add_argument("--bm25-max-df", default="",
                         help="only time the keyword channel and hybrid retrieve() at these retrieval.bm25_max_df "
                              "values (comma-separated), on the kept database")
@@ -245,7 +257,9 @@ def main() -> None:
         if not args.measure_only:
             fill(size, texts, rng)
         fill_s = round(time.perf_counter() - start, 1)
-        if args.bm25_max_df:
+        if args.fill_only:
+            results[size] = {"fill_s": fill_s}
+        elif args.bm25_max_df:
             results[size] = measure_max_df(queries, [float(v) for v in args.bm25_max_df.split(",")])
         elif args.incremental:
             results[size] = {"fill_s": fill_s, "incremental": measure_incremental(size, texts, rng)}

@@ -81,7 +81,7 @@ class RetrievalConfig(_Section):
     # Matrix holding more than dense_exact_max_rows vectors: rank every row by the Hamming distance
     # of its sign bits (48 bytes a 384-d row instead of 1,536), then score only the dense_shortlist
     # nearest by that exactly (retrieval/dense.py; docs/benchmarks.md 6). dense_shortlist 0: exact always.
-    dense_shortlist: Annotated[int, Field(ge=0, le=1_000_000)] = 2000
+    dense_shortlist: Annotated[int, Field(ge=0, le=1_000_000)] = 8000
     dense_exact_max_rows: Annotated[int, Field(ge=0)] = 200_000
     # Hybrid mode: the BM25 query leaves out terms found in more than this share of the chunks
     # and in more than 10,000 chunks (1 keeps every term; bm25 mode always does). ~4x faster

@@ -1,0 +1,119 @@
+"""The dense matrix's sign-bit shortlist at scale: what it loses against the exact scan, and what it saves.
+
+    nice .venv/bin/python bench/dense_shortlist.py [--rows 1000000] [--shortlists 500,1000,2000,4000] \
+        [--queries 300] [--json FILE]
+
+Needs the SciFact eval index (built by ``foundry eval retrieval`` in the same FOUNDRY_HOME).
+The matrix holds the index's real MiniLM chunk vectors plus ``rows`` minus those of
+distractors drawn from a Gaussian with the real vectors' mean and covariance (then unit
+length): their bits are as skewed as real MiniLM vectors' (the weak point of sign bits),
+unlike uniform random vectors, and they crowd the real neighbours as a 1M-chunk base
+would. Queries are the train claims' real MiniLM vectors. Per shortlist size (the
+product's ``DenseMatrix.search``, k=50 as in ``retrieve()``): the share of the exact top 10
+and top 50 it returns, nDCG@10 over the real documents (a distractor is never relevant) of
+the dense channel and of hybrid search (RRF k=60 with the product's BM25 channel on the real
+chunks, depth 50, as shipped), and P50/P95 ms per search against the exact scan of the same matrix.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import _common
+import numpy as np
+from django.conf import settings
+
+from foundry_site import llm
+from retrieval.dense import DenseMatrix, sign_words
+from retrieval.evaluation import metrics
+from retrieval.models import ChunkSearch
+from retrieval.search import Hit, reciprocal_rank_fusion
+
+K = 50
+BLOCK = 100_000
+
+
+def real_vectors(model: str) -> tuple[np.ndarray, np.ndarray]:
+    ids, rows = [], []
+    for batch in ChunkSearch.search.vector_batches(model=model):
+        for chunk_id, _, blob in batch:
+            ids.append(chunk_id)
+            rows.append(np.frombuffer(blob, np.float32))
+    vectors = np.array(rows)
+    return np.array(ids, np.int64), vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+
+
+def with_distractors(ids: np.ndarray, real: np.ndarray, rows: int, rng: np.random.Generator) -> DenseMatrix:
+    """The real rows plus Gaussian distractors (same mean and covariance), ids above the real ones."""
+    extra = max(0, rows - len(ids))
+    vectors = np.empty((len(ids) + extra, real.shape[1]), np.float32)
+    vectors[:len(ids)] = real
+    mean, factor = real.mean(axis=0), np.linalg.cholesky(np.cov(real.T) + 1e-6 * np.eye(real.shape[1]))
+    for start in range(0, extra, BLOCK):
+        block = mean + rng.standard_normal((min(BLOCK, extra - start), real.shape[1])) @ factor.T
+        vectors[len(ids) + start:len(ids) + start + len(block)] = block / np.linalg.norm(block, axis=1, keepdims=True)
+    all_ids = np.concatenate([ids, ids.max() + 1 + np.arange(extra, dtype=np.int64)])
+    return DenseMatrix(folder=Path("<memory>"), version="", ids=all_ids, collections=np.zeros(len(all_ids), np.int64),
+                       vectors=vectors, signs=np.ascontiguousarray(sign_words(vectors).T))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rows", type=int, default=1_000_000)
+    parser.add_argument("--shortlists", default="500,1000,2000,4000")
+    parser.add_argument("--queries", type=int, default=300)
+    parser.add_argument("--json", type=Path, default=None)
+    args = parser.parse_args()
+    model = settings.FOUNDRY.embedding.model
+    with _common.scifact() as beir:
+        ids, real = real_vectors(model)
+        doc_of = beir.index.doc_of_chunk
+        names = list(beir.queries)[:args.queries]
+        vectors = llm.embed([beir.queries[q] for q in names], model=model)
+        keyword = [ChunkSearch.search.keyword(beir.queries[q], limit=K, max_df=settings.FOUNDRY.retrieval.bm25_max_df)
+                   for q in names]
+    print(f"machine: {_common.machine_line()}; {len(ids)} real vectors, {len(names)} claims", file=sys.stderr)
+    matrix = with_distractors(ids, real, args.rows, np.random.default_rng(0))
+    print(f"matrix: {len(matrix.ids)} rows", file=sys.stderr)
+
+    def hybrid(hits: list[list[int]]) -> list[list[int]]:
+        return [[h.chunk_id for h in reciprocal_rank_fusion({"bm25": bm25, "dense": [Hit(c, 0.0) for c in dense]},
+                                                            k=60)[:K]] for bm25, dense in zip(keyword, hits)]
+
+    def run(shortlist: int) -> tuple[list[list[int]], list[float]]:
+        matrix.search(vectors[0], k=K, collection_ids=None, shortlist=shortlist)  # warm
+        hits, ms = [], []
+        for vector in vectors:
+            start = time.perf_counter()
+            found = matrix.search(vector, k=K, collection_ids=None, shortlist=shortlist)
+            ms.append((time.perf_counter() - start) * 1000)
+            hits.append([h.chunk_id for h in found])
+        return hits, ms
+
+    def ndcg(hits: list[list[int]]) -> float:
+        return round(metrics.mean([metrics.ndcg_at_k(metrics.dedupe([doc_of.get(c, f"x{c}") for c in ranked]),
+                                                     beir.qrels[q], 10) for q, ranked in zip(names, hits)]), 4)
+
+    exact, exact_ms = run(0)
+    results = {"rows": len(matrix.ids), "real_rows": len(ids), "queries": len(names),
+               "exact": {"ndcg@10": ndcg(exact), "hybrid_ndcg@10": ndcg(hybrid(exact)),
+                         **metrics.latency_summary(exact_ms)}}
+    print(json.dumps({"exact": results["exact"]}), flush=True)
+    for shortlist in (int(s) for s in args.shortlists.split(",")):
+        hits, ms = run(shortlist)
+        results[f"shortlist={shortlist}"] = {
+            "top10_kept": round(metrics.mean([len(set(h[:10]) & set(e[:10])) / 10 for h, e in zip(hits, exact)]), 4),
+            "top50_kept": round(metrics.mean([len(set(h) & set(e)) / K for h, e in zip(hits, exact)]), 4),
+            "top10_identical": round(metrics.mean([h[:10] == e[:10] for h, e in zip(hits, exact)]), 4),
+            "ndcg@10": ndcg(hits), "hybrid_ndcg@10": ndcg(hybrid(hits)), **metrics.latency_summary(ms)}
+        print(json.dumps({f"shortlist={shortlist}": results[f"shortlist={shortlist}"]}), flush=True)
+    results["machine"] = _common.machine_line()
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=2))
+
+
+if __name__ == "__main__":
+    main()
