@@ -11,11 +11,11 @@ Design (keep it explainable):
 - **vec0 stays the store of record.** Ingest writes only vec0; this module keeps a
   derived copy per database, embedding model and index version, in
   ``FOUNDRY_HOME/dense/<database>/<model slug>/<version hash>/``: ``vectors.f32``
-  (row-normalised float32, row-major), ``signs.npy`` (their sign bits), ``ids.npy`` (chunk ids), ``collections.npy``
-  (the collection column of the vec0 rows, so scoping is the same as ``nearest()``'s)
-  and ``meta.json``.
-- **Exact, not approximate.** Scores are cosine similarities from one product
-  ``V @ q/|q|``; rows outside ``collection_ids`` get -inf; the best ``k`` come from
+  (row-normalised float32, row-major), ``signs.npy`` (their sign bits), ``ids.npy``
+  (chunk ids), ``collections.npy`` (the collection column of the vec0 rows, so scoping
+  is the same as ``nearest()``'s) and ``meta.json``.
+- **Exact, not approximate** (up to a size: next point). Scores are cosine similarities
+  from one product ``V @ q/|q|``; rows outside ``collection_ids`` get -inf; the best ``k`` come from
   ``argpartition`` and are sorted (ties by chunk id). Same chunks, same order and the
   same scores (to float rounding) as vec0's exact KNN, so retrieval quality is
   unchanged. float32 rather than int8: numpy has no fast int8 product, and 1.5 GB per
@@ -120,16 +120,14 @@ class DenseMatrix:
             return []
         if 0 < shortlist and max(shortlist, k) < available:
             rows = self._shortlist(query, max(shortlist, k), allowed)
-            scores = np.asarray(self.vectors[rows] @ query)
+            ids, scores = self.ids[rows], np.asarray(self.vectors[rows] @ query)
         else:
-            rows = None
-            scores = self.vectors @ query
+            ids, scores = self.ids, self.vectors @ query
             if allowed is not None:
                 scores = np.where(allowed, scores, -np.inf)
         top = np.argpartition(-scores, k - 1)[:k] if k < scores.size else np.arange(scores.size)
-        order = top[np.lexsort((self.ids[top if rows is None else rows[top]], -scores[top]))]
-        picked = order if rows is None else rows[order]
-        return [Hit(int(self.ids[row]), float(score)) for row, score in zip(picked, scores[order])]
+        order = top[np.lexsort((ids[top], -scores[top]))]
+        return [Hit(int(ids[i]), float(scores[i])) for i in order]
 
     def _shortlist(self, query: np.ndarray, size: int, allowed: np.ndarray | None) -> np.ndarray:
         """Rows (ascending) whose sign bits are nearest the query's: the ``size`` nearest and their ties."""
