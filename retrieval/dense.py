@@ -98,10 +98,11 @@ class DenseMatrix:
                shortlist: int = 0) -> list[Hit]:
         """The ``k`` rows nearest ``vector`` by cosine, best first (ties by chunk id).
 
-        ``shortlist`` 0 scores every row. Above 0 (and when more rows are in scope), every
-        row is first ranked by the Hamming distance of its sign bits to the query's, and
-        only the ``shortlist`` nearest by that (plus those tied with the last) are scored
-        exactly: the same hits, unless one of the true best ``k`` falls outside the shortlist.
+        ``shortlist`` 0 scores every row. Above 0, when more rows are in scope, every row is
+        first ranked by the Hamming distance of its sign bits to the query's, and only the
+        ``shortlist`` nearest by that (plus those tied with the last) are scored exactly: the
+        same hits, unless one of the true best ``k`` falls outside the shortlist. A scope of
+        no more rows than that is scored whole, exactly, without reading the other rows.
         """
         query = np.asarray(vector, dtype=np.float32)
         if query.shape != (self.vectors.shape[1],):
@@ -118,8 +119,12 @@ class DenseMatrix:
         k = min(int(k), available)
         if k <= 0:
             return []
+        rows = None
         if 0 < shortlist and max(shortlist, k) < available:
             rows = self._shortlist(query, max(shortlist, k), allowed)
+        elif 0 < shortlist and allowed is not None:  # a scope no bigger than the shortlist: score just it
+            rows = np.flatnonzero(allowed)
+        if rows is not None:
             ids, scores = self.ids[rows], np.asarray(self.vectors[rows] @ query)
         else:
             ids, scores = self.ids, self.vectors @ query

@@ -157,7 +157,7 @@ def test_shortlist_as_large_as_the_scope_is_the_exact_search() -> None:
     rng = np.random.default_rng(12)
     alpha, *_ = (c.pk for c in _tiny_index(rng))
     for query in rng.standard_normal((4, 16)).astype(np.float32):
-        for scope, size in ((None, 360), (None, 5000), ([alpha], 120)):
+        for scope, size in ((None, 360), (None, 5000), ([alpha], 120), ([alpha], 5000)):
             for k in (1, 10, 500):
                 exact = dense.nearest(query.tolist(), model=TINY, k=k, collection_ids=scope)
                 got = dense.nearest(query.tolist(), model=TINY, k=k, collection_ids=scope, shortlist=size)
