@@ -3,6 +3,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import yaml
 from django.core.exceptions import ImproperlyConfigured
 
 from foundry_site.config import FoundryConfig, load_config, parse_config
@@ -16,6 +17,12 @@ def test_defaults_are_offline() -> None:
 
 def test_shipped_foundry_yaml_is_valid() -> None:
     load_config(Path(__file__).resolve().parents[2] / "foundry.yaml")
+
+
+def test_shipped_foundry_yaml_lists_every_key_with_its_default() -> None:
+    """The README promises the file in the repository shows every knob and its default."""
+    shipped = yaml.safe_load((Path(__file__).resolve().parents[2] / "foundry.yaml").read_text())
+    assert shipped == FoundryConfig().model_dump(mode="json")
 
 
 @pytest.mark.parametrize("data,message", [
