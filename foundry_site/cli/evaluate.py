@@ -73,10 +73,10 @@ def retrieval_command(opts: argparse.Namespace, out: TextIO) -> int:
     eval_id = report.eval_id_new()
     folder = report.report_folder("retrieval", eval_id, opts.report)
     conf = settings.FOUNDRY
-    config = {"top_k": EVAL_TOP_K, "rrf_k": conf.retrieval.rrf_k, "fusion": conf.retrieval.fusion,
-              "hyde": conf.retrieval.hyde,
-              "dense_index": conf.retrieval.dense_index,
-              "embedding": conf.embedding.model, "chunk_tokens": conf.ingest.chunk_tokens}
+    # every setting the numbers depend on, so a report says what it measured
+    config = {**conf.retrieval.model_dump(mode="json"), "top_k": EVAL_TOP_K, "embedding": conf.embedding.model,
+              "context_model": conf.embedding.context_model, "chunk_tokens": conf.ingest.chunk_tokens,
+              "chunk_overlap_tokens": conf.ingest.chunk_overlap_tokens}
     retrieval_report(result, folder=folder, eval_id=eval_id, config=config)
     summary = result.as_dict()
     if opts.json:
