@@ -366,8 +366,10 @@ def _open(folder: Path) -> DenseMatrix:
         raise
     except (OSError, ValueError, KeyError) as exc:
         raise DenseIndexError(f"cannot read the dense matrix in {folder}: {exc}") from exc
-    if ids.shape != (rows,) or collections.shape != (rows,) or signs.shape[1:] != (rows,):
+    words = -(-dimension // 64) if rows else 0
+    if ids.shape != (rows,) or collections.shape != (rows,) or signs.shape != (words, rows):
         raise DenseIndexError(f"the dense matrix in {folder} is inconsistent: {rows} vectors, "
-                              f"{ids.size} ids, {collections.size} collection ids, {signs.shape[-1]} sign rows")
+                              f"{ids.size} ids, {collections.size} collection ids, sign bits of shape {signs.shape} "
+                              f"(expected {(words, rows)})")
     return DenseMatrix(folder=folder, version=meta["version"], ids=ids, collections=collections, vectors=vectors,
                        signs=signs)

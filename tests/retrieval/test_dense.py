@@ -299,6 +299,8 @@ def _damage(folder: Path, how: str) -> None:
         (folder / "ids.npy").unlink()
     elif how == "signs missing":  # as in a copy written before sign bits existed
         (folder / "signs.npy").unlink()
+    elif how == "signs of another width":
+        np.save(folder / "signs.npy", np.load(folder / "signs.npy")[:0])
     elif how == "another width":
         meta = json.loads((folder / "meta.json").read_text())
         (folder / "meta.json").write_text(json.dumps({**meta, "dimension": 8}))
@@ -309,7 +311,8 @@ def _damage(folder: Path, how: str) -> None:
 
 
 @pytest.mark.django_db
-@pytest.mark.parametrize("how", ["vectors cut short", "ids missing", "signs missing", "another width",
+@pytest.mark.parametrize("how", ["vectors cut short", "ids missing", "signs missing", "signs of another width",
+                                 "another width",
                                  "an id listed twice", "an id replaced"])
 def test_damaged_previous_copy_leads_to_a_full_build(how: str, vectors_read: list[int],
                                                      caplog: pytest.LogCaptureFixture) -> None:
