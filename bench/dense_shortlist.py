@@ -27,6 +27,7 @@ import numpy as np
 from django.conf import settings
 
 from foundry_site import llm
+from retrieval import dense
 from retrieval.dense import DenseMatrix, sign_words
 from retrieval.evaluation import metrics
 from retrieval.models import ChunkSearch
@@ -34,16 +35,6 @@ from retrieval.search import Hit, reciprocal_rank_fusion
 
 K = 50
 BLOCK = 100_000
-
-
-def real_vectors(model: str) -> tuple[np.ndarray, np.ndarray]:
-    ids, rows = [], []
-    for batch in ChunkSearch.search.vector_batches(model=model):
-        for chunk_id, _, blob in batch:
-            ids.append(chunk_id)
-            rows.append(np.frombuffer(blob, np.float32))
-    vectors = np.array(rows)
-    return np.array(ids, np.int64), vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
 
 
 def with_distractors(ids: np.ndarray, real: np.ndarray, rows: int, rng: np.random.Generator) -> DenseMatrix:
@@ -69,7 +60,8 @@ def main() -> None:
     args = parser.parse_args()
     model = settings.FOUNDRY.embedding.model
     with _common.scifact() as beir:
-        ids, real = real_vectors(model)
+        copy, _ = dense.current(model)  # the product's unit-length copy of the index's vectors
+        ids, real = copy.ids, np.asarray(copy.vectors)
         doc_of = beir.index.doc_of_chunk
         names = list(beir.queries)[:args.queries]
         vectors = llm.embed([beir.queries[q] for q in names], model=model)

@@ -149,10 +149,14 @@ class DenseMatrix:
         return np.flatnonzero(distance <= int(np.searchsorted(cumulative, size)))
 
 
+def sign_word_count(dimension: int) -> int:
+    return -(-dimension // 64)
+
+
 def sign_words(vectors: np.ndarray) -> np.ndarray:
     """One bit per dimension (1 where > 0), packed into uint64 words: shape (rows, ceil(dimension / 64))."""
     bits = np.packbits(vectors > 0, axis=1)
-    padded = np.zeros((bits.shape[0], -(-bits.shape[1] // 8) * 8), np.uint8)
+    padded = np.zeros((bits.shape[0], sign_word_count(vectors.shape[1]) * 8), np.uint8)
     padded[:, :bits.shape[1]] = bits
     return padded.view(np.uint64)
 
@@ -313,7 +317,7 @@ def _write(model: str, staging: Path, base: DenseMatrix | None) -> tuple[int, in
         os.fsync(out.fileno())
     (staging / "read.f32").unlink()
     vectors = _map(staging / "vectors.f32", live.size, dimension)
-    signs = np.empty((sign_words(vectors[:0]).shape[1], live.size), np.uint64)
+    signs = np.empty((sign_word_count(dimension), live.size), np.uint64)
     for start in range(0, live.size, COPY_ROWS):
         signs[:, start:start + COPY_ROWS] = sign_words(vectors[start:start + COPY_ROWS]).T
     np.save(staging / "signs.npy", signs)
@@ -366,7 +370,7 @@ def _open(folder: Path) -> DenseMatrix:
         raise
     except (OSError, ValueError, KeyError) as exc:
         raise DenseIndexError(f"cannot read the dense matrix in {folder}: {exc}") from exc
-    words = -(-dimension // 64) if rows else 0
+    words = sign_word_count(dimension) if rows else 0
     if ids.shape != (rows,) or collections.shape != (rows,) or signs.shape != (words, rows):
         raise DenseIndexError(f"the dense matrix in {folder} is inconsistent: {rows} vectors, "
                               f"{ids.size} ids, {collections.size} collection ids, sign bits of shape {signs.shape} "
