@@ -9,7 +9,8 @@ Not a product feature: it answers "would sentence vectors lift nDCG@10, and at w
 (``keyword`` with every term, ``nearest``, depth 500) on the cached ``foundry eval retrieval``
 index; the sentences come from the product's chunker splitter and are embedded as the
 product embeds a chunk (its stored context, a blank line, the text) with the configured
-model, once, into FOUNDRY_HOME/artifacts/bench/ (45k sentences take ~11 min here).
+model, once, into FOUNDRY_HOME/artifacts/bench/ (here: 47k sentences 30 min with the
+benchmarks' default OMP_NUM_THREADS=1, 37k windows 19 min with 2).
 Fusion is Foundry's own ``reciprocal_rank_fusion`` / ``document_rank_fusion``.
 """
 from __future__ import annotations
