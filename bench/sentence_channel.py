@@ -3,6 +3,12 @@ sentence (or window of ``--window`` consecutive sentences) of every chunk embedd
 own, a chunk scoring its best one.
 
     /work/main/.venv/bin/python bench/sentence_channel.py [--window 1] [--data DIR] [--json out.json]
+    /work/main/.venv/bin/python bench/sentence_channel.py --squad FILE [--window 2] [--limit 800]
+
+``--squad`` measures the other side instead: on the SQuAD knowledge base of
+``bench/passage_recall.py`` (5 articles, seed 0), how often one of the first 1, 3 and 5
+chunks of the shipped chunk fusion (RRF, configured k, depth 50) holds a gold answer, with
+whole-chunk vectors and with windows as the dense channel (ranking only, no gate).
 
 Not a product feature: it answers "would sentence vectors lift nDCG@10, and at what cost?"
 (docs/benchmarks.md, section 3). The BM25 and chunk-dense channels are the product's own
@@ -88,14 +94,55 @@ def ndcg(beir: _common.Beir, ranked: dict[str, list[Hit]]) -> float:
                                                  beir.qrels[q], 10) for q, hits in ranked.items()]), 4)
 
 
+def squad_passages(path: Path, window: int, limit: int) -> dict:
+    """hit@1/3/5 of chunk fusion on SQuAD's answerable in-corpus questions, chunk vectors vs windows."""
+    from generation.evaluation import article_document, sample
+    from retrieval.evaluation.index import cache_key, eval_index, file_sha256
+    from retrieval.evaluation.squad import load_squad
+
+    from passage_recall import contains_answer
+
+    model, k = settings.FOUNDRY.embedding.model, settings.FOUNDRY.retrieval.rrf_k
+    articles = load_squad(path)
+    kb, _ = sample(articles, kb_articles=5, limit=3, seed=0)
+    asked = [q for a in kb for q in a.questions if not q.impossible][:limit]
+    key = cache_key(data_sha256=file_sha256(path), extra={"articles": sorted(a.title for a in kb)})
+    with eval_index(name=f"squad-{path.stem}", key=key, documents=[article_document(a) for a in kb]):
+        owners, vectors, timing = sentence_vectors(model, window)
+        text_of = dict(Chunk.objects.values_list("pk", "text"))
+        qvec = np.asarray(llm.embed([q.question for q in asked], model=model), dtype=np.float32)
+        results: dict = {"questions": len(asked), "chunks": len(text_of), "rrf_k": k, "timing": timing}
+        hits: dict[str, dict[int, int]] = {"chunk vectors": {1: 0, 3: 0, 5: 0}, "windows": {1: 0, 3: 0, 5: 0}}
+        for q, vector in zip(asked, qvec):
+            bm25 = ChunkSearch.search.keyword(q.question, limit=50)
+            dense = {"chunk vectors": ChunkSearch.search.nearest(vector.tolist(), model=model, k=50),
+                     "windows": sentence_hits(vector / np.linalg.norm(vector), owners, vectors)[:50]}
+            for name, channel in dense.items():
+                ranked = reciprocal_rank_fusion({"bm25": bm25, "dense": channel}, k=k)
+                for n in hits[name]:
+                    hits[name][n] += any(contains_answer(text_of[h.chunk_id], q.answers) for h in ranked[:n])
+        for name, counts in hits.items():
+            results[name] = {f"hit@{n}": round(v / len(asked), 4) for n, v in counts.items()}
+    return results
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--window", type=int, default=1, help="consecutive sentences per vector")
     parser.add_argument("--data", type=Path, default=_common.DEFAULT_DATA)
+    parser.add_argument("--squad", type=Path, default=None, help="SQuAD 2.0 file: measure passages instead")
+    parser.add_argument("--limit", type=int, default=800, help="--squad: answerable questions at most")
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
     model = settings.FOUNDRY.embedding.model
     results: dict = {}
+    if args.squad:
+        results = {**squad_passages(args.squad, args.window, args.limit), "window": args.window,
+                   "machine": _common.machine_line()}
+        print(json.dumps(results, indent=2))
+        if args.json:
+            args.json.write_text(json.dumps(results, indent=2))
+        return
     with _common.scifact(args.data) as beir:
         print(f"SciFact: {len(beir.queries)} queries; machine: {_common.machine_line()}", flush=True)
         owners, vectors, results["timing"] = sentence_vectors(model, args.window)
