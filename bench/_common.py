@@ -37,13 +37,19 @@ class Beir:
     index: EvalIndex
 
 
+def scifact_files(data: Path = DEFAULT_DATA, qrels: str = "qrels/train.tsv"
+                  ) -> tuple[dict[str, Document], dict[str, str], dict[str, dict[str, int]]]:
+    """(corpus, judged queries, qrels) of a BEIR folder."""
+    corpus = load_corpus(data / "corpus.jsonl")
+    relevance = load_qrels(data / qrels)
+    return corpus, judged_queries(load_queries(data / "queries.jsonl"), relevance, corpus,
+                                  qrels_path=data / qrels), relevance
+
+
 @contextlib.contextmanager
 def scifact(data: Path = DEFAULT_DATA, qrels: str = "qrels/train.tsv") -> Iterator[Beir]:
-    corpus_path = data / "corpus.jsonl"
-    corpus = load_corpus(corpus_path)
-    relevance = load_qrels(data / qrels)
-    judged = judged_queries(load_queries(data / "queries.jsonl"), relevance, corpus, qrels_path=data / qrels)
-    key = cache_key(data_sha256=file_sha256(corpus_path))
+    corpus, judged, relevance = scifact_files(data, qrels)
+    key = cache_key(data_sha256=file_sha256(data / "corpus.jsonl"))
     with eval_index(name=f"beir-{data.name}", key=key, documents=corpus.values()) as index:
         yield Beir(corpus, judged, relevance, index)
 

@@ -20,7 +20,6 @@ import bm25s
 import Stemmer
 
 from retrieval.evaluation import metrics
-from retrieval.evaluation.beir import judged_queries, load_corpus, load_qrels, load_queries
 
 K1 = (0.6, 0.9, 1.2, 1.5, 2.0)
 B = (0.3, 0.4, 0.6, 0.75, 0.9)
@@ -31,10 +30,7 @@ def main() -> None:
     parser.add_argument("--data", type=Path, default=_common.DEFAULT_DATA)
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
-    corpus = load_corpus(args.data / "corpus.jsonl")
-    qrels = load_qrels(args.data / "qrels/train.tsv")
-    queries = judged_queries(load_queries(args.data / "queries.jsonl"), qrels, corpus,
-                             qrels_path=args.data / "qrels/train.tsv")
+    corpus, queries, qrels = _common.scifact_files(args.data)
     doc_ids = list(corpus)
     stemmer = Stemmer.Stemmer("english")
     docs = bm25s.tokenize([f"{d.title} {d.text}" for d in corpus.values()], stopwords="en", stemmer=stemmer,

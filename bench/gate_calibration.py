@@ -21,8 +21,7 @@ from pathlib import Path
 import _common  # noqa: F401  (Django set-up)
 from django.conf import settings
 
-from generation.evaluation import article_document, sample
-from retrieval.evaluation.index import cache_key, eval_index, file_sha256
+from generation.evaluation import sample, squad_index
 from retrieval.evaluation.squad import load_squad
 from retrieval.services.gate import gate_decide
 from retrieval.services.retrieve import retrieve
@@ -33,13 +32,11 @@ THRESHOLDS = [round(0.10 + 0.025 * i, 3) for i in range(21)]  # 0.10 … 0.60
 def scores_by_kind(squad: Path, kb_articles: int, seed: int, limit: int) -> dict[str, list[list[float]]]:
     articles = load_squad(squad)
     kb, _ = sample(articles, kb_articles=kb_articles, limit=3, seed=seed)
-    titles = sorted(a.title for a in kb)
     kinds = {"answerable": [q for a in kb for q in a.questions if not q.impossible],
              "impossible": [q for a in kb for q in a.questions if q.impossible],
              "out_of_corpus": [q for a in articles if a not in kb for q in a.questions]}
-    key = cache_key(data_sha256=file_sha256(squad), extra={"articles": titles})
     out: dict[str, list[list[float]]] = {}
-    with eval_index(name=f"squad-{squad.stem}", key=key, documents=[article_document(a) for a in kb]):
+    with squad_index(squad, kb):
         for kind, questions in kinds.items():
             out[kind] = []
             for q in questions[:limit]:

@@ -21,8 +21,7 @@ import _common  # noqa: F401  (Django set-up)
 from django.conf import settings
 from django.test.utils import override_settings
 
-from generation.evaluation import article_document, sample
-from retrieval.evaluation.index import cache_key, eval_index, file_sha256
+from generation.evaluation import sample, squad_index
 from retrieval.evaluation.squad import load_squad, normalize_answer
 from retrieval.services.retrieve import retrieve
 
@@ -47,12 +46,11 @@ def main() -> None:
     kb, _ = sample(articles, kb_articles=args.kb_articles, limit=3, seed=args.seed)
     answerable = [q for a in kb for q in a.questions if not q.impossible][:args.limit]
     outside = [q for a in articles if a not in kb for q in a.questions][:args.limit]
-    key = cache_key(data_sha256=file_sha256(args.squad), extra={"articles": sorted(a.title for a in kb)})
     passages = settings.FOUNDRY.generation.max_passages
     results: dict = {"machine_start": _common.machine_line(), "answerable": len(answerable),
                      "out_of_corpus": len(outside), "max_passages": passages,
                      "rrf_k": args.rrf_k or settings.FOUNDRY.retrieval.rrf_k}
-    with eval_index(name=f"squad-{args.squad.stem}", key=key, documents=[article_document(a) for a in kb]):
+    with squad_index(args.squad, kb):
         for fusion in FUSIONS:
             conf = settings.FOUNDRY.with_overrides(
                 retrieval={"fusion": fusion, "rrf_k": args.rrf_k or settings.FOUNDRY.retrieval.rrf_k})

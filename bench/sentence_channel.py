@@ -32,11 +32,12 @@ import numpy as np
 from django.conf import settings
 
 from foundry_site import llm
-from retrieval.evaluation import metrics
 from retrieval.models import ChunkSearch
 from retrieval.search import Hit, document_rank_fusion, reciprocal_rank_fusion
 from sources.models import Chunk
 from sources.services.chunking import _sentences
+
+from retrieval_sweep import ndcg
 
 DEPTH = 500
 
@@ -88,16 +89,9 @@ def sentence_hits(query: np.ndarray, owners: np.ndarray, vectors: np.ndarray) ->
     return hits
 
 
-def ndcg(beir: _common.Beir, ranked: dict[str, list[Hit]]) -> float:
-    doc_of = beir.index.doc_of_chunk
-    return round(metrics.mean([metrics.ndcg_at_k(metrics.dedupe([doc_of[h.chunk_id] for h in hits[:100]]),
-                                                 beir.qrels[q], 10) for q, hits in ranked.items()]), 4)
-
-
 def squad_passages(path: Path, window: int, limit: int) -> dict:
     """hit@1/3/5 of chunk fusion on SQuAD's answerable in-corpus questions, chunk vectors vs windows."""
-    from generation.evaluation import article_document, sample
-    from retrieval.evaluation.index import cache_key, eval_index, file_sha256
+    from generation.evaluation import sample, squad_index
     from retrieval.evaluation.squad import load_squad
 
     from passage_recall import contains_answer
@@ -106,8 +100,7 @@ def squad_passages(path: Path, window: int, limit: int) -> dict:
     articles = load_squad(path)
     kb, _ = sample(articles, kb_articles=5, limit=3, seed=0)
     asked = [q for a in kb for q in a.questions if not q.impossible][:limit]
-    key = cache_key(data_sha256=file_sha256(path), extra={"articles": sorted(a.title for a in kb)})
-    with eval_index(name=f"squad-{path.stem}", key=key, documents=[article_document(a) for a in kb]):
+    with squad_index(path, kb):
         owners, vectors, timing = sentence_vectors(model, window)
         text_of = dict(Chunk.objects.values_list("pk", "text"))
         qvec = np.asarray(llm.embed([q.question for q in asked], model=model), dtype=np.float32)

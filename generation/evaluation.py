@@ -13,7 +13,8 @@ from __future__ import annotations
 import random
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -23,7 +24,7 @@ from django.test.utils import override_settings
 from generation.answers import answer_question
 from retrieval.evaluation import metrics
 from retrieval.evaluation.beir import Document, EvalDataError
-from retrieval.evaluation.index import cache_key, eval_index, file_sha256
+from retrieval.evaluation.index import EvalIndex, cache_key, eval_index, file_sha256
 from retrieval.evaluation.squad import Article, Question, exact_match, f1_score, load_squad, normalize_answer
 from sources.services.ingest import ProgressFn
 
@@ -95,6 +96,16 @@ def prediction_text(answer_text: str) -> str:
     return " ".join(_MARKERS.sub("", answer_text).split())
 
 
+@contextmanager
+def squad_index(squad: Path, kb: list[Article], *, digest: str | None = None,
+                progress: ProgressFn | None = None) -> Iterator[EvalIndex]:
+    """The cached knowledge base of ``kb``'s articles (keyed by the file and the article titles)."""
+    key = cache_key(data_sha256=digest or file_sha256(squad), extra={"articles": sorted(a.title for a in kb)})
+    with eval_index(name=f"squad-{squad.stem}", key=key, documents=[article_document(a) for a in kb],
+                    progress=progress) as index:
+        yield index
+
+
 def answers_evaluate(*, squad: Path, kb_articles: int, limit: int, seed: int,
                      ingest_progress: ProgressFn | None = None,
                      question_progress: Callable[[Outcome], None] | None = None) -> AnswersEvaluation:
@@ -109,9 +120,7 @@ def answers_evaluate(*, squad: Path, kb_articles: int, limit: int, seed: int,
     result = AnswersEvaluation(dataset={"squad": str(squad), "sha256": digest, "articles": len(articles),
                                         "seed": seed, "limit": limit}, kb_articles=titles,
                                 load_start=load_start)
-    key = cache_key(data_sha256=digest, extra={"articles": titles})
-    with eval_index(name=f"squad-{squad.stem}", key=key, documents=[article_document(a) for a in kb],
-                    progress=ingest_progress) as index:
+    with squad_index(squad, kb, digest=digest, progress=ingest_progress) as index:
         counts = index.ingest.as_dict()
         result.index = {"folder": str(index.folder), "chunks": len(index.doc_of_chunk),
                         **{k: counts[k] for k in ("ingested", "unchanged", "failed", "skipped")}}
