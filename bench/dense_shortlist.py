@@ -32,6 +32,7 @@ from retrieval.dense import DenseMatrix, sign_words
 from retrieval.evaluation import metrics
 from retrieval.models import ChunkSearch
 from retrieval.search import Hit, reciprocal_rank_fusion
+from sources import vectorstore
 
 K = 50
 BLOCK = 100_000
@@ -46,7 +47,9 @@ def with_distractors(ids: np.ndarray, real: np.ndarray, rows: int, rng: np.rando
     for start in range(0, extra, BLOCK):
         block = mean + rng.standard_normal((min(BLOCK, extra - start), real.shape[1])) @ factor.T
         vectors[len(ids) + start:len(ids) + start + len(block)] = block / np.linalg.norm(block, axis=1, keepdims=True)
-    all_ids = np.concatenate([ids, ids.max() + 1 + np.arange(extra, dtype=np.int64)])
+    # one distractor per chunk: unit ids are chunk id * WINDOW_SLOTS (sources/vectorstore.py)
+    first = ids.max() // vectorstore.WINDOW_SLOTS + 1
+    all_ids = np.concatenate([ids, (first + np.arange(extra, dtype=np.int64)) * vectorstore.WINDOW_SLOTS])
     return DenseMatrix(folder=Path("<memory>"), version="", ids=all_ids, collections=np.zeros(len(all_ids), np.int64),
                        vectors=vectors, signs=np.ascontiguousarray(sign_words(vectors).T))
 

@@ -18,6 +18,7 @@ from foundry_site import llm
 from retrieval.evaluation import metrics
 from retrieval.models import ChunkSearch
 from retrieval.search import Hit, document_rank_fusion, reciprocal_rank_fusion
+from sources import vectorstore
 from sources.models import Chunk
 
 DEPTH = 100
@@ -27,8 +28,9 @@ def main() -> None:
     with _common.scifact() as beir:
         print(f"machine: {_common.machine_line()}", flush=True)
         model = settings.FOUNDRY.embedding.model
-        rows = [(cid, np.frombuffer(blob, dtype=np.float32)) for batch in ChunkSearch.search.vector_batches(
-            model=model) for cid, _collection, blob in batch]
+        rows = [(unit // vectorstore.WINDOW_SLOTS, np.frombuffer(blob, dtype=np.float32))
+                for batch in ChunkSearch.search.vector_batches(model=model)
+                for unit, _collection, blob in batch if unit % vectorstore.WINDOW_SLOTS == 0]  # chunk vectors
         ids = np.array([cid for cid, _ in rows])
         matrix = np.stack([v for _, v in rows])
         matrix /= np.linalg.norm(matrix, axis=1, keepdims=True)

@@ -55,6 +55,10 @@ class IngestConfig(_Section):
     # A chunk continuing a section repeats the last sentences/paragraphs of the previous
     # one, up to this many tokens (docs/benchmarks.md, section 3).
     chunk_overlap_tokens: Annotated[int, Field(ge=0, le=4096)] = 0
+    # Each run of this many consecutive sentences of a chunk is embedded too, and the dense
+    # channel finds a chunk by the best of its vectors (0: whole chunks only). Finer units
+    # rank better with MiniLM (docs/benchmarks.md, section 3).
+    window_sentences: Annotated[int, Field(ge=0, le=16)] = 2
 
     _check_model = field_validator("summary_model")(_model_name)
 

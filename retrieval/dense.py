@@ -12,12 +12,15 @@ Design (keep it explainable):
   derived copy per database, embedding model and index version, in
   ``FOUNDRY_HOME/dense/<database>/<model slug>/<version hash>/``: ``vectors.f32``
   (row-normalised float32, row-major), ``signs.npy`` (their sign bits), ``ids.npy``
-  (chunk ids), ``collections.npy`` (the collection column of the vec0 rows, so scoping
-  is the same as ``nearest()``'s) and ``meta.json``.
+  (unit ids: a row is a chunk's own vector, ``chunk_id * WINDOW_SLOTS``, or one of its
+  sentence windows, its window id; ``unit // WINDOW_SLOTS`` is the chunk),
+  ``collections.npy`` (the collection column of the vec0 rows, so scoping is the same
+  as ``nearest()``'s) and ``meta.json``. A chunk scores the best of its rows.
 - **Exact, not approximate** (up to a size: next point). Scores are cosine similarities
-  from one product ``V @ q/|q|``; rows outside ``collection_ids`` get -inf; the best ``k`` come from
-  ``argpartition`` and are sorted (ties by chunk id). Same chunks, same order and the
-  same scores (to float rounding) as vec0's exact KNN, so retrieval quality is
+  from one product ``V @ q/|q|``; rows outside ``collection_ids`` get -inf; the best ``k`` chunks
+  come from ``argpartition`` over the rows, each at its best row, sorted (ties by chunk id).
+  Same chunks, same order and the same scores (to float rounding) as an exact KNN over
+  vec0's chunk and window tables, so retrieval quality is
   unchanged. float32 rather than int8: numpy has no fast int8 product, and 1.5 GB per
   1M vectors lives once in the page cache, shared by every process that maps it.
 - **Shortlisted above a size** (``retrieval.dense_exact_max_rows``, default 200,000). The
@@ -40,11 +43,11 @@ Design (keep it explainable):
   after a build; processes still mapping one keep a consistent (older) view until their
   next search.
 - **Refreshed, not rebuilt.** A new version is written from the newest complete copy:
-  chunk ids are AUTOINCREMENT and never reused, and a chunk's vector and collection never
+  chunk ids are AUTOINCREMENT and never reused, and a chunk's vectors and collection never
   change (a changed or moved file gets new chunks), so the new copy is the old rows whose
-  chunk id vec0 still holds plus the vec0 rows above the old highest id. Only those new
+  unit id vec0 still holds plus the vec0 rows above the old highest unit id. Only those new
   vectors are read; the rest is a scan of vec0's row ids and a file copy. Rows are kept in
-  chunk id order, so a refreshed copy is byte for byte the copy a full read would write.
+  unit id order, so a refreshed copy is byte for byte the copy a full read would write.
   The sign bits are computed from the written float32 rows, either way (~1 s at 1M rows).
   Without a usable previous copy (none, unreadable, another width, or its ids do not add
   up to vec0's) the build reads every vector and logs why. ``retrieve()`` records the
@@ -78,7 +81,7 @@ logger = logging.getLogger(__name__)
 
 BUILD_ATTEMPTS = 5  # version moved during a read this many times in a row: give up and say so
 COPY_ROWS = 65_536  # rows per write when assembling a copy (~100 MB of 384-d float32)
-FORMAT = 2  # of a copy's files (2: signs.npy added); part of its folder name, so an older copy is rebuilt
+FORMAT = 3  # of a copy's files (2: signs.npy added; 3: rows are units, windows included); part of its folder name, so an older copy is rebuilt
 
 
 class DenseIndexError(Exception):
@@ -89,14 +92,14 @@ class DenseIndexError(Exception):
 class DenseMatrix:
     folder: Path
     version: str
-    ids: np.ndarray          # int64 chunk ids, one per row
+    ids: np.ndarray          # int64 unit ids, one per row (``unit // WINDOW_SLOTS`` is the chunk)
     collections: np.ndarray  # int64 collection ids, one per row
     vectors: np.ndarray      # float32 (rows, dimension), unit rows, memory-mapped
     signs: np.ndarray        # uint64 (words, rows): each row's sign bits (``sign_words``), memory-mapped
 
     def search(self, vector: Sequence[float], *, k: int, collection_ids: Sequence[int] | None,
                shortlist: int = 0) -> list[Hit]:
-        """The ``k`` rows nearest ``vector`` by cosine, best first (ties by chunk id).
+        """The ``k`` chunks nearest ``vector`` by cosine (of their best row), best first (ties by chunk id).
 
         ``shortlist`` 0 scores every row. Above 0, when more rows are in scope, every row is
         first ranked by the Hamming distance of its sign bits to the query's, and only the
@@ -130,9 +133,8 @@ class DenseMatrix:
             ids, scores = self.ids, self.vectors @ query
             if allowed is not None:
                 scores = np.where(allowed, scores, -np.inf)
-        top = np.argpartition(-scores, k - 1)[:k] if k < scores.size else np.arange(scores.size)
-        order = top[np.lexsort((ids[top], -scores[top]))]
-        return [Hit(int(ids[i]), float(scores[i])) for i in order]
+        chunks = ids // vectorstore.WINDOW_SLOTS
+        return [Hit(int(chunks[i]), float(scores[i])) for i in best_per_chunk(chunks, scores, k)]
 
     def _shortlist(self, query: np.ndarray, size: int, allowed: np.ndarray | None) -> np.ndarray:
         """Rows (ascending) whose sign bits are nearest the query's: the ``size`` nearest and their ties."""
@@ -147,6 +149,24 @@ class DenseMatrix:
             distance[~allowed] = beyond
         cumulative = np.cumsum(np.bincount(distance, minlength=beyond + 1))
         return np.flatnonzero(distance <= int(np.searchsorted(cumulative, size)))
+
+
+def best_per_chunk(chunks: np.ndarray, scores: np.ndarray, k: int) -> np.ndarray:
+    """Rows of the ``k`` best chunks, each at its best-scoring row, best first (ties by chunk id).
+
+    A chunk has several rows (its own vector and its windows'), so the best ``k`` rows may
+    hold fewer than ``k`` chunks: the pass widens until they hold ``k`` or every row is in.
+    Rows scored -inf (out of scope) are never returned.
+    """
+    width = min(4 * k, scores.size)
+    while True:
+        top = np.argpartition(-scores, width - 1)[:width] if width < scores.size else np.arange(scores.size)
+        order = top[np.lexsort((chunks[top], -scores[top]))]
+        _, first = np.unique(chunks[order], return_index=True)
+        if first.size >= k or width == scores.size:
+            picked = order[np.sort(first)[:k]]
+            return picked[np.isfinite(scores[picked])]
+        width = min(4 * width, scores.size)
 
 
 def sign_word_count(dimension: int) -> int:
@@ -286,17 +306,17 @@ def _previous(root: Path, model: str) -> DenseMatrix | None:
 
 
 def _write(model: str, staging: Path, base: DenseMatrix | None) -> tuple[int, int, int]:
-    """Write the copy into ``staging``, rows in chunk id order; return (rows, dimension, vectors read).
+    """Write the copy into ``staging``, rows in unit id order; return (rows, dimension, vectors read).
 
     Without a ``base`` (the previous copy) every vector is read; with one, only those above its
-    highest chunk id (see the module docstring). Raises DenseIndexError when the kept and the
-    read rows are not exactly vec0's chunk ids, i.e. the base is damaged. The rows are sorted
+    highest unit id (see the module docstring). Raises DenseIndexError when the kept and the
+    read rows are not exactly vec0's unit ids, i.e. the base is damaged. The rows are sorted
     because vec0 scans in storage order, and it reuses the slots of deleted rows.
     """
     dimension = vectorstore.table_dimension(model) or 0
     after = int(base.ids.max()) if base is not None and base.ids.size else 0
     live, ids, collections = _read(model, staging / "read.f32", dimension, after=after)
-    # (vectors, ids, collections, which rows to take in chunk id order): the kept rows, then the read ones
+    # (vectors, ids, collections, which rows to take in unit id order): the kept rows, then the read ones
     parts = [(_map(staging / "read.f32", ids.size, dimension), ids, collections, np.argsort(ids, kind="stable"))]
     if base is not None:
         kept = np.argsort(base.ids, kind="stable")
@@ -328,9 +348,9 @@ def _write(model: str, staging: Path, base: DenseMatrix | None) -> tuple[int, in
 
 
 def _read(model: str, path: Path, dimension: int, *, after: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Write vec0's vectors above chunk id ``after`` to ``path`` as unit rows, in vec0's order.
+    """Write vec0's vectors above unit id ``after`` to ``path`` as unit-length rows, in vec0's order.
 
-    Returns every chunk id in vec0 (one snapshot with the vectors), then the ids and the
+    Returns every unit id in vec0 (read with the vectors), then the ids and the
     collection ids of the rows written.
     """
     live, ids, collections = [np.zeros(0, np.int64)], [np.zeros(0, np.int64)], [np.zeros(0, np.int64)]

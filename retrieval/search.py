@@ -18,6 +18,8 @@ MAX_QUERY_TERMS = 64
 TOKENIZER = "porter unicode61 remove_diacritics 2"  # chunks_fts's (retrieval/migrations/0001_chunks_fts.py)
 PRUNE_FLOOR = 10_000  # rare_terms keeps a term found in this many chunks or fewer (a few ms to score)
 SCOPE_OVERFETCH = 4  # a scoped keyword search first takes 4x its limit from the whole index
+WINDOW_FETCH = 8  # vec0 nearest(): windows fetched per chunk asked for (a chunk has ~3 on average)
+VEC0_MAX_K = 4096  # the largest k sqlite-vec 0.1.9 accepts
 _TERM = re.compile(r"\w+", re.UNICODE)
 # Words that carry no topic: dropping them keeps BM25 from ranking on "what is the".
 STOPWORDS = frozenset("""
@@ -148,36 +150,58 @@ class ChunkSearchManager(models.Manager):
 
     def nearest(self, vector: Sequence[float], *, model: str, k: int = 20,
                 collection_ids: Sequence[int] | None = None) -> list[Hit]:
-        """Nearest chunks by cosine similarity (``score`` = 1 - cosine distance), best first."""
+        """Nearest chunks by cosine similarity (``score`` = 1 - cosine distance), best first.
+
+        A chunk scores the best of its own vector and its windows' (``vectorstore``). The
+        windows' KNN fetches ``WINDOW_FETCH`` times ``k`` windows, so a chunk found only by a
+        window below that depth is missed; ``retrieval/dense.py`` (the default) is exact.
+        """
         if not vectorstore.table_exists(model):
             raise vectorstore.MissingEmbeddings(model)
         if collection_ids is not None and not collection_ids:
             return []
         where, params = _scope(collection_ids, "collection_id")
-        sql = (f"SELECT chunk_id, distance FROM {vectorstore.table_name(model)} "
-               f"WHERE embedding MATCH %s AND k = %s{where}")
+        blob = vectorstore.serialize(vector)
+        best: dict[int, float] = {}
         with connection.cursor() as cur:
-            cur.execute(sql, [vectorstore.serialize(vector), k, *params])
-            return [Hit(cid, 1.0 - dist) for cid, dist in cur.fetchall()]
+            cur.execute(f"SELECT chunk_id, distance FROM {vectorstore.table_name(model)} "
+                        f"WHERE embedding MATCH %s AND k = %s{where}", [blob, k, *params])
+            units = cur.fetchall()
+            if vectorstore.windows_exist(model):
+                cur.execute(f"SELECT window_id / {vectorstore.WINDOW_SLOTS}, distance FROM "
+                            f"{vectorstore.windows_table_name(model)} WHERE embedding MATCH %s AND k = %s{where}",
+                            [blob, min(k * WINDOW_FETCH, VEC0_MAX_K), *params])
+                units += cur.fetchall()
+        for cid, dist in units:
+            best[cid] = max(best.get(cid, -2.0), 1.0 - dist)
+        return sorted((Hit(cid, score) for cid, score in best.items()), key=lambda h: (-h.score, h.chunk_id))[:k]
 
     def vector_batches(self, *, model: str, after: int = 0,
                        size: int = 20_000) -> Iterator[list[tuple[int, int | None, bytes | None]]]:
-        """Every stored (chunk_id, collection_id, float32 vector bytes), in batches, from one statement;
-        for chunk ids up to ``after`` only the id (collection and vector are None).
+        """Every stored (unit id, collection_id, float32 vector bytes), in batches; for unit ids up to
+        ``after`` only the id (collection and vector are None). A chunk's own vector has the unit id
+        ``chunk_id * WINDOW_SLOTS``, a window its window id (``sources/vectorstore.py``).
 
-        A single SELECT reads one consistent snapshot (WAL), however long the caller
-        takes between batches. sqlite-vec reads a row's vector only when asked for it, so
-        a row at or below ``after`` costs a step through vec0's row ids (~0.5 µs), not a
-        vector read (~18 µs). For building the dense matrix (``retrieval/dense.py``).
+        One statement per table, each reading one consistent snapshot (WAL) however long the
+        caller takes between batches; the caller checks ``vectors_version`` around the read.
+        sqlite-vec reads a row's vector only when asked for it, so a row at or below ``after``
+        costs a step through vec0's row ids (~0.5 µs), not a vector read (~18 µs). For building
+        the dense matrix (``retrieval/dense.py``).
         """
         if not vectorstore.table_exists(model):
             raise vectorstore.MissingEmbeddings(model)
+        slots = vectorstore.WINDOW_SLOTS
+        statements = [f"SELECT chunk_id * {slots} AS unit, CASE WHEN chunk_id * {slots} > %s THEN collection_id END, "
+                      f"CASE WHEN chunk_id * {slots} > %s THEN embedding END FROM {vectorstore.table_name(model)}"]
+        if vectorstore.windows_exist(model):
+            statements.append("SELECT window_id, CASE WHEN window_id > %s THEN collection_id END, "
+                              "CASE WHEN window_id > %s THEN embedding END "
+                              f"FROM {vectorstore.windows_table_name(model)}")
         with connection.cursor() as cur:
-            cur.execute("SELECT chunk_id, CASE WHEN chunk_id > %s THEN collection_id END, "
-                        f"CASE WHEN chunk_id > %s THEN embedding END FROM {vectorstore.table_name(model)}",
-                        [after, after])
-            while rows := cur.fetchmany(size):
-                yield rows
+            for sql in statements:
+                cur.execute(sql, [after, after])
+                while rows := cur.fetchmany(size):
+                    yield rows
 
     def similarity(self, vector: Sequence[float], chunk_ids: Sequence[int], *, model: str) -> dict[int, float]:
         """Cosine similarity of ``vector`` to each of ``chunk_ids`` (for the gate and the Sources list).

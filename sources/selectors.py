@@ -30,7 +30,7 @@ def index_overview() -> list[dict]:
 
 
 def index_counts(*, model: str) -> dict[str, int]:
-    """Chunk rows, FTS rows and vectors for ``model``: the three must always agree."""
+    """Chunk rows, FTS rows and vectors for ``model`` (the three must always agree), and window vectors."""
     from django.db import connection
 
     from sources import vectorstore
@@ -38,7 +38,8 @@ def index_counts(*, model: str) -> dict[str, int]:
     with connection.cursor() as cur:
         cur.execute("SELECT count(*) FROM chunks_fts")
         fts = cur.fetchone()[0]
-    return {"chunks": Chunk.objects.count(), "fts": fts, "vectors": vectorstore.vector_count(model)}
+    return {"chunks": Chunk.objects.count(), "fts": fts, "vectors": vectorstore.vector_count(model),
+            "windows": vectorstore.window_count(model)}
 
 
 def index_version(collection_ids: list[int] | None = None) -> str:

@@ -1,4 +1,12 @@
-"""The vec0 tables that hold chunk embeddings, one per embedding model.
+"""The vec0 tables that hold chunk embeddings, two per embedding model.
+
+``vec_chunks_{slug}`` holds one vector per chunk (its whole text), keyed by chunk id.
+``vec_windows_{slug}`` holds the vectors of a chunk's sentence windows
+(``ingest.window_sentences``), keyed by ``window_id(chunk_id, j)``: a chunk owns the
+ids ``chunk_id * WINDOW_SLOTS + 1`` to ``+ WINDOW_SLOTS - 1``, so its windows are
+found, counted and deleted by a range of primary keys without a mapping table, and
+``unit // WINDOW_SLOTS`` is the chunk of any vector. (Slot 0 is the chunk's own
+vector in the dense matrix, ``retrieval/dense.py``.)
 
 Ingest writes vectors in the same transaction as the chunk rows, and ``sources``
 may not import ``retrieval``, so the write side of the vector SQL lives here; the
@@ -67,6 +75,20 @@ def table_name(model: str) -> str:
     return f"vec_chunks_{model_slug(model)}"
 
 
+WINDOW_SLOTS = 1024  # ids per chunk in the windows table: slot 0 (the chunk) + up to 1023 windows
+
+
+def windows_table_name(model: str) -> str:
+    return f"vec_windows_{model_slug(model)}"
+
+
+def window_id(chunk_id: int, index: int) -> int:
+    """The id of the chunk's window ``index`` (0-based); see the module docstring."""
+    if not 0 <= index < WINDOW_SLOTS - 1:
+        raise ValueError(f"window index {index} outside 0..{WINDOW_SLOTS - 2}")
+    return int(chunk_id) * WINDOW_SLOTS + 1 + index
+
+
 def serialize(vector: Sequence[float]) -> bytes:
     return struct.pack(f"{len(vector)}f", *vector)
 
@@ -107,6 +129,16 @@ def ensure_table(model: str, dimension: int) -> None:
         )
 
 
+def ensure_windows_table(model: str, dimension: int) -> None:
+    """Create the model's windows table if it is missing (its width follows the chunk table's)."""
+    with connection.cursor() as cur:
+        cur.execute(
+            f"CREATE VIRTUAL TABLE IF NOT EXISTS {windows_table_name(model)} USING vec0("
+            f"window_id integer primary key, collection_id integer, "
+            f"embedding float[{int(dimension)}] distance_metric=cosine)"
+        )
+
+
 def vectors_insert(model: str, rows: Sequence[tuple[int, int, Sequence[float]]]) -> None:
     """Insert (chunk_id, collection_id, vector) rows; the caller holds the transaction."""
     with connection.cursor() as cur:
@@ -116,23 +148,43 @@ def vectors_insert(model: str, rows: Sequence[tuple[int, int, Sequence[float]]])
         )
 
 
+def windows_insert(model: str, rows: Sequence[tuple[int, int, Sequence[float]]]) -> None:
+    """Insert (window_id, collection_id, vector) rows; the caller holds the transaction."""
+    with connection.cursor() as cur:
+        cur.executemany(
+            f"INSERT INTO {windows_table_name(model)}(window_id, collection_id, embedding) VALUES (%s, %s, %s)",
+            [(wid, col, serialize(vec)) for wid, col, vec in rows],
+        )
+
+
 def vectors_delete(chunk_ids: Sequence[int]) -> None:
-    """Delete the vectors of these chunks from every model's table (vec0 has no cascade).
+    """Delete the vectors and window vectors of these chunks from every model's tables (vec0 has no cascade).
 
     One statement per id: sqlite-vec 0.1.9 runs ``chunk_id IN (…)`` as a scan of the
-    whole table, while ``chunk_id = ?`` is a primary-key lookup.
+    whole table, while ``chunk_id = ?`` is a primary-key lookup. A range of window ids
+    is a scan too, so windows go one id at a time: a chunk's windows fill its first
+    slots, so its deletes stop at the first slot that held nothing.
     """
     if not chunk_ids:
         return
     with connection.cursor() as cur:
         for table in all_tables():
             cur.executemany(f"DELETE FROM {table} WHERE chunk_id = %s", [(int(cid),) for cid in chunk_ids])
+        for table in all_tables(kind="windows"):
+            for cid in chunk_ids:
+                for index in range(WINDOW_SLOTS - 1):
+                    cur.execute(f"DELETE FROM {table} WHERE window_id = %s", [window_id(cid, index)])
+                    if cur.rowcount == 0:
+                        break
 
 
-def all_tables() -> list[str]:
+def all_tables(*, kind: str = "chunks") -> list[str]:
+    """Every model's vec0 table of chunk vectors (``kind="windows"``: of window vectors)."""
+    if kind not in ("chunks", "windows"):
+        raise ValueError(f"unknown vector table kind {kind!r}")
     with connection.cursor() as cur:
-        cur.execute("SELECT name FROM sqlite_master WHERE type = 'table' AND name LIKE 'vec\\_chunks\\_%' ESCAPE '\\' "
-                    "AND sql LIKE 'CREATE VIRTUAL TABLE%'")
+        cur.execute("SELECT name FROM sqlite_master WHERE type = 'table' AND name LIKE %s ESCAPE '\\' "
+                    "AND sql LIKE 'CREATE VIRTUAL TABLE%%'", [f"vec\\_{kind}\\_%"])
         return [row[0] for row in cur.fetchall() if _SLUG_OK.match(row[0])]
 
 
@@ -141,6 +193,20 @@ def vector_count(model: str) -> int:
         return 0
     with connection.cursor() as cur:
         cur.execute(f"SELECT count(*) FROM {table_name(model)}")
+        return cur.fetchone()[0]
+
+
+def windows_exist(model: str) -> bool:
+    with connection.cursor() as cur:
+        cur.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = %s", [windows_table_name(model)])
+        return cur.fetchone() is not None
+
+
+def window_count(model: str) -> int:
+    if not windows_exist(model):
+        return 0
+    with connection.cursor() as cur:
+        cur.execute(f"SELECT count(*) FROM {windows_table_name(model)}")
         return cur.fetchone()[0]
 
 

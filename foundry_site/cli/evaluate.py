@@ -76,7 +76,8 @@ def retrieval_command(opts: argparse.Namespace, out: TextIO) -> int:
     # every setting the numbers depend on, so a report says what it measured
     config = {**conf.retrieval.model_dump(mode="json"), "top_k": EVAL_TOP_K, "embedding": conf.embedding.model,
               "context_model": conf.embedding.context_model, "chunk_tokens": conf.ingest.chunk_tokens,
-              "chunk_overlap_tokens": conf.ingest.chunk_overlap_tokens}
+              "chunk_overlap_tokens": conf.ingest.chunk_overlap_tokens,
+              "window_sentences": conf.ingest.window_sentences}
     retrieval_report(result, folder=folder, eval_id=eval_id, config=config)
     summary = result.as_dict()
     if opts.json:

@@ -128,7 +128,7 @@ def export_command(opts: argparse.Namespace, out: TextIO) -> int:
 
 
 def status_command(opts: argparse.Namespace, out: TextIO) -> int:
-    """What is in the index: sources per status, chunks, FTS rows and vectors."""
+    """What is in the index: sources per status, chunks, FTS rows, vectors and window vectors."""
     overview = selectors.index_overview()
     model = settings.FOUNDRY.embedding.model
     counts = selectors.index_counts(model=model)
@@ -143,7 +143,7 @@ def status_command(opts: argparse.Namespace, out: TextIO) -> int:
     if drift:
         out.write(f"WARNING: {chunking_drift_warning(configured=configured, drift=drift)}\n")
     out.write(f"Sources: {len(overview)}  chunks: {counts['chunks']}  FTS rows: {counts['fts']}  "
-              f"vectors: {counts['vectors']}\n\n")
+              f"vectors: {counts['vectors']}  window vectors: {counts['windows']}\n\n")
     out.write(f"  {'collection':<12} {'status':<9} {'chunks':>6}  {'file':<36}  title / reason\n")
     for row in overview:
         detail = row["reason"] if row["status"] != "ingested" else row["title"]

@@ -1,8 +1,9 @@
 """Eval indexes: a document set ingested once into its own SQLite file under
 ``FOUNDRY_HOME/eval-cache/<name>-<key>/``, through the normal ingest pipeline.
 
-The key covers the data, the embedding model, the chunk size and overlap and the
-contextual-prefix model (``embedding.context_model``, when set), so a second
+The key covers the data, the embedding model, the chunk size and overlap, the
+sentence windows and the contextual-prefix model (``embedding.context_model``,
+when set), so a second
 run with the same inputs finds every file ``unchanged`` and embeds nothing;
 an interrupted build resumes where it stopped (ingest is idempotent per file).
 """
@@ -47,6 +48,8 @@ def cache_key(*, data_sha256: str, extra: dict | None = None) -> str:
         material["context_model"] = conf.embedding.context_model
     if conf.ingest.chunk_overlap_tokens:
         material["chunk_overlap_tokens"] = conf.ingest.chunk_overlap_tokens
+    if conf.ingest.window_sentences:
+        material["window_sentences"] = conf.ingest.window_sentences
     return hashlib.sha256(json.dumps(material, sort_keys=True).encode()).hexdigest()
 
 

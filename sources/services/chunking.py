@@ -222,3 +222,26 @@ def _cut_point(text: str, start: int, end: int, n: int) -> int:
         if end - back > 200:  # no space nearby: a URL or base64 run, cut it where the window ends
             break
     return end
+
+
+def chunk_windows(text: str, *, sentences: int, limit: int) -> list[str]:
+    """Every run of ``sentences`` consecutive sentences of a chunk (stride 1), to embed beside the chunk.
+
+    A chunk is then found by its best window as well as by its whole text (the dense
+    channel scores a chunk by the best of its vectors; docs/benchmarks.md, section 3).
+    A chunk of no more than ``sentences`` sentences has no window: its one window would
+    be the chunk itself. ``limit`` caps the windows of one chunk (the store gives each
+    chunk that many slots); past it the windows are spread evenly over the chunk, its first
+    and last kept (the chunk's own vector still covers the whole text).
+    """
+    if sentences <= 0:
+        return []
+    parts = [sentence.strip() for _, sentence in _sentences(text)]
+    if len(parts) <= sentences:
+        return []
+    starts = range(len(parts) - sentences + 1)
+    stride = -(-len(starts) // limit)
+    picked = list(starts[::stride])
+    if picked[-1] != starts[-1]:  # the last window, so the chunk's end is in one
+        picked[-1] = starts[-1]
+    return [" ".join(parts[i:i + sentences]) for i in picked]

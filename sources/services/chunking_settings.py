@@ -1,8 +1,9 @@
 """The chunking settings a source was built with, as one canonical string on ``Source.chunking``.
 
 A source's chunks, and the text embedded with each of them, depend on
-``ingest.chunk_tokens``, ``ingest.chunk_overlap_tokens`` and
-``embedding.context_model`` (the contextual prefix stored in ``Chunk.context``).
+``ingest.chunk_tokens``, ``ingest.chunk_overlap_tokens``, ``ingest.window_sentences``
+(the sentence windows embedded beside each chunk) and ``embedding.context_model``
+(the contextual prefix stored in ``Chunk.context``).
 Ingest records the settings that prepared a source, and re-chunks a file whose
 recorded settings differ from the configured ones even when its bytes did not
 change. The string is ``key=value`` pairs named after the foundry.yaml keys; no
@@ -20,17 +21,19 @@ from sources.selectors import ChunkingDrift
 UNKNOWN = "unknown"
 
 
-def chunking_encode(*, chunk_tokens: int, chunk_overlap_tokens: int, context_model: str) -> str:
+def chunking_encode(*, chunk_tokens: int, chunk_overlap_tokens: int, context_model: str,
+                    window_sentences: int) -> str:
     """The canonical string for these settings; equal settings always give the same string."""
     return (f"chunk_tokens={chunk_tokens} chunk_overlap_tokens={chunk_overlap_tokens} "
-            f"context_model={context_model}")
+            f"context_model={context_model} window_sentences={window_sentences}")
 
 
 def chunking_of(conf: FoundryConfig) -> str:
     """The chunking settings of one configuration (what ``_prepare`` reads)."""
     return chunking_encode(chunk_tokens=conf.ingest.chunk_tokens,
                            chunk_overlap_tokens=conf.ingest.chunk_overlap_tokens,
-                           context_model=conf.embedding.context_model)
+                           context_model=conf.embedding.context_model,
+                           window_sentences=conf.ingest.window_sentences)
 
 
 def chunking_configured() -> str:

@@ -35,7 +35,7 @@ from foundry_site import llm
 from sources.models import Chunk, Collection, Source, SourceSummary
 from sources.services import enrich
 from sources.services.chunking_settings import chunking_configured, chunking_of, rechunk_reason
-from sources.services.chunking import ChunkDraft, chunk_blocks
+from sources.services.chunking import ChunkDraft, chunk_blocks, chunk_windows
 from sources.services.extract import ExtractionError, extract, kind_of
 from sources import vectorstore
 
@@ -217,7 +217,7 @@ def source_ingest(*, root: str, rel: str, collection_id: int) -> FileResult:
 
 # --------------------------------------------------------------------------- compute side (no database)
 
-PAYLOAD_VERSION = 1
+PAYLOAD_VERSION = 2  # 2: window vectors
 
 
 @dataclass
@@ -229,6 +229,8 @@ class _Prepared:
     vectors: list[list[float]]
     summary: llm.Completion | None
     chunking: str  # the settings the chunks were built with; "" from a payload of a worker that predates them
+    window_owners: list[int]  # the chunk (index into drafts) of each window vector
+    window_vectors: list[list[float]]
 
 
 def _prepare(path: Path, data: bytes) -> _Prepared:
@@ -244,10 +246,19 @@ def _prepare(path: Path, data: bytes) -> _Prepared:
     document_text = "\n\n".join(d.text for d in drafts)
     prefixes = enrich.context_prefixes(title=extracted.title, document=document_text, drafts=drafts)
     contexts = [sizing.context_for(extracted.title, d, p) for d, p in zip(drafts, prefixes)]
-    vectors = llm.embed([f"{c}\n\n{d.text}" if c else d.text for c, d in zip(contexts, drafts)],
+    owners, windows = [], []
+    for ordinal, draft in enumerate(drafts):
+        for window in chunk_windows(draft.text, sentences=conf.ingest.window_sentences,
+                                    limit=vectorstore.WINDOW_SLOTS - 1):
+            owners.append(ordinal)
+            windows.append(window)
+    texts = [d.text for d in drafts] + windows
+    contexts_all = contexts + [contexts[i] for i in owners]
+    vectors = llm.embed([f"{c}\n\n{t}" if c else t for c, t in zip(contexts_all, texts)],
                         model=conf.embedding.model, batch_size=conf.embedding.batch_size)
     summary = enrich.source_summary(title=extracted.title, document=document_text)
-    return _Prepared(extracted.title, kind_of(path) or "", drafts, contexts, vectors, summary, chunking)
+    return _Prepared(extracted.title, kind_of(path) or "", drafts, contexts, vectors[:len(drafts)], summary,
+                     chunking, owners, vectors[len(drafts):])
 
 
 def source_prepare(*, root: str, rel: str) -> dict[str, Any]:
@@ -319,27 +330,37 @@ def _failed_payload(rel: str, reason: str, *, digest: str = "", size: int = 0) -
 def _encode_payload(rel: str, prepared: _Prepared, *, digest: str, size: int, mtime: float) -> dict[str, Any]:
     """Vectors travel as base64 little-endian float32: exactly what vec0 stores, at a quarter of JSON's size."""
     dim = len(prepared.vectors[0])
-    flat = [x for vector in prepared.vectors for x in vector]
     return {
         "v": PAYLOAD_VERSION, "status": "prepared", "path": rel, "sha256": digest, "size": size, "mtime": mtime,
         "title": prepared.title, "kind": prepared.kind, "model": settings.FOUNDRY.embedding.model,
         "chunks": [{**asdict(d), "heading": list(d.heading)} for d in prepared.drafts], "contexts": prepared.contexts,
-        "dim": dim, "vectors": base64.b64encode(struct.pack(f"<{len(flat)}f", *flat)).decode("ascii"),
-        "summary": asdict(prepared.summary) if prepared.summary else None, "chunking": prepared.chunking,
+        "dim": dim, "vectors": _vectors_encode(prepared.vectors), "summary": asdict(prepared.summary)
+        if prepared.summary else None, "chunking": prepared.chunking,
+        "window_owners": prepared.window_owners, "window_vectors": _vectors_encode(prepared.window_vectors),
     }
 
 
-def _decode_payload(payload: dict[str, Any]) -> _Prepared:
-    if payload.get("v") != PAYLOAD_VERSION:
-        raise ValueError(f"payload version {payload.get('v')!r}; this worker reads {PAYLOAD_VERSION}")
-    raw = base64.b64decode(payload["vectors"])
-    dim = payload["dim"]
+def _vectors_encode(vectors: list[list[float]]) -> str:
+    flat = [x for vector in vectors for x in vector]
+    return base64.b64encode(struct.pack(f"<{len(flat)}f", *flat)).decode("ascii")
+
+
+def _vectors_decode(data: str, dim: int) -> list[list[float]]:
+    raw = base64.b64decode(data)
     flat = struct.unpack(f"<{len(raw) // 4}f", raw)
-    vectors = [list(flat[i:i + dim]) for i in range(0, len(flat), dim)]
+    return [list(flat[i:i + dim]) for i in range(0, len(flat), dim)]
+
+
+def _decode_payload(payload: dict[str, Any]) -> _Prepared:
+    vectors = _vectors_decode(payload["vectors"], payload["dim"])
+    window_vectors = _vectors_decode(payload["window_vectors"], payload["dim"])
     drafts = [ChunkDraft(**{**c, "heading": tuple(c["heading"])}) for c in payload["chunks"]]
     summary = llm.Completion(**payload["summary"]) if payload["summary"] else None
+    if len(payload["window_owners"]) != len(window_vectors):
+        raise ValueError(f"payload has {len(window_vectors)} window vectors for {len(payload['window_owners'])} "
+                         "windows")
     return _Prepared(payload["title"], payload["kind"], drafts, payload["contexts"], vectors, summary,
-                     payload.get("chunking", ""))
+                     payload.get("chunking", ""), payload["window_owners"], window_vectors)
 
 
 # --------------------------------------------------------------------------- database side
@@ -349,6 +370,12 @@ def source_store_prepared(*, root: str, rel: str, collection_id: int, payload: d
     if payload["status"] == "failed":
         return source_mark_failed(root=root, rel=rel, collection_id=collection_id, reason=payload["reason"],
                                   digest=payload["sha256"], size=payload["size"])
+    if payload.get("v") != PAYLOAD_VERSION:
+        return source_mark_failed(
+            root=root, rel=rel, collection_id=collection_id, digest=payload.get("sha256", ""),
+            size=payload.get("size", 0),
+            reason=f"prepared by a worker that writes payload version {payload.get('v')!r}, but this one reads "
+                   f"{PAYLOAD_VERSION}; every worker must run the same Foundry release")
     model = settings.FOUNDRY.embedding.model
     if payload["model"] != model:
         return source_mark_failed(
@@ -375,6 +402,7 @@ def _store(*, root: str, rel: str, collection_id: int, digest: str, data_size: i
     now = timezone.now()
     with transaction.atomic():
         vectorstore.ensure_table(model, len(prepared.vectors[0]))
+        vectorstore.ensure_windows_table(model, len(prepared.vectors[0]))
         source, _ = Source.objects.get_or_create(root=root, path=rel, defaults={"collection_id": collection_id})
         old_ids = list(source.chunks.values_list("id", flat=True))
         vectorstore.vectors_delete(old_ids)
@@ -386,6 +414,7 @@ def _store(*, root: str, rel: str, collection_id: int, digest: str, data_size: i
             for i, (d, ctx) in enumerate(zip(prepared.drafts, prepared.contexts))
         ])
         vectorstore.vectors_insert(model, [(c.pk, collection_id, v) for c, v in zip(chunks, prepared.vectors)])
+        vectorstore.windows_insert(model, _window_rows(chunks, prepared, collection_id))
         SourceSummary.objects.filter(source=source).delete()
         if prepared.summary is not None:
             SourceSummary.objects.create(source=source, text=prepared.summary.text, model=prepared.summary.model)
@@ -396,6 +425,18 @@ def _store(*, root: str, rel: str, collection_id: int, digest: str, data_size: i
             updated_at=now, ingested_at=now)
         source.refresh_from_db()
     return source
+
+
+def _window_rows(chunks: list[Chunk], prepared: _Prepared,
+                 collection_id: int) -> list[tuple[int, int, list[float]]]:
+    """(window id, collection, vector) of each window: the n-th window of a chunk takes its n-th slot."""
+    seen: dict[int, int] = {}
+    rows = []
+    for owner, vector in zip(prepared.window_owners, prepared.window_vectors):
+        index = seen.get(owner, 0)
+        seen[owner] = index + 1
+        rows.append((vectorstore.window_id(chunks[owner].pk, index), collection_id, vector))
+    return rows
 
 
 def source_mark_failed(*, root: str, rel: str, collection_id: int, reason: str, digest: str = "",

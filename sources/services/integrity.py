@@ -1,4 +1,5 @@
-"""Index integrity: chunk rows, FTS rows and vectors must be the same set of chunks.
+"""Index integrity: chunk rows, FTS rows and vectors must be the same set of chunks
+(and every window vector must belong to a chunk).
 
 Problems make ``foundry check`` fail. Warnings do not: sources chunked with other
 settings than foundry.yaml sets are whole and searchable, only not chunked as configured.
@@ -64,6 +65,12 @@ def index_check() -> IntegrityReport:
             # Every chunk needs a vector from the configured model; the table of a model used
             # before holds what is left of it, which re-ingest empties: only orphans count there.
             _compare(report, table, chunks, vectors, complete=table == current)
+        for table in vectorstore.all_tables(kind="windows"):
+            cur.execute(f"SELECT window_id FROM {table}")
+            owners = [row[0] // vectorstore.WINDOW_SLOTS for row in cur.fetchall()]
+            report.counts[table] = len(owners)
+            # How many windows a chunk has follows from its text, so only orphans are checked.
+            _compare(report, table, chunks, set(owners), complete=False)
     return report
 
 

@@ -40,6 +40,66 @@ def _source_with_vectors(collection: Collection, name: str, vectors: np.ndarray)
     return [c.pk for c in chunks]
 
 
+def _source_with_windows(collection: Collection, name: str, vectors: np.ndarray,
+                         windows: list[np.ndarray]) -> list[int]:
+    """As ``_source_with_vectors``, plus ``windows[i]`` (rows) as the window vectors of chunk i."""
+    ids = _source_with_vectors(collection, name, vectors)
+    vectorstore.ensure_windows_table(TINY, vectors.shape[1])
+    vectorstore.windows_insert(TINY, [(vectorstore.window_id(cid, j), collection.pk, row.tolist())
+                                      for cid, rows in zip(ids, windows) for j, row in enumerate(rows)])
+    return ids
+
+
+def _best_of_rows(query: np.ndarray, rows: dict[int, list[np.ndarray]], k: int) -> list[tuple[int, float]]:
+    """Counted another way: each chunk's best cosine over its vector and its windows', best k."""
+    best = {cid: max(float(v @ query / np.linalg.norm(v) / np.linalg.norm(query)) for v in vs)
+            for cid, vs in rows.items()}
+    return sorted(best.items(), key=lambda item: (-item[1], item[0]))[:k]
+
+
+@pytest.mark.django_db
+def test_a_chunk_is_found_by_its_best_window_in_the_matrix_and_in_vec0() -> None:
+    rng = np.random.default_rng(17)
+    collections = [Collection.objects.create(name=n) for n in ("alpha", "beta")]
+    rows: dict[int, list[np.ndarray]] = {}
+    for number, collection in enumerate(collections):
+        vectors = rng.standard_normal((60, 16)).astype(np.float32)
+        windows = [rng.standard_normal((int(n), 16)).astype(np.float32) for n in rng.integers(0, 4, 60)]
+        ids = _source_with_windows(collection, f"doc{number}.md", vectors, windows)
+        for cid, vector, extra in zip(ids, vectors, windows):
+            rows[cid] = [vector, *extra]
+    alpha_ids = set(Chunk.objects.filter(source__collection=collections[0]).values_list("pk", flat=True))
+    for query in rng.standard_normal((10, 16)).astype(np.float32):
+        for k in (1, 5, 20, 120):
+            expected = _best_of_rows(query, rows, k)
+            got = dense.nearest(query.tolist(), model=TINY, k=k)
+            assert [h.chunk_id for h in got] == [cid for cid, _ in expected]
+            assert np.allclose([h.score for h in got], [score for _, score in expected], atol=1e-5)
+            if k <= 20:  # vec0 fetches 8 windows per chunk asked for: exact while a chunk has at most 8
+                vec0 = ChunkSearch.search.nearest(query.tolist(), model=TINY, k=k)
+                assert [h.chunk_id for h in vec0] == [cid for cid, _ in expected]
+        scoped = dense.nearest(query.tolist(), model=TINY, k=20, collection_ids=[collections[0].pk])
+        assert [h.chunk_id for h in scoped] == [cid for cid, _ in _best_of_rows(
+            query, {cid: vs for cid, vs in rows.items() if cid in alpha_ids}, 20)]
+    assert len(dense.nearest([1.0] * 16, model=TINY, k=500)) == 120
+
+
+@pytest.mark.django_db
+def test_refresh_with_windows_reads_only_the_new_rows_and_matches_a_full_build(vectors_read: list[int]) -> None:
+    rng = np.random.default_rng(18)
+    alpha = Collection.objects.create(name="alpha")
+    _source_with_windows(alpha, "a.md", rng.standard_normal((30, 16)).astype(np.float32),
+                         [rng.standard_normal((2, 16)).astype(np.float32)] * 30)
+    dense.current(TINY)
+    _source_with_windows(alpha, "b.md", rng.standard_normal((4, 16)).astype(np.float32),
+                         [rng.standard_normal((3, 16)).astype(np.float32)] * 4)
+    source_delete(source_id=Source.objects.get(path="a.md").pk)
+    matrix, built = dense.current(TINY)
+    assert built and vectors_read == [90, 16] and len(matrix.ids) == 16
+    assert vectorstore.window_count(TINY) == 12
+    _assert_same_as_a_full_build(TINY)
+
+
 @pytest.fixture
 def vectors_read(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """The number of vectors each vec0 read of a build returned (ids alone do not count)."""
@@ -67,7 +127,7 @@ def _assert_same_as_a_full_build(model: str) -> None:
     full, built = dense.current(model)
     assert built and full.folder == matrix.folder
     assert [name for name in COPY_FILES if (full.folder / name).read_bytes() != refreshed[name]] == []
-    assert len(full.ids) == vectorstore.vector_count(model)
+    assert len(full.ids) == vectorstore.vector_count(model) + vectorstore.window_count(model)
 
 
 def _assert_search_same_as_vec0(model: str, queries: np.ndarray, scopes: list[list[int] | None]) -> None:
@@ -279,7 +339,7 @@ def test_refresh_follows_a_changed_file_and_a_move_to_another_collection(kb: Pat
     knowledge_base_ingest(target=kb)
     valve = list(Chunk.objects.filter(source__path="valve.md").values_list("pk", flat=True))
     matrix, built = dense.current(MINILM)
-    assert built and vectors_read[-1] == len(valve) and set(valve) <= set(matrix.ids.tolist())
+    assert built and vectors_read[-1] == len(valve) and set(valve) <= set((matrix.ids // vectorstore.WINDOW_SLOTS).tolist())
     _assert_search_same_as_vec0(MINILM, queries, [None])
     _assert_same_as_a_full_build(MINILM)
 
@@ -370,7 +430,7 @@ def test_ingest_during_the_read_makes_the_build_read_again(monkeypatch: pytest.M
     matrix, built = dense.current(TINY)
     late = set(Chunk.objects.filter(source__path="late.md").values_list("pk", flat=True))
     assert built and len(calls) == 2
-    assert late <= set(matrix.ids.tolist()) and len(matrix.ids) == 363
+    assert late <= set((matrix.ids // vectorstore.WINDOW_SLOTS).tolist()) and len(matrix.ids) == 363
     assert matrix.version == vectorstore.vectors_version(TINY)
     assert not list(dense.root_folder(TINY).glob(".tmp-*"))
 

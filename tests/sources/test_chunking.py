@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from sources.services.chunking import chunk_blocks
+from sources.services.chunking import chunk_blocks, chunk_windows
 from sources.services.extract import Block
 
 
@@ -76,3 +76,24 @@ def test_overlap_must_be_below_half_the_chunk_size() -> None:
     assert IngestConfig(chunk_tokens=200, chunk_overlap_tokens=40).chunk_overlap_tokens == 40
     with pytest.raises(ValidationError, match="must be less than half of chunk_tokens"):
         IngestConfig(chunk_tokens=200, chunk_overlap_tokens=100)
+
+
+def test_windows_are_every_run_of_consecutive_sentences() -> None:
+    text = "One is first. Two follows it. Three is next.\n- Four is a list item"
+    assert chunk_windows(text, sentences=2, limit=100) == [
+        "One is first. Two follows it.", "Two follows it. Three is next.", "Three is next. - Four is a list item"]
+    assert chunk_windows(text, sentences=3, limit=100) == [
+        "One is first. Two follows it. Three is next.", "Two follows it. Three is next. - Four is a list item"]
+
+
+def test_a_chunk_no_longer_than_a_window_has_none_and_zero_switches_windows_off() -> None:
+    assert chunk_windows("Just one sentence. And a second.", sentences=2, limit=100) == []
+    assert chunk_windows("A. B. C. D.", sentences=0, limit=100) == []
+
+
+def test_the_window_limit_widens_the_stride_but_keeps_both_ends() -> None:
+    text = " ".join(f"Sentence {i} ends here." for i in range(30))
+    windows = chunk_windows(text, sentences=2, limit=5)
+    assert len(windows) == 5
+    assert windows[0] == "Sentence 0 ends here. Sentence 1 ends here."
+    assert windows[-1] == "Sentence 28 ends here. Sentence 29 ends here."

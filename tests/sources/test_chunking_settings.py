@@ -27,8 +27,8 @@ from tests.conftest import ScriptedLLM
 from tests.sources.test_ingest import index_agrees
 from tests.sources.test_ingest_jobs import running_job
 
-DEFAULTS = chunking_encode(chunk_tokens=200, chunk_overlap_tokens=0, context_model="none")
-SMALL = chunking_encode(chunk_tokens=64, chunk_overlap_tokens=0, context_model="none")
+DEFAULTS = chunking_encode(chunk_tokens=200, chunk_overlap_tokens=0, context_model="none", window_sentences=2)
+SMALL = chunking_encode(chunk_tokens=64, chunk_overlap_tokens=0, context_model="none", window_sentences=2)
 
 
 def write_docs(kb: Path) -> None:
@@ -66,15 +66,16 @@ def count_embeds(monkeypatch: pytest.MonkeyPatch) -> list[int]:
 # --------------------------------------------------------------------------- the string (no database)
 
 def test_encoding_is_canonical_and_parses_back() -> None:
-    value = chunking_encode(chunk_tokens=128, chunk_overlap_tokens=16, context_model="openai/gpt-4o-mini")
-    assert value == "chunk_tokens=128 chunk_overlap_tokens=16 context_model=openai/gpt-4o-mini"
+    value = chunking_encode(chunk_tokens=128, chunk_overlap_tokens=16, context_model="openai/gpt-4o-mini",
+                            window_sentences=3)
+    assert value == "chunk_tokens=128 chunk_overlap_tokens=16 context_model=openai/gpt-4o-mini window_sentences=3"
     assert chunking_parse(value) == {"chunk_tokens": "128", "chunk_overlap_tokens": "16",
-                                     "context_model": "openai/gpt-4o-mini"}
+                                     "context_model": "openai/gpt-4o-mini", "window_sentences": "3"}
     assert chunking_parse("") == {}
 
 
 def test_changes_name_only_the_keys_that_differ() -> None:
-    new = chunking_encode(chunk_tokens=128, chunk_overlap_tokens=0, context_model="scripted/ctx")
+    new = chunking_encode(chunk_tokens=128, chunk_overlap_tokens=0, context_model="scripted/ctx", window_sentences=2)
     assert chunking_changes_text(DEFAULTS, new) == "chunk_tokens 200 → 128, context_model none → scripted/ctx"
     assert chunking_changes_text(DEFAULTS, DEFAULTS) == ""
     assert chunking_changes_text("", SMALL).startswith("chunk_tokens unknown → 64")
@@ -90,8 +91,11 @@ def test_rechunk_reason() -> None:
 
 
 def test_migration_backfill_is_the_string_of_the_old_defaults() -> None:
+    """Sources recorded before windows existed have none: the next ingest re-embeds them, and says why."""
     migration = importlib.import_module("sources.migrations.0003_source_chunking")
-    assert migration.BEFORE_RECORDED == DEFAULTS
+    old = chunking_encode(chunk_tokens=200, chunk_overlap_tokens=0, context_model="none", window_sentences=0)
+    assert migration.BEFORE_RECORDED == old.removesuffix(" window_sentences=0")
+    assert chunking_changes_text(migration.BEFORE_RECORDED, DEFAULTS) == "window_sentences unknown → 2"
 
 
 # --------------------------------------------------------------------------- ingest
@@ -271,7 +275,7 @@ def test_check_leaves_sources_of_another_model_to_the_model_problem(kb: Path) ->
 @pytest.mark.django_db(transaction=True)
 def test_migration_backfills_ingested_rows_and_keeps_the_fts_triggers(kb: Path) -> None:
     with connection.cursor() as cur:  # a transactional test's flush leaves earlier tests' vectors in vec0
-        for table in vectorstore.all_tables():
+        for table in vectorstore.all_tables() + vectorstore.all_tables(kind="windows"):
             cur.execute(f"DROP TABLE {table}")
     (kb / "notes.txt").write_text("Firmware 2.4.1 fixes the alarm hysteresis bug.\n")
     ingest.knowledge_base_ingest(target=kb)
@@ -285,13 +289,17 @@ def test_migration_backfills_ingested_rows_and_keeps_the_fts_triggers(kb: Path) 
     finally:
         executor = MigrationExecutor(connection)
         executor.migrate(executor.loader.graph.leaf_nodes())
-    assert dict(Source.objects.values_list("path", "chunking")) == {"notes.txt": DEFAULTS, "never.txt": ""}
+    before = importlib.import_module("sources.migrations.0003_source_chunking").BEFORE_RECORDED
+    assert dict(Source.objects.values_list("path", "chunking")) == {"notes.txt": before, "never.txt": ""}
     with connection.cursor() as cur:
         cur.execute("SELECT name FROM sqlite_master WHERE type = 'trigger' AND name LIKE 'chunks_fts_%' ORDER BY 1")
         assert [r[0] for r in cur.fetchall()] == ["chunks_fts_delete", "chunks_fts_insert", "chunks_fts_title",
                                                   "chunks_fts_update"]
-    # The backfilled row counts as built with the defaults: nothing is re-embedded.
+    # The backfilled row counts as built with the defaults of its time, before sentence windows:
+    # the next ingest re-embeds it for them, and says so; the one after finds it unchanged.
     assert chunking_configured() == DEFAULTS
+    assert reasons(ingest.knowledge_base_ingest(target=kb))["notes.txt"] == (
+        "ingested", "re-chunked: chunking settings changed (window_sentences unknown → 2)")
     assert reasons(ingest.knowledge_base_ingest(target=kb))["notes.txt"] == ("unchanged", "")
     Source.objects.filter(path="notes.txt").update(title="Renamed")  # the title trigger still works
     with connection.cursor() as cur:

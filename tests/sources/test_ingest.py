@@ -9,6 +9,7 @@ from django.db import connection
 
 from sources import vectorstore
 from sources.models import Chunk, Source, SourceSummary
+from sources.services.chunking import chunk_windows
 from sources.services.ingest import knowledge_base_ingest, source_delete
 from tests.conftest import ScriptedLLM, make_pdf
 
@@ -18,21 +19,29 @@ MODEL = "local/all-minilm-l6-v2"
 
 
 def index_agrees() -> None:
-    """Chunk rows, FTS rows and vectors must always be the same set of ids."""
-    chunk_ids = set(Chunk.objects.values_list("id", flat=True))
+    """Chunk rows, FTS rows and vectors must always be the same set of ids, and each chunk
+    has exactly the window vectors its text gives, in its first slots."""
+    chunks = dict(Chunk.objects.values_list("id", "text"))
     with connection.cursor() as cur:
         cur.execute("SELECT rowid FROM chunks_fts")
         fts_ids = {r[0] for r in cur.fetchall()}
         vec_ids: set[int] = set()
+        window_ids: set[int] = set()
         if vectorstore.table_exists(MODEL):
             cur.execute(f"SELECT chunk_id FROM {vectorstore.table_name(MODEL)}")
             vec_ids = {r[0] for r in cur.fetchall()}
-    assert chunk_ids == fts_ids == vec_ids
+            cur.execute(f"SELECT window_id FROM {vectorstore.windows_table_name(MODEL)}")
+            window_ids = {r[0] for r in cur.fetchall()}
+    assert set(chunks) == fts_ids == vec_ids
+    expected = {vectorstore.window_id(cid, j) for cid, text in chunks.items()
+                for j in range(len(chunk_windows(text, sentences=2, limit=vectorstore.WINDOW_SLOTS - 1)))}
+    assert window_ids == expected
 
 
 def write_kb(kb: Path) -> None:
     (kb / "manual.md").write_text("# Manual\n\n## Power\n\nThe gateway needs 24 V DC.\n\n## Bus\n\nUp to 8 sensors.\n")
-    (kb / "notes.txt").write_text("Firmware 2.4.1 fixes the alarm hysteresis bug.\n")
+    (kb / "notes.txt").write_text("Firmware 2.4.1 fixes the alarm hysteresis bug. It also speeds up the boot. "
+                                  "Older units need a reset first.\n")
     (kb / "spec.json").write_text(json.dumps({"model": "AX-200", "electrical": {"vcc": "3.3 V"}}))
     make_pdf(kb / "sheet.pdf", [("1 General", "The AX-200 is a sensor gateway."), ("2 Power", "VCC = 5 V.")])
 
@@ -44,6 +53,7 @@ def test_ingest_all_types_then_idempotent(kb: Path) -> None:
     assert Source.objects.filter(status="ingested").count() == 4
     pdf_chunk = Chunk.objects.get(source__path="sheet.pdf", text__contains="VCC")
     assert pdf_chunk.page_start == 2 and pdf_chunk.heading == "2 Power"
+    assert vectorstore.window_count(MODEL) >= 2  # notes.txt: 3 sentences, 2 windows
     index_agrees()
 
     second = knowledge_base_ingest(target=kb)
@@ -63,6 +73,23 @@ def test_changed_file_is_replaced_and_old_chunks_gone(kb: Path) -> None:
     assert not old_ids & set(new.values_list("id", flat=True))
     assert "2.5.0" in new.get().text
     index_agrees()
+
+
+def test_window_setting_change_re_embeds_and_zero_stores_no_windows(kb: Path, foundry_config) -> None:
+    write_kb(kb)
+    knowledge_base_ingest(target=kb)
+    notes = Chunk.objects.get(source__path="notes.txt")
+    first = notes.pk * vectorstore.WINDOW_SLOTS
+    with connection.cursor() as cur:
+        cur.execute(f"SELECT window_id FROM {vectorstore.windows_table_name(MODEL)} "
+                    "WHERE window_id > %s AND window_id < %s", [first, first + vectorstore.WINDOW_SLOTS])
+        assert sorted(r[0] for r in cur.fetchall()) == [first + 1, first + 2]
+    foundry_config(ingest={"window_sentences": 0})
+    report = knowledge_base_ingest(target=kb)
+    assert report.count("ingested") == 4
+    assert all("window_sentences 2 → 0" in f.reason for f in report.files)
+    assert vectorstore.window_count(MODEL) == 0
+    assert knowledge_base_ingest(target=kb).count("unchanged") == 4
 
 
 def test_deleted_file_removed_with_chunks_and_vectors(kb: Path) -> None:
@@ -186,6 +213,19 @@ def test_check_finds_damage_and_reingest_repairs(kb: Path) -> None:
     assert [f.path for f in rerun.files if f.status == "ingested"] == ["manual.md"]
     assert index_check().ok
     index_agrees()
+
+
+def test_check_finds_window_vectors_of_no_chunk(kb: Path) -> None:
+    from sources.services.integrity import index_check
+
+    write_kb(kb)
+    knowledge_base_ingest(target=kb)
+    report = index_check()
+    assert report.ok and report.counts["vec_windows_local_all_minilm_l6_v2"] == vectorstore.window_count(MODEL) > 0
+    gone = Chunk.objects.order_by("-pk").first().pk + 1
+    vectorstore.windows_insert(MODEL, [(vectorstore.window_id(gone, 0), 1, [0.1] * 384)])
+    report = index_check()
+    assert not report.ok and "1 orphan row(s) in vec_windows_local_all_minilm_l6_v2" in report.problems
 
 
 def test_unexpected_parser_error_fails_only_that_file(kb: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -73,6 +73,21 @@ def test_store_is_idempotent(kb: Path) -> None:
     index_agrees()
 
 
+def test_payload_of_another_release_fails_the_file_and_keeps_the_stored_version(kb: Path) -> None:
+    write_notes(kb, 1)
+    job = running_job(kb)
+    payload = ingest.source_prepare(root=str(kb), rel="note0.md")
+    assert ingest_jobs.ingest_job_file_store(job_id=job.pk, rel="note0.md", payload=payload).status == "ingested"
+    old = {key: value for key, value in payload.items() if not key.startswith("window_")}
+    old["v"], old["sha256"] = 1, "0" * 64
+    result = ingest.source_store_prepared(root=str(kb), rel="note0.md", collection_id=job.collection_id,
+                                          payload=old)
+    assert result.status == "failed"
+    assert "payload version 1, but this one reads 2; every worker must run the same Foundry release" in result.reason
+    assert Chunk.objects.filter(source__path="note0.md").count() > 0  # the stored version stays
+    index_agrees()
+
+
 def test_errback_failure_then_store_finishes_job(kb: Path) -> None:
     write_notes(kb, 2)
     job = running_job(kb)

@@ -56,7 +56,7 @@ def drop_index() -> None:
     for source_id in Source.objects.values_list("pk", flat=True):
         ingest.source_delete(source_id=source_id)
     with connection.cursor() as cur:
-        for table in vectorstore.all_tables():
+        for table in vectorstore.all_tables() + vectorstore.all_tables(kind="windows"):
             cur.execute(f"DROP TABLE {table}")
 
 
@@ -65,17 +65,22 @@ def snapshot() -> dict[str, Any]:
     with connection.cursor() as cur:
         cur.execute(f"SELECT chunk_id, embedding FROM {vectorstore.table_name(MODEL)}")
         vectors = dict(cur.fetchall())
+        cur.execute(f"SELECT window_id, embedding FROM {vectorstore.windows_table_name(MODEL)}")
+        windows: dict[int, list[bytes]] = {}
+        for unit, blob in sorted(cur.fetchall()):
+            windows.setdefault(unit // vectorstore.WINDOW_SLOTS, []).append(bytes(blob))
     return {
         (c.source.path, c.ordinal): (c.source.title, c.source.kind, c.source.sha256, c.text, c.heading,
                                      c.page_start, c.page_end, c.line_start, c.line_end, c.token_count,
-                                     c.context, bytes(vectors[c.pk]))
+                                     c.context, bytes(vectors[c.pk]), windows.get(c.pk, []))
         for c in Chunk.objects.select_related("source")
     }
 
 
 def write_mixed_kb(kb: Path) -> None:
     (kb / "manual.md").write_text("# Manual\n\n## Power\n\nThe gateway needs 24 V DC.\n\n## Bus\n\nUp to 8 sensors.\n")
-    (kb / "notes.txt").write_text("Firmware 2.4.1 fixes the alarm hysteresis bug.\n\nMQTT over TLS arrives in 2.5.\n")
+    (kb / "notes.txt").write_text("Firmware 2.4.1 fixes the alarm hysteresis bug. Update before May.\n\n"
+                                  "MQTT over TLS arrives in 2.5.\n")
     (kb / "spec.json").write_text('{"model": "AX-200", "electrical": {"vcc": "3.3 V", "current": "120 mA"}}')
     make_pdf(kb / "sheet.pdf", [("1 General", "The AX-200 is a sensor gateway."), ("2 Power", "VCC = 5 V.")])
     (kb / "bad.json").write_text("{broken")

@@ -121,3 +121,31 @@ def test_vectors_delete_deletes_each_vector_by_primary_key(sources: dict) -> Non
     with connection.cursor() as cur:
         cur.execute(f"SELECT chunk_id FROM {TABLE} ORDER BY chunk_id")
         assert [row[0] for row in cur.fetchall()] == sorted(keep)
+
+
+WINDOWS = vectorstore.windows_table_name(MODEL)
+WINDOW_PLAN = re.compile(rf"(?:SCAN|SEARCH) {WINDOWS} VIRTUAL TABLE INDEX \d+:(\d)")
+
+
+def test_vectors_delete_removes_each_chunks_windows_by_primary_key(sources: dict) -> None:
+    _, ids = sources["a.md"]
+    keep = sources["c.md"][1]
+    vectorstore.ensure_windows_table(MODEL, 4)
+    vectorstore.windows_insert(MODEL, [(vectorstore.window_id(cid, j), 1, [0.5, 1.0, float(j), 0.0])
+                                       for cid in ids + keep for j in range(3)])
+    with recorded() as statements:
+        vectorstore.vectors_delete(ids)
+    kinds = [kind for sql, params, many in statements if WINDOWS in sql
+             for step in plan(sql, params[0] if many else params) for kind in WINDOW_PLAN.findall(step)]
+    assert kinds and "1" not in kinds, kinds  # never a scan of the whole windows table
+    with connection.cursor() as cur:
+        cur.execute(f"SELECT window_id FROM {WINDOWS} ORDER BY window_id")
+        assert [row[0] for row in cur.fetchall()] == sorted(vectorstore.window_id(c, j) for c in keep for j in range(3))
+    assert vectorstore.window_count(MODEL) == 9
+
+
+def test_window_ids_stay_inside_their_chunks_slots() -> None:
+    assert vectorstore.window_id(7, 0) == 7 * vectorstore.WINDOW_SLOTS + 1
+    assert vectorstore.window_id(7, vectorstore.WINDOW_SLOTS - 2) == 8 * vectorstore.WINDOW_SLOTS - 1
+    with pytest.raises(ValueError):
+        vectorstore.window_id(7, vectorstore.WINDOW_SLOTS - 1)
