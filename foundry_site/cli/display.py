@@ -8,6 +8,7 @@ text must not be able to clear, retitle or recolour the terminal it is shown on.
 from __future__ import annotations
 
 import json
+import os
 import re
 from typing import Any, TextIO
 
@@ -78,13 +79,26 @@ class TerminalSafe:
         return getattr(self._out, name)
 
 
+# sqlite-vec stores vectors in blocks of 1,024 (1.5 MB at 384 dimensions) and reports a failed
+# block allocation as "Could not insert a new vector chunk", hiding SQLite's "disk is full".
+VEC0_BLOCK = 8 * 1024 * 1024
+
+
+def _space_left(path: str) -> int:
+    try:
+        stat = os.statvfs(os.path.dirname(os.path.abspath(path)))
+    except OSError:
+        return VEC0_BLOCK  # cannot tell: do not claim a full disk
+    return stat.f_bavail * stat.f_frsize
+
+
 def database_error_message(exc: DatabaseError) -> str:
     """What went wrong with the SQLite file and what to do about it, for a database error."""
     path = settings.DATABASES["default"]["NAME"]
     text = str(exc)
     after = ("Each file is stored in one transaction, so nothing half-written was kept; "
              "`foundry check` verifies the index and `foundry ingest` again finishes the work.")
-    if "disk is full" in text:
+    if "disk is full" in text or ("Could not insert a new vector chunk" in text and _space_left(path) < VEC0_BLOCK):
         return f"Disk full: SQLite could not write the knowledge base {path} ({text}). Free some space. {after}"
     if "locked" in text or "busy" in text:
         timeout = settings.DATABASES["default"].get("OPTIONS", {}).get("timeout", 5)
