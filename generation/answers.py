@@ -36,6 +36,8 @@ logger = logging.getLogger(__name__)
 
 MAX_QUESTION_CHARS = 4000
 LOW_CONFIDENCE_PREFIX = "Answer (LOW CONFIDENCE — limited source coverage):"
+WITHHELD = ("No answer could be verified: the model's sentences were not supported by the passages found, "
+            "so they were withheld. Read the passages, or ask again in other words.")
 
 
 class QueryError(ValueError):
@@ -198,7 +200,7 @@ def _classify(answer: Answer, grounded: Grounded, included: list[Candidate]) -> 
     answer.coverage = grounded.coverage
     if grounded.refused or not grounded.text:
         answer.refusal = "model" if grounded.refused else "grounding"
-        answer.answer = REFUSAL
+        answer.answer = REFUSAL if grounded.refused else withheld_text(included)
         return answer
     by_label = {c.label: c for c in included}
     answer.citations = [citation(by_label[label]) for label in grounded.cited_ids]
@@ -207,6 +209,15 @@ def _classify(answer: Answer, grounded: Grounded, included: list[Candidate]) -> 
     answer.answer_class = QueryLog.AnswerClass.LOW_CONFIDENCE if weak else QueryLog.AnswerClass.NORMAL
     answer.answer = grounded.text
     return answer
+
+
+def withheld_text(included: list[Candidate]) -> str:
+    """The answer when grounding removed every sentence: the sources held passages, the model's
+    reading of them was not supported, so say that (not "no information") and name the passages."""
+    found = "; ".join(f"{c.label} {c.chunk.source.path}"
+                      + (f", p. {c.chunk.page_start}" if c.chunk.page_start else "")
+                      + f", lines {c.chunk.line_start}-{c.chunk.line_end}" for c in included)
+    return f"{WITHHELD} Passages found: {found}."
 
 
 def citation(candidate: Candidate) -> dict:

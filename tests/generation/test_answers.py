@@ -73,6 +73,7 @@ def test_hallucinated_answer_is_removed(indexed: Path, scripted_llm: ScriptedLLM
     answer = answer_question(question="How many sensors can the RS-485 bus take?")
     assert answer.answer_class == "no_evidence" and answer.refusal == "grounding"
     assert "32" not in answer.answer and answer.coverage == 0.0
+    assert answer.answer.startswith("No answer could be verified") and "Passages found: S1 " in answer.answer
 
 
 def test_conflicts_reported_before_answer(indexed: Path, scripted_llm: ScriptedLLM) -> None:
