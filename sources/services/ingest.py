@@ -246,19 +246,22 @@ def _prepare(path: Path, data: bytes) -> _Prepared:
     document_text = "\n\n".join(d.text for d in drafts)
     prefixes = enrich.context_prefixes(title=extracted.title, document=document_text, drafts=drafts)
     contexts = [sizing.context_for(extracted.title, d, p) for d, p in zip(drafts, prefixes)]
-    owners, windows = [], []
+    # Each chunk, then each of its sentence windows, embedded with the chunk's context before it.
+    texts = [_with_context(c, d.text) for c, d in zip(contexts, drafts)]
+    owners = []
     for ordinal, draft in enumerate(drafts):
         for window in chunk_windows(draft.text, sentences=conf.ingest.window_sentences,
                                     limit=vectorstore.WINDOW_SLOTS - 1):
             owners.append(ordinal)
-            windows.append(window)
-    texts = [d.text for d in drafts] + windows
-    contexts_all = contexts + [contexts[i] for i in owners]
-    vectors = llm.embed([f"{c}\n\n{t}" if c else t for c, t in zip(contexts_all, texts)],
-                        model=conf.embedding.model, batch_size=conf.embedding.batch_size)
+            texts.append(_with_context(contexts[ordinal], window))
+    vectors = llm.embed(texts, model=conf.embedding.model, batch_size=conf.embedding.batch_size)
     summary = enrich.source_summary(title=extracted.title, document=document_text)
     return _Prepared(extracted.title, kind_of(path) or "", drafts, contexts, vectors[:len(drafts)], summary,
                      chunking, owners, vectors[len(drafts):])
+
+
+def _with_context(context: str, text: str) -> str:
+    return f"{context}\n\n{text}" if context else text
 
 
 def source_prepare(*, root: str, rel: str) -> dict[str, Any]:
@@ -334,8 +337,8 @@ def _encode_payload(rel: str, prepared: _Prepared, *, digest: str, size: int, mt
         "v": PAYLOAD_VERSION, "status": "prepared", "path": rel, "sha256": digest, "size": size, "mtime": mtime,
         "title": prepared.title, "kind": prepared.kind, "model": settings.FOUNDRY.embedding.model,
         "chunks": [{**asdict(d), "heading": list(d.heading)} for d in prepared.drafts], "contexts": prepared.contexts,
-        "dim": dim, "vectors": _vectors_encode(prepared.vectors), "summary": asdict(prepared.summary)
-        if prepared.summary else None, "chunking": prepared.chunking,
+        "dim": dim, "vectors": _vectors_encode(prepared.vectors),
+        "summary": asdict(prepared.summary) if prepared.summary else None, "chunking": prepared.chunking,
         "window_owners": prepared.window_owners, "window_vectors": _vectors_encode(prepared.window_vectors),
     }
 
