@@ -94,8 +94,16 @@ def serialize(vector: Sequence[float]) -> bytes:
 
 
 def table_exists(model: str) -> bool:
+    return _exists(table_name(model))
+
+
+def windows_exist(model: str) -> bool:
+    return _exists(windows_table_name(model))
+
+
+def _exists(table: str) -> bool:
     with connection.cursor() as cur:
-        cur.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = %s", [table_name(model)])
+        cur.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = %s", [table])
         return cur.fetchone() is not None
 
 
@@ -189,24 +197,18 @@ def all_tables(*, kind: str = "chunks") -> list[str]:
 
 
 def vector_count(model: str) -> int:
-    if not table_exists(model):
-        return 0
-    with connection.cursor() as cur:
-        cur.execute(f"SELECT count(*) FROM {table_name(model)}")
-        return cur.fetchone()[0]
-
-
-def windows_exist(model: str) -> bool:
-    with connection.cursor() as cur:
-        cur.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = %s", [windows_table_name(model)])
-        return cur.fetchone() is not None
+    return _rows(table_name(model))
 
 
 def window_count(model: str) -> int:
-    if not windows_exist(model):
+    return _rows(windows_table_name(model))
+
+
+def _rows(table: str) -> int:
+    if not _exists(table):
         return 0
     with connection.cursor() as cur:
-        cur.execute(f"SELECT count(*) FROM {windows_table_name(model)}")
+        cur.execute(f"SELECT count(*) FROM {table}")
         return cur.fetchone()[0]
 
 
