@@ -38,7 +38,7 @@ Design (keep it explainable):
   under an exclusive ``flock`` (one gunicorn/Celery/CLI process builds, the others wait
   and then map the result), written to a temporary folder and renamed into place, so a
   reader never sees half a copy. The build reads the version, the vectors (one
-  statement, one snapshot) and the version again, and starts over if an ingest committed
+  statement, one snapshot, per table) and the version again, and starts over if an ingest committed
   in between: a copy never carries a version it does not hold. Older copies are deleted
   after a build; processes still mapping one keep a consistent (older) view until their
   next search.
