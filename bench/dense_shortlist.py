@@ -4,11 +4,11 @@
         [--queries 300] [--json FILE]
 
 Needs the SciFact eval index (built by ``foundry eval retrieval`` in the same FOUNDRY_HOME).
-The matrix holds the index's real MiniLM chunk vectors plus ``rows`` minus those of
-distractors drawn from a Gaussian with the real vectors' mean and covariance (then unit
+The matrix holds the index's real MiniLM rows (chunk and sentence-window vectors) plus ``rows``
+minus those of distractors drawn from a Gaussian with the real vectors' mean and covariance (then unit
 length): their bits are as skewed as real MiniLM vectors' (the weak point of sign bits),
-unlike uniform random vectors, and they crowd the real neighbours as a 1M-chunk base
-would. Queries are the train claims' real MiniLM vectors. Per shortlist size (the
+unlike uniform random vectors, and they crowd the real neighbours as a large base would
+(with windows, ~4.1 rows per chunk: ``--rows 4100000`` is a 1M-chunk base). Queries are the train claims' real MiniLM vectors. Per shortlist size (the
 product's ``DenseMatrix.search``, k=50 as in ``retrieve()``): the share of the exact top 10
 and top 50 it returns, nDCG@10 over the real documents (a distractor is never relevant) of
 the dense channel and of hybrid search (RRF k=60 with the product's BM25 channel on the real
@@ -39,19 +39,58 @@ BLOCK = 100_000
 
 
 def with_distractors(ids: np.ndarray, real: np.ndarray, rows: int, rng: np.random.Generator) -> DenseMatrix:
-    """The real rows plus Gaussian distractors (same mean and covariance), ids above the real ones."""
+    """The real rows plus Gaussian distractors (same mean and covariance), ids above the real ones.
+
+    Distractors come as the real rows do: a chunk's own vector and, for as many windows per
+    chunk as the real index averages, window vectors as near their chunk as the real ones are
+    (the same mean cosine), so a shortlist spends its slots on a chunk's several rows as it
+    would in a store of that many real chunks.
+    """
     extra = max(0, rows - len(ids))
+    chunk_rows = ids % vectorstore.WINDOW_SLOTS == 0
+    per_chunk = len(ids) / int(chunk_rows.sum())  # rows per chunk, its own vector included
+    group = max(1, round(per_chunk))
+    mean, factor = real.mean(axis=0), np.linalg.cholesky(np.cov(real.T) + 1e-6 * np.eye(real.shape[1]))
+    spread = _window_spread(ids, real, factor, rng) if group > 1 else 0.0
     vectors = np.empty((len(ids) + extra, real.shape[1]), np.float32)
     vectors[:len(ids)] = real
-    mean, factor = real.mean(axis=0), np.linalg.cholesky(np.cov(real.T) + 1e-6 * np.eye(real.shape[1]))
-    for start in range(0, extra, BLOCK):
-        block = mean + rng.standard_normal((min(BLOCK, extra - start), real.shape[1])) @ factor.T
-        vectors[len(ids) + start:len(ids) + start + len(block)] = block / np.linalg.norm(block, axis=1, keepdims=True)
-    # one distractor per chunk: unit ids are chunk id * WINDOW_SLOTS (sources/vectorstore.py)
     first = ids.max() // vectorstore.WINDOW_SLOTS + 1
-    all_ids = np.concatenate([ids, (first + np.arange(extra, dtype=np.int64)) * vectorstore.WINDOW_SLOTS])
-    return DenseMatrix(folder=Path("<memory>"), version="", ids=all_ids, collections=np.zeros(len(all_ids), np.int64),
+    extra_ids = np.empty(extra, np.int64)
+    for start in range(0, extra, BLOCK - BLOCK % group):
+        count = min(BLOCK - BLOCK % group, extra - start)
+        chunks = -(-count // group)
+        base = mean + rng.standard_normal((chunks, real.shape[1])) @ factor.T
+        block = np.repeat(base, group, axis=0)[:count]
+        near = np.arange(count) % group != 0  # window rows: near their chunk's row
+        block[near] += spread * rng.standard_normal((int(near.sum()), real.shape[1])) @ factor.T
+        vectors[len(ids) + start:len(ids) + start + count] = block / np.linalg.norm(block, axis=1, keepdims=True)
+        slot = np.arange(count) % group
+        extra_ids[start:start + count] = (first + start // group + np.arange(count) // group) \
+            * vectorstore.WINDOW_SLOTS + slot
+    return DenseMatrix(folder=Path("<memory>"), version="", ids=np.concatenate([ids, extra_ids]),
+                       collections=np.zeros(len(ids) + extra, np.int64),
                        vectors=vectors, signs=np.ascontiguousarray(sign_words(vectors).T))
+
+
+def _window_spread(ids: np.ndarray, real: np.ndarray, factor: np.ndarray, rng: np.random.Generator) -> float:
+    """The noise scale (in units of the real covariance) that puts a synthetic window as near its
+    chunk, by mean cosine, as the real windows are to theirs."""
+    row_of = {int(u) // vectorstore.WINDOW_SLOTS: i for i, u in enumerate(ids) if u % vectorstore.WINDOW_SLOTS == 0}
+    pairs = [(row_of[int(u) // vectorstore.WINDOW_SLOTS], i) for i, u in enumerate(ids)
+             if u % vectorstore.WINDOW_SLOTS and int(u) // vectorstore.WINDOW_SLOTS in row_of]
+    chunk_rows, window_rows = (np.array(side) for side in zip(*pairs))
+    target = float(np.mean(np.sum(real[chunk_rows] * real[window_rows], axis=1)))
+    base = real.mean(axis=0) + rng.standard_normal((2000, real.shape[1])) @ factor.T
+    noise = rng.standard_normal(base.shape) @ factor.T
+    unit = lambda v: v / np.linalg.norm(v, axis=1, keepdims=True)  # noqa: E731
+    low, high = 0.0, 4.0
+    for _ in range(30):  # the mean cosine falls as the spread grows: bisect
+        mid = (low + high) / 2
+        cosine = float(np.mean(np.sum(unit(base) * unit(base + mid * noise), axis=1)))
+        low, high = (mid, high) if cosine > target else (low, mid)
+    print(f"windows: {len(pairs)} real, mean cosine to their chunk {target:.3f}; synthetic spread {low:.3f}",
+          file=sys.stderr)
+    return low
 
 
 def main() -> None:

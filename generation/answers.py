@@ -72,9 +72,12 @@ class Answer:
     hyde_text: str = ""
     hint: str = ""
     cached: bool = False
+    grounding: dict = field(default_factory=dict)  # audit only (QueryLog, artifacts): holds withheld text
 
     def as_dict(self) -> dict[str, Any]:
-        return {k: getattr(self, k) for k in self.__dataclass_fields__}
+        """What the asker sees: every field but ``grounding``, whose model output may hold the
+        unsupported sentences the check withheld."""
+        return {k: getattr(self, k) for k in self.__dataclass_fields__ if k != "grounding"}
 
 
 def question_clean(question: str) -> str:
@@ -184,6 +187,7 @@ def _answer_from(retrieval: Retrieval, *, run_id: str, model: str, progress: Pro
     start = time.perf_counter()
     grounded = Grounder(included).ground(reply.text)
     answer.timings["grounding"] = round((time.perf_counter() - start) * 1000, 1)
+    answer.grounding = grounded.audit(reply.text)
     return _classify(answer, grounded, included)
 
 
@@ -236,8 +240,9 @@ def _record(answer: Answer, retrieval: Retrieval, user: Any, collection_ids: lis
         citations=[{k: v for k, v in c.items() if k != "text"} for c in answer.citations],
         conflicts=answer.conflicts, coverage=answer.coverage, prompt_tokens=answer.tokens.get("prompt", 0),
         completion_tokens=answer.tokens.get("completion", 0), cost=answer.cost, llm_calls=answer.llm_calls,
-        model=answer.model, timings=answer.timings)
-    audit.artifacts_write(run_id=answer.run_id, question=answer.question, retrieval=retrieval, answer=answer.as_dict())
+        model=answer.model, timings=answer.timings, grounding=answer.grounding)
+    audit.artifacts_write(run_id=answer.run_id, question=answer.question, retrieval=retrieval,
+                          answer={**answer.as_dict(), "grounding": answer.grounding})
     audit.runs_append(run_id=answer.run_id, task_name="rag_query", status="ok", answer_class=answer.answer_class,
                       llm_calls=answer.llm_calls, latency_ms=answer.timings["total"], model=answer.model,
                       user=_user(user))

@@ -46,6 +46,13 @@ class Grounded:
     total: int = 0  # sentences the model wrote (refusal phrases and repeats not counted)
     supported: int = 0
 
+    def audit(self, output: str) -> dict:
+        """For the audit trail: what the model wrote and the verdict on each sentence (a sentence
+        with no ``supported_by`` was removed from the answer)."""
+        return {"model_output": output, "refused": self.refused, "invalid_citations": self.invalid_citations,
+                "sentences": [{"text": s.text, "cited": s.cited, "supported_by": s.supported_by,
+                               "support": round(s.support, 4)} for s in self.sentences]}
+
     @property
     def cited_ids(self) -> list[str]:
         seen: dict[str, None] = {}

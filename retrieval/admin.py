@@ -20,7 +20,7 @@ class QueryLogAdmin(ReadOnlyAdmin):
 
     def get_queryset(self, request: HttpRequest) -> Any:
         return super().get_queryset(request).select_related("user").defer(
-            "answer", "channels", "citations", "conflicts", "gate", "hyde_text", "timings")
+            "answer", "channels", "citations", "conflicts", "gate", "grounding", "hyde_text", "timings")
 
     @admin.display(description="question")
     def short_question(self, obj: QueryLog) -> str:

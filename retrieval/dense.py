@@ -169,6 +169,15 @@ def best_per_chunk(chunks: np.ndarray, scores: np.ndarray, k: int) -> np.ndarray
         width = min(4 * width, scores.size)
 
 
+def contained(values: np.ndarray, pool: np.ndarray) -> np.ndarray:
+    """``np.isin(values, pool)`` by one sort and a binary search: 0.3 s against numpy's 3.3 s
+    for 4M ids each (a refresh at 1M chunks with their windows)."""
+    if not pool.size:
+        return np.zeros(values.shape, bool)
+    pool = np.sort(pool)
+    return pool[np.minimum(np.searchsorted(pool, values), pool.size - 1)] == values
+
+
 def sign_word_count(dimension: int) -> int:
     return -(-dimension // 64)
 
@@ -320,7 +329,7 @@ def _write(model: str, staging: Path, base: DenseMatrix | None) -> tuple[int, in
     parts = [(_map(staging / "read.f32", ids.size, dimension), ids, collections, np.argsort(ids, kind="stable"))]
     if base is not None:
         kept = np.argsort(base.ids, kind="stable")
-        kept = kept[np.isin(base.ids[kept], live)]
+        kept = kept[contained(base.ids[kept], live)]
         if kept.size + ids.size != live.size or np.any(np.diff(base.ids[kept]) == 0):
             raise DenseIndexError(f"{base.folder} does not match {vectorstore.table_name(model)}: "
                                   f"{kept.size} rows kept + {ids.size} read, {live.size} stored")

@@ -65,6 +65,9 @@ class QueryLog(models.Model):
     answer_class = models.CharField(max_length=16, choices=AnswerClass.choices, blank=True, editable=False)
     answer = models.TextField(blank=True, editable=False)
     citations = models.JSONField(default=list, editable=False)
+    grounding = models.JSONField(default=dict, blank=True, editable=False,
+                                 help_text="What the model wrote and the grounding check's verdict on each sentence "
+                                           "(unsupported ones were withheld from the answer).")
     conflicts = models.JSONField(default=list, editable=False)
     coverage = models.FloatField(null=True, blank=True, editable=False)
     refusal = models.CharField(max_length=10, blank=True, editable=False,

@@ -76,6 +76,21 @@ def test_hallucinated_answer_is_removed(indexed: Path, scripted_llm: ScriptedLLM
     assert answer.answer.startswith("No answer could be verified") and "Passages found: S1 " in answer.answer
 
 
+def test_audit_keeps_what_the_model_wrote_and_each_sentence_verdict(indexed: Path, scripted_llm: ScriptedLLM) -> None:
+    scripted_llm.reply = lambda m: ("Up to 8 sensors can be connected to the RS-485 bus. "
+                                    "Each sensor draws 97 mA from the bus [S7].")
+    answer = answer_question(question="How many sensors can the RS-485 bus take?")
+    assert "97" not in answer.answer and "grounding" not in answer.as_dict()  # the asker never sees it
+    recorded = QueryLog.objects.get(run_id=answer.run_id).grounding
+    assert recorded["model_output"] == scripted_llm.reply([])
+    verdicts = {s["text"]: s["supported_by"] for s in recorded["sentences"]}
+    assert verdicts["Each sensor draws 97 mA from the bus."] == ""
+    assert verdicts["Up to 8 sensors can be connected to the RS-485 bus."].startswith("S")
+    assert recorded["invalid_citations"] == ["S7"]  # at most 5 passages reach the model
+    artifact = next(settings.FOUNDRY_ARTIFACTS.glob(f"*/{answer.run_id}/retrieval.json"))
+    assert json.loads(artifact.read_text())["grounding"] == recorded
+
+
 def test_conflicts_reported_before_answer(indexed: Path, scripted_llm: ScriptedLLM) -> None:
     scripted_llm.reply = lambda m: "The internal logic supply is VCC = 3.3 V [S1]."
     answer = answer_question(question="What is the internal logic supply VCC?")

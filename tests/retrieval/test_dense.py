@@ -175,6 +175,15 @@ def test_sign_words_pack_one_bit_per_dimension_padded_to_whole_words() -> None:
     assert np.flatnonzero(bits[1]).tolist() == [8]  # 0 and negative give 0; the padding stays 0
 
 
+def test_contained_is_isin_for_any_order_duplicates_and_an_empty_pool() -> None:
+    rng = np.random.default_rng(3)
+    pool = rng.integers(0, 50, 40)
+    values = rng.integers(-5, 60, 200)
+    assert dense.contained(values, pool).tolist() == np.isin(values, pool).tolist()
+    assert dense.contained(values, np.zeros(0, np.int64)).tolist() == [False] * 200
+    assert dense.contained(np.zeros(0, np.int64), pool).tolist() == []
+
+
 def _expected_with_shortlist(query: np.ndarray, vectors: np.ndarray, ids: np.ndarray, allowed: np.ndarray,
                              size: int, k: int) -> list[int]:
     """Counted another way: sign mismatches per row, the shortlist with its ties, exact cosine within it."""

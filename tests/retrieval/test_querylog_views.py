@@ -108,6 +108,17 @@ def test_detail_shows_the_full_record(world: World) -> None:
     assert f"?chunk={beta_chunk.pk}" not in page and f">{beta_chunk.pk}<" in page
 
 
+def test_grounding_verdicts_are_shown_to_staff_only(world: World) -> None:
+    grounding = {"model_output": f"Alpha power is 48 V {XSS_SCRIPT}.", "refused": False, "invalid_citations": ["S9"],
+                 "sentences": [{"text": "Alpha power is 48 V.", "cited": ["S1"], "supported_by": "", "support": 0.0}]}
+    row = record(world.users["alice"], answer_class="no_evidence", refusal="grounding", grounding=grounding)
+    staff = login(world.users["carol"]).get(f"/query-log/{row.pk}/").content.decode()
+    assert "Grounding check" in staff and "Alpha power is 48 V." in staff and "withheld" in staff
+    assert "S9" in staff and XSS_SCRIPT not in staff and "&lt;script&gt;" in staff
+    asker = login(world.users["alice"]).get(f"/query-log/{row.pk}/").content.decode()
+    assert "Grounding check" not in asker and "48 V" not in asker
+
+
 def test_csv_export_has_the_filtered_rows(world: World, rows: dict) -> None:
     record(world.users["alice"], question="=HYPERLINK(\"http://x\")", answer="ok")
     response = login(world.users["alice"]).get("/query-log/export.csv?answer_class=normal")
