@@ -66,6 +66,17 @@ def topic_clean(topic: str) -> str:
         raise GenerationError(str(exc)) from None
 
 
+def topic_request(topic: str) -> str:
+    """The user message of a generation call: the topic, then the task once more, after the passages.
+
+    Given only "Topic: …", SmolLM2-135M continued the ``<context>`` block it had just read instead
+    of writing (0 of the 5 sample documents of ``bench/generate_docs.py`` on an AVX-512 EPYC host);
+    with the task restated last, 4 of 5 (docs/benchmarks.md, "Document generation").
+    """
+    return (f"Topic: {topic}\n\nWrite the document about this topic now, in Markdown, using only sentences "
+            "from the passages, each followed by its passage id like [S1].")
+
+
 def document_prepare(*, topic: str, spec: SpecText, collection_ids: list[int] | None) -> Prepared:
     """Retrieval and the assembled system prompt; makes no generation call (used by --dry-run)."""
     conf = settings.FOUNDRY

@@ -5,7 +5,8 @@ Every sentence must be supported by a passage of the context:
 - support is judged against windows of two consecutive sentences of a passage
   (a whole passage is big enough to contain stray matching words and numbers):
   word overlap plus embedding similarity, and every number in the sentence must
-  occur in the window (a changed value is the most harmful hallucination);
+  occur in the window next to a word the sentence puts next to it (a changed value is the
+  most harmful hallucination, and a window often holds other numbers that count other things);
 - a sentence whose cited passage does not support it is attributed to the passage
   that does, if any; otherwise the sentence is removed.
 ``coverage`` = supported sentences / sentences the model wrote.
@@ -24,7 +25,8 @@ _CITATION = re.compile(r"\[\s*(S?\d+(?:\s*[,;]\s*S?\d+)*)\s*\]|\(\s*(S\d+(?:\s*[
 _BARE_ID = re.compile(r"\bS(\d+)\b")
 _BOUNDARY = re.compile(r"(?<=[.!?])((?:\s*\[[^\]\n]{1,40}\])*)\s+(?=\S)")
 _WORD = re.compile(r"[A-Za-zÀ-ÿ][A-Za-zÀ-ÿ0-9\-]{2,}")
-_NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
+_TOKEN = re.compile(r"\d+(?:[.,]\d+)*|[A-Za-zÀ-ÿ][A-Za-zÀ-ÿ\-]*")
+NUMBER_REACH = 4  # tokens on either side of a number that say what it counts
 
 
 @dataclass
@@ -93,8 +95,35 @@ def content_words(text: str) -> set[str]:
     return {w.lower()[:6] for w in _WORD.findall(text) if w.lower() not in STOPWORDS}
 
 
-def numbers(text: str) -> set[str]:
-    return {n.replace(",", ".").rstrip(".") for n in _NUMBER.findall(text)}
+def _number(token: str) -> str:
+    return token.replace(",", ".").rstrip(".")
+
+
+def number_contexts(text: str) -> dict[str, list[set[str]]]:
+    """Each number of ``text`` with, per occurrence, the words within NUMBER_REACH tokens of it
+    (lower-cased, cut to 6 letters like ``content_words``; units such as V or mA count, stop words do not)."""
+    tokens = _TOKEN.findall(text)
+    out: dict[str, list[set[str]]] = {}
+    for i, token in enumerate(tokens):
+        if token[0].isdigit():
+            near = tokens[max(0, i - NUMBER_REACH):i] + tokens[i + 1:i + 1 + NUMBER_REACH]
+            out.setdefault(_number(token), []).append(
+                {t.lower()[:6] for t in near if not t[0].isdigit() and t.lower() not in STOPWORDS})
+    return out
+
+
+def numbers_supported(sentence: str, passage: str) -> bool:
+    """Every number of ``sentence`` occurs in ``passage`` next to a word the sentence puts next to it
+    (anywhere, when the sentence puts no word next to it). A number in the passage that counts
+    something else does not support it: "supports up to 10 sensors" is not supported by
+    "up to 8 sensors, isolated (1.5 kV)" followed by "10/100 Mbit/s Ethernet"."""
+    theirs = number_contexts(passage)
+    for number, contexts in number_contexts(sentence).items():
+        if number not in theirs:
+            return False
+        if any(words and not any(words & other for other in theirs[number]) for words in contexts):
+            return False
+    return True
 
 
 def lexical_support(sentence: str, passage: str) -> float:
@@ -152,12 +181,13 @@ def ground(text: str, passages: dict[str, str], *, similarity: Similarity, min_s
 def _support(sentence: str, passage: str, cosine: float) -> float:
     """0..1: mean of word overlap and embedding similarity.
 
-    0 when a number of the sentence is not in the passage, or when fewer than
+    0 when a number of the sentence is not in the passage next to a word the sentence puts next
+    to it (``numbers_supported``), or when fewer than
     MIN_LEXICAL of its content words are: embedding similarity alone rewards
     fluent sentences on the right topic, which is what a hallucination is.
     """
     lexical = lexical_support(sentence, passage)
-    if lexical < MIN_LEXICAL or not numbers(sentence) <= numbers(passage):
+    if lexical < MIN_LEXICAL or not numbers_supported(sentence, passage):
         return 0.0
     return 0.5 * lexical + 0.5 * max(0.0, cosine)
 

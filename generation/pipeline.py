@@ -35,7 +35,7 @@ from django.utils import timezone
 
 from foundry_site import jobs, llm
 from generation.documents import (GenerationError, SpecText, document_prepare, footnote_text, footnotes_render,
-                                  ground_markdown, write_atomic)
+                                  ground_markdown, topic_request, write_atomic)
 from generation.models import GenerationRun
 from sources.vectorstore import MissingEmbeddings
 
@@ -237,7 +237,7 @@ def _compute(payload: dict[str, Any], progress: Progress, fields: dict[str, Any]
     progress("generate")
     start = time.perf_counter()
     reply = llm.complete(messages=[{"role": "system", "content": payload["system"]},
-                                   {"role": "user", "content": f"Topic: {payload['topic']}"}],
+                                   {"role": "user", "content": topic_request(payload["topic"])}],
                          purpose="generate", model=payload["model"], max_tokens=payload["max_tokens"],
                          temperature=payload["temperature"])
     fields["timings"]["generate"] = round((time.perf_counter() - start) * 1000, 1)

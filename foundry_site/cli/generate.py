@@ -11,7 +11,7 @@ from django.core.management.base import CommandError
 
 from foundry_site.cli.display import safe, safe_json
 from foundry_site.cli.query import collection_ids
-from generation.documents import GenerationError, SpecText, document_prepare, generation_run_create
+from generation.documents import GenerationError, SpecText, document_prepare, generation_run_create, topic_request
 from generation.models import GenerationRun
 from generation.tasks import generate_document
 from retrieval.services.conflicts import conflict_format
@@ -102,7 +102,7 @@ def _dry_run(topic: str, spec: SpecText, scope: list[int] | None, out: TextIO) -
     for conflict in r.conflicts:
         out.write("\n" + conflict_format(conflict.as_dict()) + "\n")
     if prepared.system:
-        out.write(f"\n--- system prompt ---\n{prepared.system}\n--- user ---\nTopic: {topic}\n")
+        out.write(f"\n--- system prompt ---\n{prepared.system}\n--- user ---\n{topic_request(topic)}\n")
     out.write("\n(dry run: no generation model was called)\n")
     return 0
 

@@ -5,7 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from generation.documents import SpecText, document_prepare, generation_run_create, generation_run_execute
+from generation.documents import (SpecText, document_prepare, generation_run_create, generation_run_execute,
+                                  topic_request)
 from generation.models import GenerationRun
 from sources.models import Chunk
 from sources.services.ingest import knowledge_base_ingest
@@ -73,6 +74,10 @@ def test_run_executes_once(indexed: Path, tmp_path: Path, scripted_llm: Scripted
     generation_run_execute(run_id=run.pk)
     assert len(scripted_llm.calls) == 1
     generation_run_execute(run_id=999999)  # a missing run is not an error
+    request = scripted_llm.calls[0][-1]
+    assert request["role"] == "user" and request["content"] == topic_request("wiring the sensor bus")
+    # The task comes again after the passages, where the small local model reads it last.
+    assert request["content"].startswith("Topic: wiring the sensor bus\n") and "[S1]" in request["content"]
 
 
 def test_llm_failure_fails_run_without_file(indexed: Path, tmp_path: Path, scripted_llm: ScriptedLLM,

@@ -78,7 +78,7 @@ def test_no_approved_spec_says_how(kb: Path, db: None, tmp_path: Path) -> None:
 def test_dry_run_makes_no_generation_call(ready: ScriptedLLM, tmp_path: Path) -> None:
     text = run("generate", "--topic", "sensors on the RS-485 bus", "--output", str(tmp_path / "x.md"), "--dry-run")
     assert "--- system prompt ---" in text and "<context>" in text and "[S1]" in text
-    assert "fused" in text and "bm25 #" in text
+    assert "fused" in text and "bm25 #" in text and "--- user ---\nTopic: sensors on the RS-485 bus\n\nWrite" in text
     assert ready.calls == [] and not (tmp_path / "x.md").exists() and not GenerationRun.objects.exists()
 
 

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from generation.grounding import REFUSAL, citation_ids, ground, split_sentences
+from generation.grounding import REFUSAL, citation_ids, ground, number_contexts, numbers_supported, split_sentences
 
 PASSAGES = {
     "S1": "The gateway accepts a main input of 12 to 24 V DC through terminal X1.",
@@ -72,3 +72,24 @@ def test_on_topic_sentence_with_foreign_words_is_removed() -> None:
     g = ground("Restart the router and unplug the modem [S1].", {"S1": passage}, similarity=sim(0.9),
                min_support=0.45)
     assert g.text == ""
+
+
+def test_number_in_the_window_that_counts_something_else_does_not_support() -> None:
+    # Two list items in one window: "10" is there, but it counts Mbit/s, not sensors.
+    passage = ("- RS-485 sensor bus (Modbus RTU master) for up to 8 sensors, galvanically isolated (1.5 kV)\n"
+               "- 10/100 Mbit/s Ethernet with Modbus TCP, MQTT (with TLS) and HTTPS REST API")
+    wrong = ground("The RS-485 bus supports up to 10 sensors [S1].", {"S1": passage}, similarity=sim(0.8),
+                   min_support=0.45)
+    assert wrong.text == "" and wrong.coverage == 0.0
+    right = ground("The RS-485 bus supports up to 8 sensors [S1].", {"S1": passage}, similarity=sim(0.8),
+                   min_support=0.45)
+    assert right.text == "The RS-485 bus supports up to 8 sensors. [S1]"
+    ethernet = ground("The Ethernet port runs at 10/100 Mbit/s [S1].", {"S1": passage}, similarity=sim(0.8),
+                      min_support=0.45)
+    assert ethernet.coverage == 1.0
+
+
+def test_number_contexts_and_a_bare_number() -> None:
+    assert number_contexts("Input: 12 to 24 V DC.") == {"12": [{"input", "v", "dc"}], "24": [{"input", "v", "dc"}]}
+    assert numbers_supported("It is 8.", "Up to 8 sensors fit.")  # nothing beside the number: present is enough
+    assert not numbers_supported("It is 9.", "Up to 8 sensors fit.")
