@@ -35,6 +35,10 @@ from sources.selectors import index_version
 logger = logging.getLogger(__name__)
 
 MAX_QUESTION_CHARS = 4000
+# Part of every answer-cache key: bump it when answering or grounding changes what a stored answer
+# would be, so an upgraded install does not serve answers the old rules let through.
+# 2: numbers are grounded next to the words around them (grounding.numbers_supported).
+ANSWER_RULES = 2
 LOW_CONFIDENCE_PREFIX = "Answer (LOW CONFIDENCE — limited source coverage):"
 WITHHELD = ("No answer could be verified: the model's sentences were not supported by the passages found, "
             "so they were withheld. Read the passages, or ask again in other words.")
@@ -133,10 +137,11 @@ def answer_question(*, question: str, user: Any = None, collection_ids: list[int
 
 
 def cache_key(question: str, collection_ids: list[int] | None, mode: str | None, top_k: int | None) -> str:
-    """Everything an answer depends on: question, scope, mode, configuration, index version."""
+    """Everything an answer depends on: question, scope, mode, configuration, the answer prompt's
+    text (a template edited in place keeps its path), the answering rules and the index version."""
     scope = sorted(collection_ids) if collection_ids is not None else None
     material = json.dumps([question.casefold(), scope, mode, top_k, settings.FOUNDRY.model_dump(mode="json"),
-                           index_version(scope)], sort_keys=True)
+                           prompts.render("answer_system"), ANSWER_RULES, index_version(scope)], sort_keys=True)
     return hashlib.sha256(material.encode("utf-8")).hexdigest()
 
 

@@ -182,6 +182,27 @@ def test_identical_question_answered_from_cache(indexed: Path, scripted_llm: Scr
     assert not after_change.cached and len(scripted_llm.calls) == 2
 
 
+def test_cache_misses_after_the_prompt_or_the_answering_rules_change(indexed: Path, scripted_llm: ScriptedLLM,
+                                                                      foundry_config, tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    from generation import answers
+
+    scripted_llm.reply = lambda m: "Up to 8 sensors can be connected to the RS-485 bus [S1]."
+    question = "How many sensors on the RS-485 bus?"
+    answer_question(question=question)
+    monkeypatch.setattr(answers, "ANSWER_RULES", answers.ANSWER_RULES + 1)
+    assert not answer_question(question=question).cached  # an upgrade with new rules answers anew
+    assert answer_question(question=question).cached
+    template = tmp_path / "answer.txt"
+    template.write_text((Path(settings.BASE_DIR) / "templates/prompts/answer_system.txt").read_text())
+    foundry_config(prompts={"answer_system": str(template)})
+    answer_question(question=question)  # another configuration: answered anew
+    assert answer_question(question=question).cached
+    template.write_text(template.read_text() + "\nAnswer in English.\n")
+    assert not answer_question(question=question).cached  # the same path, edited in place
+    assert len(scripted_llm.calls) == 4
+
+
 def test_feedback_is_validated_and_kept(indexed: Path) -> None:
     from retrieval.services.feedback import FeedbackError, feedback_record
 
