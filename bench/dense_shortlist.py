@@ -47,9 +47,7 @@ def with_distractors(ids: np.ndarray, real: np.ndarray, rows: int, rng: np.rando
     would in a store of that many real chunks.
     """
     extra = max(0, rows - len(ids))
-    chunk_rows = ids % vectorstore.WINDOW_SLOTS == 0
-    per_chunk = len(ids) / int(chunk_rows.sum())  # rows per chunk, its own vector included
-    group = max(1, round(per_chunk))
+    group = max(1, round(len(ids) / int(np.sum(ids % vectorstore.WINDOW_SLOTS == 0))))  # rows per chunk
     mean, factor = real.mean(axis=0), np.linalg.cholesky(np.cov(real.T) + 1e-6 * np.eye(real.shape[1]))
     spread = _window_spread(ids, real, factor, rng) if group > 1 else 0.0
     vectors = np.empty((len(ids) + extra, real.shape[1]), np.float32)
@@ -61,10 +59,9 @@ def with_distractors(ids: np.ndarray, real: np.ndarray, rows: int, rng: np.rando
         chunks = -(-count // group)
         base = mean + rng.standard_normal((chunks, real.shape[1])) @ factor.T
         block = np.repeat(base, group, axis=0)[:count]
-        near = np.arange(count) % group != 0  # window rows: near their chunk's row
-        block[near] += spread * rng.standard_normal((int(near.sum()), real.shape[1])) @ factor.T
+        slot = np.arange(count) % group  # 0: the chunk's own row; above: its windows, near it
+        block[slot > 0] += spread * rng.standard_normal((int(np.sum(slot > 0)), real.shape[1])) @ factor.T
         vectors[len(ids) + start:len(ids) + start + count] = block / np.linalg.norm(block, axis=1, keepdims=True)
-        slot = np.arange(count) % group
         extra_ids[start:start + count] = (first + start // group + np.arange(count) // group) \
             * vectorstore.WINDOW_SLOTS + slot
     return DenseMatrix(folder=Path("<memory>"), version="", ids=np.concatenate([ids, extra_ids]),
@@ -75,10 +72,10 @@ def with_distractors(ids: np.ndarray, real: np.ndarray, rows: int, rng: np.rando
 def _window_spread(ids: np.ndarray, real: np.ndarray, factor: np.ndarray, rng: np.random.Generator) -> float:
     """The noise scale (in units of the real covariance) that puts a synthetic window as near its
     chunk, by mean cosine, as the real windows are to theirs."""
-    row_of = {int(u) // vectorstore.WINDOW_SLOTS: i for i, u in enumerate(ids) if u % vectorstore.WINDOW_SLOTS == 0}
-    pairs = [(row_of[int(u) // vectorstore.WINDOW_SLOTS], i) for i, u in enumerate(ids)
-             if u % vectorstore.WINDOW_SLOTS and int(u) // vectorstore.WINDOW_SLOTS in row_of]
-    chunk_rows, window_rows = (np.array(side) for side in zip(*pairs))
+    chunk, own = ids // vectorstore.WINDOW_SLOTS, ids % vectorstore.WINDOW_SLOTS == 0
+    row_of = dict(zip(chunk[own].tolist(), np.flatnonzero(own).tolist()))
+    window_rows = np.flatnonzero(~own)
+    chunk_rows = np.array([row_of[c] for c in chunk[window_rows].tolist()])  # every window's chunk has a row
     target = float(np.mean(np.sum(real[chunk_rows] * real[window_rows], axis=1)))
     base = real.mean(axis=0) + rng.standard_normal((2000, real.shape[1])) @ factor.T
     noise = rng.standard_normal(base.shape) @ factor.T
@@ -88,7 +85,7 @@ def _window_spread(ids: np.ndarray, real: np.ndarray, factor: np.ndarray, rng: n
         mid = (low + high) / 2
         cosine = float(np.mean(np.sum(unit(base) * unit(base + mid * noise), axis=1)))
         low, high = (mid, high) if cosine > target else (low, mid)
-    print(f"windows: {len(pairs)} real, mean cosine to their chunk {target:.3f}; synthetic spread {low:.3f}",
+    print(f"windows: {window_rows.size} real, mean cosine to their chunk {target:.3f}; synthetic spread {low:.3f}",
           file=sys.stderr)
     return low
 

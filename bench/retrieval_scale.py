@@ -197,7 +197,7 @@ def measure(size: int, queries: list[str], vectors: list[list[float]], *, vec0: 
                                                                                        shortlist=shortlist)}) / 50
                                               for v in vectors[:20]]),
     }
-    for kind in ("vec0", "matrix", "matrix exact")[0 if vec0 else 1:]:
+    for kind in ("vec0",) * vec0 + ("matrix", "matrix exact"):
         stages: dict[str, list[float]] = {"embed": [], "search": []}
 
         def run(p, stages=stages):

@@ -23,7 +23,7 @@ def artifacts_write(*, run_id: str, question: str, retrieval: Any, answer: dict)
         "channels": retrieval.channels_dict(), "gate": retrieval.gate.as_dict() if retrieval.gate else None,
         "candidates": [c.as_dict() for c in retrieval.candidates],
         "answer_class": answer["answer_class"], "citations": [c["chunk_id"] for c in answer["citations"]],
-        "timings_ms": answer["timings"], "grounding": answer.get("grounding", {}),
+        "timings_ms": answer["timings"], "grounding": answer["grounding"],
     }
     path = folder / "retrieval.json"
     path.write_text(json.dumps(payload, indent=2, ensure_ascii=False), encoding="utf-8")
