@@ -17,10 +17,13 @@ class GenerationRunAdmin(ReadOnlyAdmin):
     list_filter = ["status", "spec_name"]
     search_fields = ["topic", "spec_name", "output_path"]
     date_hierarchy = "created_at"
+    # The whole audit row, read-only: without this the page would show none of its fields (all editable=False).
+    fields = [f.name for f in GenerationRun._meta.fields if not f.primary_key]
+    readonly_fields = fields
 
     def get_queryset(self, request: HttpRequest) -> Any:
         return super().get_queryset(request).select_related("created_by").defer(
-            "prompt", "spec_body", "chunks", "conflicts", "gate", "timings")
+            "prompt", "spec_body", "chunks", "conflicts", "gate", "grounding", "timings")
 
     @admin.display(description="topic")
     def short_topic(self, obj: GenerationRun) -> str:

@@ -23,6 +23,7 @@ from django.conf import settings
 from foundry_site import llm, prompts
 from foundry_site.text import TextRejected, user_text
 from generation.context import chunk_budget, context_build, fence_escape
+from generation.grounding import Grounded, Sentence
 from generation.models import GenerationRun
 from generation.support import Grounder
 from retrieval.services.retrieve import Candidate, Retrieval, retrieve
@@ -129,22 +130,24 @@ def generation_run_execute(*, run_id: int) -> None:
 
 
 def ground_markdown(text: str, included: list[Candidate] | dict[str, str], *, embedding_model: str | None = None,
-                    min_support: float | None = None) -> tuple[str, int, int]:
+                    min_support: float | None = None) -> Grounded:
     """Ground every prose line; headings and blank lines stay, unsupported sentences go.
 
     ``included``: the passages given to the model, or their texts by label.
-    Returns (markdown with [S#] markers, sentences written, sentences kept).
+    Returns the markdown with [S#] markers as ``text``, the sentences written (``total``) and
+    kept (``supported``), and each sentence's (or table row's) verdict for the audit.
     """
     grounder = Grounder(included, embedding_model=embedding_model, min_support=min_support)
     lines = text.splitlines()
     grounder.prime([line for line in lines if _is_prose(line)])
     out: list[str] = []
-    total = kept = 0
+    result = Grounded(text="")
     rows = _table_body_rows(lines)
     for i, line in enumerate(lines):
         if i in rows:
-            row, n, ok = _ground_row(grounder, line)
-            total, kept = total + n, kept + ok
+            row, verdict = _ground_row(grounder, line)
+            result.total, result.supported = result.total + 1, result.supported + bool(row)
+            result.sentences.append(verdict)
             if row:
                 out.append(row)
             continue
@@ -153,10 +156,14 @@ def ground_markdown(text: str, included: list[Candidate] | dict[str, str], *, em
             continue
         prefix = _LIST_PREFIX.match(line)
         grounded = grounder.ground(line[prefix.end():] if prefix else line)
-        total, kept = total + grounded.total, kept + grounded.supported
+        result.total, result.supported = result.total + grounded.total, result.supported + grounded.supported
+        result.sentences += grounded.sentences
+        result.invalid_citations += grounded.invalid_citations
         if grounded.text:
             out.append((prefix.group(1) if prefix else "") + grounded.text)
-    return _drop_empty_sections(out), total, kept
+    result.text = _drop_empty_sections(out)
+    result.coverage = round(result.supported / result.total, 4) if result.total else None
+    return result
 
 
 def _is_table_rule(line: str) -> bool:
@@ -176,20 +183,24 @@ def _table_body_rows(lines: list[str]) -> set[int]:
     return rows
 
 
-def _ground_row(grounder: Grounder, line: str) -> tuple[str, int, int]:
+def _ground_row(grounder: Grounder, line: str) -> tuple[str, Sentence]:
     """A table row stays only if its cells, read as one statement, are supported by a passage.
 
     Without this a model could put any value, or an injected "source", in a table and
-    it would reach the document unchecked. Returns (row with its [S#] marker or "", 1, 0|1).
+    it would reach the document unchecked. Returns (row with its [S#] marker, or "" when
+    dropped; the row's verdict as one sentence).
     """
     cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
     claim = "; ".join(cell for cell in cells if _MARKER.sub("", cell).strip())
     grounded = grounder.ground(claim.replace(". ", "; "))  # one statement, not one sentence per cell
+    verdict = Sentence(_MARKER.sub("", claim).strip(), [c for s in grounded.sentences for c in s.cited],
+                       support=min((s.support for s in grounded.sentences), default=0.0))
     if grounded.refused or not grounded.total or grounded.supported < grounded.total:
-        return "", 1, 0
+        return "", verdict
+    verdict.supported_by = ", ".join(grounded.cited_ids)
     cells = [_MARKER.sub("", cell).strip() for cell in cells]
     cells[-1] = f"{cells[-1]} " + " ".join(f"[{label}]" for label in grounded.cited_ids)
-    return "| " + " | ".join(cells) + " |", 1, 1
+    return "| " + " | ".join(cells) + " |", verdict
 
 
 def _is_prose(line: str) -> bool:

@@ -30,6 +30,9 @@ class GenerationRun(models.Model):
     conflicts = models.JSONField(default=list, editable=False)
     output_path = models.CharField(max_length=1024, blank=True, editable=False)
     coverage = models.FloatField(null=True, blank=True, editable=False)
+    grounding = models.JSONField(default=dict, blank=True, editable=False,
+                                 help_text="What the model wrote and the grounding check's verdict on each sentence "
+                                           "(unsupported ones were left out of the document).")
     sentences_total = models.PositiveIntegerField(default=0, editable=False)
     sentences_kept = models.PositiveIntegerField(default=0, editable=False)
     prompt_tokens = models.PositiveIntegerField(default=0, editable=False)

@@ -162,13 +162,14 @@ def generation_run_store(*, result: dict[str, Any]) -> bool:
         if run is None:
             logger.info("generation run %s already finished or gone; result dropped", run_id)
             return False
-        counts = {key: result[key] for key in ("sentences_total", "sentences_kept", "coverage") if key in result}
+        checked = {key: result[key] for key in ("sentences_total", "sentences_kept", "coverage", "grounding")
+                  if key in result}
         if result["status"] == "generated":
             write_atomic(Path(run.output_path), result["document"])
             status, error = GenerationRun.Status.SUCCEEDED, None
         else:
             status, error = GenerationRun.Status.FAILED, result["error"]
-        _finish(run, status=status, error=error, usage=result["usage"], timings=result["timings"], **counts)
+        _finish(run, status=status, error=error, usage=result["usage"], timings=result["timings"], **checked)
     logger.info("generation run %s %s (attempt %s)", run_id, status, result["attempt"])
     return True
 
@@ -244,14 +245,14 @@ def _compute(payload: dict[str, Any], progress: Progress, fields: dict[str, Any]
     progress("grounding")
     start = time.perf_counter()
     passages = payload["passages"]
-    body, total, kept = ground_markdown(reply.text, {p["label"]: p["text"] for p in passages},
-                                        embedding_model=payload["embedding_model"],
-                                        min_support=payload["min_support"])
+    grounded = ground_markdown(reply.text, {p["label"]: p["text"] for p in passages},
+                               embedding_model=payload["embedding_model"], min_support=payload["min_support"])
     fields["timings"]["grounding"] = round((time.perf_counter() - start) * 1000, 1)
-    fields.update(sentences_total=total, sentences_kept=kept, coverage=round(kept / total, 4) if total else None)
-    if not kept:
+    fields.update(sentences_total=grounded.total, sentences_kept=grounded.supported, coverage=grounded.coverage,
+                  grounding=grounded.audit(reply.text))
+    if not grounded.supported:
         raise GenerationError("The grounding check removed every sentence the model wrote; no document was written.")
-    return footnotes_render(body, {p["label"]: p["footnote"] for p in passages}, title=payload["topic"])
+    return footnotes_render(grounded.text, {p["label"]: p["footnote"] for p in passages}, title=payload["topic"])
 
 
 # --------------------------------------------------------------------------- shared

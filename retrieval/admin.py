@@ -17,6 +17,9 @@ class QueryLogAdmin(ReadOnlyAdmin):
     list_filter = ["answer_class", "status", "mode", "cached", "model"]
     search_fields = ["question", "answer", "run_id"]
     date_hierarchy = "created_at"
+    # The whole audit row, read-only: without this the page would show none of its fields (all editable=False).
+    fields = [f.name for f in QueryLog._meta.fields if not f.primary_key]
+    readonly_fields = fields
 
     def get_queryset(self, request: HttpRequest) -> Any:
         return super().get_queryset(request).select_related("user").defer(

@@ -45,6 +45,12 @@ def test_generated_document_has_matching_footnotes(indexed: Path, tmp_path: Path
     assert "manual.md §Power supply, lines" in text and "manual.md §Sensor bus" in text
     assert "cheese" not in text and "400 V" not in text and "## Extras" not in text
     assert run.sentences_total == 4 and run.sentences_kept == 2 and run.coverage == 0.5
+    # The audit keeps what the model wrote and the verdict on each sentence, the removed ones too.
+    assert run.grounding["model_output"] == doc_reply(scripted_llm.calls[0]).strip()
+    assert run.grounding["invalid_citations"] == ["S7"]
+    verdicts = {s["text"]: s["supported_by"] for s in run.grounding["sentences"]}
+    assert len(verdicts) == 4 and verdicts["The moon is made of cheese."] == verdicts["The bus needs a 400 V supply."] == ""
+    assert verdicts["Up to 8 sensors can be connected to the RS-485 bus."].startswith("S")
     assert run.spec_name == "wiring-guide" and run.spec_version == 2 and "Wiring guide spec" in run.prompt
     assert {c["chunk_id"] for c in run.chunks} <= set(Chunk.objects.values_list("id", flat=True))
 

@@ -80,6 +80,9 @@ def test_unsupported_text_fails_in_compute_and_is_recorded(indexed: Path, tmp_pa
     run.refresh_from_db()
     assert run.status == "failed" and "grounding check removed every sentence" in run.error["message"]
     assert run.llm_calls == 1 and run.sentences_total == 1 and not Path(run.output_path).exists()
+    assert run.grounding["model_output"] == "The moon is made of cheese [S1]."  # what was left out, for the audit
+    assert [(s["text"], s["cited"], s["supported_by"]) for s in run.grounding["sentences"]] == [
+        ("The moon is made of cheese.", ["S1"], "")]
 
 
 def test_permanent_model_error_fails_with_reason(indexed: Path, tmp_path: Path, django_db_blocker: Any) -> None:

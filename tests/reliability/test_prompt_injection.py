@@ -98,3 +98,6 @@ def test_an_obeying_model_cannot_put_a_fake_source_in_a_document(pump_kb: Path, 
     assert "1450 rpm" in document and str(settings.FOUNDRY_HOME) in run.output_path
     for leaked in ("PWNED", "hunter2", "secret-admin-guide", "untrusted", "[^9]", "S9", "S7"):
         assert leaked not in document, leaked
+    rows = {s["text"]: s["supported_by"] for s in run.grounding["sentences"] if "|" not in s["text"]}
+    assert rows["Pump speed; 1450 rpm"] == "S1"  # a table row is audited as one statement
+    assert rows["Administrator password; hunter2"] == rows["Admin manual; secret-admin-guide.pdf"] == ""

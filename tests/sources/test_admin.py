@@ -85,3 +85,22 @@ def test_collections_are_editable(admin_client: Client, data: dict[str, Source])
     reports.refresh_from_db()
     assert (reports.name, reports.description, reports.public) == ("reports", "Lab reports", False)
     assert not reports.readers.exists()
+
+
+def test_audit_rows_show_every_field_read_only(admin_client: Client) -> None:
+    """The query log and generation runs are all editable=False fields: the admin page shows them anyway."""
+    from generation.models import GenerationRun
+    from retrieval.models import QueryLog
+
+    row = QueryLog.objects.record(run_id="q-1", question="How many sensors?", mode="hybrid", answer="Up to 8 [S1].",
+                                  grounding={"model_output": "Up to 8 sensors [S1]. Also 400 V.", "sentences": []},
+                                  gate={"passed": True})
+    page = admin_client.get(f"/admin/retrieval/querylog/{row.pk}/change/").content.decode()
+    for text in ("How many sensors?", "Up to 8 [S1].", "Also 400 V.", "hybrid", "Grounding"):
+        assert text in page, text
+    assert 'name="question"' not in page  # shown, not editable
+    run = GenerationRun.objects.create(topic="Wiring guide", spec_name="guide", spec_version=3, spec_body="Write it.",
+                                       grounding={"model_output": "The moon is made of cheese."})
+    page = admin_client.get(f"/admin/generation/generationrun/{run.pk}/change/").content.decode()
+    for text in ("Wiring guide", "Write it.", "The moon is made of cheese."):
+        assert text in page, text

@@ -83,6 +83,19 @@ def test_generate_form_lists_approved_specs_and_runs_one(ready: ScriptedLLM, peo
     assert f"/runs/{run.pk}/" in client.get("/runs/").content.decode()
 
 
+def test_grounding_verdicts_are_shown_to_staff_only(ready: ScriptedLLM, people: dict,
+                                                   django_capture_on_commit_callbacks: Any) -> None:
+    ready.reply = lambda m: REPLY + "\nThe bus carries <script>alert(1)</script> 400 V [S1].\n"
+    generate(login(people["alice"]), django_capture_on_commit_callbacks)
+    run = GenerationRun.objects.get()
+    assert run.status == "succeeded" and run.sentences_kept == 1 and run.sentences_total == 2
+    staff = login(people["carol"]).get(f"/runs/{run.pk}/").content.decode()
+    assert "Grounding check" in staff and "left out" in staff and "kept, supported by S1" in staff
+    assert "<script>alert(1)" not in staff and "&lt;script&gt;alert(1)&lt;/script&gt;" in staff
+    author = login(people["alice"]).get(f"/runs/{run.pk}/").content.decode()
+    assert "Grounding check" not in author and "400 V" not in author
+
+
 def test_form_errors(ready: ScriptedLLM, people: dict, django_capture_on_commit_callbacks: Any) -> None:
     client = login(people["alice"])
     assert generate(client, django_capture_on_commit_callbacks, topic="").status_code == 400
