@@ -140,6 +140,7 @@ class PromptsConfig(_Section):
     """Paths of prompt templates; relative paths are taken from the project root."""
 
     answer_system: str = "templates/prompts/answer_system.txt"
+    answer_user: str = "templates/prompts/answer_user.txt"
     generate_system: str = "templates/prompts/generate_system.txt"
     hyde: str = "templates/prompts/hyde.txt"
     context_prefix: str = "templates/prompts/context_prefix.txt"

@@ -137,11 +137,12 @@ def answer_question(*, question: str, user: Any = None, collection_ids: list[int
 
 
 def cache_key(question: str, collection_ids: list[int] | None, mode: str | None, top_k: int | None) -> str:
-    """Everything an answer depends on: question, scope, mode, configuration, the answer prompt's
+    """Everything an answer depends on: question, scope, mode, configuration, the answer prompts'
     text (a template edited in place keeps its path), the answering rules and the index version."""
     scope = sorted(collection_ids) if collection_ids is not None else None
     material = json.dumps([question.casefold(), scope, mode, top_k, settings.FOUNDRY.model_dump(mode="json"),
-                           prompts.render("answer_system"), ANSWER_RULES, index_version(scope)], sort_keys=True)
+                           prompts.render("answer_system"), prompts.render("answer_user"), ANSWER_RULES,
+                           index_version(scope)], sort_keys=True)
     return hashlib.sha256(material.encode("utf-8")).hexdigest()
 
 
@@ -183,7 +184,7 @@ def _answer_from(retrieval: Retrieval, *, run_id: str, model: str, progress: Pro
     progress("generating")
     start = time.perf_counter()
     messages = [{"role": "system", "content": prompts.render("answer_system", context=context)},
-                {"role": "user", "content": retrieval.question}]
+                {"role": "user", "content": prompts.render("answer_user", question=retrieval.question).strip()}]
     reply = llm.complete(messages=messages, purpose="answer", model=model,
                          max_tokens=settings.FOUNDRY.generation.max_answer_tokens,
                          temperature=settings.FOUNDRY.generation.temperature)
@@ -198,7 +199,8 @@ def _answer_from(retrieval: Retrieval, *, run_id: str, model: str, progress: Pro
 
 def _context(retrieval: Retrieval, model: str) -> tuple[str, list[Candidate]]:
     conf = settings.FOUNDRY.generation
-    overhead = llm.count_tokens(prompts.render("answer_system", context="") + retrieval.question, model=model)
+    overhead = llm.count_tokens(prompts.render("answer_system", context="")
+                                + prompts.render("answer_user", question=retrieval.question), model=model)
     budget = chunk_budget(model=model, configured=conf.token_budget, reserved=overhead + conf.max_answer_tokens)
     built = context_build(retrieval.candidates[:conf.max_passages], model=model, budget=budget)
     return built.text, built.included

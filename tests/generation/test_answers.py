@@ -203,6 +203,22 @@ def test_cache_misses_after_the_prompt_or_the_answering_rules_change(indexed: Pa
     assert len(scripted_llm.calls) == 4
 
 
+def test_the_user_message_comes_from_its_template(indexed: Path, scripted_llm: ScriptedLLM, foundry_config,
+                                                 tmp_path: Path) -> None:
+    scripted_llm.reply = lambda m: "Up to 8 sensors can be connected to the RS-485 bus [S1]."
+    question = "How many sensors on the RS-485 bus?"
+    answer_question(question=question)
+    assert scripted_llm.calls[-1][1] == {"role": "user", "content": question}  # the shipped template: {question}
+    template = tmp_path / "user.txt"
+    template.write_text("Question: {question}\n\nAnswer from the passages, citing them like [S1].\n")
+    foundry_config(prompts={"answer_user": str(template)})
+    assert not answer_question(question=question).cached
+    assert scripted_llm.calls[-1][1]["content"] == (f"Question: {question}\n\n"
+                                                   "Answer from the passages, citing them like [S1].")
+    template.write_text("{question}\nCite the passages.\n")
+    assert not answer_question(question=question).cached  # the same path, edited in place
+
+
 def test_feedback_is_validated_and_kept(indexed: Path) -> None:
     from retrieval.services.feedback import FeedbackError, feedback_record
 

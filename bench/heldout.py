@@ -1,0 +1,132 @@
+"""Fusion settings chosen on some claims, scored on claims they were not chosen on: an estimate,
+from the dev data alone, of what tuning on the train claims is worth on an unseen split.
+
+    /work/main/.venv/bin/python bench/heldout.py [--data DIR] [--top-k 100] [--splits 500] [--seed 0]
+        [--json out.json]
+
+Every train claim is searched once through the product's own ``retrieve()`` in hybrid mode (as
+``foundry eval retrieval`` does, ``--top-k`` 100 by default: channel depth 500), and its two
+channels are fused under every setting the configuration offers: ``retrieval.fusion`` chunk or
+document × ``retrieval.rrf_k`` in K. Per claim, nDCG@10 over documents for each setting.
+
+Then, ``--splits`` times, the claims are halved at random: the setting with the best mean on one
+half (the "tuning" half) is scored on the other (the "unseen" half), beside the shipped default
+on that same half. The mean of those held-out scores is what "pick the best setting on train"
+delivers on claims it did not see; the gap to its tuning-half score is the optimism of a
+number picked and reported on the same claims. A paired bootstrap over all claims gives each
+setting's difference to the default with a 95 % interval.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+import _common
+import numpy as np
+from django.conf import settings
+
+from retrieval.evaluation import metrics
+from retrieval.search import document_rank_fusion, reciprocal_rank_fusion
+from retrieval.services.retrieve import retrieve
+from sources.models import Chunk
+
+K = (60, 30, 10, 5, 3, 1)
+
+
+def settings_grid() -> list[tuple[str, int]]:
+    return [(fusion, k) for fusion in ("chunk", "document") for k in K]
+
+
+def per_claim(beir: _common.Beir, top_k: int) -> tuple[list[str], dict[tuple[str, int], np.ndarray]]:
+    """nDCG@10 of every claim under every setting, from one search per claim."""
+    doc_of = beir.index.doc_of_chunk
+    source_of = dict(Chunk.objects.values_list("pk", "source_id"))
+    claims = list(beir.queries)
+    scores = {setting: np.zeros(len(claims)) for setting in settings_grid()}
+    start = time.perf_counter()
+    for i, claim in enumerate(claims):
+        channels = retrieve(question=beir.queries[claim], mode="hybrid", top_k=top_k).channels
+        for fusion, k in settings_grid():
+            fused = (reciprocal_rank_fusion(channels, k=k) if fusion == "chunk"
+                     else document_rank_fusion(channels, source_of=source_of, k=k))[:top_k]
+            ranked = metrics.dedupe([doc_of[h.chunk_id] for h in fused])
+            scores[(fusion, k)][i] = metrics.ndcg_at_k(ranked, beir.qrels[claim], 10)
+        if (i + 1) % 200 == 0:
+            print(f"{i + 1} claims searched ({time.perf_counter() - start:.0f} s)", flush=True)
+    return claims, scores
+
+
+def halving(scores: dict[tuple[str, int], np.ndarray], default: tuple[str, int], splits: int,
+            rng: np.random.Generator) -> dict:
+    """Pick the best setting on a random half, score it on the other half; ``splits`` times."""
+    grid = list(scores)
+    table = np.stack([scores[s] for s in grid])  # settings × claims
+    n = table.shape[1]
+    tuned, unseen, default_unseen, picked = [], [], [], []
+    for _ in range(splits):
+        order = rng.permutation(n)
+        a, b = order[: n // 2], order[n // 2:]
+        best = int(np.argmax(table[:, a].mean(axis=1)))
+        tuned.append(table[best, a].mean())
+        unseen.append(table[best, b].mean())
+        default_unseen.append(scores[default][b].mean())
+        picked.append(grid[best])
+    gain = np.array(unseen) - np.array(default_unseen)
+    counts: dict[str, int] = {}
+    for fusion, k in picked:
+        counts[f"{fusion} k={k}"] = counts.get(f"{fusion} k={k}", 0) + 1
+    return {"splits": splits,
+            "picked_on_tuning_half": round(float(np.mean(tuned)), 4),
+            "picked_on_unseen_half": round(float(np.mean(unseen)), 4),
+            "default_on_unseen_half": round(float(np.mean(default_unseen)), 4),
+            "gain_over_default_on_unseen_half": {"mean": round(float(gain.mean()), 4),
+                                                 "p05": round(float(np.percentile(gain, 5)), 4),
+                                                 "p95": round(float(np.percentile(gain, 95)), 4),
+                                                 "share_positive": round(float(np.mean(gain > 0)), 3)},
+            "times_picked": dict(sorted(counts.items(), key=lambda item: -item[1]))}
+
+
+def bootstrap(scores: dict[tuple[str, int], np.ndarray], default: tuple[str, int], rounds: int,
+              rng: np.random.Generator) -> dict:
+    """Each setting's mean and its difference to the default, with a paired 95 % bootstrap interval."""
+    n = scores[default].size
+    samples = rng.integers(0, n, size=(rounds, n))
+    out = {}
+    for (fusion, k), values in scores.items():
+        diff = values - scores[default]
+        means = diff[samples].mean(axis=1)
+        out[f"{fusion} k={k}"] = {"ndcg@10": round(float(values.mean()), 4), "minus_default": round(float(diff.mean()), 4),
+                                  "ci95": [round(float(np.percentile(means, 2.5)), 4),
+                                           round(float(np.percentile(means, 97.5)), 4)]}
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--data", type=Path, default=_common.DEFAULT_DATA)
+    parser.add_argument("--top-k", type=int, default=100)
+    parser.add_argument("--splits", type=int, default=500)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--json", type=Path, default=None)
+    args = parser.parse_args()
+    conf = settings.FOUNDRY.retrieval
+    default = (conf.fusion, conf.rrf_k)
+    results: dict = {"machine": _common.machine_line(), "top_k": args.top_k, "default": f"{default[0]} k={default[1]}",
+                     "window_sentences": settings.FOUNDRY.ingest.window_sentences}
+    with _common.scifact(args.data) as beir:
+        claims, scores = per_claim(beir, args.top_k)
+    if default not in scores:
+        parser.error(f"the configured default ({default[0]} k={default[1]}) is not in the grid K={K}")
+    rng = np.random.default_rng(args.seed)
+    results["claims"] = len(claims)
+    results["settings"] = bootstrap(scores, default, 2000, rng)
+    results["halving"] = halving(scores, default, args.splits, rng)
+    print(json.dumps(results, indent=2))
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=2))
+
+
+if __name__ == "__main__":
+    main()
