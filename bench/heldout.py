@@ -47,7 +47,7 @@ def per_claim(beir: _common.Beir, top_k: int) -> tuple[list[str], dict[tuple[str
     scores = {setting: np.zeros(len(claims)) for setting in settings_grid()}
     start = time.perf_counter()
     for i, claim in enumerate(claims):
-        channels = retrieve(question=beir.queries[claim], mode="hybrid", top_k=top_k).channels
+        channels = retrieve(question=beir.queries[claim], collection_ids=None, mode="hybrid", top_k=top_k).channels
         for fusion, k in settings_grid():
             fused = (reciprocal_rank_fusion(channels, k=k) if fusion == "chunk"
                      else document_rank_fusion(channels, source_of=source_of, k=k))[:top_k]

@@ -193,7 +193,8 @@ def _ground_row(grounder: Grounder, line: str) -> tuple[str, Sentence]:
     cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
     claim = "; ".join(cell for cell in cells if _MARKER.sub("", cell).strip())
     grounded = grounder.ground(claim.replace(". ", "; "))  # one statement, not one sentence per cell
-    verdict = Sentence(_MARKER.sub("", claim).strip(), [c for s in grounded.sentences for c in s.cited],
+    cited = list(dict.fromkeys(c for s in grounded.sentences for c in s.cited))
+    verdict = Sentence(_MARKER.sub("", claim).strip(), cited,
                        support=min((s.support for s in grounded.sentences), default=0.0))
     if grounded.refused or not grounded.total or grounded.supported < grounded.total:
         return "", verdict
