@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import _common
@@ -28,37 +29,59 @@ import numpy as np
 from django.conf import settings
 
 from retrieval.evaluation import metrics
-from retrieval.search import document_rank_fusion, reciprocal_rank_fusion
+from retrieval.search import Hit, document_rank_fusion, reciprocal_rank_fusion
 from retrieval.services.retrieve import retrieve
 from sources.models import Chunk
 
 K = (60, 30, 10, 5, 3, 1)
+ALPHAS = (0.3, 0.4, 0.5, 0.6, 0.7)  # --convex: BM25's share
 
 
-def settings_grid() -> list[tuple[str, int]]:
-    return [(fusion, k) for fusion in ("chunk", "document") for k in K]
+def convex_fusion(channels: dict[str, list[Hit]], alpha: float) -> list[Hit]:
+    """Score fusion: alpha · minmax(BM25) + (1 − alpha) · minmax(cosine), each over the channel's hits
+    (a chunk missing from a channel gets 0 there). Not in the product: measured beside RRF."""
+    scores: dict[int, float] = {}
+    for name, weight in (("bm25", alpha), ("dense", 1 - alpha)):
+        hits = channels.get(name, [])
+        if not hits:
+            continue
+        low, high = min(h.score for h in hits), max(h.score for h in hits)
+        for h in hits:
+            scores[h.chunk_id] = scores.get(h.chunk_id, 0.0) + weight * ((h.score - low) / (high - low) if high > low else 1.0)
+    return [Hit(cid, v) for cid, v in sorted(scores.items(), key=lambda item: (-item[1], item[0]))]
 
 
-def per_claim(beir: _common.Beir, top_k: int) -> tuple[list[str], dict[tuple[str, int], np.ndarray]]:
+def fusers(source_of: dict[int, int], convex: bool) -> dict[str, Callable[[dict[str, list[Hit]]], list[Hit]]]:
+    """Every setting the configuration offers (``retrieval.fusion`` × ``retrieval.rrf_k``), by name."""
+    out: dict[str, Callable[[dict[str, list[Hit]]], list[Hit]]] = {}
+    for k in K:
+        out[f"chunk k={k}"] = lambda channels, k=k: reciprocal_rank_fusion(channels, k=k)
+    for k in K:
+        out[f"document k={k}"] = lambda channels, k=k: document_rank_fusion(channels, source_of=source_of, k=k)
+    if convex:
+        for alpha in ALPHAS:
+            out[f"convex bm25={alpha}"] = lambda channels, alpha=alpha: convex_fusion(channels, alpha)
+    return out
+
+
+def per_claim(beir: _common.Beir, top_k: int, convex: bool) -> tuple[list[str], dict[str, np.ndarray]]:
     """nDCG@10 of every claim under every setting, from one search per claim."""
     doc_of = beir.index.doc_of_chunk
-    source_of = dict(Chunk.objects.values_list("pk", "source_id"))
+    grid = fusers(dict(Chunk.objects.values_list("pk", "source_id")), convex)
     claims = list(beir.queries)
-    scores = {setting: np.zeros(len(claims)) for setting in settings_grid()}
+    scores = {name: np.zeros(len(claims)) for name in grid}
     start = time.perf_counter()
     for i, claim in enumerate(claims):
         channels = retrieve(question=beir.queries[claim], collection_ids=None, mode="hybrid", top_k=top_k).channels
-        for fusion, k in settings_grid():
-            fused = (reciprocal_rank_fusion(channels, k=k) if fusion == "chunk"
-                     else document_rank_fusion(channels, source_of=source_of, k=k))[:top_k]
-            ranked = metrics.dedupe([doc_of[h.chunk_id] for h in fused])
-            scores[(fusion, k)][i] = metrics.ndcg_at_k(ranked, beir.qrels[claim], 10)
+        for name, fuse in grid.items():
+            ranked = metrics.dedupe([doc_of[h.chunk_id] for h in fuse(channels)[:top_k]])
+            scores[name][i] = metrics.ndcg_at_k(ranked, beir.qrels[claim], 10)
         if (i + 1) % 200 == 0:
             print(f"{i + 1} claims searched ({time.perf_counter() - start:.0f} s)", flush=True)
     return claims, scores
 
 
-def halving(scores: dict[tuple[str, int], np.ndarray], default: tuple[str, int], splits: int,
+def halving(scores: dict[str, np.ndarray], default: str, splits: int,
             rng: np.random.Generator) -> dict:
     """Pick the best setting on a random half, score it on the other half; ``splits`` times."""
     grid = list(scores)
@@ -75,8 +98,8 @@ def halving(scores: dict[tuple[str, int], np.ndarray], default: tuple[str, int],
         picked.append(grid[best])
     gain = np.array(unseen) - np.array(default_unseen)
     counts: dict[str, int] = {}
-    for fusion, k in picked:
-        counts[f"{fusion} k={k}"] = counts.get(f"{fusion} k={k}", 0) + 1
+    for name in picked:
+        counts[name] = counts.get(name, 0) + 1
     return {"splits": splits,
             "picked_on_tuning_half": round(float(np.mean(tuned)), 4),
             "picked_on_unseen_half": round(float(np.mean(unseen)), 4),
@@ -88,18 +111,17 @@ def halving(scores: dict[tuple[str, int], np.ndarray], default: tuple[str, int],
             "times_picked": dict(sorted(counts.items(), key=lambda item: -item[1]))}
 
 
-def bootstrap(scores: dict[tuple[str, int], np.ndarray], default: tuple[str, int], rounds: int,
+def bootstrap(scores: dict[str, np.ndarray], default: str, rounds: int,
               rng: np.random.Generator) -> dict:
     """Each setting's mean and its difference to the default, with a paired 95 % bootstrap interval."""
     n = scores[default].size
     samples = rng.integers(0, n, size=(rounds, n))
     out = {}
-    for (fusion, k), values in scores.items():
+    for name, values in scores.items():
         diff = values - scores[default]
         means = diff[samples].mean(axis=1)
-        out[f"{fusion} k={k}"] = {"ndcg@10": round(float(values.mean()), 4), "minus_default": round(float(diff.mean()), 4),
-                                  "ci95": [round(float(np.percentile(means, 2.5)), 4),
-                                           round(float(np.percentile(means, 97.5)), 4)]}
+        out[name] = {"ndcg@10": round(float(values.mean()), 4), "minus_default": round(float(diff.mean()), 4),
+                     "ci95": [round(float(np.percentile(means, 2.5)), 4), round(float(np.percentile(means, 97.5)), 4)]}
     return out
 
 
@@ -109,16 +131,17 @@ def main() -> None:
     parser.add_argument("--top-k", type=int, default=100)
     parser.add_argument("--splits", type=int, default=500)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--convex", action="store_true", help="also score fusion (not in the product)")
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
     conf = settings.FOUNDRY.retrieval
-    default = (conf.fusion, conf.rrf_k)
-    results: dict = {"machine": _common.machine_line(), "top_k": args.top_k, "default": f"{default[0]} k={default[1]}",
+    default = f"{conf.fusion} k={conf.rrf_k}"
+    results: dict = {"machine": _common.machine_line(), "top_k": args.top_k, "default": default,
                      "window_sentences": settings.FOUNDRY.ingest.window_sentences}
     with _common.scifact(args.data) as beir:
-        claims, scores = per_claim(beir, args.top_k)
+        claims, scores = per_claim(beir, args.top_k, args.convex)
     if default not in scores:
-        parser.error(f"the configured default ({default[0]} k={default[1]}) is not in the grid K={K}")
+        parser.error(f"the configured default ({default}) is not in the grid K={K}")
     rng = np.random.default_rng(args.seed)
     results["claims"] = len(claims)
     results["settings"] = bootstrap(scores, default, 2000, rng)

@@ -208,7 +208,8 @@ def test_the_user_message_comes_from_its_template(indexed: Path, scripted_llm: S
     scripted_llm.reply = lambda m: "Up to 8 sensors can be connected to the RS-485 bus [S1]."
     question = "How many sensors on the RS-485 bus?"
     answer_question(question=question)
-    assert scripted_llm.calls[-1][1] == {"role": "user", "content": question}  # the shipped template: {question}
+    shipped = scripted_llm.calls[-1][1]["content"]  # the question, then the task once more, after the passages
+    assert shipped.startswith(f"Question: {question}\n\nAnswer this question now") and "like [S1]." in shipped
     template = tmp_path / "user.txt"
     template.write_text("Question: {question}\n\nAnswer from the passages, citing them like [S1].\n")
     foundry_config(prompts={"answer_user": str(template)})
