@@ -2,12 +2,13 @@
 from the dev data alone, of what tuning on the train claims is worth on an unseen split.
 
     /work/main/.venv/bin/python bench/heldout.py [--data DIR] [--top-k 100] [--splits 500] [--seed 0]
-        [--json out.json]
+        [--convex] [--json out.json]
 
 Every train claim is searched once through the product's own ``retrieve()`` in hybrid mode (as
 ``foundry eval retrieval`` does, ``--top-k`` 100 by default: channel depth 500), and its two
 channels are fused under every setting the configuration offers: ``retrieval.fusion`` chunk or
-document × ``retrieval.rrf_k`` in K. Per claim, nDCG@10 over documents for each setting.
+document × ``retrieval.rrf_k`` in K (``--convex`` adds min-max score fusion, which the product
+does not offer). Per claim, nDCG@10 over documents for each setting.
 
 Then, ``--splits`` times, the claims are halved at random: the setting with the best mean on one
 half (the "tuning" half) is scored on the other (the "unseen" half), beside the shipped default
@@ -47,12 +48,14 @@ def convex_fusion(channels: dict[str, list[Hit]], alpha: float) -> list[Hit]:
             continue
         low, high = min(h.score for h in hits), max(h.score for h in hits)
         for h in hits:
-            scores[h.chunk_id] = scores.get(h.chunk_id, 0.0) + weight * ((h.score - low) / (high - low) if high > low else 1.0)
+            scaled = (h.score - low) / (high - low) if high > low else 1.0
+            scores[h.chunk_id] = scores.get(h.chunk_id, 0.0) + weight * scaled
     return [Hit(cid, v) for cid, v in sorted(scores.items(), key=lambda item: (-item[1], item[0]))]
 
 
 def fusers(source_of: dict[int, int], convex: bool) -> dict[str, Callable[[dict[str, list[Hit]]], list[Hit]]]:
-    """Every setting the configuration offers (``retrieval.fusion`` × ``retrieval.rrf_k``), by name."""
+    """Every setting the configuration offers (``retrieval.fusion`` × ``retrieval.rrf_k``), and with
+    ``convex`` score fusion at each of ALPHAS, by name."""
     out: dict[str, Callable[[dict[str, list[Hit]]], list[Hit]]] = {}
     for k in K:
         out[f"chunk k={k}"] = lambda channels, k=k: reciprocal_rank_fusion(channels, k=k)
