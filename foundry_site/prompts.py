@@ -7,6 +7,18 @@ from pathlib import Path
 from django.conf import settings
 
 _PLACEHOLDER = re.compile(r"\{([a-z_]+)\}")
+# What each template must hand the model: without it a query or a run would go on without its
+# question or its passages (checked at startup, ``foundry_site.db.checks``).
+REQUIRED = {"answer_system": ("context",), "answer_user": ("question",),
+            "generate_system": ("feature_spec_content", "retrieved_chunks"), "hyde": ("question",),
+            "conflicts": ("passages",), "relevance": ("question", "passages"), "context_prefix": ("chunk",),
+            "summary": ("document",)}
+
+
+def missing_placeholders(name: str) -> list[str]:
+    """The placeholders of REQUIRED[name] that template ``name`` lacks (its file must be readable)."""
+    found = set(_PLACEHOLDER.findall(template_path(name).read_text(encoding="utf-8")))
+    return [key for key in REQUIRED.get(name, ()) if key not in found]
 
 
 def template_path(name: str) -> Path:

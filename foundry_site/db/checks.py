@@ -48,7 +48,8 @@ def check_models(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
 
 @register(TAG)
 def check_prompt_templates(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
-    """Every ``prompts.*`` path in foundry.yaml names a readable file (else the first query would fail)."""
+    """Every ``prompts.*`` path in foundry.yaml names a readable file (else the first query would fail)
+    holding the placeholders the model needs (``prompts.REQUIRED``)."""
     from django.conf import settings
 
     from foundry_site import prompts
@@ -59,6 +60,17 @@ def check_prompt_templates(app_configs: Any = None, **kwargs: Any) -> list[Check
         if not path.is_file():
             errors.append(Error(f"prompts.{name}: template file {path} does not exist", id="foundry.E005",
                                 hint="Fix the path in foundry.yaml (relative paths start at the project folder)."))
+            continue
+        try:
+            missing = prompts.missing_placeholders(name)
+        except (OSError, UnicodeDecodeError) as exc:
+            errors.append(Error(f"prompts.{name}: template file {path} cannot be read as UTF-8 text: {exc}",
+                                id="foundry.E005"))
+            continue
+        if missing:
+            errors.append(Error(f"prompts.{name}: template file {path} lacks "
+                                + ", ".join("{" + key + "}" for key in missing), id="foundry.E006",
+                                hint="The model would never see what that placeholder carries; put it back."))
     return errors
 
 

@@ -208,6 +208,18 @@ def test_missing_prompt_template_is_a_startup_error(checked_config: Any, tmp_pat
     assert checks.check_prompt_templates() == []
 
 
+def test_prompt_template_without_its_placeholder_is_a_startup_error(checked_config: Any, tmp_path: Path) -> None:
+    user = tmp_path / "user.txt"
+    user.write_text("Answer the question now, citing the passages like [S1].\n")  # {question} forgotten
+    system = tmp_path / "system.txt"
+    system.write_bytes(b"\xff\xfe not text")
+    checked_config(prompts={"answer_user": str(user), "answer_system": str(system)})
+    errors = {e.msg: e.id for e in checks.check_prompt_templates()}
+    assert errors.pop(f"prompts.answer_user: template file {user} lacks {{question}}") == "foundry.E006"
+    [(message, code)] = errors.items()
+    assert code == "foundry.E005" and message.startswith(f"prompts.answer_system: template file {system} cannot be read")
+
+
 # --------------------------------------------------------------------------- embedding model changed
 
 
