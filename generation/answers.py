@@ -180,11 +180,12 @@ def _answer_from(retrieval: Retrieval, *, run_id: str, model: str, progress: Pro
         answer.hint = NO_EVIDENCE_HINT
         return answer
     answer.model = model
-    context, included = _context(retrieval, model)
+    request = prompts.render("answer_user", question=retrieval.question).strip()
+    context, included = _context(retrieval, model, request)
     progress("generating")
     start = time.perf_counter()
     messages = [{"role": "system", "content": prompts.render("answer_system", context=context)},
-                {"role": "user", "content": prompts.render("answer_user", question=retrieval.question).strip()}]
+                {"role": "user", "content": request}]
     reply = llm.complete(messages=messages, purpose="answer", model=model,
                          max_tokens=settings.FOUNDRY.generation.max_answer_tokens,
                          temperature=settings.FOUNDRY.generation.temperature)
@@ -197,10 +198,9 @@ def _answer_from(retrieval: Retrieval, *, run_id: str, model: str, progress: Pro
     return _classify(answer, grounded, included)
 
 
-def _context(retrieval: Retrieval, model: str) -> tuple[str, list[Candidate]]:
+def _context(retrieval: Retrieval, model: str, request: str) -> tuple[str, list[Candidate]]:
     conf = settings.FOUNDRY.generation
-    overhead = llm.count_tokens(prompts.render("answer_system", context="")
-                                + prompts.render("answer_user", question=retrieval.question), model=model)
+    overhead = llm.count_tokens(prompts.render("answer_system", context="") + request, model=model)
     budget = chunk_budget(model=model, configured=conf.token_budget, reserved=overhead + conf.max_answer_tokens)
     built = context_build(retrieval.candidates[:conf.max_passages], model=model, budget=budget)
     return built.text, built.included
