@@ -21,8 +21,9 @@ matrix pages this process touched; they are shared page cache, not private memor
 
 ``--incremental`` measures only the matrix refresh: after a full build, it appends 1 %
 more chunks (the same fill) and times the refresh from the previous copy against a
-build from nothing at the same version, three times, and checks the two write the same
-bytes.
+build from nothing at the same version, then deletes one source of 5,000 chunks and
+does the same; three times. It checks the two hold the same live rows (vectors, sign
+bits, ids, collections).
 
 ``--bm25-max-df`` times only the keyword channel (unscoped and scoped to the collection)
 and hybrid ``retrieve()`` at each ``retrieval.bm25_max_df``, and reports the share of
@@ -218,7 +219,11 @@ def measure(size: int, queries: list[str], vectors: list[list[float]], *, vec0: 
 
 def measure_incremental(size: int, texts: list[str], rng: np.random.Generator, windows: int,
                         rounds: int = 3) -> list[dict]:
-    """Append 1 % of ``size`` chunks, then refresh the matrix vs build it from nothing (same version)."""
+    """Append 1 % of ``size`` chunks, refresh the matrix vs build it from nothing (same version); then
+    delete one source of ``BATCH`` chunks and do the same."""
+    from sources.models import Source
+    from sources.services.ingest import source_delete
+
     model = settings.FOUNDRY.embedding.model
     out = []
     build(model, fresh=True)
@@ -226,12 +231,18 @@ def measure_incremental(size: int, texts: list[str], rng: np.random.Generator, w
         with connection.cursor() as cur:
             cur.execute("SELECT count(*) FROM sources_chunk")
             have = cur.fetchone()[0]
-        fill(have + size // 100, texts, rng, windows)
-        refresh_s, refreshed = build(model, fresh=False)
-        refreshed_digest = digest(refreshed.folder)
-        full_s, full = build(model, fresh=True)
-        out.append({"rows": len(full.ids), "appended": size // 100, "refresh_s": refresh_s, "full_build_s": full_s,
-                    "same_bytes": refreshed_digest == digest(full.folder), "load": round(os.getloadavg()[0], 2)})
+        for change in ("append", "delete"):
+            if change == "append":
+                fill(have + size // 100, texts, rng, windows)
+            else:
+                batches = list(Source.objects.filter(path__startswith="batch-").values_list("pk", flat=True))
+                source_delete(source_id=int(rng.choice(batches)))
+            refresh_s, refreshed = build(model, fresh=False)
+            refreshed_digest, dead = digest(refreshed), 0 if refreshed.live is None else int((~refreshed.live).sum())
+            full_s, full = build(model, fresh=True)
+            out.append({"change": change, "rows": len(full.ids), "dead_rows": dead, "refresh_s": refresh_s,
+                        "full_build_s": full_s, "same_live_rows": refreshed_digest == digest(full),
+                        "load": round(os.getloadavg()[0], 2)})
     return out
 
 
@@ -246,9 +257,17 @@ def build(model: str, *, fresh: bool) -> tuple[float, dense.DenseMatrix]:
     return round(time.perf_counter() - start, 2), matrix
 
 
-def digest(folder: Path) -> str:
-    files = ("vectors.f32", "signs.npy", "ids.npy", "collections.npy")
-    return hashlib.sha256(b"".join((folder / name).read_bytes() for name in files)).hexdigest()
+def digest(matrix: dense.DenseMatrix) -> str:
+    """Of what the copy holds for search: its live rows' vectors, sign bits, ids and collections."""
+    live = np.ones(matrix.ids.size, bool) if matrix.live is None else matrix.live
+    sha = hashlib.sha256()
+    for start in range(0, live.size, 1 << 20):
+        part = slice(start, start + (1 << 20))
+        sha.update(np.asarray(matrix.vectors[part][live[part]]).tobytes())
+        sha.update(np.asarray(matrix.signs[:, part][:, live[part]]).tobytes())
+    sha.update(matrix.ids[live].tobytes())
+    sha.update(matrix.collections[live].tobytes())
+    return sha.hexdigest()
 
 
 def main() -> None:

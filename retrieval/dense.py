@@ -46,12 +46,18 @@ Design (keep it explainable):
   chunk ids are AUTOINCREMENT and never reused, and a chunk's vectors and collection never
   change (a changed or moved file gets new chunks), so the new copy is the old rows whose
   unit id vec0 still holds plus the vec0 rows above the old highest unit id. Only those new
-  vectors are read; the rest is a scan of vec0's row ids and a file copy. Rows are kept in
-  unit id order, so a refreshed copy is byte for byte the copy a full read would write.
-  The sign bits are computed from the written float32 rows, either way (~1 s at 1M rows).
-  Without a usable previous copy (none, unreadable, another width, or its ids do not add
-  up to vec0's) the build reads every vector and logs why. ``retrieve()`` records the
-  build, either way, as the ``dense_index_build`` timing.
+  vectors are read. The old ``vectors.f32`` is not copied: the new folder hard-links the
+  same file and the new rows are appended to it (in unit id order, so the file's rows stay
+  in unit id order). A process still mapping the old version maps only the rows its
+  ``meta.json`` names, which never change; bytes past them (an append whose version was
+  given up, or a build that died) are cut off before the next append. A row whose vector
+  vec0 no longer holds stays in the file, marked ``DEAD`` in ``collections.npy``, and no
+  search returns it; when dead rows would pass ``COMPACT_SHARE`` of the file, the build
+  writes a new file of the live rows instead. Either way the live rows, their sign bits,
+  ids and collections are exactly what a full read writes, in the same order. Without a
+  usable previous copy (none, unreadable, another width, or its ids do not add up to
+  vec0's) the build reads every vector and logs why. ``retrieve()`` records the build,
+  either way, as the ``dense_index_build`` timing.
 """
 from __future__ import annotations
 
@@ -81,7 +87,10 @@ logger = logging.getLogger(__name__)
 
 BUILD_ATTEMPTS = 5  # version moved during a read this many times in a row: give up and say so
 COPY_ROWS = 65_536  # rows per write when assembling a copy (~100 MB of 384-d float32)
-FORMAT = 3  # of a copy's files (2: signs.npy added; 3: rows are units, windows included); part of its folder name, so an older copy is rebuilt
+SIGN_BLOCK = 65_536  # rows per block of the sign-bit pass (its working set, ~1 MB, stays in the CPU cache)
+FORMAT = 4  # of a copy's files (2: signs.npy added; 3: rows are units, windows included; 4: dead rows); part of its folder name
+COMPACT_SHARE = 0.25  # a refresh that would leave more dead rows than this share of the file writes a new file
+DEAD = np.iinfo(np.int64).min  # the collection of a row whose vector vec0 no longer holds
 
 
 class DenseIndexError(Exception):
@@ -96,6 +105,7 @@ class DenseMatrix:
     collections: np.ndarray  # int64 collection ids, one per row
     vectors: np.ndarray      # float32 (rows, dimension), unit rows, memory-mapped
     signs: np.ndarray        # uint64 (words, rows): each row's sign bits (``sign_words``), memory-mapped
+    live: np.ndarray | None  # bool per row, False for a ``DEAD`` row; None when every row is live
 
     def search(self, vector: Sequence[float], *, k: int, collection_ids: Sequence[int] | None,
                shortlist: int = 0) -> list[Hit]:
@@ -113,12 +123,10 @@ class DenseMatrix:
                                   f"{self.vectors.shape[1]}-d vectors")
         norm = float(np.linalg.norm(query))
         query = query / norm if norm else query
-        allowed = None
-        if collection_ids is not None:
+        allowed = self.live
+        if collection_ids is not None:  # DEAD is never a collection id
             allowed = np.isin(self.collections, np.asarray([int(i) for i in collection_ids], dtype=np.int64))
-            available = int(allowed.sum())
-        else:
-            available = self.ids.size
+        available = self.ids.size if allowed is None else int(allowed.sum())
         k = min(int(k), available)
         if k <= 0:
             return []
@@ -137,18 +145,29 @@ class DenseMatrix:
         return [Hit(int(chunks[i]), float(scores[i])) for i in best_per_chunk(chunks, scores, k)]
 
     def _shortlist(self, query: np.ndarray, size: int, allowed: np.ndarray | None) -> np.ndarray:
-        """Rows (ascending) whose sign bits are nearest the query's: the ``size`` nearest and their ties."""
-        distance = np.zeros(self.ids.size, np.uint16)
-        scratch, counts = np.empty(self.ids.size, np.uint64), np.empty(self.ids.size, np.uint8)
-        for word, column in zip(sign_words(query[None, :])[0], self.signs):
-            np.bitwise_xor(column, word, out=scratch)
-            np.bitwise_count(scratch, out=counts)
-            distance += counts
-        beyond = 64 * self.signs.shape[0] + 1  # farther than any row: out of scope
-        if allowed is not None:
-            distance[~allowed] = beyond
-        cumulative = np.cumsum(np.bincount(distance, minlength=beyond + 1))
-        return np.flatnonzero(distance <= int(np.searchsorted(cumulative, size)))
+        """Rows (ascending) whose sign bits are nearest the query's: the ``size`` nearest and their ties.
+
+        Done in blocks of ``SIGN_BLOCK`` rows, each finished (distances, scope, histogram) while it
+        is in the CPU cache: ~30 ms instead of ~57 ms for 4.1M rows here, and less memory traffic
+        beside the BM25 query running on the other core.
+        """
+        rows, beyond = self.ids.size, 64 * self.signs.shape[0] + 1  # beyond: farther than any row, out of scope
+        distance, histogram = np.empty(rows, np.uint16), np.zeros(beyond + 1, np.int64)
+        scratch, counts = np.empty(SIGN_BLOCK, np.uint64), np.empty(SIGN_BLOCK, np.uint8)
+        words = sign_words(query[None, :])[0]
+        for start in range(0, rows, SIGN_BLOCK):
+            block = slice(start, min(start + SIGN_BLOCK, rows))
+            width = block.stop - start
+            part = distance[block]
+            part[:] = 0
+            for word, column in zip(words, self.signs):
+                np.bitwise_xor(column[block], word, out=scratch[:width])
+                np.bitwise_count(scratch[:width], out=counts[:width])
+                part += counts[:width]
+            if allowed is not None:
+                part[~allowed[block]] = beyond
+            histogram += np.bincount(part, minlength=beyond + 1)
+        return np.flatnonzero(distance <= int(np.searchsorted(np.cumsum(histogram), size)))
 
 
 def best_per_chunk(chunks: np.ndarray, scores: np.ndarray, k: int) -> np.ndarray:
@@ -318,24 +337,63 @@ def _write(model: str, staging: Path, base: DenseMatrix | None) -> tuple[int, in
     """Write the copy into ``staging``, rows in unit id order; return (rows, dimension, vectors read).
 
     Without a ``base`` (the previous copy) every vector is read; with one, only those above its
-    highest unit id (see the module docstring). Raises DenseIndexError when the kept and the
-    read rows are not exactly vec0's unit ids, i.e. the base is damaged. The rows are sorted
-    because vec0 scans in storage order, and it reuses the slots of deleted rows.
+    highest unit id, appended to its ``vectors.f32`` (see the module docstring). Raises
+    DenseIndexError when the kept and the read rows are not exactly vec0's unit ids, i.e. the
+    base is damaged. The read rows are sorted because vec0 scans in storage order, and it
+    reuses the slots of deleted rows.
     """
     dimension = vectorstore.table_dimension(model) or 0
     after = int(base.ids.max()) if base is not None and base.ids.size else 0
     live, ids, collections = _read(model, staging / "read.f32", dimension, after=after)
-    # (vectors, ids, collections, which rows to take in unit id order): the kept rows, then the read ones
-    parts = [(_map(staging / "read.f32", ids.size, dimension), ids, collections, np.argsort(ids, kind="stable"))]
-    if base is not None:
-        kept = np.argsort(base.ids, kind="stable")
-        kept = kept[contained(base.ids[kept], live)]
-        if kept.size + ids.size != live.size or np.any(np.diff(base.ids[kept]) == 0):
+    order = np.argsort(ids, kind="stable")
+    read = _map(staging / "read.f32", ids.size, dimension)
+    if base is None:
+        _write_rows(staging / "vectors.f32", [(read, order)])
+        kept_ids, kept_collections, old_signs = np.zeros(0, np.int64), np.zeros(0, np.int64), None
+    else:
+        keep = base.collections != DEAD
+        keep[keep] = contained(base.ids[keep], live)
+        if int(keep.sum()) + ids.size != live.size or np.any(np.diff(base.ids) <= 0):
             raise DenseIndexError(f"{base.folder} does not match {vectorstore.table_name(model)}: "
-                                  f"{kept.size} rows kept + {ids.size} read, {live.size} stored")
-        parts.insert(0, (base.vectors, base.ids, base.collections, kept))
-    with open(staging / "vectors.f32", "wb") as out:
-        for vectors, _, _, rows in parts:
+                                  f"{int(keep.sum())} rows kept + {ids.size} read, {live.size} stored")
+        if base.ids.size + ids.size - live.size <= COMPACT_SHARE * (base.ids.size + ids.size):
+            os.link(base.folder / "vectors.f32", staging / "vectors.f32")  # the same file: append to it
+            _write_rows(staging / "vectors.f32", [(read, order)], after_rows=base.ids.size)
+            kept_ids, kept_collections = base.ids, np.where(keep, base.collections, DEAD)
+            old_signs = base.signs
+        else:  # too many dead rows: a new file of the live ones
+            kept = np.flatnonzero(keep)
+            _write_rows(staging / "vectors.f32", [(base.vectors, kept), (read, order)])
+            kept_ids, kept_collections, old_signs = base.ids[kept], base.collections[kept], None
+    (staging / "read.f32").unlink()
+    rows = kept_ids.size + ids.size
+    vectors = _map(staging / "vectors.f32", rows, dimension)
+    signs = np.empty((sign_word_count(dimension), rows), np.uint64)
+    first = 0 if old_signs is None else old_signs.shape[1]
+    if first:
+        signs[:, :first] = old_signs
+    for start in range(first, rows, COPY_ROWS):
+        signs[:, start:start + COPY_ROWS] = sign_words(vectors[start:min(start + COPY_ROWS, rows)]).T
+    np.save(staging / "signs.npy", signs)
+    np.save(staging / "ids.npy", np.concatenate([kept_ids, ids[order]]))
+    np.save(staging / "collections.npy", np.concatenate([kept_collections, collections[order]]))
+    return rows, dimension, ids.size
+
+
+def _write_rows(path: Path, parts: list[tuple[np.ndarray, np.ndarray]], *, after_rows: int | None = None) -> None:
+    """Write ``vectors[rows]`` of each part to ``path``, in order, and sync it. With ``after_rows``,
+    keep that many rows of the file (cutting off what lies past them) and append; without, write a
+    new file (never through a link to a previous copy's file, which readers may be mapping)."""
+    if after_rows is None:
+        path.unlink(missing_ok=True)
+    with open(path, "r+b" if after_rows is not None else "wb") as out:
+        if after_rows is not None:
+            row_bytes = 4 * parts[0][0].shape[1]
+            if os.fstat(out.fileno()).st_size < after_rows * row_bytes:
+                raise DenseIndexError(f"{path} holds fewer than the {after_rows} rows its copy names")
+            out.truncate(after_rows * row_bytes)
+            out.seek(after_rows * row_bytes)
+        for vectors, rows in parts:
             for start in range(0, rows.size, COPY_ROWS):
                 block = rows[start:start + COPY_ROWS]
                 if np.all(np.diff(block) == 1):  # consecutive rows, as most are: write the slice, no gather
@@ -344,16 +402,6 @@ def _write(model: str, staging: Path, base: DenseMatrix | None) -> tuple[int, in
                     out.write(vectors[block])
         out.flush()
         os.fsync(out.fileno())
-    (staging / "read.f32").unlink()
-    vectors = _map(staging / "vectors.f32", live.size, dimension)
-    signs = np.empty((sign_word_count(dimension), live.size), np.uint64)
-    for start in range(0, live.size, COPY_ROWS):
-        signs[:, start:start + COPY_ROWS] = sign_words(vectors[start:start + COPY_ROWS]).T
-    np.save(staging / "signs.npy", signs)
-    np.save(staging / "ids.npy", np.concatenate([part_ids[rows] for _, part_ids, _, rows in parts]))
-    np.save(staging / "collections.npy", np.concatenate([part_collections[rows]
-                                                         for _, _, part_collections, rows in parts]))
-    return live.size, dimension, ids.size
 
 
 def _read(model: str, path: Path, dimension: int, *, after: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -404,5 +452,6 @@ def _open(folder: Path) -> DenseMatrix:
         raise DenseIndexError(f"the dense matrix in {folder} is inconsistent: {rows} vectors, "
                               f"{ids.size} ids, {collections.size} collection ids, sign bits of shape {signs.shape} "
                               f"(expected {(words, rows)})")
+    live = collections != DEAD
     return DenseMatrix(folder=folder, version=meta["version"], ids=ids, collections=collections, vectors=vectors,
-                       signs=signs)
+                       signs=signs, live=None if live.all() else live)

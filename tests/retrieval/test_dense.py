@@ -115,19 +115,25 @@ def vectors_read(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     return counts
 
 
-COPY_FILES = ("vectors.f32", "signs.npy", "ids.npy", "collections.npy")
+def _live_rows(matrix: dense.DenseMatrix) -> dict[str, bytes]:
+    """What a copy holds for search: its live rows' vectors, sign bits, ids and collections, in row order."""
+    live = np.ones(matrix.ids.size, bool) if matrix.live is None else matrix.live
+    return {"vectors": np.asarray(matrix.vectors[live]).tobytes(), "signs": np.asarray(matrix.signs[:, live]).tobytes(),
+            "ids": matrix.ids[live].tobytes(), "collections": matrix.collections[live].tobytes()}
 
 
 def _assert_same_as_a_full_build(model: str) -> None:
-    """The current copy is byte for byte what a build from no previous copy writes."""
+    """The current copy's live rows are byte for byte what a build from no previous copy writes, and
+    that build writes exactly its rows, none dead."""
     matrix, _ = dense.current(model)
-    refreshed = {name: (matrix.folder / name).read_bytes() for name in COPY_FILES}
+    refreshed = _live_rows(matrix)
     shutil.rmtree(dense.root_folder(model))
     dense._loaded.clear()
     full, built = dense.current(model)
-    assert built and full.folder == matrix.folder
-    assert [name for name in COPY_FILES if (full.folder / name).read_bytes() != refreshed[name]] == []
+    assert built and full.folder == matrix.folder and full.live is None
+    assert [name for name, data in _live_rows(full).items() if data != refreshed[name]] == []
     assert len(full.ids) == vectorstore.vector_count(model) + vectorstore.window_count(model)
+    assert (full.folder / "vectors.f32").stat().st_size == full.vectors.nbytes
 
 
 def _assert_search_same_as_vec0(model: str, queries: np.ndarray, scopes: list[list[int] | None]) -> None:
@@ -359,6 +365,75 @@ def test_refresh_follows_a_changed_file_and_a_move_to_another_collection(kb: Pat
     assert set(matrix.collections.tolist()) == {archive, first}
     _assert_search_same_as_vec0(MINILM, queries, [None, [archive], [first]])
     _assert_same_as_a_full_build(MINILM)
+
+
+def _file(matrix: dense.DenseMatrix) -> int:
+    return (matrix.folder / "vectors.f32").stat().st_ino
+
+
+@pytest.mark.django_db
+def test_refresh_appends_to_the_same_file_and_an_older_view_still_answers(vectors_read: list[int]) -> None:
+    rng = np.random.default_rng(11)
+    alpha, beta, gamma = _tiny_index(rng)
+    old, _ = dense.current(TINY)
+    queries = rng.standard_normal((5, 16)).astype(np.float32)
+    before, inode = [[h.chunk_id for h in old.search(q, k=20, collection_ids=None)] for q in queries], _file(old)
+    _source_with_vectors(beta, "late.md", rng.standard_normal((60, 16)).astype(np.float32))
+    matrix, built = dense.current(TINY)
+    assert built and vectors_read == [360, 60] and _file(matrix) == inode and matrix.live is None
+    assert not old.folder.exists(), "the older copy's folder is removed; its file lives on in the new one"
+    assert [[h.chunk_id for h in old.search(q, k=20, collection_ids=None)] for q in queries] == before
+    _assert_search_same_as_vec0(TINY, queries, [None, [beta.pk]])
+    _assert_same_as_a_full_build(TINY)
+
+
+@pytest.mark.django_db
+def test_deleted_rows_stay_in_the_file_as_dead_until_they_pass_the_compaction_share(vectors_read: list[int]) -> None:
+    rng = np.random.default_rng(12)
+    alpha, beta, gamma = _tiny_index(rng)
+    late = set(_source_with_vectors(beta, "late.md", rng.standard_normal((60, 16)).astype(np.float32)))
+    inode = _file(dense.current(TINY)[0])
+    source_delete(source_id=Source.objects.get(path="late.md").pk)  # 60 of 420 rows: 14 %
+    matrix, built = dense.current(TINY)
+    assert built and vectors_read == [420, 0] and _file(matrix) == inode
+    assert len(matrix.ids) == 420 and int((~matrix.live).sum()) == 60
+    assert set(matrix.collections[~matrix.live].tolist()) == {dense.DEAD}
+    queries = rng.standard_normal((5, 16)).astype(np.float32)
+    _assert_search_same_as_vec0(TINY, queries, [None, [beta.pk], [alpha.pk, gamma.pk]])
+    for shortlist in (0, 50, 1000):  # the exact scan, the sign-bit shortlist, and a shortlist wider than the rows
+        for scope, rows in ((None, 360), ([beta.pk], 120)):
+            assert len(matrix.search(queries[0], k=500, collection_ids=scope, shortlist=shortlist)) == rows
+            for query in queries:
+                assert not late & {h.chunk_id for h in matrix.search(query, k=20, collection_ids=scope,
+                                                                     shortlist=shortlist)}
+    _source_with_vectors(gamma, "later.md", rng.standard_normal((5, 16)).astype(np.float32))
+    matrix, built = dense.current(TINY)
+    assert built and vectors_read[-1] == 5 and len(matrix.ids) == 425 and int((~matrix.live).sum()) == 60
+    _assert_search_same_as_vec0(TINY, queries, [None, [gamma.pk]])
+    appended = _file(matrix)
+    source_delete(source_id=Source.objects.get(path="doc0.md").pk)  # 180 of 425 dead: a new file
+    matrix, built = dense.current(TINY)
+    assert built and vectors_read[-1] == 0 and matrix.live is None and len(matrix.ids) == 245
+    assert _file(matrix) != appended
+    _assert_search_same_as_vec0(TINY, queries, [None, [alpha.pk], [gamma.pk]])
+    _assert_same_as_a_full_build(TINY)
+
+
+@pytest.mark.django_db
+def test_bytes_past_the_rows_a_copy_names_are_cut_off_before_the_next_append(vectors_read: list[int]) -> None:
+    rng = np.random.default_rng(13)
+    alpha, *_ = _tiny_index(rng)
+    matrix, _ = dense.current(TINY)
+    with open(matrix.folder / "vectors.f32", "ab") as handle:  # an append whose build died before its rename
+        handle.write(np.full((7, 16), 9.0, np.float32).tobytes())
+    dense._loaded.clear()
+    assert [h.chunk_id for h in dense.nearest([1.0] * 16, model=TINY, k=20)] == [
+        h.chunk_id for h in ChunkSearch.search.nearest([1.0] * 16, model=TINY, k=20)]
+    _source_with_vectors(alpha, "late.md", rng.standard_normal((3, 16)).astype(np.float32))
+    matrix, built = dense.current(TINY)
+    assert built and vectors_read == [360, 3] and (matrix.folder / "vectors.f32").stat().st_size == 363 * 16 * 4
+    _assert_search_same_as_vec0(TINY, rng.standard_normal((5, 16)).astype(np.float32), [None, [alpha.pk]])
+    _assert_same_as_a_full_build(TINY)
 
 
 def _damage(folder: Path, how: str) -> None:
