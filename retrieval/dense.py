@@ -291,6 +291,9 @@ def _build(model: str) -> tuple[Path, bool]:
             except DenseIndexError as exc:
                 if base is None:
                     raise
+                if vectorstore.vectors_version(model) != version:  # not damage: an ingest committed mid-read
+                    shutil.rmtree(staging, ignore_errors=True)
+                    continue
                 logger.warning("dense matrix: %s; reading every vector", exc)
                 base = None
                 rows, dimension, read = _write(model, staging, base)
@@ -407,16 +410,13 @@ def _write_rows(path: Path, parts: list[tuple[np.ndarray, np.ndarray]], *, after
 def _read(model: str, path: Path, dimension: int, *, after: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Write vec0's vectors above unit id ``after`` to ``path`` as unit-length rows, in vec0's order.
 
-    Returns every unit id in vec0 (read with the vectors), then the ids and the
-    collection ids of the rows written.
+    Returns every unit id in vec0, then the ids and the collection ids of the rows written.
     """
-    live, ids, collections = [np.zeros(0, np.int64)], [np.zeros(0, np.int64)], [np.zeros(0, np.int64)]
+    live = np.concatenate([np.array(text.split(","), dtype=np.int64) if text else np.zeros(0, np.int64)
+                           for text in ChunkSearch.search.unit_ids(model=model)])
+    ids, collections = [np.zeros(0, np.int64)], [np.zeros(0, np.int64)]
     with open(path, "wb") as out:
         for batch in ChunkSearch.search.vector_batches(model=model, after=after):
-            live.append(np.fromiter((row[0] for row in batch), dtype=np.int64, count=len(batch)))
-            batch = [row for row in batch if row[2] is not None]
-            if not batch:
-                continue
             block = np.frombuffer(b"".join(row[2] for row in batch), dtype=np.float32).reshape(len(batch), -1)
             if block.shape[1] != dimension:
                 raise DenseIndexError(f"{vectorstore.table_name(model)} returned {block.shape[1]}-d vectors, "
@@ -426,7 +426,7 @@ def _read(model: str, path: Path, dimension: int, *, after: int) -> tuple[np.nda
             ids.append(np.fromiter((row[0] for row in batch), dtype=np.int64, count=len(batch)))
             collections.append(np.fromiter((-1 if row[1] is None else row[1] for row in batch),
                                            dtype=np.int64, count=len(batch)))
-    return np.concatenate(live), np.concatenate(ids), np.concatenate(collections)
+    return live, np.concatenate(ids), np.concatenate(collections)
 
 
 def _map(path: Path, rows: int, dimension: int) -> np.ndarray:

@@ -102,13 +102,13 @@ def test_refresh_with_windows_reads_only_the_new_rows_and_matches_a_full_build(v
 
 @pytest.fixture
 def vectors_read(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """The number of vectors each vec0 read of a build returned (ids alone do not count)."""
+    """The number of vectors each vec0 read of a build returned."""
     real, counts = ChunkSearchManager.vector_batches, []
 
     def counting(self: ChunkSearchManager, **kwargs: object) -> Iterator[list[tuple[int, int | None, bytes | None]]]:
         counts.append(0)
         for batch in real(self, **kwargs):
-            counts[-1] += sum(row[2] is not None for row in batch)
+            counts[-1] += len(batch)
             yield batch
 
     monkeypatch.setattr(ChunkSearchManager, "vector_batches", counting)
@@ -365,6 +365,29 @@ def test_refresh_follows_a_changed_file_and_a_move_to_another_collection(kb: Pat
     assert set(matrix.collections.tolist()) == {archive, first}
     _assert_search_same_as_vec0(MINILM, queries, [None, [archive], [first]])
     _assert_same_as_a_full_build(MINILM)
+
+
+@pytest.mark.django_db
+def test_unit_ids_are_the_ids_vec0_holds_after_inserts_and_deletions() -> None:
+    rng = np.random.default_rng(14)
+    alpha = Collection.objects.create(name="alpha")
+
+    def through_vec0() -> list[int]:
+        with connection.cursor() as cur:
+            cur.execute(f"SELECT chunk_id * {vectorstore.WINDOW_SLOTS} FROM {vectorstore.table_name(TINY)} "
+                        f"UNION ALL SELECT window_id FROM {vectorstore.windows_table_name(TINY)}")
+            return sorted(row[0] for row in cur.fetchall())
+
+    def unit_ids() -> list[int]:
+        return sorted(int(i) for text in ChunkSearch.search.unit_ids(model=TINY) if text for i in text.split(","))
+
+    for name in ("a.md", "b.md", "c.md"):
+        _source_with_windows(alpha, name, rng.standard_normal((5, 16)).astype(np.float32),
+                             [rng.standard_normal((3, 16)).astype(np.float32)] * 5)
+    assert unit_ids() == through_vec0() and len(unit_ids()) == 60
+    source_delete(source_id=Source.objects.get(path="b.md").pk)
+    _source_with_vectors(alpha, "d.md", rng.standard_normal((2, 16)).astype(np.float32))
+    assert unit_ids() == through_vec0() and len(unit_ids()) == 42
 
 
 def _file(matrix: dense.DenseMatrix) -> int:
