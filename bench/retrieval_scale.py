@@ -100,8 +100,9 @@ def _insert_batch(start: int, count: int, texts: list[str], rng: np.random.Gener
     with connection.cursor() as cur:
         cur.execute("INSERT INTO sources_source(collection_id, root, path, title, kind, sha256, size, status, "
                     "reason, chunk_count, embedding_model, created_at, updated_at) VALUES "
-                    "(%s, '/scale', %s, %s, 'md', '', 0, 'ingested', '', %s, %s, datetime(), datetime())",
-                    [collection_id, f"batch-{start}.md", f"Batch {start}", count, model])
+                    "(%s, '/scale', 'batch-' || (SELECT coalesce(max(id), 0) + 1 FROM sources_source) || '.md', %s, "
+                    "'md', '', 0, 'ingested', '', %s, %s, datetime(), datetime())",
+                    [collection_id, f"Batch {start}", count, model])
         source_id = cur.lastrowid
         rows = [(source_id, i, " ".join(texts[(start + i + j * 7919) % len(texts)] for j in range(3)), "",
                  1, 1, 60) for i in range(count)]
@@ -241,7 +242,7 @@ def measure_incremental(size: int, texts: list[str], rng: np.random.Generator, w
             refreshed_digest, dead = digest(refreshed), 0 if refreshed.live is None else int((~refreshed.live).sum())
             full_s, full = build(model, fresh=True)
             out.append({"change": change, "rows": len(full.ids), "dead_rows": dead, "refresh_s": refresh_s,
-                        "full_build_s": full_s, "same_live_rows": refreshed_digest == digest(full),
+                        "full_build_s": full_s, "differing_parts": [k for k, v in digest(full).items() if v != refreshed_digest[k]],
                         "load": round(os.getloadavg()[0], 2)})
     return out
 
@@ -257,17 +258,17 @@ def build(model: str, *, fresh: bool) -> tuple[float, dense.DenseMatrix]:
     return round(time.perf_counter() - start, 2), matrix
 
 
-def digest(matrix: dense.DenseMatrix) -> str:
-    """Of what the copy holds for search: its live rows' vectors, sign bits, ids and collections."""
+def digest(matrix: dense.DenseMatrix) -> dict[str, str]:
+    """Of what the copy holds for search, per part: its live rows' vectors, sign bits, ids and collections."""
     live = np.ones(matrix.ids.size, bool) if matrix.live is None else matrix.live
-    sha = hashlib.sha256()
+    vectors, signs = hashlib.sha256(), hashlib.sha256()
     for start in range(0, live.size, 1 << 20):
         part = slice(start, start + (1 << 20))
-        sha.update(np.asarray(matrix.vectors[part][live[part]]).tobytes())
-        sha.update(np.asarray(matrix.signs[:, part][:, live[part]]).tobytes())
-    sha.update(matrix.ids[live].tobytes())
-    sha.update(matrix.collections[live].tobytes())
-    return sha.hexdigest()
+        vectors.update(np.asarray(matrix.vectors[part][live[part]]).tobytes())
+        signs.update(np.ascontiguousarray(matrix.signs[:, part][:, live[part]].T).tobytes())  # row by row
+    return {"vectors": vectors.hexdigest(), "signs": signs.hexdigest(),
+            "ids": hashlib.sha256(matrix.ids[live].tobytes()).hexdigest(),
+            "collections": hashlib.sha256(matrix.collections[live].tobytes()).hexdigest()}
 
 
 def main() -> None:

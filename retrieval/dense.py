@@ -46,7 +46,8 @@ Design (keep it explainable):
   chunk ids are AUTOINCREMENT and never reused, and a chunk's vectors and collection never
   change (a changed or moved file gets new chunks), so the new copy is the old rows whose
   unit id vec0 still holds plus the vec0 rows above the old highest unit id. Only those new
-  vectors are read. The old ``vectors.f32`` is not copied: the new folder hard-links the
+  vectors are read (and every unit id, from sqlite-vec's row-id tables, to find the deleted
+  rows: ``ChunkSearchManager.unit_ids``). The old ``vectors.f32`` is not copied: the new folder hard-links the
   same file and the new rows are appended to it (in unit id order, so the file's rows stay
   in unit id order). A process still mapping the old version maps only the rows its
   ``meta.json`` names, which never change; bytes past them (an append whose version was
@@ -359,12 +360,11 @@ def _write(model: str, staging: Path, base: DenseMatrix | None) -> tuple[int, in
         if int(keep.sum()) + ids.size != live.size or np.any(np.diff(base.ids) <= 0):
             raise DenseIndexError(f"{base.folder} does not match {vectorstore.table_name(model)}: "
                                   f"{int(keep.sum())} rows kept + {ids.size} read, {live.size} stored")
-        if base.ids.size + ids.size - live.size <= COMPACT_SHARE * (base.ids.size + ids.size):
-            os.link(base.folder / "vectors.f32", staging / "vectors.f32")  # the same file: append to it
+        if base.ids.size + ids.size - live.size <= COMPACT_SHARE * (base.ids.size + ids.size) and _link(base, staging):
             _write_rows(staging / "vectors.f32", [(read, order)], after_rows=base.ids.size)
             kept_ids, kept_collections = base.ids, np.where(keep, base.collections, DEAD)
             old_signs = base.signs
-        else:  # too many dead rows: a new file of the live ones
+        else:  # too many dead rows (or no hard links here): a new file of the live ones
             kept = np.flatnonzero(keep)
             _write_rows(staging / "vectors.f32", [(base.vectors, kept), (read, order)])
             kept_ids, kept_collections, old_signs = base.ids[kept], base.collections[kept], None
@@ -381,6 +381,18 @@ def _write(model: str, staging: Path, base: DenseMatrix | None) -> tuple[int, in
     np.save(staging / "ids.npy", np.concatenate([kept_ids, ids[order]]))
     np.save(staging / "collections.npy", np.concatenate([kept_collections, collections[order]]))
     return rows, dimension, ids.size
+
+
+def _link(base: DenseMatrix, staging: Path) -> bool:
+    """Hard-link the previous copy's vectors into ``staging``, to append to the same file; False (logged)
+    where the file system cannot."""
+    try:
+        os.link(base.folder / "vectors.f32", staging / "vectors.f32")
+    except OSError as exc:
+        logger.warning("dense matrix: cannot hard-link %s (%s); writing a new file of the live rows",
+                       base.folder / "vectors.f32", exc)
+        return False
+    return True
 
 
 def _write_rows(path: Path, parts: list[tuple[np.ndarray, np.ndarray]], *, after_rows: int | None = None) -> None:

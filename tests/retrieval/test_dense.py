@@ -443,6 +443,26 @@ def test_deleted_rows_stay_in_the_file_as_dead_until_they_pass_the_compaction_sh
 
 
 @pytest.mark.django_db
+def test_without_hard_links_a_refresh_writes_a_new_file_and_says_so(vectors_read: list[int],
+                                                                    monkeypatch: pytest.MonkeyPatch,
+                                                                    caplog: pytest.LogCaptureFixture) -> None:
+    rng = np.random.default_rng(15)
+    alpha, *_ = _tiny_index(rng)
+    inode = _file(dense.current(TINY)[0])
+    _source_with_vectors(alpha, "late.md", rng.standard_normal((3, 16)).astype(np.float32))
+
+    def no_links(source: object, target: object) -> None:
+        raise OSError(1, "Operation not permitted")
+
+    monkeypatch.setattr(dense.os, "link", no_links)
+    with caplog.at_level(logging.WARNING, logger="retrieval.dense"):
+        matrix, built = dense.current(TINY)
+    assert built and vectors_read == [360, 3] and _file(matrix) != inode and "cannot hard-link" in caplog.text
+    _assert_search_same_as_vec0(TINY, rng.standard_normal((5, 16)).astype(np.float32), [None, [alpha.pk]])
+    _assert_same_as_a_full_build(TINY)
+
+
+@pytest.mark.django_db
 def test_bytes_past_the_rows_a_copy_names_are_cut_off_before_the_next_append(vectors_read: list[int]) -> None:
     rng = np.random.default_rng(13)
     alpha, *_ = _tiny_index(rng)
