@@ -424,8 +424,7 @@ def _read(model: str, path: Path, dimension: int, *, after: int) -> tuple[np.nda
 
     Returns every unit id in vec0, then the ids and the collection ids of the rows written.
     """
-    live = np.concatenate([np.array(text.split(","), dtype=np.int64) if text else np.zeros(0, np.int64)
-                           for text in ChunkSearch.search.unit_ids(model=model)])
+    live = ChunkSearch.search.unit_ids(model=model)
     ids, collections = [np.zeros(0, np.int64)], [np.zeros(0, np.int64)]
     with open(path, "wb") as out:
         for batch in ChunkSearch.search.vector_batches(model=model, after=after):
