@@ -4,6 +4,7 @@
     BENCH_SCALE_HOME=/tmp/foundry-scale-keep ... --sizes 1000000 --measure-only   # re-measure a kept database
     nice /work/main/.venv/bin/python bench/retrieval_scale.py --sizes 100000 --incremental  # matrix refresh only
     BENCH_SCALE_HOME=... --sizes 1000000 --measure-only --bm25-max-df 1,0.1,0.05   # keyword channel only
+    BENCH_SCALE_HOME=... --sizes 1000000 --measure-only --bm25-max-postings 64,0.2,0.1
 
 For each size, a database (under $TMPDIR, or $BENCH_SCALE_HOME to keep and re-measure
 it) is filled through the real schema: real SciFact sentences as chunk text (FTS5
@@ -25,9 +26,10 @@ build from nothing at the same version, then deletes one source of 5,000 chunks 
 does the same; three times. It checks the two hold the same live rows (vectors, sign
 bits, ids, collections).
 
-``--bm25-max-df`` times only the keyword channel (unscoped and scoped to the collection)
-and hybrid ``retrieve()`` at each ``retrieval.bm25_max_df``, and reports the share of
-query terms each keeps.
+``--bm25-max-df`` / ``--bm25-max-postings`` time only the keyword channel (unscoped and
+scoped to the collection) and hybrid ``retrieve()`` at each ``retrieval.bm25_max_df`` (every
+``bm25_max_postings``) / ``retrieval.bm25_max_postings`` (the shipped ``bm25_max_df``), and
+report the share of query terms each keeps and the chunks FTS5 scores.
 """
 from __future__ import annotations
 
@@ -149,26 +151,34 @@ def with_retrieval(fn, **options):
     return run
 
 
-def measure_max_df(queries: list[str], values: list[float]) -> dict:
+def measure_pruning(queries: list[str], values: list[tuple[float, float]]) -> dict:
     """The keyword channel (unscoped, and scoped to the one collection) and hybrid ``retrieve()``
-    at each ``retrieval.bm25_max_df``, with the share of query terms it keeps."""
-    from retrieval.search import query_terms, rare_terms
+    at each (``retrieval.bm25_max_df``, ``retrieval.bm25_max_postings``), with the share of query
+    terms it keeps and the chunks those terms hold together (what FTS5 scores)."""
+    from retrieval.search import match_expression, query_terms, rare_terms
 
     scope = [Collection.objects.get(name="scale").pk]
     out = {}
-    for value in values:
+    for max_df, max_postings in values:
         with connection.cursor() as cur:
-            kept = metrics.mean([len(rare_terms(cur, query_terms(q), value)) / max(1, len(query_terms(q)))
-                                 for q in queries])
-        out[f"bm25_max_df={value}"] = {
-            "terms_kept": round(kept, 3),
-            "bm25": timed(lambda q: ChunkSearch.search.keyword(q, limit=50, max_df=value), queries),
-            "bm25 scoped": timed(lambda q: ChunkSearch.search.keyword(q, limit=50, collection_ids=scope,
-                                                                      max_df=value), queries),
+            kept = [rare_terms(cur, query_terms(q), max_df, max_postings) for q in queries]
+            matched = []
+            for terms in kept:
+                cur.execute("SELECT count(*) FROM chunks_fts WHERE chunks_fts MATCH %s", [match_expression(terms)])
+                matched.append(cur.fetchone()[0])
+        options = {"max_df": max_df, "max_postings": max_postings}
+        label = f"bm25_max_df={max_df} bm25_max_postings={max_postings}"
+        out[label] = {
+            "terms_kept": round(metrics.mean([len(k) / max(1, len(query_terms(q))) for k, q in zip(kept, queries)]), 3),
+            "chunks_matched": {"p50": metrics.percentile(matched, 50), "p95": metrics.percentile(matched, 95)},
+            "bm25": timed(lambda q: ChunkSearch.search.keyword(q, limit=50, **options), queries),
+            "bm25 scoped": timed(lambda q: ChunkSearch.search.keyword(q, limit=50, collection_ids=scope, **options),
+                                 queries),
             "hybrid retrieve() matrix": timed(with_retrieval(lambda q: retrieve(
-                question=q, collection_ids=None, mode="hybrid"), bm25_max_df=value), queries),
+                question=q, collection_ids=None, mode="hybrid"), bm25_max_df=max_df, bm25_max_postings=max_postings),
+                queries),
         }
-        print(json.dumps({f"bm25_max_df={value}": out[f"bm25_max_df={value}"]}), flush=True)
+        print(json.dumps({label: out[label]}), flush=True)
     return out
 
 
@@ -287,6 +297,8 @@ def main() -> None:
     parser.add_argument("--bm25-max-df", default="",
                         help="only time the keyword channel and hybrid retrieve() at these retrieval.bm25_max_df "
                              "values (comma-separated), on the kept database")
+    parser.add_argument("--bm25-max-postings", default="",
+                        help="the same at these retrieval.bm25_max_postings values (at the shipped bm25_max_df)")
     parser.add_argument("--incremental", action="store_true",
                         help="measure only the matrix refresh after appending 1 %% (vs a full build)")
     args = parser.parse_args()
@@ -304,8 +316,10 @@ def main() -> None:
         fill_s = round(time.perf_counter() - start, 1)
         if args.fill_only:
             results[size] = {"fill_s": fill_s}
-        elif args.bm25_max_df:
-            results[size] = measure_max_df(queries, [float(v) for v in args.bm25_max_df.split(",")])
+        elif args.bm25_max_df or args.bm25_max_postings:
+            max_df = settings.FOUNDRY.retrieval.bm25_max_df
+            results[size] = measure_pruning(queries, [(float(v), 64.0) for v in args.bm25_max_df.split(",") if v] +
+                                            [(max_df, float(v)) for v in args.bm25_max_postings.split(",") if v])
         elif args.incremental:
             results[size] = {"fill_s": fill_s, "incremental": measure_incremental(size, texts, rng, args.windows)}
         else:

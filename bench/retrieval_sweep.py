@@ -1,10 +1,10 @@
 """Pipeline options measured on SciFact (train queries, dev data only): BM25 tokenizer and
 column (title) weights, RRF k and channel weights, chunk- vs document-level fusion,
 score (convex) fusion, channel depth, HyDE, and leaving common terms out of the BM25
-query (``retrieval.bm25_max_df``).
+query (``retrieval.bm25_max_df``, ``retrieval.bm25_max_postings``).
 
     /work/main/.venv/bin/python bench/retrieval_sweep.py [--data DIR] [--bm25-variants] [--hyde 100]
-        [--bm25-max-df 0.2,0.1,0.05] [--json out.json]
+        [--bm25-max-df 0.2,0.1,0.05] [--bm25-max-postings 0.2,0.1,0.05] [--json out.json]
 
 Channels are computed once per query (BM25 variants by raw FTS5 queries on a
 temporary table, dense by the real vec0 search) and fused offline with the same
@@ -24,9 +24,11 @@ from django.db import connection
 from django.test.utils import override_settings
 
 from foundry_site import llm
+from retrieval import search
 from retrieval.evaluation import metrics
 from retrieval.models import ChunkSearch
-from retrieval.search import Hit, document_rank_fusion, fts_query, reciprocal_rank_fusion
+from retrieval.search import (Hit, document_rank_fusion, fts_query, match_expression, query_terms, rare_terms,
+                              reciprocal_rank_fusion)
 from retrieval.services.retrieve import retrieve
 from sources.models import Chunk
 
@@ -85,29 +87,41 @@ def channels(beir: _common.Beir, variants: bool) -> tuple[dict, dict[str, list[H
     return bm25, dense
 
 
-def max_df_table(beir: _common.Beir, dense: dict[str, list[Hit]], values: list[float]) -> dict:
+def pruning_table(beir: _common.Beir, dense: dict[str, list[Hit]], settings_: list[tuple[float, float]],
+                  floor: int = 0) -> dict:
     """nDCG@10 of BM25 alone and of hybrid RRF (k=60, chunk level) with the product's ``keyword()``
-    at each ``retrieval.bm25_max_df``; plus the share of query terms kept and BM25's time per query.
-    The floor that keeps every term of an index this small (``PRUNE_FLOOR``) is set to 0, so
-    the share rule is measured as it applies to a large index."""
-    from retrieval import search
-    from retrieval.search import query_terms, rare_terms
-
-    search.PRUNE_FLOOR = 0
-
+    at each (``retrieval.bm25_max_df``, ``retrieval.bm25_max_postings``); plus the share of query
+    terms kept, the chunks the kept terms hold together (a share of the index: what FTS5 scores)
+    and BM25's time per query. The floor that keeps every term of a small index (``PRUNE_FLOOR``,
+    10,000 shipped) is ``floor``: 0 measures the share rules as they apply to a large index."""
+    shipped, search.PRUNE_FLOOR = search.PRUNE_FLOOR, floor
     out = {}
-    for value in values:
-        with connection.cursor() as cur:
-            start = time.perf_counter()
-            hits = {q: ChunkSearch.search.keyword(t, limit=DEPTH, max_df=value) for q, t in beir.queries.items()}
-            ms = (time.perf_counter() - start) * 1000 / len(beir.queries)
-            kept = metrics.mean([len(rare_terms(cur, query_terms(t), value)) / max(1, len(query_terms(t)))
-                                 for t in beir.queries.values()])
-        out[str(value)] = {"bm25": ndcg(beir, hits), "terms_kept": round(kept, 3), "bm25_ms": round(ms, 1),
-                           **{f"hybrid depth={d}": ndcg(beir, {q: reciprocal_rank_fusion(
-                               {"bm25": hits[q][:d], "dense": dense[q][:d]}, k=60) for q in hits})
-                              for d in (50, DEPTH)}}
-        print(f"bm25_max_df={value}: {out[str(value)]}", flush=True)
+    try:
+        for max_df, max_postings in settings_:
+            with connection.cursor() as cur:
+                start = time.perf_counter()
+                hits = {q: ChunkSearch.search.keyword(t, limit=DEPTH, max_df=max_df, max_postings=max_postings)
+                        for q, t in beir.queries.items()}
+                ms = (time.perf_counter() - start) * 1000 / len(beir.queries)
+                kept = {q: rare_terms(cur, query_terms(t), max_df, max_postings) for q, t in beir.queries.items()}
+                cur.execute("SELECT count(*) FROM chunks_fts")
+                total = cur.fetchone()[0]
+                matched = []
+                for terms in kept.values():
+                    cur.execute("SELECT count(*) FROM chunks_fts WHERE chunks_fts MATCH %s", [match_expression(terms)])
+                    matched.append(cur.fetchone()[0] / total)
+            label = f"max_df={max_df} max_postings={max_postings}"
+            out[label] = {"bm25": ndcg(beir, hits), "bm25_ms": round(ms, 1),
+                          "terms_kept": round(metrics.mean([len(kept[q]) / max(1, len(query_terms(t)))
+                                                            for q, t in beir.queries.items()]), 3),
+                          "matched_share_mean": round(metrics.mean(matched), 4),
+                          "matched_share_p95": round(metrics.percentile(matched, 95), 4),
+                          **{f"hybrid depth={d}": ndcg(beir, {q: reciprocal_rank_fusion(
+                              {"bm25": hits[q][:d], "dense": dense[q][:d]}, k=60) for q in hits})
+                             for d in (50, DEPTH)}}
+            print(f"floor={floor} {label}: {out[label]}", flush=True)
+    finally:
+        search.PRUNE_FLOOR = shipped
     return out
 
 
@@ -188,6 +202,9 @@ def main() -> None:
     parser.add_argument("--hyde", type=int, default=0, help="queries for the HyDE comparison (0: skip)")
     parser.add_argument("--bm25-max-df", default="",
                         help="comma-separated retrieval.bm25_max_df values to compare with 1 (keep every term)")
+    parser.add_argument("--bm25-max-postings", default="",
+                        help="comma-separated retrieval.bm25_max_postings values (at the shipped bm25_max_df) to "
+                             "compare with keeping every term, with the share rules alone and with the shipped floor")
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
     results: dict = {}
@@ -212,8 +229,13 @@ def main() -> None:
                     best = sorted(results[label].items(), key=lambda kv: -kv[1])[:5]
                     print(f"{label}: best {best}", flush=True)
         if args.bm25_max_df:
-            values = [1.0] + [float(v) for v in args.bm25_max_df.split(",")]
-            results["bm25_max_df"] = max_df_table(beir, dense, values)
+            values = [(1.0, 64.0)] + [(float(v), 64.0) for v in args.bm25_max_df.split(",")]
+            results["bm25_max_df"] = pruning_table(beir, dense, values)
+        if args.bm25_max_postings:
+            max_df = settings.FOUNDRY.retrieval.bm25_max_df
+            values = [(1.0, 64.0), (max_df, 64.0)] + [(max_df, float(v)) for v in args.bm25_max_postings.split(",")]
+            results["bm25_max_postings"] = {f"floor={floor}": pruning_table(beir, dense, values, floor)
+                                            for floor in (0, search.PRUNE_FLOOR)}
         if args.hyde:
             results["hyde"] = hyde_compare(beir, args.hyde)
     results["machine"] = _common.machine_line()

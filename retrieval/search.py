@@ -17,7 +17,8 @@ from sources import vectorstore
 
 MAX_QUERY_TERMS = 64
 TOKENIZER = "porter unicode61 remove_diacritics 2"  # chunks_fts's (retrieval/migrations/0001_chunks_fts.py)
-PRUNE_FLOOR = 10_000  # rare_terms keeps a term found in this many chunks or fewer (a few ms to score)
+PRUNE_FLOOR = 10_000  # rare_terms keeps terms found in this many chunks or fewer (a few ms to score)
+NO_POSTINGS_CAP = MAX_QUERY_TERMS  # max_postings that keeps every term: each is in at most every chunk
 SCOPE_OVERFETCH = 4  # a scoped keyword search first takes 4x its limit from the whole index
 WINDOW_FETCH = 8  # vec0 nearest(): windows fetched per chunk asked for (a chunk has ~3 on average)
 VEC0_MAX_K = 4096  # the largest k sqlite-vec 0.1.9 accepts
@@ -61,24 +62,29 @@ def fts_query(text: str) -> str:
     return match_expression(query_terms(text))
 
 
-def rare_terms(cursor, terms: Sequence[str], max_df: float) -> list[str]:
-    """The ``terms`` found in at most ``max_df`` of all chunks, or in at most
-    ``PRUNE_FLOOR`` chunks (the rarest one if none is).
+def rare_terms(cursor, terms: Sequence[str], max_df: float, max_postings: float = NO_POSTINGS_CAP) -> list[str]:
+    """The ``terms`` a pruned keyword search keeps, in their order.
 
-    FTS5 scores every chunk holding any query term, so a word found in a large share
-    of a large index costs most of a keyword search while its IDF adds little to the
-    ranking (docs/benchmarks.md, sections 3 and 6); in a small index it costs nothing
-    and is kept. A term's chunk count is read for the stem(s) the index stores: the
-    terms are tokenized by a connection-local FTS5 table with the index's own
-    tokenizer, and counted in an fts5vocab view of the index.
+    Rarest first, terms are kept while each is found in at most ``max_df`` of all chunks and their
+    chunk counts add up to at most ``max_postings`` times the number of chunks; the rarest term
+    found at all is always kept, and terms found nowhere cost nothing and stay. Either limit is
+    at least ``PRUNE_FLOOR`` chunks, so a small index keeps every term.
+
+    FTS5 scores every chunk holding any query term, ~1 us a chunk at 1M chunks, with no early
+    termination; a word found in a large share of a large index costs most of a keyword search
+    while its IDF adds little to the ranking, and a long question of mid-frequency words
+    together match a large share too (docs/benchmarks.md, sections 3 and 6). A term's chunk
+    count is read for the stem(s) the index stores: the terms are tokenized by a
+    connection-local FTS5 table with the index's own tokenizer, and counted in an fts5vocab
+    view of the index.
     """
-    if max_df >= 1 or len(terms) < 2:
+    if len(terms) < 2 or (max_df >= 1 and max_postings >= len(terms)):
         return list(terms)
     cursor.execute("SELECT block FROM chunks_fts_data WHERE id = 1")  # FTS5's averages record
     row = cursor.fetchone()
     total = _varint(row[0]) if row else 0
-    limit = max(max_df * total, PRUNE_FLOOR)
-    if total <= limit:
+    limit, room = (max(share * total, PRUNE_FLOOR) for share in (max_df, max_postings))
+    if total <= limit and total * len(terms) <= room:
         return list(terms)
     for ddl in (f"CREATE VIRTUAL TABLE IF NOT EXISTS temp.query_terms USING fts5(term, tokenize = '{TOKENIZER}')",
                 "CREATE VIRTUAL TABLE IF NOT EXISTS temp.query_stems USING fts5vocab(temp, query_terms, 'instance')",
@@ -89,9 +95,14 @@ def rare_terms(cursor, terms: Sequence[str], max_df: float) -> list[str]:
     cursor.execute("SELECT s.doc, max(coalesce(c.doc, 0)) FROM temp.query_stems s "
                    "LEFT JOIN temp.chunk_terms c ON c.term = s.term GROUP BY s.doc")
     chunks_with = dict(cursor.fetchall())
-    counts = [chunks_with.get(i, 0) for i in range(len(terms))]
-    kept = [term for term, count in zip(terms, counts) if count <= limit]
-    return kept or [min(zip(counts, terms))[1]]
+    rarest_first = sorted((chunks_with.get(i, 0), i) for i in range(len(terms)))
+    kept, used = set(), 0
+    for count, index in rarest_first:
+        if used and (count > limit or used + count > room):
+            break
+        kept.add(index)
+        used += count
+    return [term for index, term in enumerate(terms) if index in kept]
 
 
 def _varint(data: bytes) -> int:
@@ -116,10 +127,10 @@ def _scope(collection_ids: Sequence[int] | None, column: str) -> tuple[str, list
 
 class ChunkSearchManager(models.Manager):
     def keyword(self, text: str, *, limit: int = 20, collection_ids: Sequence[int] | None = None,
-                max_df: float = 1.0) -> list[Hit]:
+                max_df: float = 1.0, max_postings: float = NO_POSTINGS_CAP) -> list[Hit]:
         """BM25 hits, best first; ``score`` is -bm25 (higher is better).
 
-        Terms in more than ``max_df`` of the chunks are left out (``rare_terms``).
+        Common terms are left out as ``rare_terms`` says (``max_df``, ``max_postings``).
         A scoped search filters the unscoped ranking (BM25 statistics are the whole index's
         either way, so the order is the same) and ranks inside the scope by a join only when
         the scope holds too few of the best matches.
@@ -127,7 +138,7 @@ class ChunkSearchManager(models.Manager):
         if collection_ids is not None and not collection_ids:
             return []
         with connection.cursor() as cur:
-            query = match_expression(rare_terms(cur, query_terms(text), max_df))
+            query = match_expression(rare_terms(cur, query_terms(text), max_df, max_postings))
             if not query:
                 return []
             fetch = limit if collection_ids is None else limit * SCOPE_OVERFETCH

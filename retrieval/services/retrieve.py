@@ -151,8 +151,8 @@ def _search(question: str, texts: list[str], mode: str, top_k: int, collection_i
     dense scan (torch and BLAS, which release the GIL and touch no database) run on a
     second thread while this one runs the BM25 query; the vec0 scan needs this
     thread's database connection and follows. The ``embed`` timing is the embedding alone.
-    In hybrid mode the BM25 query leaves out terms found in more than
-    ``retrieval.bm25_max_df`` of the chunks: the dense channel still reads the whole question.
+    In hybrid mode the BM25 query leaves out common terms (``retrieval.bm25_max_df`` and
+    ``retrieval.bm25_max_postings``): the dense channel still reads the whole question.
     """
     conf = settings.FOUNDRY
     depth = max(top_k * CANDIDATE_FACTOR, 50)
@@ -170,8 +170,9 @@ def _search(question: str, texts: list[str], mode: str, top_k: int, collection_i
     channels: dict[str, list[Hit]] = {}
     with ThreadPoolExecutor(max_workers=1) as pool:
         pending = pool.submit(contextvars.copy_context().run, embed_and_scan)  # llm.record_calls counts it
-        keyword = (ChunkSearch.search.keyword(question, limit=depth, collection_ids=collection_ids,
-                                              max_df=conf.retrieval.bm25_max_df if mode == "hybrid" else 1.0)
+        pruned = {"max_df": conf.retrieval.bm25_max_df,
+                  "max_postings": conf.retrieval.bm25_max_postings} if mode == "hybrid" else {}
+        keyword = (ChunkSearch.search.keyword(question, limit=depth, collection_ids=collection_ids, **pruned)
                    if mode in ("hybrid", "bm25") else None)
         vectors, scanned = pending.result()
     if mode in ("hybrid", "dense"):

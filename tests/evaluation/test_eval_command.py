@@ -66,8 +66,8 @@ def test_eval_retrieval_reports_every_mode_and_reuses_its_index(beir: dict[str, 
     payload = json.loads((report / "report.json").read_text())
     assert payload["index"]["ingested"] == 4
     assert payload["config"]["top_k"] == 100  # the eval's depth, not the configured top_k
-    assert {"bm25_max_df", "dense_shortlist", "dense_exact_max_rows", "min_score", "chunk_overlap_tokens",
-            "context_model"} <= set(payload["config"])
+    assert {"bm25_max_df", "bm25_max_postings", "dense_shortlist", "dense_exact_max_rows", "min_score",
+            "chunk_overlap_tokens", "context_model"} <= set(payload["config"])
     assert not Source.objects.exists()  # the eval index is its own database, not the knowledge base
 
     second = run_eval(*args, "--modes", "bm25")

@@ -202,17 +202,47 @@ def test_rare_terms_leave_out_words_in_most_chunks(kb: Path, foundry_config, pru
 
 
 @pytest.mark.django_db
+def test_rare_terms_keep_the_rarest_terms_within_a_postings_budget(kb: Path, foundry_config,
+                                                                   prune_small_indexes) -> None:
+    from django.db import connection
+
+    from retrieval.search import rare_terms
+
+    def words(i: int) -> str:
+        return " ".join(w for w, n in (("relief", 1), ("valve", 3), ("gauge", 5), ("station", 10)) if i < n)
+
+    (kb / "manual.md").write_text("# Manual\n\n" + "\n\n".join(f"## Part {i}\n\nThe {words(i)}."
+                                                                 for i in range(10)) + "\n")
+    foundry_config(ingest={"chunk_tokens": 20})
+    knowledge_base_ingest(target=kb)
+    assert Chunk.objects.count() == 10
+    query = ["station", "gauge", "valve", "relief"]  # in 10, 5, 3 and 1 of the 10 chunks
+    with connection.cursor() as cur:
+        assert rare_terms(cur, query, 1.0, 64) == query
+        assert rare_terms(cur, query, 1.0, 1.8) == ["gauge", "valve", "relief"]  # 1 + 3 + 5 <= 18 < 1 + 3 + 5 + 10
+        assert rare_terms(cur, query, 1.0, 0.5) == ["valve", "relief"]  # rarest first, in the question's order
+        assert rare_terms(cur, query, 1.0, 0.05) == ["relief"]  # the rarest always
+        assert rare_terms(cur, query, 0.4, 1.8) == ["valve", "relief"]  # max_df first: gauge is in 50 %
+        assert rare_terms(cur, ["gauges", "pumpless", "relief"], 1.0, 0.05) == ["pumpless", "relief"]  # 0 + 1 chunk
+
+
+@pytest.mark.django_db
 def test_hybrid_keyword_channel_leaves_out_common_terms_and_bm25_mode_does_not(kb: Path, foundry_config,
                                                                                prune_small_indexes) -> None:
-    (kb / "manual.md").write_text("# Manual\n\n" + "\n\n".join(
-        f"## Part {i}\n\nThe pump station {'has a relief valve' if i % 4 == 0 else 'runs quietly'}."
-        for i in range(12)) + "\n")
-    foundry_config(ingest={"chunk_tokens": 20}, retrieval={"bm25_max_df": 0.5, "min_score": 0.0})
+    def words(i: int) -> str:
+        return " ".join(w for w, keep in (("relief", i % 4 == 0), ("valve", i % 3 == 0)) if keep) or "runs quietly"
+
+    (kb / "manual.md").write_text("# Manual\n\n" + "\n\n".join(f"## Part {i}\n\nThe pump station: {words(i)}."
+                                                                 for i in range(12)) + "\n")
+    foundry_config(ingest={"chunk_tokens": 20},
+                   retrieval={"bm25_max_df": 0.5, "bm25_max_postings": 0.5, "min_score": 0.0})
     knowledge_base_ingest(target=kb)
     everything = ChunkSearch.search.keyword("pump relief valve", limit=20)
-    pruned = ChunkSearch.search.keyword("pump relief valve", limit=20, max_df=0.5)
-    assert len(everything) == 12 and len(pruned) == 3  # "pump" (12 of 12 chunks) is left out
-    assert [h.chunk_id for h in pruned] == [h.chunk_id for h in everything[:3]]
+    rare = ChunkSearch.search.keyword("pump relief valve", limit=20, max_df=0.5)
+    pruned = ChunkSearch.search.keyword("pump relief valve", limit=20, max_df=0.5, max_postings=0.5)
+    # "pump" (12 of 12 chunks) is left out; relief (3) and valve (4) add up to 7 > 0.5 x 12: valve too
+    assert (len(everything), len(rare), len(pruned)) == (12, 6, 3)
+    assert [h.chunk_id for h in rare] == [h.chunk_id for h in everything[:6]]
     hybrid = retrieve(question="pump relief valve", collection_ids=None, mode="hybrid", top_k=20)
     bm25 = retrieve(question="pump relief valve", collection_ids=None, mode="bm25", top_k=20)
     assert [h.chunk_id for h in hybrid.channels["bm25"]] == [h.chunk_id for h in pruned]
@@ -230,6 +260,7 @@ def test_rare_terms_keep_every_term_of_a_small_index(kb: Path) -> None:
     knowledge_base_ingest(target=kb)
     with connection.cursor() as cur:  # "pump" is in every chunk, but 1 chunk is far below the floor
         assert rare_terms(cur, ["pump", "valve"], 0.05) == ["pump", "valve"]
+        assert rare_terms(cur, ["pump", "valve"], 0.05, 0.05) == ["pump", "valve"]
 
 
 def test_keyword_tokenizer_is_the_index_tokenizer() -> None:
