@@ -22,9 +22,9 @@ matrix pages this process touched; they are shared page cache, not private memor
 
 ``--incremental`` measures only the matrix refresh: after a full build, it appends 1 %
 more chunks (the same fill) and times the refresh from the previous copy against a
-build from nothing at the same version, then deletes one source of 5,000 chunks and
-does the same; three times. It checks the two hold the same live rows (vectors, sign
-bits, ids, collections).
+build from nothing at the same version, then appends one source of 100 chunks and
+deletes one source of 5,000 chunks, doing the same after each; three times (``--rounds``).
+It checks the two hold the same live rows (vectors, sign bits, ids, collections).
 
 ``--bm25-max-df`` / ``--bm25-max-postings`` time only the keyword channel (unscoped and
 scoped to the collection) and hybrid ``retrieve()`` at each ``retrieval.bm25_max_df`` (every
@@ -66,6 +66,7 @@ from sources.models import Collection  # noqa: E402
 
 DIM = 384
 BATCH = 5000
+DOCUMENT = 100  # chunks of the small append of --incremental
 # Per dimension: |noise| ~ 0.75 of a unit vector, so a window's cosine to its chunk is ~0.8 (real
 # SciFact windows: 0.906). Latency does not depend on it beyond the per-chunk pass's widening.
 WINDOW_NOISE = 0.038
@@ -231,7 +232,8 @@ def measure(size: int, queries: list[str], vectors: list[list[float]], *, vec0: 
 def measure_incremental(size: int, texts: list[str], rng: np.random.Generator, windows: int,
                         rounds: int = 3) -> list[dict]:
     """Append 1 % of ``size`` chunks, refresh the matrix vs build it from nothing (same version); then
-    delete one source of ``BATCH`` chunks and do the same."""
+    append one source of ``DOCUMENT`` chunks (a document's worth), then delete one source of ``BATCH``
+    chunks, and do the same after each."""
     from sources.models import Source
     from sources.services.ingest import source_delete
 
@@ -242,9 +244,11 @@ def measure_incremental(size: int, texts: list[str], rng: np.random.Generator, w
         with connection.cursor() as cur:
             cur.execute("SELECT count(*) FROM sources_chunk")
             have = cur.fetchone()[0]
-        for change in ("append", "delete"):
+        for change in ("append", "append a document", "delete"):
             if change == "append":
                 fill(have + size // 100, texts, rng, windows)
+            elif change == "append a document":
+                fill(have + size // 100 + DOCUMENT, texts, rng, windows)
             else:
                 batches = list(Source.objects.filter(path__startswith="batch-").values_list("pk", flat=True))
                 source_delete(source_id=int(rng.choice(batches)))
@@ -297,6 +301,7 @@ def main() -> None:
     parser.add_argument("--bm25-max-df", default="",
                         help="only time the keyword channel and hybrid retrieve() at these retrieval.bm25_max_df "
                              "values (comma-separated), on the kept database")
+    parser.add_argument("--rounds", type=int, default=3, help="rounds of --incremental")
     parser.add_argument("--bm25-max-postings", default="",
                         help="the same at these retrieval.bm25_max_postings values (at the shipped bm25_max_df)")
     parser.add_argument("--incremental", action="store_true",
@@ -321,7 +326,8 @@ def main() -> None:
             results[size] = measure_pruning(queries, [(float(v), 64.0) for v in args.bm25_max_df.split(",") if v] +
                                             [(max_df, float(v)) for v in args.bm25_max_postings.split(",") if v])
         elif args.incremental:
-            results[size] = {"fill_s": fill_s, "incremental": measure_incremental(size, texts, rng, args.windows)}
+            results[size] = {"fill_s": fill_s,
+                             "incremental": measure_incremental(size, texts, rng, args.windows, args.rounds)}
         else:
             results[size] = {"fill_s": fill_s, **measure(size, queries, vectors, vec0=not args.no_vec0)}
         print(json.dumps({size: results[size]}), flush=True)

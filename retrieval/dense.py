@@ -46,8 +46,9 @@ Design (keep it explainable):
   chunk ids are AUTOINCREMENT and never reused, and a chunk's vectors and collection never
   change (a changed or moved file gets new chunks), so the new copy is the old rows whose
   unit id vec0 still holds plus the vec0 rows above the old highest unit id. Only those new
-  vectors are read (and every unit id, from sqlite-vec's row-id tables, to find the deleted
-  rows: ``ChunkSearchManager.unit_ids``). The old ``vectors.f32`` is not copied: the new folder hard-links the
+  vectors are read: by key when they are few against the table (``LOOKUP_COST``), else by one
+  step through it. The unit ids are counted in sqlite-vec's row-id tables; only when rows were
+  deleted are they all read, to find which (``ChunkSearchManager.unit_ids``). The old ``vectors.f32`` is not copied: the new folder hard-links the
   same file and the new rows are appended to it (in unit id order, so the file's rows stay
   in unit id order). A process still mapping the old version maps only the rows its
   ``meta.json`` names, which never change; bytes past them (an append whose version was
@@ -92,6 +93,7 @@ SIGN_BLOCK = 65_536  # rows per block of the sign-bit pass (its working set, ~1 
 FORMAT = 4  # of a copy's files (2: signs.npy added; 3: rows are units, windows included; 4: dead rows); part of its folder name
 COMPACT_SHARE = 0.25  # a refresh that would leave more dead rows than this share of the file writes a new file
 DEAD = np.iinfo(np.int64).min  # the collection of a row whose vector vec0 no longer holds
+LOOKUP_COST = 400  # a vec0 lookup by key (~0.15 ms) against a row of its step through every row (~0.45 µs)
 
 
 class DenseIndexError(Exception):
@@ -342,25 +344,28 @@ def _write(model: str, staging: Path, base: DenseMatrix | None) -> tuple[int, in
 
     Without a ``base`` (the previous copy) every vector is read; with one, only those above its
     highest unit id, appended to its ``vectors.f32`` (see the module docstring). Raises
-    DenseIndexError when the kept and the read rows are not exactly vec0's unit ids, i.e. the
-    base is damaged. The read rows are sorted because vec0 scans in storage order, and it
+    DenseIndexError when the kept and the read rows do not add up to vec0's unit ids (compared
+    id by id when some were deleted), i.e. the base is damaged. The read rows are sorted because vec0 scans in storage order, and it
     reuses the slots of deleted rows.
     """
     dimension = vectorstore.table_dimension(model) or 0
     after = int(base.ids.max()) if base is not None and base.ids.size else 0
-    live, ids, collections = _read(model, staging / "read.f32", dimension, after=after)
+    alive = np.zeros(0, bool) if base is None else base.collections != DEAD
+    live, stored, ids, collections = _read(model, staging / "read.f32", dimension, after=after,
+                                           kept=int(alive.sum()))
     order = np.argsort(ids, kind="stable")
     read = _map(staging / "read.f32", ids.size, dimension)
     if base is None:
         _write_rows(staging / "vectors.f32", [(read, order)])
         kept_ids, kept_collections, old_signs = np.zeros(0, np.int64), np.zeros(0, np.int64), None
     else:
-        keep = base.collections != DEAD
-        keep[keep] = contained(base.ids[keep], live)
-        if int(keep.sum()) + ids.size != live.size or np.any(np.diff(base.ids) <= 0):
+        keep = alive
+        if live is not None:
+            keep[keep] = contained(base.ids[keep], live)
+        if int(keep.sum()) + ids.size != stored or np.any(np.diff(base.ids) <= 0):
             raise DenseIndexError(f"{base.folder} does not match {vectorstore.table_name(model)}: "
-                                  f"{int(keep.sum())} rows kept + {ids.size} read, {live.size} stored")
-        if base.ids.size + ids.size - live.size <= COMPACT_SHARE * (base.ids.size + ids.size) and _link(base, staging):
+                                  f"{int(keep.sum())} rows kept + {ids.size} read, {stored} stored")
+        if base.ids.size + ids.size - stored <= COMPACT_SHARE * (base.ids.size + ids.size) and _link(base, staging):
             _write_rows(staging / "vectors.f32", [(read, order)], after_rows=base.ids.size)
             kept_ids, kept_collections = base.ids, np.where(keep, base.collections, DEAD)
             old_signs = base.signs
@@ -419,15 +424,26 @@ def _write_rows(path: Path, parts: list[tuple[np.ndarray, np.ndarray]], *, after
         os.fsync(out.fileno())
 
 
-def _read(model: str, path: Path, dimension: int, *, after: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Write vec0's vectors above unit id ``after`` to ``path`` as unit-length rows, in vec0's order.
+def _read(model: str, path: Path, dimension: int, *, after: int,
+          kept: int) -> tuple[np.ndarray | None, int, np.ndarray, np.ndarray]:
+    """Write vec0's vectors above unit id ``after`` to ``path`` as unit-length rows, in the order read.
 
-    Returns every unit id in vec0, then the ids and the collection ids of the rows written.
+    Returns every unit id in vec0, or None when there are exactly ``kept`` (the previous copy's
+    live rows) plus the new ones, i.e. nothing was deleted; how many there are; then the ids and
+    the collection ids of the rows written. A few new rows of a large table are looked up by
+    key (``LOOKUP_COST``); more are read by one step through the table.
     """
-    live = ChunkSearch.search.unit_ids(model=model)
+    search = ChunkSearch.search
+    new = search.unit_ids(model=model, after=after)
+    stored = search.unit_count(model=model) if after else new.size
+    live = new if not after else None if stored == kept + new.size else search.unit_ids(model=model)
+    batches = (search.vector_batches(model=model, ids=np.sort(new)) if new.size * LOOKUP_COST < stored
+               else search.vector_batches(model=model, after=after))
     ids, collections = [np.zeros(0, np.int64)], [np.zeros(0, np.int64)]
     with open(path, "wb") as out:
-        for batch in ChunkSearch.search.vector_batches(model=model, after=after):
+        for batch in batches:
+            if not batch:
+                continue
             block = np.frombuffer(b"".join(row[2] for row in batch), dtype=np.float32).reshape(len(batch), -1)
             if block.shape[1] != dimension:
                 raise DenseIndexError(f"{vectorstore.table_name(model)} returned {block.shape[1]}-d vectors, "
@@ -437,7 +453,7 @@ def _read(model: str, path: Path, dimension: int, *, after: int) -> tuple[np.nda
             ids.append(np.fromiter((row[0] for row in batch), dtype=np.int64, count=len(batch)))
             collections.append(np.fromiter((-1 if row[1] is None else row[1] for row in batch),
                                            dtype=np.int64, count=len(batch)))
-    return live, np.concatenate(ids), np.concatenate(collections)
+    return live, stored, np.concatenate(ids), np.concatenate(collections)
 
 
 def _map(path: Path, rows: int, dimension: int) -> np.ndarray:

@@ -100,18 +100,40 @@ def test_refresh_with_windows_reads_only_the_new_rows_and_matches_a_full_build(v
     _assert_same_as_a_full_build(TINY)
 
 
-@pytest.fixture
-def vectors_read(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """The number of vectors each vec0 read of a build returned."""
-    real, counts = ChunkSearchManager.vector_batches, []
+@pytest.fixture(params=["scan", "lookups"])
+def vectors_read(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]:
+    """The number of vectors each vec0 read of a build returned. Each test runs twice: reading
+    new rows by one step through vec0 (as these small tables always do), and by key lookups (as
+    a few rows of a large table are read)."""
+    real, counts, lookups = ChunkSearchManager.vector_batches, [], []
+    if request.param == "lookups":
+        monkeypatch.setattr(dense, "LOOKUP_COST", 0)
 
     def counting(self: ChunkSearchManager, **kwargs: object) -> Iterator[list[tuple[int, int | None, bytes | None]]]:
         counts.append(0)
+        ids = kwargs.get("ids")
+        if ids is None or len(ids):  # nothing to look up is no read
+            lookups.append(ids is not None)
         for batch in real(self, **kwargs):
             counts[-1] += len(batch)
             yield batch
 
     monkeypatch.setattr(ChunkSearchManager, "vector_batches", counting)
+    yield counts
+    assert (True in lookups) == (request.param == "lookups")
+
+
+@pytest.fixture
+def ids_read(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """How many unit ids each ``unit_ids`` call of a build returned."""
+    real, counts = ChunkSearchManager.unit_ids, []
+
+    def counting(self: ChunkSearchManager, **kwargs: object) -> np.ndarray:
+        ids = real(self, **kwargs)
+        counts.append(len(ids))
+        return ids
+
+    monkeypatch.setattr(ChunkSearchManager, "unit_ids", counting)
     return counts
 
 
@@ -312,29 +334,33 @@ def test_matrix_follows_ingest_replacement_and_deletion(kb: Path) -> None:
 
 
 @pytest.mark.django_db
-def test_refresh_after_appending_reads_only_the_new_vectors(vectors_read: list[int]) -> None:
+def test_refresh_after_appending_reads_only_the_new_vectors(vectors_read: list[int], ids_read: list[int]) -> None:
     rng = np.random.default_rng(8)
     alpha, beta, gamma = _tiny_index(rng)
     dense.current(TINY)
     _source_with_vectors(beta, "late.md", rng.standard_normal((3, 16)).astype(np.float32))
     matrix, built = dense.current(TINY)
     assert built and vectors_read == [360, 3] and len(matrix.ids) == 363
+    assert ids_read == [360, 3], "nothing was deleted: only the new ids are read, the others counted"
     _assert_search_same_as_vec0(TINY, rng.standard_normal((5, 16)).astype(np.float32),
                                 [None, [beta.pk], [alpha.pk, gamma.pk]])
     _assert_same_as_a_full_build(TINY)
 
 
 @pytest.mark.django_db
-def test_refresh_after_deleting_a_source_and_appending_in_its_place(vectors_read: list[int]) -> None:
+def test_refresh_after_deleting_a_source_and_appending_in_its_place(vectors_read: list[int],
+                                                                   ids_read: list[int]) -> None:
     rng = np.random.default_rng(9)
     alpha, beta, gamma = _tiny_index(rng)
     dense.current(TINY)
     source_delete(source_id=Source.objects.get(path="doc1.md").pk)
     matrix, built = dense.current(TINY)
     assert built and vectors_read == [360, 0] and len(matrix.ids) == 240
+    assert ids_read == [360, 0, 240], "rows were deleted: every id is read to find which"
     _source_with_vectors(gamma, "late.md", rng.standard_normal((5, 16)).astype(np.float32))
     matrix, built = dense.current(TINY)
     assert built and vectors_read == [360, 0, 5] and len(matrix.ids) == 245
+    assert ids_read == [360, 0, 240, 5]
     scan = [row[0] for batch in ChunkSearch.search.vector_batches(model=TINY) for row in batch]
     assert scan != sorted(scan), "vec0 put the new rows into the freed slots: its order is not chunk id order"
     _assert_search_same_as_vec0(TINY, rng.standard_normal((5, 16)).astype(np.float32),
@@ -368,7 +394,7 @@ def test_refresh_follows_a_changed_file_and_a_move_to_another_collection(kb: Pat
 
 
 @pytest.mark.django_db
-def test_unit_ids_are_the_ids_vec0_holds_after_inserts_and_deletions() -> None:
+def test_unit_ids_and_count_are_the_ids_vec0_holds_after_inserts_and_deletions() -> None:
     rng = np.random.default_rng(14)
     alpha = Collection.objects.create(name="alpha")
 
@@ -378,16 +404,22 @@ def test_unit_ids_are_the_ids_vec0_holds_after_inserts_and_deletions() -> None:
                         f"UNION ALL SELECT window_id FROM {vectorstore.windows_table_name(TINY)}")
             return sorted(row[0] for row in cur.fetchall())
 
-    def unit_ids() -> list[int]:
-        return sorted(ChunkSearch.search.unit_ids(model=TINY).tolist())
+    def unit_ids(after: int = 0) -> list[int]:
+        return sorted(ChunkSearch.search.unit_ids(model=TINY, after=after).tolist())
+
+    def check(count: int) -> None:
+        everything = through_vec0()
+        assert unit_ids() == everything and len(everything) == count == ChunkSearch.search.unit_count(model=TINY)
+        for after in (everything[0], everything[7], everything[7] + 1, everything[-1]):  # chunks' and windows' ids
+            assert unit_ids(after) == [unit for unit in everything if unit > after], after
 
     for name in ("a.md", "b.md", "c.md"):
         _source_with_windows(alpha, name, rng.standard_normal((5, 16)).astype(np.float32),
                              [rng.standard_normal((3, 16)).astype(np.float32)] * 5)
-    assert unit_ids() == through_vec0() and len(unit_ids()) == 60
+    check(60)
     source_delete(source_id=Source.objects.get(path="b.md").pk)
     _source_with_vectors(alpha, "d.md", rng.standard_normal((2, 16)).astype(np.float32))
-    assert unit_ids() == through_vec0() and len(unit_ids()) == 42
+    check(42)
 
 
 def _file(matrix: dense.DenseMatrix) -> int:
