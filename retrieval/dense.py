@@ -48,9 +48,9 @@ Design (keep it explainable):
   unit id vec0 still holds plus the vec0 rows above the old highest unit id. Only those new
   vectors are read: by key when they are few against the table (``LOOKUP_COST``), else by one
   step through it. The unit ids are counted in sqlite-vec's row-id tables; only when rows were
-  deleted are they all read, to find which (``ChunkSearchManager.unit_ids``). The old ``vectors.f32`` is not copied: the new folder hard-links the
-  same file and the new rows are appended to it (in unit id order, so the file's rows stay
-  in unit id order). A process still mapping the old version maps only the rows its
+  deleted are they all read, to find which (``ChunkSearchManager.unit_ids``). The old
+  ``vectors.f32`` is not copied: the new folder hard-links the same file and the new rows are
+  appended to it (in unit id order, so the file's rows stay in unit id order). A process still mapping the old version maps only the rows its
   ``meta.json`` names, which never change; bytes past them (an append whose version was
   given up, or a build that died) are cut off before the next append. A row whose vector
   vec0 no longer holds stays in the file, marked ``DEAD`` in ``collections.npy``, and no
@@ -435,8 +435,11 @@ def _read(model: str, path: Path, dimension: int, *, after: int,
     """
     search = ChunkSearch.search
     new = search.unit_ids(model=model, after=after)
-    stored = search.unit_count(model=model) if after else new.size
-    live = new if not after else None if stored == kept + new.size else search.unit_ids(model=model)
+    if not after:  # a full read: the new ids are all of them
+        live, stored = new, new.size
+    else:
+        stored = search.unit_count(model=model)
+        live = None if stored == kept + new.size else search.unit_ids(model=model)
     batches = (search.vector_batches(model=model, ids=np.sort(new)) if new.size * LOOKUP_COST < stored
                else search.vector_batches(model=model, after=after))
     ids, collections = [np.zeros(0, np.int64)], [np.zeros(0, np.int64)]
