@@ -29,7 +29,8 @@ It checks the two hold the same live rows (vectors, sign bits, ids, collections)
 ``--bm25-max-df`` / ``--bm25-max-postings`` time only the keyword channel (unscoped and
 scoped to the collection) and hybrid ``retrieve()`` at each ``retrieval.bm25_max_df`` (every
 ``bm25_max_postings``) / ``retrieval.bm25_max_postings`` (the shipped ``bm25_max_df``), and
-report the share of query terms each keeps and the chunks FTS5 scores.
+report the share of query terms each keeps and the chunks FTS5 scores; ``--bm25-parts`` times
+the parts of the keyword channel as shipped.
 """
 from __future__ import annotations
 
@@ -155,11 +156,12 @@ def with_retrieval(fn, **options):
 def measure_pruning(queries: list[str], values: list[tuple[float, float]]) -> dict:
     """The keyword channel (unscoped, and scoped to the one collection) and hybrid ``retrieve()``
     at each (``retrieval.bm25_max_df``, ``retrieval.bm25_max_postings``), with the share of query
-    terms it keeps and the chunks those terms hold together (what FTS5 scores)."""
+    terms it keeps and the chunks those terms hold together (what FTS5 scores). The settings
+    take turns query by query, so a change of load or cache affects them alike."""
     from retrieval.search import match_expression, query_terms, rare_terms
 
     scope = [Collection.objects.get(name="scale").pk]
-    out = {}
+    out, timed_fns = {}, {}
     for max_df, max_postings in values:
         with connection.cursor() as cur:
             kept = [rare_terms(cur, query_terms(q), max_df, max_postings) for q in queries]
@@ -171,16 +173,61 @@ def measure_pruning(queries: list[str], values: list[tuple[float, float]]) -> di
         label = f"bm25_max_df={max_df} bm25_max_postings={max_postings}"
         out[label] = {
             "terms_kept": round(metrics.mean([len(k) / max(1, len(query_terms(q))) for k, q in zip(kept, queries)]), 3),
-            "chunks_matched": {"p50": metrics.percentile(matched, 50), "p95": metrics.percentile(matched, 95)},
-            "bm25": timed(lambda q: ChunkSearch.search.keyword(q, limit=50, **options), queries),
-            "bm25 scoped": timed(lambda q: ChunkSearch.search.keyword(q, limit=50, collection_ids=scope, **options),
-                                 queries),
-            "hybrid retrieve() matrix": timed(with_retrieval(lambda q: retrieve(
-                question=q, collection_ids=None, mode="hybrid"), bm25_max_df=max_df, bm25_max_postings=max_postings),
-                queries),
-        }
-        print(json.dumps({label: out[label]}), flush=True)
+            "chunks_matched": {"p50": metrics.percentile(matched, 50), "p95": metrics.percentile(matched, 95)}}
+        timed_fns[(label, "bm25")] = lambda q, o=options: ChunkSearch.search.keyword(q, limit=50, **o)
+        timed_fns[(label, "bm25 scoped")] = lambda q, o=options: ChunkSearch.search.keyword(
+            q, limit=50, collection_ids=scope, **o)
+        timed_fns[(label, "hybrid retrieve() matrix")] = with_retrieval(lambda q: retrieve(
+            question=q, collection_ids=None, mode="hybrid"), bm25_max_df=max_df, bm25_max_postings=max_postings)
+    for (label, name), summary in timed_turns(timed_fns, queries).items():
+        out[label][name] = summary
+    print(json.dumps(out), flush=True)
     return out
+
+
+def measure_keyword_parts(queries: list[str]) -> dict:
+    """Where the keyword channel's time goes, as hybrid ``retrieve()`` runs it: choosing the terms
+    (``rare_terms``), the ranked FTS5 query, and the same query counting its matches without
+    ranking them; with the chunks matched, and how each time follows them."""
+    from retrieval.search import match_expression, query_terms, rare_terms
+
+    conf = settings.FOUNDRY.retrieval
+    parts: dict[str, list[float]] = {"choose terms": [], "ranked query": [], "count, not ranked": [], "matched": []}
+    with connection.cursor() as cur:
+        for query in queries:
+            start = time.perf_counter()
+            expression = match_expression(rare_terms(cur, query_terms(query), conf.bm25_max_df,
+                                                     conf.bm25_max_postings))
+            chosen = time.perf_counter()
+            cur.execute("SELECT rowid, bm25(chunks_fts) FROM chunks_fts WHERE chunks_fts MATCH %s "
+                        "ORDER BY 2 LIMIT 50", [expression])
+            cur.fetchall()
+            ranked = time.perf_counter()
+            cur.execute("SELECT count(*) FROM chunks_fts WHERE chunks_fts MATCH %s", [expression])
+            parts["matched"].append(cur.fetchone()[0])
+            counted = time.perf_counter()
+            for name, (a, b) in {"choose terms": (start, chosen), "ranked query": (chosen, ranked),
+                                 "count, not ranked": (ranked, counted)}.items():
+                parts[name].append((b - a) * 1000)
+    out = {name: {"p50": round(metrics.percentile(v, 50), 1), "p95": round(metrics.percentile(v, 95), 1)}
+           for name, v in parts.items()}
+    out["correlation with matched"] = {name: round(float(np.corrcoef(parts[name], parts["matched"])[0, 1]), 2)
+                                       for name in ("choose terms", "ranked query")}
+    print(json.dumps(out), flush=True)
+    return out
+
+
+def timed_turns(fns: dict, items: list) -> dict:
+    """``timed`` for several functions, which take turns on each item."""
+    for fn in fns.values():
+        fn(items[0])
+    values = {key: [] for key in fns}
+    for item in items:
+        for key, fn in fns.items():
+            start = time.perf_counter()
+            fn(item)
+            values[key].append((time.perf_counter() - start) * 1000)
+    return {key: metrics.latency_summary(v) for key, v in values.items()}
 
 
 def measure(size: int, queries: list[str], vectors: list[list[float]], *, vec0: bool = True) -> dict:
@@ -302,6 +349,8 @@ def main() -> None:
                         help="only time the keyword channel and hybrid retrieve() at these retrieval.bm25_max_df "
                              "values (comma-separated), on the kept database")
     parser.add_argument("--rounds", type=int, default=3, help="rounds of --incremental")
+    parser.add_argument("--bm25-parts", action="store_true",
+                        help="only time the parts of the keyword channel (choosing terms, ranking, counting)")
     parser.add_argument("--bm25-max-postings", default="",
                         help="the same at these retrieval.bm25_max_postings values (at the shipped bm25_max_df)")
     parser.add_argument("--incremental", action="store_true",
@@ -321,6 +370,8 @@ def main() -> None:
         fill_s = round(time.perf_counter() - start, 1)
         if args.fill_only:
             results[size] = {"fill_s": fill_s}
+        elif args.bm25_parts:
+            results[size] = measure_keyword_parts(queries)
         elif args.bm25_max_df or args.bm25_max_postings:
             max_df = settings.FOUNDRY.retrieval.bm25_max_df
             results[size] = measure_pruning(queries, [(float(v), 64.0) for v in args.bm25_max_df.split(",") if v] +
