@@ -61,6 +61,7 @@ from foundry_site import llm  # noqa: E402
 from retrieval import dense  # noqa: E402
 from retrieval.evaluation import metrics  # noqa: E402
 from retrieval.models import ChunkSearch  # noqa: E402
+from retrieval.search import NO_POSTINGS_CAP  # noqa: E402
 from retrieval.services.retrieve import retrieve  # noqa: E402
 from sources import vectorstore  # noqa: E402
 from sources.models import Collection  # noqa: E402
@@ -173,7 +174,7 @@ def measure_pruning(queries: list[str], values: list[tuple[float, float]]) -> di
         label = f"bm25_max_df={max_df} bm25_max_postings={max_postings}"
         out[label] = {
             "terms_kept": round(metrics.mean([len(k) / max(1, len(query_terms(q))) for k, q in zip(kept, queries)]), 3),
-            "chunks_matched": {"p50": metrics.percentile(matched, 50), "p95": metrics.percentile(matched, 95)}}
+            "chunks_matched": {f"p{n}": round(metrics.percentile(matched, n)) for n in (50, 95)}}
         timed_fns[(label, "bm25")] = lambda q, o=options: ChunkSearch.search.keyword(q, limit=50, **o)
         timed_fns[(label, "bm25 scoped")] = lambda q, o=options: ChunkSearch.search.keyword(
             q, limit=50, collection_ids=scope, **o)
@@ -374,8 +375,9 @@ def main() -> None:
             results[size] = measure_keyword_parts(queries)
         elif args.bm25_max_df or args.bm25_max_postings:
             max_df = settings.FOUNDRY.retrieval.bm25_max_df
-            results[size] = measure_pruning(queries, [(float(v), 64.0) for v in args.bm25_max_df.split(",") if v] +
-                                            [(max_df, float(v)) for v in args.bm25_max_postings.split(",") if v])
+            values = ([(float(v), NO_POSTINGS_CAP) for v in args.bm25_max_df.split(",") if v] +
+                      [(max_df, float(v)) for v in args.bm25_max_postings.split(",") if v])
+            results[size] = measure_pruning(queries, values)
         elif args.incremental:
             results[size] = {"fill_s": fill_s,
                              "incremental": measure_incremental(size, texts, rng, args.windows, args.rounds)}

@@ -229,11 +229,12 @@ def main() -> None:
                     best = sorted(results[label].items(), key=lambda kv: -kv[1])[:5]
                     print(f"{label}: best {best}", flush=True)
         if args.bm25_max_df:
-            values = [(1.0, 64.0)] + [(float(v), 64.0) for v in args.bm25_max_df.split(",")]
+            values = [(float(v), search.NO_POSTINGS_CAP) for v in ["1", *args.bm25_max_df.split(",")]]
             results["bm25_max_df"] = pruning_table(beir, dense, values)
         if args.bm25_max_postings:
             max_df = settings.FOUNDRY.retrieval.bm25_max_df
-            values = [(1.0, 64.0), (max_df, 64.0)] + [(max_df, float(v)) for v in args.bm25_max_postings.split(",")]
+            values = [(1.0, search.NO_POSTINGS_CAP), (max_df, search.NO_POSTINGS_CAP)] + [
+                (max_df, float(v)) for v in args.bm25_max_postings.split(",")]
             results["bm25_max_postings"] = {f"floor={floor}": pruning_table(beir, dense, values, floor)
                                             for floor in (0, search.PRUNE_FLOOR)}
         if args.hyde:
