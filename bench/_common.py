@@ -60,3 +60,11 @@ def machine_line() -> str:
     load = os.getloadavg()
     return (f"{platform.platform()}, {os.cpu_count()} CPUs ({platform.processor() or platform.machine()}), "
             f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
+
+
+def chunks_matching(cursor, terms: list[str]) -> int:
+    """How many chunks hold any of ``terms``: what FTS5 ranks for a keyword query of them."""
+    from retrieval.search import match_expression
+
+    cursor.execute("SELECT count(*) FROM chunks_fts WHERE chunks_fts MATCH %s", [match_expression(terms)])
+    return cursor.fetchone()[0]

@@ -133,13 +133,7 @@ def unit(vectors: np.ndarray) -> np.ndarray:
 
 
 def timed(fn, items: list) -> dict[str, float]:
-    fn(items[0])
-    values = []
-    for item in items:
-        start = time.perf_counter()
-        fn(item)
-        values.append((time.perf_counter() - start) * 1000)
-    return metrics.latency_summary(values)
+    return timed_turns({"": fn}, items)[""]
 
 
 def with_retrieval(fn, **options):
@@ -159,17 +153,14 @@ def measure_pruning(queries: list[str], values: list[tuple[float, float]]) -> di
     at each (``retrieval.bm25_max_df``, ``retrieval.bm25_max_postings``), with the share of query
     terms it keeps and the chunks those terms hold together (what FTS5 scores). The settings
     take turns query by query, so a change of load or cache affects them alike."""
-    from retrieval.search import match_expression, query_terms, rare_terms
+    from retrieval.search import query_terms, rare_terms
 
     scope = [Collection.objects.get(name="scale").pk]
     out, timed_fns = {}, {}
     for max_df, max_postings in values:
         with connection.cursor() as cur:
             kept = [rare_terms(cur, query_terms(q), max_df, max_postings) for q in queries]
-            matched = []
-            for terms in kept:
-                cur.execute("SELECT count(*) FROM chunks_fts WHERE chunks_fts MATCH %s", [match_expression(terms)])
-                matched.append(cur.fetchone()[0])
+            matched = [_common.chunks_matching(cur, terms) for terms in kept]
         options = {"max_df": max_df, "max_postings": max_postings}
         label = f"bm25_max_df={max_df} bm25_max_postings={max_postings}"
         out[label] = {
@@ -197,15 +188,13 @@ def measure_keyword_parts(queries: list[str]) -> dict:
     with connection.cursor() as cur:
         for query in queries:
             start = time.perf_counter()
-            expression = match_expression(rare_terms(cur, query_terms(query), conf.bm25_max_df,
-                                                     conf.bm25_max_postings))
+            terms = rare_terms(cur, query_terms(query), conf.bm25_max_df, conf.bm25_max_postings)
             chosen = time.perf_counter()
             cur.execute("SELECT rowid, bm25(chunks_fts) FROM chunks_fts WHERE chunks_fts MATCH %s "
-                        "ORDER BY 2 LIMIT 50", [expression])
+                        "ORDER BY 2 LIMIT 50", [match_expression(terms)])
             cur.fetchall()
             ranked = time.perf_counter()
-            cur.execute("SELECT count(*) FROM chunks_fts WHERE chunks_fts MATCH %s", [expression])
-            parts["matched"].append(cur.fetchone()[0])
+            parts["matched"].append(_common.chunks_matching(cur, terms))
             counted = time.perf_counter()
             for name, (a, b) in {"choose terms": (start, chosen), "ranked query": (chosen, ranked),
                                  "count, not ranked": (ranked, counted)}.items():
@@ -219,7 +208,8 @@ def measure_keyword_parts(queries: list[str]) -> dict:
 
 
 def timed_turns(fns: dict, items: list) -> dict:
-    """``timed`` for several functions, which take turns on each item."""
+    """P50/P95 ms of each of ``fns`` over ``items``, the functions taking turns on each item
+    (each runs once first, to warm up)."""
     for fn in fns.values():
         fn(items[0])
     values = {key: [] for key in fns}

@@ -18,7 +18,7 @@ import json
 import time
 from pathlib import Path
 
-import _common  # noqa: F401  (Django set-up)
+import _common  # Django set-up
 from django.conf import settings
 from django.db import connection
 from django.test.utils import override_settings
@@ -27,8 +27,7 @@ from foundry_site import llm
 from retrieval import search
 from retrieval.evaluation import metrics
 from retrieval.models import ChunkSearch
-from retrieval.search import (Hit, document_rank_fusion, fts_query, match_expression, query_terms, rare_terms,
-                              reciprocal_rank_fusion)
+from retrieval.search import Hit, document_rank_fusion, fts_query, query_terms, rare_terms, reciprocal_rank_fusion
 from retrieval.services.retrieve import retrieve
 from sources.models import Chunk
 
@@ -106,10 +105,7 @@ def pruning_table(beir: _common.Beir, dense: dict[str, list[Hit]], settings_: li
                 kept = {q: rare_terms(cur, query_terms(t), max_df, max_postings) for q, t in beir.queries.items()}
                 cur.execute("SELECT count(*) FROM chunks_fts")
                 total = cur.fetchone()[0]
-                matched = []
-                for terms in kept.values():
-                    cur.execute("SELECT count(*) FROM chunks_fts WHERE chunks_fts MATCH %s", [match_expression(terms)])
-                    matched.append(cur.fetchone()[0] / total)
+                matched = [_common.chunks_matching(cur, terms) / total for terms in kept.values()]
             label = f"max_df={max_df} max_postings={max_postings}"
             out[label] = {"bm25": ndcg(beir, hits), "bm25_ms": round(ms, 1),
                           "terms_kept": round(metrics.mean([len(kept[q]) / max(1, len(query_terms(t)))

@@ -53,13 +53,12 @@ Design (keep it explainable):
   appended to it (in unit id order, so the file's rows stay in unit id order). A process
   still mapping the old version maps only the rows its ``meta.json`` names, which never
   change; bytes past them (an append whose version was given up, or a build that died) are
-  cut off before the next append. A row whose vector
-  vec0 no longer holds stays in the file, marked ``DEAD`` in ``collections.npy``, and no
-  search returns it; when dead rows would pass ``COMPACT_SHARE`` of the file, the build
-  writes a new file of the live rows instead. Either way the live rows, their sign bits,
-  ids and collections are exactly what a full read writes, in the same order. Without a
-  usable previous copy (none, unreadable, another width, or its ids do not add up to
-  vec0's) the build reads every vector and logs why. ``retrieve()`` records the build,
+  cut off before the next append. A row whose vector vec0 no longer holds stays in the file,
+  marked ``DEAD`` in ``collections.npy``, and no search returns it; when dead rows would
+  pass ``COMPACT_SHARE`` of the file, the build writes a new file of the live rows instead.
+  Either way the live rows, their sign bits, ids and collections are exactly what a full
+  read writes, in the same order. Without a usable previous copy (none, unreadable, another
+  width, or its ids do not add up to vec0's) the build reads every vector and logs why. ``retrieve()`` records the build,
   either way, as the ``dense_index_build`` timing.
 """
 from __future__ import annotations
