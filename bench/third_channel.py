@@ -1,0 +1,192 @@
+"""A third retrieval channel beside BM25 and MiniLM, measured on SciFact (train claims, dev data
+only): does it add quality that survives choosing its weight on other claims?
+
+    /work/main/.venv/bin/python bench/third_channel.py [--data DIR] [--top-k 100]
+        [--channels near1,near3,static] [--splits 500] [--json out.json]
+
+Candidate channels:
+
+- ``nearN``, term proximity: one FTS5 query on ``chunks_fts``,
+  ``NEAR("a" "b", N) OR NEAR("b" "c", N) OR ...`` over consecutive topical words of the claim
+  (stop words dropped, as the BM25 channel drops them), ranked by ``bm25()``.
+- ``static``: WordLlama (``wordllama``, requirements/bench.txt), the one other embedding model
+  found whose PyPI package ships its weights: static 256-d token embeddings, mean-pooled, over
+  each chunk's embedded text (context + text), ranked by cosine.
+
+Every train claim is searched once through the product's own ``retrieve()`` in hybrid mode
+(``--top-k`` 100 by default, as ``foundry eval``: channel depth 500; each candidate channel is
+cut at the same depth). The channels are fused with the product's ``reciprocal_rank_fusion`` for
+every RRF k in K and third-channel weight in WEIGHTS (weight 0 is the shipped pipeline).
+Then, ``--splits`` times, the claims are halved at random: on one half the best (channel, k,
+weight) is picked and, beside it, the best k with no third channel; both are scored on the
+other half, beside the shipped default. The difference is what the channel is worth on claims
+its weight was not chosen on.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import statistics
+import time
+from pathlib import Path
+
+import _common  # Django set-up
+import numpy as np
+from django.conf import settings
+from django.db import connection
+from heldout import bootstrap
+
+from retrieval.evaluation import metrics
+from retrieval.search import STOPWORDS, Hit, reciprocal_rank_fusion
+from retrieval.services.retrieve import CANDIDATE_FACTOR, retrieve
+from sources.models import Chunk
+from sources.services.ingest import _with_context
+
+K = (60, 30, 10, 5)
+WEIGHTS = (0.0, 0.1, 0.2, 0.3, 0.5, 1.0)
+WORD = re.compile(r"\w+", re.UNICODE)
+
+
+def proximity_query(text: str, near: int) -> str:
+    """``NEAR("a" "b", near) OR ...`` over consecutive topical words of ``text``; "" when fewer than two."""
+    words = [w for w in WORD.findall(text.lower()) if w not in STOPWORDS]
+    return " OR ".join(f"NEAR({_quoted(a)} {_quoted(b)}, {near})" for a, b in dict.fromkeys(zip(words, words[1:])))
+
+
+def _quoted(word: str) -> str:
+    return '"' + word.replace('"', '""') + '"'
+
+
+class Proximity:
+    def __init__(self, near: int):
+        self.near = near
+
+    def __call__(self, text: str, depth: int) -> list[Hit]:
+        query = proximity_query(text, self.near)
+        if not query:
+            return []
+        with connection.cursor() as cur:
+            cur.execute("SELECT rowid, bm25(chunks_fts) FROM chunks_fts WHERE chunks_fts MATCH %s "
+                        "ORDER BY 2 LIMIT %s", [query, depth])
+            return [Hit(cid, -score) for cid, score in cur.fetchall()]
+
+
+class Static:
+    """WordLlama over every chunk (its package looks for its tokenizer in the wrong folder unless
+    ``cache_dir`` is the package's own, and would download it; downloads are disabled)."""
+
+    def __init__(self):
+        import wordllama
+        from wordllama import WordLlama
+
+        self.model = WordLlama.load(cache_dir=Path(wordllama.__file__).parent, disable_download=True)
+        rows = list(Chunk.objects.order_by("pk").values_list("pk", "context", "text"))
+        self.ids = np.array([pk for pk, _, _ in rows])
+        self.matrix = self.model.embed([_with_context(c, t) for _, c, t in rows], norm=True)
+
+    def __call__(self, text: str, depth: int) -> list[Hit]:
+        scores = self.matrix @ self.model.embed([text], norm=True)[0]
+        top = np.argsort(-scores)[:depth]
+        return [Hit(int(self.ids[i]), float(scores[i])) for i in top]
+
+
+def channel(name: str):
+    if name == "static":
+        return Static()
+    if name.startswith("near") and name[4:].isdigit():
+        return Proximity(int(name[4:]))
+    raise SystemExit(f"--channels: unknown channel {name!r} (nearN or static)")
+
+
+def per_claim(beir: _common.Beir, thirds: dict, top_k: int) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray],
+                                                                     dict[str, list[float]]]:
+    doc_of = beir.index.doc_of_chunk
+    depth = max(top_k * CANDIDATE_FACTOR, 50)
+    claims = list(beir.queries)
+    scores: dict[str, np.ndarray] = {}
+    alone = {name: np.zeros(len(claims)) for name in thirds}
+    times: dict[str, list[float]] = {name: [] for name in thirds}
+    start = time.perf_counter()
+    for i, claim in enumerate(claims):
+        text = beir.queries[claim]
+        channels = retrieve(question=text, collection_ids=None, mode="hybrid", top_k=top_k).channels
+        for third, search in thirds.items():
+            began = time.perf_counter()
+            hits = search(text, depth)
+            times[third].append((time.perf_counter() - began) * 1000)
+            alone[third][i] = metrics.ndcg_at_k(metrics.dedupe([doc_of[h.chunk_id] for h in hits[:top_k]]),
+                                                beir.qrels[claim], 10)
+            for k in K:
+                for weight in WEIGHTS:
+                    if weight == 0 and third != next(iter(thirds)):
+                        continue
+                    name = f"k={k} w=0" if weight == 0 else f"k={k} {third} w={weight}"
+                    fused = reciprocal_rank_fusion({**channels, third: hits}, k=k, weights={third: weight})
+                    ranked = metrics.dedupe([doc_of[h.chunk_id] for h in fused[:top_k]])
+                    scores.setdefault(name, np.zeros(len(claims)))[i] = metrics.ndcg_at_k(ranked, beir.qrels[claim], 10)
+        if (i + 1) % 200 == 0:
+            print(f"{i + 1} claims searched ({time.perf_counter() - start:.0f} s)", flush=True)
+    return scores, alone, times
+
+
+def halving(scores: dict[str, np.ndarray], default: str, splits: int, rng: np.random.Generator) -> dict:
+    """Best setting with a third channel vs. best k without, each picked on one half, scored on the other."""
+    names = list(scores)
+    table = np.stack([scores[s] for s in names])
+    without = np.array([name.endswith("w=0") for name in names])
+    n = table.shape[1]
+    with_unseen, without_unseen, default_unseen, picked = [], [], [], {}
+    for _ in range(splits):
+        order = rng.permutation(n)
+        a, b = order[: n // 2], order[n // 2:]
+        tuned = table[:, a].mean(axis=1)
+        best = int(np.argmax(tuned))
+        base = int(np.argmax(np.where(without, tuned, -np.inf)))
+        with_unseen.append(table[best, b].mean())
+        without_unseen.append(table[base, b].mean())
+        default_unseen.append(scores[default][b].mean())
+        picked[names[best]] = picked.get(names[best], 0) + 1
+    gain = np.array(with_unseen) - np.array(without_unseen)
+    return {"splits": splits,
+            "with_channel_on_unseen_half": round(float(np.mean(with_unseen)), 4),
+            "without_channel_on_unseen_half": round(float(np.mean(without_unseen)), 4),
+            "default_on_unseen_half": round(float(np.mean(default_unseen)), 4),
+            "gain_on_unseen_half": {"mean": round(float(gain.mean()), 4),
+                                    "p05": round(float(np.percentile(gain, 5)), 4),
+                                    "p95": round(float(np.percentile(gain, 95)), 4),
+                                    "share_positive": round(float(np.mean(gain > 0)), 3)},
+            "times_picked": dict(sorted(picked.items(), key=lambda item: -item[1])[:8])}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--data", type=Path, default=_common.DEFAULT_DATA)
+    parser.add_argument("--top-k", type=int, default=100)
+    parser.add_argument("--channels", default="near1,near3,static", help="comma-separated: nearN, static")
+    parser.add_argument("--splits", type=int, default=500)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--json", type=Path, default=None)
+    args = parser.parse_args()
+    default = f"k={settings.FOUNDRY.retrieval.rrf_k} w=0"
+    with _common.scifact(args.data) as beir:
+        thirds = {name: channel(name) for name in args.channels.split(",")}
+        scores, alone, times = per_claim(beir, thirds, args.top_k)
+    rng = np.random.default_rng(args.seed)
+    table = bootstrap(scores, default, 2000, rng)
+    results = {"machine": _common.machine_line(), "top_k": args.top_k, "claims": len(scores[default]),
+               "default": default,
+               "channel_alone": {name: round(float(v.mean()), 4) for name, v in alone.items()},
+               "without_channel": {name: v for name, v in table.items() if name.endswith("w=0")},
+               "best_settings": dict(sorted(table.items(), key=lambda item: -item[1]["ndcg@10"])[:12]),
+               "at_default_k": {name: v for name, v in table.items() if name.startswith(default.split()[0] + " ")},
+               "channel_ms": {name: {"p50": round(statistics.median(t), 1), "p95": round(float(np.percentile(t, 95)), 1)}
+                              for name, t in times.items()},
+               "halving": halving(scores, default, args.splits, rng)}
+    print(json.dumps(results, indent=2))
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=2))
+
+
+if __name__ == "__main__":
+    main()
