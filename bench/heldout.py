@@ -84,34 +84,47 @@ def per_claim(beir: _common.Beir, top_k: int, convex: bool) -> tuple[list[str], 
     return claims, scores
 
 
-def halving(scores: dict[str, np.ndarray], default: str, splits: int,
-            rng: np.random.Generator) -> dict:
-    """Pick the best setting on a random half, score it on the other half; ``splits`` times."""
+def halving(scores: dict[str, np.ndarray], default: str, splits: int, rng: np.random.Generator,
+            baseline: Callable[[str], bool] | None = None) -> dict:
+    """Pick the best setting on a random half, score it on the other half; ``splits`` times.
+
+    With ``baseline``, the gain is also taken against the best of the settings it accepts, picked on
+    the same tuning half: what the other settings add to tuning those alone.
+    """
     grid = list(scores)
     table = np.stack([scores[s] for s in grid])  # settings × claims
     n = table.shape[1]
-    tuned, unseen, default_unseen, picked = [], [], [], []
+    accepted = np.array([baseline(name) for name in grid]) if baseline else None
+    tuned, unseen, default_unseen, baseline_unseen, picked = [], [], [], [], []
     for _ in range(splits):
         order = rng.permutation(n)
         a, b = order[: n // 2], order[n // 2:]
-        best = int(np.argmax(table[:, a].mean(axis=1)))
+        means = table[:, a].mean(axis=1)
+        best = int(np.argmax(means))
         tuned.append(table[best, a].mean())
         unseen.append(table[best, b].mean())
         default_unseen.append(scores[default][b].mean())
+        if accepted is not None:
+            baseline_unseen.append(table[int(np.argmax(np.where(accepted, means, -np.inf))), b].mean())
         picked.append(grid[best])
-    gain = np.array(unseen) - np.array(default_unseen)
     counts: dict[str, int] = {}
     for name in picked:
         counts[name] = counts.get(name, 0) + 1
-    return {"splits": splits,
-            "picked_on_tuning_half": round(float(np.mean(tuned)), 4),
-            "picked_on_unseen_half": round(float(np.mean(unseen)), 4),
-            "default_on_unseen_half": round(float(np.mean(default_unseen)), 4),
-            "gain_over_default_on_unseen_half": {"mean": round(float(gain.mean()), 4),
-                                                 "p05": round(float(np.percentile(gain, 5)), 4),
-                                                 "p95": round(float(np.percentile(gain, 95)), 4),
-                                                 "share_positive": round(float(np.mean(gain > 0)), 3)},
-            "times_picked": dict(sorted(counts.items(), key=lambda item: -item[1]))}
+    out = {"splits": splits,
+           "picked_on_tuning_half": round(float(np.mean(tuned)), 4),
+           "picked_on_unseen_half": round(float(np.mean(unseen)), 4),
+           "default_on_unseen_half": round(float(np.mean(default_unseen)), 4),
+           "gain_over_default_on_unseen_half": _spread(np.array(unseen) - np.array(default_unseen))}
+    if accepted is not None:
+        out["baseline_on_unseen_half"] = round(float(np.mean(baseline_unseen)), 4)
+        out["gain_over_baseline_on_unseen_half"] = _spread(np.array(unseen) - np.array(baseline_unseen))
+    out["times_picked"] = dict(sorted(counts.items(), key=lambda item: -item[1]))
+    return out
+
+
+def _spread(gain: np.ndarray) -> dict:
+    return {"mean": round(float(gain.mean()), 4), "p05": round(float(np.percentile(gain, 5)), 4),
+            "p95": round(float(np.percentile(gain, 95)), 4), "share_positive": round(float(np.mean(gain > 0)), 3)}
 
 
 def bootstrap(scores: dict[str, np.ndarray], default: str, rounds: int,

@@ -19,7 +19,7 @@ cut at the same depth). The channels are fused with the product's ``reciprocal_r
 every RRF k in K and third-channel weight in WEIGHTS (weight 0 is the shipped pipeline).
 Then, ``--splits`` times, the claims are halved at random: on one half the best (channel, k,
 weight) is picked and, beside it, the best k with no third channel; both are scored on the
-other half, beside the shipped default. The difference is what the channel is worth on claims
+other half, beside the shipped default (``heldout.halving``). The difference is what the channel is worth on claims
 its weight was not chosen on.
 """
 from __future__ import annotations
@@ -35,7 +35,7 @@ import _common  # Django set-up
 import numpy as np
 from django.conf import settings
 from django.db import connection
-from heldout import bootstrap
+from heldout import bootstrap, halving
 
 from retrieval.evaluation import metrics
 from retrieval.search import STOPWORDS, Hit, reciprocal_rank_fusion
@@ -99,6 +99,11 @@ def channel(name: str):
     raise SystemExit(f"--channels: unknown channel {name!r} (nearN or static)")
 
 
+def two_channels(setting: str) -> bool:
+    """A setting with no third channel: the shipped pipeline at some RRF k."""
+    return setting.endswith(" w=0")
+
+
 def per_claim(beir: _common.Beir, thirds: dict, top_k: int) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray],
                                                                      dict[str, list[float]]]:
     doc_of = beir.index.doc_of_chunk
@@ -130,35 +135,6 @@ def per_claim(beir: _common.Beir, thirds: dict, top_k: int) -> tuple[dict[str, n
     return scores, alone, times
 
 
-def halving(scores: dict[str, np.ndarray], default: str, splits: int, rng: np.random.Generator) -> dict:
-    """Best setting with a third channel vs. best k without, each picked on one half, scored on the other."""
-    names = list(scores)
-    table = np.stack([scores[s] for s in names])
-    without = np.array([name.endswith("w=0") for name in names])
-    n = table.shape[1]
-    with_unseen, without_unseen, default_unseen, picked = [], [], [], {}
-    for _ in range(splits):
-        order = rng.permutation(n)
-        a, b = order[: n // 2], order[n // 2:]
-        tuned = table[:, a].mean(axis=1)
-        best = int(np.argmax(tuned))
-        base = int(np.argmax(np.where(without, tuned, -np.inf)))
-        with_unseen.append(table[best, b].mean())
-        without_unseen.append(table[base, b].mean())
-        default_unseen.append(scores[default][b].mean())
-        picked[names[best]] = picked.get(names[best], 0) + 1
-    gain = np.array(with_unseen) - np.array(without_unseen)
-    return {"splits": splits,
-            "with_channel_on_unseen_half": round(float(np.mean(with_unseen)), 4),
-            "without_channel_on_unseen_half": round(float(np.mean(without_unseen)), 4),
-            "default_on_unseen_half": round(float(np.mean(default_unseen)), 4),
-            "gain_on_unseen_half": {"mean": round(float(gain.mean()), 4),
-                                    "p05": round(float(np.percentile(gain, 5)), 4),
-                                    "p95": round(float(np.percentile(gain, 95)), 4),
-                                    "share_positive": round(float(np.mean(gain > 0)), 3)},
-            "times_picked": dict(sorted(picked.items(), key=lambda item: -item[1])[:8])}
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", type=Path, default=_common.DEFAULT_DATA)
@@ -177,12 +153,12 @@ def main() -> None:
     results = {"machine": _common.machine_line(), "top_k": args.top_k, "claims": len(scores[default]),
                "default": default,
                "channel_alone": {name: round(float(v.mean()), 4) for name, v in alone.items()},
-               "without_channel": {name: v for name, v in table.items() if name.endswith("w=0")},
+               "without_channel": {name: v for name, v in table.items() if two_channels(name)},
                "best_settings": dict(sorted(table.items(), key=lambda item: -item[1]["ndcg@10"])[:12]),
                "at_default_k": {name: v for name, v in table.items() if name.startswith(default.split()[0] + " ")},
-               "channel_ms": {name: {"p50": round(statistics.median(t), 1), "p95": round(float(np.percentile(t, 95)), 1)}
-                              for name, t in times.items()},
-               "halving": halving(scores, default, args.splits, rng)}
+               "channel_ms": {name: {"p50": round(statistics.median(t), 1),
+                                     "p95": round(float(np.percentile(t, 95)), 1)} for name, t in times.items()},
+               "halving": halving(scores, default, args.splits, rng, baseline=two_channels)}
     print(json.dumps(results, indent=2))
     if args.json:
         args.json.write_text(json.dumps(results, indent=2))
