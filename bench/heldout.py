@@ -31,11 +31,12 @@ from django.conf import settings
 
 from retrieval.evaluation import metrics
 from retrieval.search import Hit, document_rank_fusion, reciprocal_rank_fusion
-from retrieval.services.retrieve import retrieve
+from retrieval.services.retrieve import CANDIDATE_FACTOR, retrieve
 from sources.models import Chunk
 
 K = (60, 30, 10, 5, 3, 1)
 ALPHAS = (0.3, 0.4, 0.5, 0.6, 0.7)  # --convex: BM25's share
+Channels = dict[str, list[Hit]]
 
 
 def convex_fusion(channels: dict[str, list[Hit]], alpha: float) -> list[Hit]:
@@ -53,10 +54,10 @@ def convex_fusion(channels: dict[str, list[Hit]], alpha: float) -> list[Hit]:
     return [Hit(cid, v) for cid, v in sorted(scores.items(), key=lambda item: (-item[1], item[0]))]
 
 
-def fusers(source_of: dict[int, int], convex: bool) -> dict[str, Callable[[dict[str, list[Hit]]], list[Hit]]]:
+def fusers(source_of: dict[int, int], convex: bool) -> dict[str, Callable[[Channels], list[Hit]]]:
     """Every setting the configuration offers (``retrieval.fusion`` × ``retrieval.rrf_k``), and with
     ``convex`` score fusion at each of ALPHAS, by name."""
-    out: dict[str, Callable[[dict[str, list[Hit]]], list[Hit]]] = {}
+    out: dict[str, Callable[[Channels], list[Hit]]] = {}
     for k in K:
         out[f"chunk k={k}"] = lambda channels, k=k: reciprocal_rank_fusion(channels, k=k)
     for k in K:
@@ -67,21 +68,31 @@ def fusers(source_of: dict[int, int], convex: bool) -> dict[str, Callable[[dict[
     return out
 
 
-def per_claim(beir: _common.Beir, top_k: int, convex: bool) -> tuple[list[str], dict[str, np.ndarray]]:
-    """nDCG@10 of every claim under every setting, from one search per claim."""
+def per_claim(beir: _common.Beir, top_k: int, grid: dict[str, Callable[[Channels], list[Hit]]],
+              extra: dict[str, Callable[[str, int], list[Hit]]] | None = None
+              ) -> tuple[list[str], dict[str, np.ndarray], dict[str, list[float]]]:
+    """nDCG@10 of every claim under every setting of ``grid`` (name: fuse the channels), from one
+    search per claim. ``extra`` channels (name: search(claim, depth)) join the two searched ones
+    at their depth, each timed: (claims, scores, ms per claim of each extra channel)."""
     doc_of = beir.index.doc_of_chunk
-    grid = fusers(dict(Chunk.objects.values_list("pk", "source_id")), convex)
+    depth = max(top_k * CANDIDATE_FACTOR, 50)
     claims = list(beir.queries)
     scores = {name: np.zeros(len(claims)) for name in grid}
+    extra_ms: dict[str, list[float]] = {name: [] for name in extra or {}}
     start = time.perf_counter()
     for i, claim in enumerate(claims):
-        channels = retrieve(question=beir.queries[claim], collection_ids=None, mode="hybrid", top_k=top_k).channels
+        text = beir.queries[claim]
+        channels = retrieve(question=text, collection_ids=None, mode="hybrid", top_k=top_k).channels
+        for name, search in (extra or {}).items():
+            began = time.perf_counter()
+            channels[name] = search(text, depth)
+            extra_ms[name].append((time.perf_counter() - began) * 1000)
         for name, fuse in grid.items():
             ranked = metrics.dedupe([doc_of[h.chunk_id] for h in fuse(channels)[:top_k]])
             scores[name][i] = metrics.ndcg_at_k(ranked, beir.qrels[claim], 10)
         if (i + 1) % 200 == 0:
             print(f"{i + 1} claims searched ({time.perf_counter() - start:.0f} s)", flush=True)
-    return claims, scores
+    return claims, scores, extra_ms
 
 
 def halving(scores: dict[str, np.ndarray], default: str, splits: int, rng: np.random.Generator,
@@ -155,7 +166,8 @@ def main() -> None:
     results: dict = {"machine": _common.machine_line(), "top_k": args.top_k, "default": default,
                      "window_sentences": settings.FOUNDRY.ingest.window_sentences}
     with _common.scifact(args.data) as beir:
-        claims, scores = per_claim(beir, args.top_k, args.convex)
+        grid = fusers(dict(Chunk.objects.values_list("pk", "source_id")), args.convex)
+        claims, scores, _ = per_claim(beir, args.top_k, grid)
     if default not in scores:
         parser.error(f"the configured default ({default}) is not in the grid K={K}")
     rng = np.random.default_rng(args.seed)

@@ -19,8 +19,8 @@ cut at the same depth). The channels are fused with the product's ``reciprocal_r
 every RRF k in K and third-channel weight in WEIGHTS (weight 0 is the shipped pipeline).
 Then, ``--splits`` times, the claims are halved at random: on one half the best (channel, k,
 weight) is picked and, beside it, the best k with no third channel; both are scored on the
-other half, beside the shipped default (``heldout.halving``). The difference is what the channel is worth on claims
-its weight was not chosen on.
+other half, beside the shipped default (``heldout.per_claim`` and ``heldout.halving``). The
+difference is what the channel is worth on claims its weight was not chosen on.
 """
 from __future__ import annotations
 
@@ -28,18 +28,15 @@ import argparse
 import json
 import re
 import statistics
-import time
 from pathlib import Path
 
 import _common  # Django set-up
 import numpy as np
 from django.conf import settings
 from django.db import connection
-from heldout import bootstrap, halving
+from heldout import bootstrap, halving, per_claim
 
-from retrieval.evaluation import metrics
 from retrieval.search import STOPWORDS, Hit, reciprocal_rank_fusion
-from retrieval.services.retrieve import CANDIDATE_FACTOR, retrieve
 from sources.models import Chunk
 from sources.services.ingest import _with_context
 
@@ -104,35 +101,22 @@ def two_channels(setting: str) -> bool:
     return setting.endswith(" w=0")
 
 
-def per_claim(beir: _common.Beir, thirds: dict, top_k: int) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray],
-                                                                     dict[str, list[float]]]:
-    doc_of = beir.index.doc_of_chunk
-    depth = max(top_k * CANDIDATE_FACTOR, 50)
-    claims = list(beir.queries)
-    scores: dict[str, np.ndarray] = {}
-    alone = {name: np.zeros(len(claims)) for name in thirds}
-    times: dict[str, list[float]] = {name: [] for name in thirds}
-    start = time.perf_counter()
-    for i, claim in enumerate(claims):
-        text = beir.queries[claim]
-        channels = retrieve(question=text, collection_ids=None, mode="hybrid", top_k=top_k).channels
-        for third, search in thirds.items():
-            began = time.perf_counter()
-            hits = search(text, depth)
-            times[third].append((time.perf_counter() - began) * 1000)
-            alone[third][i] = metrics.ndcg_at_k(metrics.dedupe([doc_of[h.chunk_id] for h in hits[:top_k]]),
-                                                beir.qrels[claim], 10)
-            for k in K:
-                for weight in WEIGHTS:
-                    if weight == 0 and third != next(iter(thirds)):
-                        continue
-                    name = f"k={k} w=0" if weight == 0 else f"k={k} {third} w={weight}"
-                    fused = reciprocal_rank_fusion({**channels, third: hits}, k=k, weights={third: weight})
-                    ranked = metrics.dedupe([doc_of[h.chunk_id] for h in fused[:top_k]])
-                    scores.setdefault(name, np.zeros(len(claims)))[i] = metrics.ndcg_at_k(ranked, beir.qrels[claim], 10)
-        if (i + 1) % 200 == 0:
-            print(f"{i + 1} claims searched ({time.perf_counter() - start:.0f} s)", flush=True)
-    return scores, alone, times
+def grid(thirds: list[str]) -> dict:
+    """Every setting by name: the two shipped channels at each k (``k=… w=0``), and with each third
+    channel at each weight; and each third channel alone (``… alone``, not a setting)."""
+    out = {}
+    for third in thirds:
+        for k in K:
+            for weight in WEIGHTS:
+                if weight == 0 and third == thirds[0]:
+                    out[f"k={k} w=0"] = lambda ch, k=k: reciprocal_rank_fusion(
+                        {"bm25": ch["bm25"], "dense": ch["dense"]}, k=k)
+                elif weight:
+                    out[f"k={k} {third} w={weight}"] = lambda ch, k=k, t=third, w=weight: reciprocal_rank_fusion(
+                        {"bm25": ch["bm25"], "dense": ch["dense"], t: ch[t]}, k=k, weights={t: w})
+    for third in thirds:
+        out[f"{third} alone"] = lambda ch, third=third: ch[third]
+    return out
 
 
 def main() -> None:
@@ -147,7 +131,8 @@ def main() -> None:
     default = f"k={settings.FOUNDRY.retrieval.rrf_k} w=0"
     with _common.scifact(args.data) as beir:
         thirds = {name: channel(name) for name in args.channels.split(",")}
-        scores, alone, times = per_claim(beir, thirds, args.top_k)
+        _, scores, times = per_claim(beir, args.top_k, grid(list(thirds)), extra=thirds)
+    alone = {name: scores.pop(f"{name} alone") for name in thirds}
     rng = np.random.default_rng(args.seed)
     table = bootstrap(scores, default, 2000, rng)
     results = {"machine": _common.machine_line(), "top_k": args.top_k, "claims": len(scores[default]),

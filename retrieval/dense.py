@@ -58,8 +58,8 @@ Design (keep it explainable):
   pass ``COMPACT_SHARE`` of the file, the build writes a new file of the live rows instead.
   Either way the live rows, their sign bits, ids and collections are exactly what a full
   read writes, in the same order. Without a usable previous copy (none, unreadable, another
-  width, or its ids do not add up to vec0's) the build reads every vector and logs why. ``retrieve()`` records the build,
-  either way, as the ``dense_index_build`` timing.
+  width, or its ids do not add up to vec0's) the build reads every vector and logs why.
+  ``retrieve()`` records the build, either way, as the ``dense_index_build`` timing.
 """
 from __future__ import annotations
 
