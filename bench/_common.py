@@ -54,6 +54,25 @@ def scifact(data: Path = DEFAULT_DATA, qrels: str = "qrels/train.tsv") -> Iterat
         yield Beir(corpus, judged, relevance, index)
 
 
+def document_vectors(beir: Beir):
+    """The embedding model's vectors of whole documents (title + text, one row per ``beir.corpus``
+    entry, in order), cached in the eval index's folder (whose key holds the model)."""
+    import numpy as np
+    from django.conf import settings
+
+    from foundry_site import llm
+
+    model = settings.FOUNDRY.embedding.model
+    cache = beir.index.folder / "documents.npy"
+    if cache.exists():
+        return np.load(cache)
+    print(f"embedding {len(beir.corpus)} whole documents with {model}", flush=True)
+    bodies = [f"{d.title} {d.text}".strip() for d in beir.corpus.values()]
+    matrix = np.asarray(llm.embed(bodies, model=model), dtype=np.float32)
+    np.save(cache, matrix)
+    return matrix
+
+
 def machine_line() -> str:
     import platform
 

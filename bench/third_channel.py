@@ -12,6 +12,8 @@ Candidate channels:
 - ``static``: WordLlama (``wordllama``, requirements/bench.txt), the one other embedding model
   found whose PyPI package ships its weights: static 256-d token embeddings, mean-pooled, over
   each chunk's embedded text (context + text), ranked by cosine.
+- ``documents``: the shipped embedding model over each whole document (title + text), a document's
+  hit standing for its first chunk (the product embeds chunks and sentence windows, not documents).
 
 Every train claim is searched once through the product's own ``retrieve()`` in hybrid mode
 (``--top-k`` 100 by default, as ``foundry eval``: channel depth 500; each candidate channel is
@@ -36,6 +38,7 @@ from django.conf import settings
 from django.db import connection
 from heldout import bootstrap, halving, per_claim
 
+from foundry_site import llm
 from retrieval.search import STOPWORDS, Hit, reciprocal_rank_fusion
 from sources.models import Chunk
 from sources.services.ingest import _with_context
@@ -88,12 +91,33 @@ class Static:
         return [Hit(int(self.ids[i]), float(scores[i])) for i in top]
 
 
-def channel(name: str):
+class Documents:
+    """The shipped embedding model over whole documents (title + text, cut at its input limit), each
+    document's hit standing for its first chunk: what a per-document vector would add to the
+    chunk and window vectors."""
+
+    def __init__(self, beir: _common.Beir):
+        self.matrix = _common.document_vectors(beir)
+        first: dict[str, int] = {}
+        for chunk_id, doc in sorted(beir.index.doc_of_chunk.items()):
+            first.setdefault(doc, chunk_id)
+        self.chunk_of_row = [first.get(doc) for doc in beir.corpus]
+        self.model = settings.FOUNDRY.embedding.model
+
+    def __call__(self, text: str, depth: int) -> list[Hit]:
+        scores = self.matrix @ np.asarray(llm.embed([text], model=self.model)[0], dtype=np.float32)
+        top = [i for i in np.argsort(-scores, kind="stable") if self.chunk_of_row[i] is not None][:depth]
+        return [Hit(self.chunk_of_row[i], float(scores[i])) for i in top]
+
+
+def channel(name: str, beir: _common.Beir):
     if name == "static":
         return Static()
+    if name == "documents":
+        return Documents(beir)
     if name.startswith("near") and name[4:].isdigit():
         return Proximity(int(name[4:]))
-    raise SystemExit(f"--channels: unknown channel {name!r} (nearN or static)")
+    raise SystemExit(f"--channels: unknown channel {name!r} (nearN, static or documents)")
 
 
 def two_channels(setting: str) -> bool:
@@ -123,14 +147,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", type=Path, default=_common.DEFAULT_DATA)
     parser.add_argument("--top-k", type=int, default=100)
-    parser.add_argument("--channels", default="near1,near3,static", help="comma-separated: nearN, static")
+    parser.add_argument("--channels", default="near1,near3,static", help="comma-separated: nearN, static, documents")
     parser.add_argument("--splits", type=int, default=500)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
     default = f"k={settings.FOUNDRY.retrieval.rrf_k} w=0"
     with _common.scifact(args.data) as beir:
-        thirds = {name: channel(name) for name in args.channels.split(",")}
+        thirds = {name: channel(name, beir) for name in args.channels.split(",")}
         _, scores, times = per_claim(beir, args.top_k, grid(list(thirds)), extra=thirds)
     alone = {name: scores.pop(f"{name} alone") for name in thirds}
     rng = np.random.default_rng(args.seed)

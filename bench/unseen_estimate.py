@@ -50,17 +50,12 @@ DEPTH = 100
 WORD = re.compile(r"\w+", re.UNICODE)
 
 
-def reference_scores(beir: _common.Beir, claims: list[str], cache: Path) -> dict[str, np.ndarray]:
-    """nDCG@10 of every claim for each reference over whole abstracts (MiniLM vectors cached in ``cache``)."""
+def reference_scores(beir: _common.Beir, claims: list[str]) -> dict[str, np.ndarray]:
+    """nDCG@10 of every claim for each reference over whole abstracts."""
     ids = list(beir.corpus)
     bodies = [f"{d.title} {d.text}".strip() for d in beir.corpus.values()]
     model = settings.FOUNDRY.embedding.model
-    if cache.exists():
-        matrix = np.load(cache)
-    else:
-        print(f"embedding {len(ids)} abstracts with {model}", flush=True)
-        matrix = np.asarray(llm.embed(bodies, model=model), dtype=np.float32)
-        np.save(cache, matrix)
+    matrix = _common.document_vectors(beir)
     db = sqlite3.connect(":memory:")
     db.execute("CREATE VIRTUAL TABLE docs USING fts5(body, tokenize='porter')")
     db.executemany("INSERT INTO docs(rowid, body) VALUES (?, ?)", enumerate(bodies))
@@ -142,8 +137,7 @@ def main() -> None:
     k = settings.FOUNDRY.retrieval.rrf_k
     with _common.scifact(args.data) as beir:
         claims, scores, _ = per_claim(beir, 100, {"default": lambda channels: reciprocal_rank_fusion(channels, k=k)})
-        cache = Path(settings.FOUNDRY_HOME) / "eval-cache" / "scifact-abstracts-minilm.npy"
-        refs = reference_scores(beir, claims, cache)
+        refs = reference_scores(beir, claims)
     d = scores["default"]
     for name, (train, _, exact) in REFERENCES.items():
         if exact and abs(refs[name].mean() - train) > 0.0005:
