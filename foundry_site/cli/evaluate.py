@@ -84,12 +84,21 @@ def retrieval_command(opts: argparse.Namespace, out: TextIO) -> int:
         out.write(json.dumps({**summary, "report": str(folder)}) + "\n")
         return 0
     out.write(f"Retrieval evaluation on {result.queries} queries ({result.index['chunks']} chunks)\n\n")
-    out.write(f"  {'mode':<8} {'nDCG@10':>8} {'R@10':>7} {'R@100':>7} {'MRR@10':>7} {'P50 ms':>8} {'P95 ms':>8}\n")
+    out.write(f"  {'mode':<8} {'nDCG@10':>8} {'95 % interval':>15} {'R@10':>7} {'R@100':>7} {'MRR@10':>7} "
+              f"{'P50 ms':>8} {'P95 ms':>8}\n")
     for mode, s in summary["modes"].items():
-        out.write(f"  {mode:<8} {s['ndcg@10']:>8.4f} {s['recall@10']:>7.4f} {s['recall@100']:>7.4f} "
-                  f"{s['mrr@10']:>7.4f} {s['p50_ms']:>8.1f} {s['p95_ms']:>8.1f}\n")
+        out.write(f"  {mode:<8} {s['ndcg@10']:>8.4f} {_span(s['ndcg@10_ci95']):>15} {s['recall@10']:>7.4f} "
+                  f"{s['recall@100']:>7.4f} {s['mrr@10']:>7.4f} {s['p50_ms']:>8.1f} {s['p95_ms']:>8.1f}\n")
+    if summary["differences"]:
+        out.write("\n  nDCG@10 differences, query by query (an interval holding 0 is within chance):\n")
+        for pair, d in summary["differences"].items():
+            out.write(f"  {pair:<17} {d['ndcg@10']:>+8.4f} {_span(d['ci95']):>17}\n")
     out.write(f"\nReport: {folder}/report.md\n")
     return 0
+
+
+def _span(interval: list[float] | None) -> str:
+    return f"{interval[0]:.4f}–{interval[1]:.4f}" if interval else "–"
 
 
 def answers_command(opts: argparse.Namespace, out: TextIO) -> int:

@@ -10,6 +10,9 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 
+import numpy as np
+from scipy import stats
+
 Qrels = Mapping[str, int]  # document id -> graded relevance, for one query
 
 
@@ -54,6 +57,18 @@ def ranking_metrics(ranked: Sequence[str], qrels: Qrels) -> dict[str, float]:
 
 def mean(values: Sequence[float]) -> float:
     return sum(values) / len(values) if values else 0.0
+
+
+def mean_interval(values: Sequence[float], *, confidence: float = 0.95, resamples: int = 2000,
+                  seed: int = 0) -> tuple[float, float] | None:
+    """Percentile-bootstrap interval of the mean of per-query ``values`` (for two systems on the same
+    queries, pass the per-query differences: a paired interval). None under two values. Seeded, so a
+    report's interval is reproducible."""
+    if len(values) < 2:
+        return None
+    found = stats.bootstrap((np.asarray(values, dtype=float),), np.mean, confidence_level=confidence,
+                            n_resamples=resamples, method="percentile", rng=np.random.default_rng(seed))
+    return float(found.confidence_interval.low), float(found.confidence_interval.high)
 
 
 def percentile(values: Sequence[float], p: float) -> float:

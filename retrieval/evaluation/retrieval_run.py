@@ -31,8 +31,12 @@ class ModeResult:
     per_query: dict[str, dict[str, float]] = field(default_factory=dict)
     latencies_ms: list[float] = field(default_factory=list)
 
-    def summary(self) -> dict[str, float]:
-        out = {key: round(metrics.mean([m[key] for m in self.per_query.values()]), 4) for key in METRIC_KEYS}
+    def scores(self, key: str) -> list[float]:
+        return [m[key] for m in self.per_query.values()]
+
+    def summary(self) -> dict:
+        out: dict = {key: round(metrics.mean(self.scores(key)), 4) for key in METRIC_KEYS}
+        out["ndcg@10_ci95"] = _rounded(metrics.mean_interval(self.scores("ndcg@10")))
         return {**out, **metrics.latency_summary(self.latencies_ms)}
 
 
@@ -45,7 +49,25 @@ class RetrievalEvaluation:
     load_start: list[float] = field(default_factory=list)  # load average when the run started
 
     def as_dict(self) -> dict:
-        return {"modes": {name: r.summary() for name, r in self.modes.items()}, "queries": self.queries}
+        return {"modes": {name: r.summary() for name, r in self.modes.items()}, "queries": self.queries,
+                "differences": self.differences()}
+
+    def differences(self) -> dict[str, dict]:
+        """nDCG@10 of each later mode minus each earlier one, query by query, with a paired 95 % interval:
+        whether one mode ranks better than another on these queries, or the gap is within chance."""
+        out = {}
+        names = list(self.modes)
+        for i, earlier in enumerate(names):
+            for later in names[i + 1:]:
+                pairs = zip(self.modes[later].scores("ndcg@10"), self.modes[earlier].scores("ndcg@10"), strict=True)
+                gaps = [a - b for a, b in pairs]
+                out[f"{later} - {earlier}"] = {"ndcg@10": round(metrics.mean(gaps), 4),
+                                               "ci95": _rounded(metrics.mean_interval(gaps))}
+        return out
+
+
+def _rounded(interval: tuple[float, float] | None) -> list[float] | None:
+    return [round(interval[0], 4), round(interval[1], 4)] if interval else None
 
 
 def modes_parse(text: str) -> list[str]:
@@ -126,11 +148,16 @@ def retrieval_report(result: RetrievalEvaluation, *, folder: Path, eval_id: str,
              f"- config: {', '.join(f'{k}={v}' for k, v in config.items())}",
              f"- machine: {host['platform']}, {host['cpus']} CPUs, load average {host['loadavg_start']} at the start, "
              f"{host['loadavg']} at the end", "",
-             "| mode | nDCG@10 | Recall@10 | Recall@100 | MRR@10 | P50 ms | P95 ms |",
-             "|---|---|---|---|---|---|---|"]
+             "| mode | nDCG@10 | 95 % interval | Recall@10 | Recall@100 | MRR@10 | P50 ms | P95 ms |",
+             "|---|---|---|---|---|---|---|---|"]
     for mode, s in summary["modes"].items():
-        lines.append(f"| {mode} | {s['ndcg@10']:.4f} | {s['recall@10']:.4f} | {s['recall@100']:.4f} | "
-                     f"{s['mrr@10']:.4f} | {s['p50_ms']:.1f} | {s['p95_ms']:.1f} |")
+        lines.append(f"| {mode} | {s['ndcg@10']:.4f} | {_span(s['ndcg@10_ci95'])} | {s['recall@10']:.4f} | "
+                     f"{s['recall@100']:.4f} | {s['mrr@10']:.4f} | {s['p50_ms']:.1f} | {s['p95_ms']:.1f} |")
+    if summary["differences"]:
+        lines += ["", "Paired differences in nDCG@10 (query by query; an interval holding 0 is within chance):", "",
+                  "| modes | difference | 95 % interval |", "|---|---|---|"]
+        lines += [f"| {pair} | {d['ndcg@10']:+.4f} | {_span(d['ci95'])} |"
+                  for pair, d in summary["differences"].items()]
     lines += ["", "![quality per mode](modes.png)", "", "![latency](latency.png)", ""]
     files.update(report.report_write(folder, payload=payload, markdown="\n".join(lines)))
     best = max(summary["modes"].items(), key=lambda item: item[1]["ndcg@10"])
@@ -139,3 +166,7 @@ def retrieval_report(result: RetrievalEvaluation, *, folder: Path, eval_id: str,
                            modes=",".join(summary["modes"]), headline=f"ndcg@10 ({best[0]})",
                            headline_value=best[1]["ndcg@10"], metrics=summary["modes"], report=str(folder))
     return files
+
+
+def _span(interval: list[float] | None) -> str:
+    return f"{interval[0]:.4f} – {interval[1]:.4f}" if interval else "–"

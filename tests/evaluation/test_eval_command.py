@@ -60,9 +60,15 @@ def test_eval_retrieval_reports_every_mode_and_reuses_its_index(beir: dict[str, 
     for values in first["modes"].values():
         assert set(values) >= {"ndcg@10", "recall@10", "recall@100", "mrr@10", "p50_ms", "p95_ms"}
         assert values["ndcg@10"] > 0.9 and values["recall@10"] == 1.0  # one obvious document per query
+        low, high = values["ndcg@10_ci95"]
+        assert low <= values["ndcg@10"] <= high <= 1.0
+    assert set(first["differences"]) == {"dense - bm25", "hybrid - bm25", "hybrid - dense"}
+    for gap in first["differences"].values():
+        assert gap["ci95"][0] <= gap["ndcg@10"] <= gap["ci95"][1]
     report = Path(first["report"])
     assert {p.name for p in report.iterdir()} >= {"report.md", "report.json", "modes.png", "latency.png"}
-    assert "| hybrid |" in (report / "report.md").read_text()
+    markdown = (report / "report.md").read_text()
+    assert "| hybrid |" in markdown and "| hybrid - bm25 |" in markdown
     payload = json.loads((report / "report.json").read_text())
     assert payload["index"]["ingested"] == 4
     assert payload["config"]["top_k"] == 100  # the eval's depth, not the configured top_k

@@ -50,3 +50,21 @@ def test_percentiles_interpolate_like_numpy() -> None:
     assert metrics.percentile([1, 2, 3, 4], 95) == pytest.approx(3.85)
     assert metrics.percentile([], 95) == 0.0
     assert metrics.latency_summary([10.0]) == {"p50_ms": 10.0, "p95_ms": 10.0}
+
+
+def test_mean_interval_by_hand() -> None:
+    # Resampling [0, 1] gives means 0, 0.5, 1 with chances 1/4, 1/2, 1/4: the 95 % interval is [0, 1].
+    assert metrics.mean_interval([0.0, 1.0]) == (0.0, 1.0)
+    # 50 zeros and 50 ones: mean 0.5, standard error 0.05, so about 0.5 ± 1.96 · 0.05.
+    low, high = metrics.mean_interval([0.0] * 50 + [1.0] * 50)
+    assert low == pytest.approx(0.402, abs=0.02) and high == pytest.approx(0.598, abs=0.02)
+    assert metrics.mean_interval([0.7] * 5) == (0.7, 0.7)
+    assert metrics.mean_interval([0.7]) is None and metrics.mean_interval([]) is None
+
+
+def test_mean_interval_is_seeded_and_paired_differences_can_exclude_zero() -> None:
+    gaps = [0.01 * (i % 7) for i in range(30)]  # one system never worse, query by query
+    assert metrics.mean_interval(gaps) == metrics.mean_interval(gaps)
+    low, high = metrics.mean_interval(gaps)
+    assert 0 < low < sum(gaps) / len(gaps) < high
+    assert metrics.mean_interval(gaps, seed=1) != metrics.mean_interval(gaps, seed=2)
