@@ -157,6 +157,10 @@ def _rate(hits: int, total: int) -> float | None:
     return round(hits / total, 4) if total else None
 
 
+def _rounded(interval: tuple[float, float] | None, scale: float = 1.0) -> list[float] | None:
+    return [round(scale * interval[0], 4), round(scale * interval[1], 4)] if interval else None
+
+
 def answers_summary(outcomes: list[Outcome]) -> dict:
     """Every headline number of the answers report, from the per-question outcomes."""
     by_kind = {kind: [o for o in outcomes if o.kind == kind] for kind in KINDS}
@@ -188,6 +192,17 @@ def answers_summary(outcomes: list[Outcome]) -> dict:
                                sorted({o.refusal for o in outcomes if o.refusal})},
         "latency_ms": {s: metrics.latency_summary([o.timings[s] for o in outcomes if s in o.timings])
                        for s in stages},
+        # 95 % intervals: bootstrap for the mean F1, Wilson for the rates (a few dozen questions a kind)
+        "ci95": {"f1": _rounded(metrics.mean_interval([o.f1 for o in outcomes]), 100),
+                 "HasAns_f1": _rounded(metrics.mean_interval([o.f1 for o in has_ans]), 100),
+                 "refusal_rate_out_of_corpus": _rounded(metrics.proportion_interval(
+                     sum(o.abstained for o in ooc), len(ooc))),
+                 "false_refusal_rate": _rounded(metrics.proportion_interval(
+                     sum(o.abstained for o in has_ans), len(has_ans))),
+                 "hallucination_rate": _rounded(metrics.proportion_interval(
+                     sum(not o.abstained for o in no_ans), len(no_ans))),
+                 "citation_precision": _rounded(metrics.proportion_interval(
+                     sum(c["supports"] for c in judged), len(judged)))},
     }
 
 
@@ -271,6 +286,10 @@ def answers_markdown(eval_id: str, result: AnswersEvaluation, summary: dict, con
     def pct(value: float | None) -> str:
         return "n/a" if value is None else f"{100 * value:.1f}%"
 
+    def ci(key: str, scale: float = 100) -> str:
+        interval = summary["ci95"][key]
+        return f" (95 %: {scale * interval[0]:.1f}–{scale * interval[1]:.1f})" if interval else ""
+
     counts = summary["counts"]
     lines = [f"# Answers evaluation {eval_id}", "",
              f"- data: `{result.dataset['squad']}` (sha256 {result.dataset['sha256'][:12]}), seed "
@@ -282,15 +301,15 @@ def answers_markdown(eval_id: str, result: AnswersEvaluation, summary: dict, con
              f"- machine: {host['platform']}, {host['cpus']} CPUs, load average {host['loadavg_start']} at the start, "
              f"{host['loadavg']} at the end", "",
              "| metric | value |", "|---|---|",
-             f"| EM / F1 (all) | {summary['exact']:.2f} / {summary['f1']:.2f} |",
-             f"| HasAns EM / F1 | {summary['HasAns_exact']:.2f} / {summary['HasAns_f1']:.2f} |",
+             f"| EM / F1 (all) | {summary['exact']:.2f} / {summary['f1']:.2f}{ci('f1', 1)} |",
+             f"| HasAns EM / F1 | {summary['HasAns_exact']:.2f} / {summary['HasAns_f1']:.2f}{ci('HasAns_f1', 1)} |",
              f"| NoAns EM / F1 | {summary['NoAns_exact']:.2f} / {summary['NoAns_f1']:.2f} |",
-             f"| refusal rate, out of corpus | {pct(summary['refusal_rate_out_of_corpus'])} "
-             f"(LLM calls: {summary['llm_calls_out_of_corpus']}) |",
-             f"| false-refusal rate (answerable) | {pct(summary['false_refusal_rate'])} |",
-             f"| hallucination rate (answered, should refuse) | {pct(summary['hallucination_rate'])} "
-             f"(in-corpus unanswerable: {pct(summary['hallucination_rate_impossible'])}) |",
-             f"| citation precision | {pct(summary['citation_precision'])} |",
+             f"| refusal rate, out of corpus | {pct(summary['refusal_rate_out_of_corpus'])}"
+             f"{ci('refusal_rate_out_of_corpus')} (LLM calls: {summary['llm_calls_out_of_corpus']}) |",
+             f"| false-refusal rate (answerable) | {pct(summary['false_refusal_rate'])}{ci('false_refusal_rate')} |",
+             f"| hallucination rate (answered, should refuse) | {pct(summary['hallucination_rate'])}"
+             f"{ci('hallucination_rate')} (in-corpus unanswerable: {pct(summary['hallucination_rate_impossible'])}) |",
+             f"| citation precision | {pct(summary['citation_precision'])}{ci('citation_precision')} |",
              f"| attribution coverage | {pct(summary['attribution_coverage'])} |",
              f"| refusals by reason | {summary['refusals_by_reason']} |"]
     if "official" in summary:

@@ -71,6 +71,15 @@ def mean_interval(values: Sequence[float], *, confidence: float = 0.95, resample
     return float(found.confidence_interval.low), float(found.confidence_interval.high)
 
 
+def proportion_interval(hits: int, total: int, *, confidence: float = 0.95) -> tuple[float, float] | None:
+    """Wilson score interval of a rate ``hits / total`` (sound near 0 and 1, where a bootstrap of a
+    few dozen 0/1 values collapses to a point); None for no trials."""
+    if not total:
+        return None
+    found = stats.binomtest(hits, total).proportion_ci(confidence_level=confidence, method="wilson")
+    return float(found.low), float(found.high)
+
+
 def percentile(values: Sequence[float], p: float) -> float:
     """Linear-interpolated percentile (numpy's default method); 0.0 for no values."""
     if not values:

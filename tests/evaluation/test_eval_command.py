@@ -173,6 +173,13 @@ def test_eval_answers_writes_official_predictions(tmp_path: Path, foundry_config
     for key in ("exact", "f1", "HasAns_f1", "NoAns_f1", "refusal_rate_out_of_corpus", "false_refusal_rate",
                 "hallucination_rate", "citation_precision", "attribution_coverage", "latency_ms"):
         assert key in summary
+    assert set(summary["ci95"]) == {"f1", "HasAns_f1", "refusal_rate_out_of_corpus", "false_refusal_rate",
+                                    "hallucination_rate", "citation_precision"}
+    for key, interval in summary["ci95"].items():  # each on its number's own scale (F1 0-100, rates 0-1)
+        if interval is not None:
+            assert interval[0] - 0.01 <= summary[key] <= interval[1] + 0.01, key
+    assert "false-refusal rate (answerable) | " in (markdown := (report / "report.md").read_text())
+    assert "(95 %: " in markdown.split("false-refusal rate")[1].splitlines()[0]
     assert {"answers.png", "latency.png", "report.md"} <= {p.name for p in report.iterdir()}
     rows = list(csv.DictReader((Path(settings.FOUNDRY_HOME) / "eval.csv").open()))
     assert rows[-1]["kind"] == "answers"

@@ -68,3 +68,14 @@ def test_mean_interval_is_seeded_and_paired_differences_can_exclude_zero() -> No
     low, high = metrics.mean_interval(gaps)
     assert 0 < low < sum(gaps) / len(gaps) < high
     assert metrics.mean_interval(gaps, seed=1) != metrics.mean_interval(gaps, seed=2)
+
+
+def test_proportion_interval_is_wilson() -> None:
+    # 0 of 30: the upper end is z² / (n + z²) = 3.8416 / 33.8416;
+    # 15 of 30: 0.5 ± 1.96 · √(0.25/30 + z²/3600) / (1 + z²/30).
+    low, high = metrics.proportion_interval(0, 30)
+    assert low == 0.0 and high == pytest.approx(3.8416 / 33.8416, abs=1e-4)
+    low, high = metrics.proportion_interval(15, 30)
+    assert low == pytest.approx(0.3315, abs=1e-4) and high == pytest.approx(0.6685, abs=1e-4)
+    assert metrics.proportion_interval(30, 30)[1] == 1.0
+    assert metrics.proportion_interval(0, 0) is None
