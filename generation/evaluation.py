@@ -157,10 +157,6 @@ def _rate(hits: int, total: int) -> float | None:
     return round(hits / total, 4) if total else None
 
 
-def _rounded(interval: tuple[float, float] | None, scale: float = 1.0) -> list[float] | None:
-    return [round(scale * interval[0], 4), round(scale * interval[1], 4)] if interval else None
-
-
 def answers_summary(outcomes: list[Outcome]) -> dict:
     """Every headline number of the answers report, from the per-question outcomes."""
     by_kind = {kind: [o for o in outcomes if o.kind == kind] for kind in KINDS}
@@ -193,15 +189,15 @@ def answers_summary(outcomes: list[Outcome]) -> dict:
         "latency_ms": {s: metrics.latency_summary([o.timings[s] for o in outcomes if s in o.timings])
                        for s in stages},
         # 95 % intervals: bootstrap for the mean F1, Wilson for the rates (a few dozen questions a kind)
-        "ci95": {"f1": _rounded(metrics.mean_interval([o.f1 for o in outcomes]), 100),
-                 "HasAns_f1": _rounded(metrics.mean_interval([o.f1 for o in has_ans]), 100),
-                 "refusal_rate_out_of_corpus": _rounded(metrics.proportion_interval(
+        "ci95": {"f1": metrics.rounded(metrics.mean_interval([o.f1 for o in outcomes]), 100),
+                 "HasAns_f1": metrics.rounded(metrics.mean_interval([o.f1 for o in has_ans]), 100),
+                 "refusal_rate_out_of_corpus": metrics.rounded(metrics.proportion_interval(
                      sum(o.abstained for o in ooc), len(ooc))),
-                 "false_refusal_rate": _rounded(metrics.proportion_interval(
+                 "false_refusal_rate": metrics.rounded(metrics.proportion_interval(
                      sum(o.abstained for o in has_ans), len(has_ans))),
-                 "hallucination_rate": _rounded(metrics.proportion_interval(
+                 "hallucination_rate": metrics.rounded(metrics.proportion_interval(
                      sum(not o.abstained for o in no_ans), len(no_ans))),
-                 "citation_precision": _rounded(metrics.proportion_interval(
+                 "citation_precision": metrics.rounded(metrics.proportion_interval(
                      sum(c["supports"] for c in judged), len(judged)))},
     }
 

@@ -10,7 +10,7 @@ from typing import TextIO
 from django.conf import settings
 from tqdm import tqdm
 
-from retrieval.evaluation import report
+from retrieval.evaluation import metrics, report
 from retrieval.evaluation.retrieval_run import EVAL_TOP_K, modes_parse, retrieval_evaluate, retrieval_report
 from sources.services.ingest import FileResult
 
@@ -84,21 +84,17 @@ def retrieval_command(opts: argparse.Namespace, out: TextIO) -> int:
         out.write(json.dumps({**summary, "report": str(folder)}) + "\n")
         return 0
     out.write(f"Retrieval evaluation on {result.queries} queries ({result.index['chunks']} chunks)\n\n")
-    out.write(f"  {'mode':<8} {'nDCG@10':>8} {'95 % interval':>15} {'R@10':>7} {'R@100':>7} {'MRR@10':>7} "
+    out.write(f"  {'mode':<8} {'nDCG@10':>8} {'95 % interval':>17} {'R@10':>7} {'R@100':>7} {'MRR@10':>7} "
               f"{'P50 ms':>8} {'P95 ms':>8}\n")
     for mode, s in summary["modes"].items():
-        out.write(f"  {mode:<8} {s['ndcg@10']:>8.4f} {_span(s['ndcg@10_ci95']):>15} {s['recall@10']:>7.4f} "
+        out.write(f"  {mode:<8} {s['ndcg@10']:>8.4f} {metrics.span(s['ndcg@10_ci95']):>17} {s['recall@10']:>7.4f} "
                   f"{s['recall@100']:>7.4f} {s['mrr@10']:>7.4f} {s['p50_ms']:>8.1f} {s['p95_ms']:>8.1f}\n")
     if summary["differences"]:
         out.write("\n  nDCG@10 differences, query by query (an interval holding 0 is within chance):\n")
         for pair, d in summary["differences"].items():
-            out.write(f"  {pair:<17} {d['ndcg@10']:>+8.4f} {_span(d['ci95']):>17}\n")
+            out.write(f"  {pair:<17} {d['ndcg@10']:>+8.4f} {metrics.span(d['ci95']):>17}\n")
     out.write(f"\nReport: {folder}/report.md\n")
     return 0
-
-
-def _span(interval: list[float] | None) -> str:
-    return f"{interval[0]:.4f}–{interval[1]:.4f}" if interval else "–"
 
 
 def answers_command(opts: argparse.Namespace, out: TextIO) -> int:

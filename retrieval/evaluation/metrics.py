@@ -80,6 +80,16 @@ def proportion_interval(hits: int, total: int, *, confidence: float = 0.95) -> t
     return float(found.low), float(found.high)
 
 
+def rounded(interval: tuple[float, float] | None, scale: float = 1.0) -> list[float] | None:
+    """An interval as a report stores it: ``[low, high]`` times ``scale``, to 4 places; None stays None."""
+    return [round(scale * interval[0], 4), round(scale * interval[1], 4)] if interval else None
+
+
+def span(interval: list[float] | None) -> str:
+    """An interval as a table shows it."""
+    return f"{interval[0]:.4f} – {interval[1]:.4f}" if interval else "–"
+
+
 def percentile(values: Sequence[float], p: float) -> float:
     """Linear-interpolated percentile (numpy's default method); 0.0 for no values."""
     if not values:

@@ -36,7 +36,7 @@ class ModeResult:
 
     def summary(self) -> dict:
         out: dict = {key: round(metrics.mean(self.scores(key)), 4) for key in METRIC_KEYS}
-        out["ndcg@10_ci95"] = _rounded(metrics.mean_interval(self.scores("ndcg@10")))
+        out["ndcg@10_ci95"] = metrics.rounded(metrics.mean_interval(self.scores("ndcg@10")))
         return {**out, **metrics.latency_summary(self.latencies_ms)}
 
 
@@ -62,12 +62,8 @@ class RetrievalEvaluation:
                 pairs = zip(self.modes[later].scores("ndcg@10"), self.modes[earlier].scores("ndcg@10"), strict=True)
                 gaps = [a - b for a, b in pairs]
                 out[f"{later} - {earlier}"] = {"ndcg@10": round(metrics.mean(gaps), 4),
-                                               "ci95": _rounded(metrics.mean_interval(gaps))}
+                                               "ci95": metrics.rounded(metrics.mean_interval(gaps))}
         return out
-
-
-def _rounded(interval: tuple[float, float] | None) -> list[float] | None:
-    return [round(interval[0], 4), round(interval[1], 4)] if interval else None
 
 
 def modes_parse(text: str) -> list[str]:
@@ -151,12 +147,12 @@ def retrieval_report(result: RetrievalEvaluation, *, folder: Path, eval_id: str,
              "| mode | nDCG@10 | 95 % interval | Recall@10 | Recall@100 | MRR@10 | P50 ms | P95 ms |",
              "|---|---|---|---|---|---|---|---|"]
     for mode, s in summary["modes"].items():
-        lines.append(f"| {mode} | {s['ndcg@10']:.4f} | {_span(s['ndcg@10_ci95'])} | {s['recall@10']:.4f} | "
+        lines.append(f"| {mode} | {s['ndcg@10']:.4f} | {metrics.span(s['ndcg@10_ci95'])} | {s['recall@10']:.4f} | "
                      f"{s['recall@100']:.4f} | {s['mrr@10']:.4f} | {s['p50_ms']:.1f} | {s['p95_ms']:.1f} |")
     if summary["differences"]:
         lines += ["", "Paired differences in nDCG@10 (query by query; an interval holding 0 is within chance):", "",
                   "| modes | difference | 95 % interval |", "|---|---|---|"]
-        lines += [f"| {pair} | {d['ndcg@10']:+.4f} | {_span(d['ci95'])} |"
+        lines += [f"| {pair} | {d['ndcg@10']:+.4f} | {metrics.span(d['ci95'])} |"
                   for pair, d in summary["differences"].items()]
     lines += ["", "![quality per mode](modes.png)", "", "![latency](latency.png)", ""]
     files.update(report.report_write(folder, payload=payload, markdown="\n".join(lines)))
@@ -166,7 +162,3 @@ def retrieval_report(result: RetrievalEvaluation, *, folder: Path, eval_id: str,
                            modes=",".join(summary["modes"]), headline=f"ndcg@10 ({best[0]})",
                            headline_value=best[1]["ndcg@10"], metrics=summary["modes"], report=str(folder))
     return files
-
-
-def _span(interval: list[float] | None) -> str:
-    return f"{interval[0]:.4f} – {interval[1]:.4f}" if interval else "–"
