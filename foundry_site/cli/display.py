@@ -10,9 +10,11 @@ from __future__ import annotations
 import json
 import os
 import re
+from pathlib import Path
 from typing import Any, TextIO
 
 from django.conf import settings
+from django.core.management import CommandError
 from django.db import DatabaseError
 
 # C0 and C1 control characters and DEL: ESC starts the sequences that move the cursor,
@@ -82,6 +84,16 @@ class TerminalSafe:
 # sqlite-vec stores vectors in blocks of 1,024 (1.5 MB at 384 dimensions) and reports a failed
 # block allocation as "Could not insert a new vector chunk", hiding SQLite's "disk is full".
 VEC0_BLOCK = 8 * 1024 * 1024
+
+
+def output_file_check(path: Path, *, option: str) -> None:
+    """Refuse an output path that cannot take a file before any work is done; ``option`` names the argument."""
+    if not path.name or path.is_dir():
+        raise CommandError(f"{option}: {path} is a folder; give a file path")
+    if not path.parent.is_dir():
+        raise CommandError(f"{option}: folder {path.parent} does not exist")
+    if not os.access(path.parent, os.W_OK):
+        raise CommandError(f"{option}: folder {path.parent} is not writable")
 
 
 def _space_left(path: str) -> int:

@@ -63,6 +63,7 @@ class Progress:
 
 def retrieval_command(opts: argparse.Namespace, out: TextIO) -> int:
     modes = modes_parse(opts.modes)
+    report.report_folder_check(opts.report)
     progress = Progress(quiet=opts.json)
     try:
         result = retrieval_evaluate(corpus=opts.corpus, queries=opts.queries, qrels=opts.qrels, modes=modes,
@@ -101,6 +102,7 @@ def answers_command(opts: argparse.Namespace, out: TextIO) -> int:
     from generation.evaluation import answers_evaluate, answers_report
     from retrieval.evaluation.squad import load_squad
 
+    report.report_folder_check(opts.report)
     progress = Progress(quiet=opts.json)
     try:
         result = answers_evaluate(squad=opts.squad, kb_articles=opts.kb_articles, limit=opts.limit, seed=opts.seed,

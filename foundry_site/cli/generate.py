@@ -9,7 +9,7 @@ from typing import TextIO
 
 from django.core.management.base import CommandError
 
-from foundry_site.cli.display import safe, safe_json
+from foundry_site.cli.display import output_file_check, safe, safe_json
 from foundry_site.cli.query import collection_ids
 from generation.documents import GenerationError, SpecText, document_prepare, generation_run_create, topic_request
 from generation.models import GenerationRun
@@ -66,10 +66,9 @@ def generate_command(opts: argparse.Namespace, out: TextIO) -> int:
 
 def _confirm_overwrite(output: Path, *, yes: bool) -> None:
     """Never overwrite silently: --yes, or a yes typed at a terminal; no terminal means no."""
+    output_file_check(output, option="--output")
     if not output.exists() or yes:
         return
-    if output.is_dir():
-        raise CommandError(f"{output} is a folder; give a file path to --output")
     if not sys.stdin.isatty():
         raise CommandError(f"File exists: {output.name}. Not overwriting without --yes (no terminal to ask).")
     sys.stderr.write(f"File exists: {output.name}\nOverwrite? [y/N]: ")

@@ -15,7 +15,7 @@ from tqdm import tqdm
 
 from sources import selectors
 from foundry_site import jobs
-from foundry_site.cli.display import database_error_message, safe, safe_json, safe_text
+from foundry_site.cli.display import database_error_message, output_file_check, safe, safe_json, safe_text
 from sources.services import ingest_jobs
 from sources.services.chunking_settings import chunking_configured, chunking_drift_warning
 from sources.services.ingest import DEFAULT_COLLECTION, FileResult, IngestReport
@@ -27,6 +27,8 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     p.add_argument("path", nargs="?", default=None, help="folder or file (default: knowledge_base/)")
     p.add_argument("--collection", default=DEFAULT_COLLECTION, help="collection the sources belong to")
     p.add_argument("--include-private", action="store_true", default=None, help="also ingest private/ folders")
+    p.add_argument("--move", action="store_true",
+                   help="move files already ingested into another collection into this one (refused otherwise)")
     p.add_argument("--json", action="store_true", help="print one JSON summary instead of a table")
     p.add_argument("--detach", action="store_true",
                    help="with a broker: queue the job, print its id and return (follow it with foundry jobs)")
@@ -47,7 +49,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
 def ingest_command(opts: argparse.Namespace, out: TextIO) -> int:
     target = Path(opts.path) if opts.path else Path(settings.FOUNDRY_KNOWLEDGE_BASE)
     job = ingest_jobs.ingest_job_create(target=target, collection=opts.collection,
-                                        include_private=opts.include_private)
+                                        include_private=opts.include_private, move=opts.move)
     if opts.detach and not jobs.is_eager():
         ingest_jobs.ingest_job_enqueue(job_id=job.pk)
         out.write(json.dumps({"job": job.pk}) + "\n" if opts.json else f"Ingest job {job.pk} queued.\n")
@@ -112,17 +114,22 @@ EXPORT_COLUMNS = ["doc_id", "path", "title", "chunk_id", "chunk_text", "created_
 
 
 def export_command(opts: argparse.Namespace, out: TextIO) -> int:
-    path = Path(opts.output)
+    path = Path(opts.output).expanduser().absolute()
+    output_file_check(path, option="output")
     tmp = path.with_name(path.name + ".part")
     rows = 0
-    with tmp.open("w", newline="", encoding="utf-8") as handle:
-        writer = csv.writer(handle)
-        writer.writerow(EXPORT_COLUMNS)
-        for chunk in selectors.chunks_for_export(collection=opts.collection):
-            writer.writerow([chunk.source_id, chunk.source.path, chunk.source.title, chunk.pk, chunk.text,
-                             chunk.source.created_at.isoformat(), chunk.source.updated_at.isoformat()])
-            rows += 1
-    tmp.replace(path)
+    try:
+        with tmp.open("w", newline="", encoding="utf-8") as handle:
+            writer = csv.writer(handle)
+            writer.writerow(EXPORT_COLUMNS)
+            for chunk in selectors.chunks_for_export(collection=opts.collection):
+                writer.writerow([chunk.source_id, chunk.source.path, chunk.source.title, chunk.pk, chunk.text,
+                                 chunk.source.created_at.isoformat(), chunk.source.updated_at.isoformat()])
+                rows += 1
+        tmp.replace(path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)  # a half-written export is never left behind
+        raise
     out.write(f"Wrote {rows} chunks to {path}\n")
     return 0
 

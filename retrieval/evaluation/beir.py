@@ -15,6 +15,11 @@ class EvalDataError(ValueError):
     """An evaluation file is missing or malformed; the message names file and line."""
 
 
+def json_error(exc: json.JSONDecodeError) -> str:
+    """The decoder's reason with its column ("Invalid control character at" alone ends mid-sentence)."""
+    return f"{exc.msg} column {exc.colno}" if exc.msg.endswith(" at") else f"{exc.msg} at column {exc.colno}"
+
+
 @dataclass(frozen=True)
 class Document:
     doc_id: str
@@ -31,9 +36,9 @@ def _json_lines(path: Path) -> Iterator[tuple[int, dict]]:
                 if not line.strip():
                     continue
                 try:
-                    row = json.loads(line)
+                    row = json.loads(line.rstrip("\r\n"))  # without its line end, so a column is on this line
                 except json.JSONDecodeError as exc:
-                    raise EvalDataError(f"{path}:{number}: not valid JSON ({exc.msg})") from None
+                    raise EvalDataError(f"{path}:{number}: not valid JSON ({json_error(exc)})") from None
                 if not isinstance(row, dict):
                     raise EvalDataError(f"{path}:{number}: expected a JSON object, got {type(row).__name__}")
                 yield number, row

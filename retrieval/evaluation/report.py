@@ -20,6 +20,12 @@ def eval_id_new() -> str:
     return timezone.now().strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:8]
 
 
+def report_folder_check(requested: Path | None) -> None:
+    """Refuse a ``--report`` that is a file before the evaluation runs, not after."""
+    if requested is not None and Path(requested).exists() and not Path(requested).is_dir():
+        raise ValueError(f"--report: {requested} is a file; give a folder (it is created if missing)")
+
+
 def report_folder(kind: str, eval_id: str, requested: Path | None) -> Path:
     """``--report DIR`` if given, else ``FOUNDRY_HOME/artifacts/eval/<date>/<kind>-<eval_id>``."""
     if requested is not None:

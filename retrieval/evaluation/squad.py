@@ -14,7 +14,7 @@ import string
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from retrieval.evaluation.beir import EvalDataError
+from retrieval.evaluation.beir import EvalDataError, json_error
 
 _ARTICLES = re.compile(r"\b(a|an|the)\b", re.UNICODE)
 _PUNCTUATION = set(string.punctuation)
@@ -88,7 +88,7 @@ def load_squad(path: Path) -> list[Article]:
     try:
         root = json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as exc:
-        raise EvalDataError(f"{path}:{exc.lineno}:{exc.colno}: not valid JSON ({exc.msg})") from None
+        raise EvalDataError(f"{path}:{exc.lineno}:{exc.colno}: not valid JSON ({json_error(exc)})") from None
     except UnicodeDecodeError:
         raise EvalDataError(f"{path}: not UTF-8 text") from None
     articles, seen = [], set()

@@ -31,14 +31,19 @@ def _user(username: str) -> AbstractBaseUser:
     return user
 
 
-def collection_create(*, name: str, description: str = "", public: bool = False) -> Collection:
-    """Create a collection. The name is a slug because it is also a folder name for uploads."""
+def collection_name_check(name: str) -> None:
+    """A new collection's name is a slug because it is also a folder name for uploads."""
     try:
         validate_slug(name)
     except ValidationError:
         raise CollectionError(f"invalid collection name {name!r}: use letters, digits, '-' and '_'") from None
     if len(name) > 100:
         raise CollectionError("collection name is longer than 100 characters")
+
+
+def collection_create(*, name: str, description: str = "", public: bool = False) -> Collection:
+    """Create a collection."""
+    collection_name_check(name)
     if Collection.objects.filter(name=name).exists():
         raise CollectionError(f"collection {name!r} already exists")
     collection = Collection.objects.create(name=name, description=description, public=public)

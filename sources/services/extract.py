@@ -181,52 +181,67 @@ def _md_heading(line: str) -> tuple[int, str] | None:
 
 
 def extract_json(text: str, *, fallback_title: str) -> Extracted:
-    """Values only: each object's scalar values become one block under its key path."""
+    """Values only: each object's scalar values become one block under its key path.
+
+    Numbers keep the text they are written with (``4.0`` stays ``4.0``, ``1e3`` stays ``1e3``),
+    and each block's lines are those its values are on.
+    """
     items = text.count(",") + text.count("[") + text.count("{")
     if items > MAX_JSON_ITEMS:
         raise ExtractionError(f"JSON with about {items:,} items (more than {MAX_JSON_ITEMS:,}): a JSON bomb or "
                               "a data dump, not a document; split it or convert the text to .txt/.md")
     duplicates: dict[int, tuple[dict, list[str]]] = {}
     try:
-        doc = json.loads(text, object_pairs_hook=lambda pairs: _json_object(pairs, duplicates))
+        doc = json.loads(text, object_pairs_hook=lambda pairs: _json_object(pairs, duplicates),
+                         parse_int=_Number, parse_float=_Number, parse_constant=_not_json)
     except json.JSONDecodeError as exc:
         raise ExtractionError(f"invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}") from None
     except RecursionError:
         raise ExtractionError(f"JSON nested deeper than {MAX_JSON_DEPTH} levels") from None
-    locator = _LineLocator(text)
-    groups: list[tuple[tuple[str, ...], list[str]]] = []
-    _walk_json(doc, (), groups, depth=0)
+    groups: list[tuple[tuple[str, ...], list[tuple[str, int]]]] = []
+    _walk_json(doc, (), groups, _LineLocator(text), depth=0)
     if duplicates:
         raise ExtractionError(_duplicates_reason(doc, duplicates))
-    blocks = []
-    for heading, values in groups:
-        start = locator.find(values[0])
-        end = max(start, locator.find(values[-1]) if len(values) > 1 else start)
-        blocks.append(Block("\n".join(values), heading, None, start, end))
+    blocks = [Block("\n".join(v for v, _ in values), heading, None, min(line for _, line in values),
+                    max(line for _, line in values)) for heading, values in groups]
     title = doc.get("title") or doc.get("name") if isinstance(doc, dict) else None
     return Extracted(title=title if isinstance(title, str) and title.strip() else fallback_title, blocks=blocks)
 
 
-def _walk_json(node: object, path: tuple[str, ...], groups: list[tuple[tuple[str, ...], list[str]]],
-               *, depth: int) -> None:
+class _Number(str):
+    """A JSON number as written in the file."""
+
+
+def _not_json(constant: str) -> None:
+    raise ExtractionError(f"{constant} is not a JSON value (JSON has no NaN or Infinity); write it as a string "
+                          "or leave the key out")
+
+
+def _walk_json(node: object, path: tuple[str, ...], groups: list[tuple[tuple[str, ...], list[tuple[str, int]]]],
+               locator: _LineLocator, *, depth: int) -> None:
+    """Each container's scalar values, with their lines, as one group; containers below, each its own.
+
+    Values are located in the order they are written, so every value's line is found after
+    the one before it; a container's group comes before the groups of the containers in it.
+    """
     if depth > MAX_JSON_DEPTH:
         raise ExtractionError(f"JSON nested deeper than {MAX_JSON_DEPTH} levels")
-    if isinstance(node, dict):
-        scalars = [_scalar(v) for v in node.values() if _scalar(v)]
-        if scalars:
-            groups.append((path, scalars))
-        for key, value in node.items():
+    if isinstance(node, (dict, list)):
+        entries = (node.items() if isinstance(node, dict)
+                   else ((f"[{index}]", value) for index, value in enumerate(node)))
+        scalars: list[tuple[str, int]] = []
+        groups.append((path, scalars))
+        at = len(groups)
+        for key, value in entries:
             if isinstance(value, (dict, list)):
-                _walk_json(value, path + (_heading_part(str(key)),), groups, depth=depth + 1)
-    elif isinstance(node, list):
-        scalars = [_scalar(v) for v in node if _scalar(v)]
-        if scalars:
-            groups.append((path, scalars))
-        for index, value in enumerate(node):
-            if isinstance(value, (dict, list)):
-                _walk_json(value, path + (f"[{index}]",), groups, depth=depth + 1)
+                part = _heading_part(str(key)) if isinstance(node, dict) else key
+                _walk_json(value, path + (part,), groups, locator, depth=depth + 1)
+            elif _scalar(value):
+                scalars.append((_scalar(value), locator.find(value)))
+        if not scalars:
+            del groups[at - 1]
     elif _scalar(node):
-        groups.append((path, [_scalar(node)]))
+        groups.append((path, [(_scalar(node), locator.find(node))]))
 
 
 def _json_object(pairs: list[tuple[str, object]], duplicates: dict[int, tuple[dict, list[str]]]) -> dict:
@@ -307,10 +322,10 @@ class _LineLocator:
         self.line = 1
 
     def find(self, value: str) -> int:
-        if _is_number(value):
+        if isinstance(value, _Number):
             needles = [value]
         else:
-            needles = [json.dumps(value, ensure_ascii=False)[1:-1], json.dumps(value)[1:-1]]
+            needles = [json.dumps(value, ensure_ascii=False), json.dumps(value)]
         for needle in needles:
             at = self.text.find(needle, self.cursor, self.cursor + self.SEARCH_WINDOW + len(needle))
             if at >= 0:
@@ -319,11 +334,3 @@ class _LineLocator:
                 self.line += needle.count("\n")
                 break
         return self.line
-
-
-def _is_number(value: str) -> bool:
-    try:
-        float(value)
-    except ValueError:
-        return False
-    return True

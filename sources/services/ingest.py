@@ -33,7 +33,7 @@ from django.utils import timezone
 
 from foundry_site import llm
 from sources.models import Chunk, Collection, Source, SourceSummary
-from sources.services import enrich
+from sources.services import collections, enrich
 from sources.services.chunking_settings import chunking_configured, chunking_of, rechunk_reason
 from sources.services.chunking import ChunkDraft, chunk_blocks, chunk_windows
 from sources.services.extract import ExtractionError, extract, kind_of
@@ -72,6 +72,10 @@ class IngestReport:
         }
 
 
+class CollectionMoveRefused(ValueError):
+    """Ingesting would move sources out of the collection they are in; the message names them."""
+
+
 @dataclass(frozen=True)
 class Candidate:
     root: Path
@@ -83,8 +87,32 @@ ProgressFn = Callable[[FileResult], None]
 
 
 def collection_get_or_create(*, name: str) -> Collection:
-    collection, _ = Collection.objects.get_or_create(name=name)
+    collection = Collection.objects.filter(name=name).first()
+    if collection is None:
+        collections.collection_name_check(name)
+        collection = Collection.objects.create(name=name)
     return collection
+
+
+def collection_moves_check(*, root: Path, rels: list[str], collection: Collection) -> None:
+    """Refuse an ingest that would move sources out of another collection.
+
+    A source is one file under one root, in one collection; ingesting the same
+    files into another collection moves them, and with them who may read them.
+    That has to be asked for (``move=True``, ``foundry ingest --move``).
+    """
+    wanted = set(rels)
+    elsewhere: dict[str, list[str]] = {}
+    for path, name in (Source.objects.filter(root=str(root)).exclude(collection=collection)
+                       .values_list("path", "collection__name").order_by("path").iterator()):
+        if path in wanted:
+            elsewhere.setdefault(name, []).append(path)
+    if elsewhere:
+        where = "; ".join(f"{len(paths)} in collection {name!r} (e.g. {paths[0]})" for name, paths in elsewhere.items())
+        raise CollectionMoveRefused(
+            f"{root}: files already ingested into another collection: {where}. Ingesting them into "
+            f"{collection.name!r} would move them out of it and change who can read them; ingest into that "
+            f"collection, or add --move to move them")
 
 
 def scan(target: Path, *, include_private: bool, max_file_mb: float) -> tuple[Path, list[Candidate]]:
@@ -165,7 +193,7 @@ def _symlink_reason(root: Path, path: Path) -> str:
 
 
 def knowledge_base_ingest(*, target: Path, collection: str = DEFAULT_COLLECTION, include_private: bool | None = None,
-                          progress: ProgressFn | None = None) -> IngestReport:
+                          move: bool = False, progress: ProgressFn | None = None) -> IngestReport:
     """Ingest every file under ``target`` and remove sources whose file is gone; wait for the result.
 
     Runs as an ``IngestJob`` (see ``ingest_jobs``): in-process without a broker,
@@ -173,7 +201,8 @@ def knowledge_base_ingest(*, target: Path, collection: str = DEFAULT_COLLECTION,
     """
     from sources.services import ingest_jobs  # the job layer builds on this module
 
-    job = ingest_jobs.ingest_job_create(target=target, collection=collection, include_private=include_private)
+    job = ingest_jobs.ingest_job_create(target=target, collection=collection, include_private=include_private,
+                                        move=move)
     job = ingest_jobs.ingest_job_execute(job_id=job.pk, on_file=progress)
     return ingest_jobs.ingest_job_report(job)
 

@@ -51,13 +51,20 @@ class IngestJobFailed(Exception):
 
 
 def ingest_job_create(*, target: Path, collection: str = ingest.DEFAULT_COLLECTION,
-                      include_private: bool | None = None) -> IngestJob:
-    """Scan ``target`` and record a pending job for it. Raises FileNotFoundError for a missing target."""
+                      include_private: bool | None = None, move: bool = False) -> IngestJob:
+    """Scan ``target`` and record a pending job for it.
+
+    Raises FileNotFoundError for a missing target, ValueError for an invalid new collection name or,
+    unless ``move``, for files already in another collection (ingesting them would move them).
+    """
     conf = settings.FOUNDRY.ingest
     include_private = conf.include_private if include_private is None else include_private
     target = Path(os.path.abspath(target))
     root, candidates = ingest.scan(target, include_private=include_private, max_file_mb=conf.max_file_mb)
-    coll = ingest.collection_get_or_create(name=collection)
+    with transaction.atomic():  # a refused ingest leaves no new, empty collection behind
+        coll = ingest.collection_get_or_create(name=collection)
+        if not move:
+            ingest.collection_moves_check(root=root, rels=[c.rel for c in candidates], collection=coll)
     return IngestJob.objects.create(
         collection=coll, target=str(target), root=str(root), files_total=len(candidates),
         options={"include_private": include_private, "model": settings.FOUNDRY.embedding.model,

@@ -115,6 +115,12 @@ def test_eval_retrieval_rejects_bad_input(beir: dict[str, Path]) -> None:
     with pytest.raises(CommandError, match="unknown mode"):
         run_eval("retrieval", "--corpus", str(beir["corpus"]), "--queries", str(beir["queries"]),
                  "--qrels", str(beir["qrels"]), "--modes", "bm25,magic")
+    taken = beir["qrels"].parent / "report.txt"
+    taken.write_text("not a folder")
+    with pytest.raises(CommandError, match=r"--report: .*report.txt is a file; give a folder"):
+        run_eval("retrieval", "--corpus", str(beir["corpus"]), "--queries", str(beir["queries"]),
+                 "--qrels", str(beir["qrels"]), "--report", str(taken))
+    assert not Source.objects.exists()  # refused before the eval index was built
 
 
 def squad_article(title: str, context: str, answerable: list[tuple[str, str]], impossible: list[str]) -> dict:

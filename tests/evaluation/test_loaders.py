@@ -26,7 +26,9 @@ def test_beir_files_load(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(("text", "message"), [
-    ('{"_id": "d1", "text": "x"}\n{"_id": "d2", "text": \n', "c.jsonl:2: not valid JSON"),
+    ('{"_id": "d1", "text": "x"}\n{"_id": "d2", "text": \n',
+     r"c.jsonl:2: not valid JSON \(Expecting value at column 23\)"),
+    ('{"_id": "d1", "text": "a\tb"}\n', r"c.jsonl:1: not valid JSON \(Invalid control character at column 25\)"),
     ('{"_id": "d1", "text": "x"}\n\n{"_id": "d2"}\n', "c.jsonl:3: field 'text' is missing"),
     ('{"_id": "d1", "text": 5}\n', "c.jsonl:1: field 'text' is a int, expected a string"),
     ('{"_id": "d1", "text": "x"}\n{"_id": "d1", "text": "y"}\n', "c.jsonl:2: duplicate _id 'd1'"),

@@ -92,6 +92,16 @@ def test_existing_file_without_terminal_is_refused(ready: ScriptedLLM, tmp_path:
     assert out.read_text() == "keep me" and ready.calls == []
 
 
+@pytest.mark.parametrize("where,reason", [("folder", "is a folder; give a file path"),
+                                          ("missing/guide.md", "does not exist")])
+def test_an_output_that_cannot_take_a_file_is_refused_before_any_work(ready: ScriptedLLM, tmp_path: Path,
+                                                                       where: str, reason: str) -> None:
+    (tmp_path / "folder").mkdir()
+    with pytest.raises(CommandError, match=f"--output: .*{reason}"):
+        run("generate", "--topic", "sensor bus", "--output", str(tmp_path / where), "--yes")
+    assert ready.calls == [] and not GenerationRun.objects.exists()
+
+
 class _Tty(io.StringIO):
     def isatty(self) -> bool:
         return True

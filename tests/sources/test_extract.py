@@ -63,6 +63,26 @@ def test_json_values_only_with_key_path() -> None:
     assert next(b for b in result.blocks if b.heading == ("electrical",)).line_start == 4
 
 
+def test_json_block_lines_are_where_the_values_are() -> None:
+    # a container's own values around a nested one, and a number that also occurs further down ("120 Ohm")
+    text = ('{\n  "main": {\n    "range": {"min": 12, "max": 24},\n    "type": "DC",\n    "fuse": "1 A"\n  },\n'
+            '  "logic": {\n    "name": "VCC",\n    "volts": 3.3\n  },\n  "bus": {"termination": "120 Ohm"}\n}\n')
+    blocks = {b.heading: (b.text, b.line_start, b.line_end) for b in extract(Path("s.json"), text.encode()).blocks}
+    assert blocks == {("main",): ("DC\n1 A", 4, 5), ("main", "range"): ("12\n24", 3, 3),
+                      ("logic",): ("VCC\n3.3", 8, 9), ("bus",): ("120 Ohm", 11, 11)}
+
+
+def test_json_numbers_keep_their_written_form() -> None:
+    result = extract(Path("n.json"), b'{"max_w": 4.0, "big": 1e400, "rate": 1E3, "n": -0, "id": 12345678901234567890}')
+    assert result.blocks[0].text == "4.0\n1e400\n1E3\n-0\n12345678901234567890"
+
+
+@pytest.mark.parametrize("constant", ["NaN", "Infinity", "-Infinity"])
+def test_json_nan_and_infinity_are_refused(constant: str) -> None:
+    with pytest.raises(ExtractionError, match=f"{constant} is not a JSON value"):
+        extract(Path("n.json"), f'{{"speed": {constant}}}'.encode())
+
+
 def test_pdf_pages_and_outline_headings(tmp_path: Path) -> None:
     pdf = make_pdf(tmp_path / "d.pdf", [("1 Overview", "The gateway collects data."),
                                         ("2 Power", "VCC is 5 V on revision two.")], title="Data Sheet")

@@ -247,6 +247,60 @@ def test_unexpected_parser_error_fails_only_that_file(kb: Path, monkeypatch: pyt
     index_agrees()
 
 
+@pytest.mark.parametrize("where,reason", [("folder", "is a folder; give a file path"),
+                                          ("missing/out.csv", "does not exist")])
+def test_export_to_a_path_that_cannot_take_a_file_is_refused_leaving_nothing(kb: Path, tmp_path: Path,
+                                                                             where: str, reason: str) -> None:
+    from io import StringIO
+
+    from django.core.management import CommandError, call_command
+
+    write_kb(kb)
+    knowledge_base_ingest(target=kb)
+    (tmp_path / "folder").mkdir()
+    with pytest.raises(CommandError, match=f"output: .*{reason}"):
+        call_command("foundry", "export", str(tmp_path / where), stdout=StringIO())
+    assert not list(tmp_path.glob("*.part")) and not list((tmp_path / "folder").iterdir())
+
+
+def test_ingest_into_another_collection_is_refused_unless_moved(kb: Path) -> None:
+    from io import StringIO
+
+    from django.core.management import CommandError, call_command
+
+    from sources.models import Collection
+    from sources.services.ingest import CollectionMoveRefused
+
+    (kb / "manual.md").write_text("# Manual\n\nThe gateway needs 24 V DC.\n")
+    (kb / "notes.txt").write_text("Firmware 2.4.1 fixes the alarm hysteresis bug.\n")
+    knowledge_base_ingest(target=kb, collection="manuals")
+    (kb / "new.txt").write_text("A file not ingested yet.\n")
+    with pytest.raises(CollectionMoveRefused, match=r"2 in collection 'manuals' \(e\.g\. manual\.md\).*--move"):
+        knowledge_base_ingest(target=kb, collection="archive")
+    with pytest.raises(CommandError, match="would move them out of it and change who can read them"):
+        call_command("foundry", "ingest", str(kb), "--collection", "archive", stdout=StringIO())
+    # nothing changed: the sources stay where they were, no collection was created, new.txt waits
+    assert set(Source.objects.values_list("path", "collection__name")) == {("manual.md", "manuals"),
+                                                                           ("notes.txt", "manuals")}
+    assert not Collection.objects.filter(name="archive").exists()
+
+    call_command("foundry", "ingest", str(kb), "--collection", "archive", "--move", stdout=StringIO())
+    assert set(Source.objects.values_list("path", "collection__name")) == {
+        ("manual.md", "archive"), ("notes.txt", "archive"), ("new.txt", "archive")}
+    index_agrees()
+
+
+@pytest.mark.parametrize("name", ["Bad Name!", "../up", "x" * 101])
+def test_ingest_refuses_an_invalid_new_collection_name(kb: Path, name: str) -> None:
+    from sources.models import Collection
+    from sources.services.collections import CollectionError
+
+    (kb / "manual.md").write_text("# Manual\n\nThe gateway needs 24 V DC.\n")
+    with pytest.raises(CollectionError, match="invalid collection name|longer than 100"):
+        knowledge_base_ingest(target=kb, collection=name)
+    assert not Collection.objects.exists() and not Source.objects.exists()
+
+
 def test_export_documents_csv(kb: Path, tmp_path: Path) -> None:
     import csv as csv_module
     import io
