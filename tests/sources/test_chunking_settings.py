@@ -306,3 +306,22 @@ def test_migration_backfills_ingested_rows_and_keeps_the_fts_triggers(kb: Path) 
         cur.execute("SELECT title FROM chunks_fts")
         assert [r[0] for r in cur.fetchall()] == ["Renamed"]
     index_agrees()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_migration_0004_makes_the_next_ingest_read_json_sources_again(kb: Path) -> None:
+    with connection.cursor() as cur:  # as above
+        for table in vectorstore.all_tables() + vectorstore.all_tables(kind="windows"):
+            cur.execute(f"DROP TABLE {table}")
+    (kb / "notes.txt").write_text("Firmware 2.4.1 fixes the alarm hysteresis bug.\n")
+    (kb / "spec.json").write_text('{"bus": {"termination": "120 Ohm"}}')
+    ingest.knowledge_base_ingest(target=kb)
+    executor = MigrationExecutor(connection)
+    executor.migrate([("sources", "0003_source_chunking")])
+    executor = MigrationExecutor(connection)
+    executor.migrate(executor.loader.graph.leaf_nodes())
+    assert dict(Source.objects.values_list("path", "sha256"))["spec.json"] == ""
+    assert {path: status for path, (status, _) in reasons(ingest.knowledge_base_ingest(target=kb)).items()} == {
+        "notes.txt": "unchanged", "spec.json": "ingested"}
+    assert reasons(ingest.knowledge_base_ingest(target=kb))["spec.json"] == ("unchanged", "")
+    index_agrees()
