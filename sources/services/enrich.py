@@ -2,8 +2,9 @@
 and the sizing rules that keep every embedded text within the embedder's input limit."""
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from django.conf import settings
 
@@ -13,6 +14,9 @@ from sources.services.chunking import ChunkDraft
 # Room kept for the heading/title line and the LLM prefix in front of each chunk.
 CONTEXT_RESERVE = 40
 DOCUMENT_EXCERPT_CHARS = 6000
+SUMMARY_EXCERPT_CHARS = 2 * DOCUMENT_EXCERPT_CHARS
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -65,12 +69,31 @@ def context_prefixes(*, title: str, document: str, drafts: list[ChunkDraft]) -> 
     return out
 
 
-def source_summary(*, title: str, document: str) -> llm.Completion | None:
-    """A global summary of the source from ``ingest.summary_model``; None when it is ``none``."""
+def source_summary(*, title: str, drafts: list[ChunkDraft]) -> llm.Completion | None:
+    """A global summary of the source from ``ingest.summary_model``, holding only what the source supports.
+
+    The generation prompt hands summaries to the model as background from the sources, so a
+    summary gets the grounding check an answer gets: each sentence must be supported by a
+    chunk the summariser read, numbers included, or it is left out. None when the model is
+    ``none`` or none of its sentences is supported.
+    """
     conf = settings.FOUNDRY.ingest
     if conf.summary_model == "none":
         return None
-    prompt = prompts.render("summary", title=title, document=document[:DOCUMENT_EXCERPT_CHARS * 2],
+    read, size = [], 0
+    for draft in drafts:  # the chunks that fit in the summariser's excerpt
+        if size >= SUMMARY_EXCERPT_CHARS:
+            break
+        read.append(draft.text)
+        size += len(draft.text) + 2
+    document = "\n\n".join(read)[:SUMMARY_EXCERPT_CHARS]
+    prompt = prompts.render("summary", title=title, document=document,
                             max_words=max(20, conf.summary_max_tokens * 3 // 4))
-    return llm.complete(messages=[{"role": "user", "content": prompt}], purpose="summary",
-                        model=conf.summary_model, max_tokens=conf.summary_max_tokens)
+    reply = llm.complete(messages=[{"role": "user", "content": prompt}], purpose="summary",
+                         model=conf.summary_model, max_tokens=conf.summary_max_tokens)
+    from generation.support import Grounder  # generation builds on sources; imported only when used
+
+    grounded = Grounder({f"S{i}": text for i, text in enumerate(read, start=1)}).ground(reply.text)
+    kept = " ".join(s.text for s in grounded.sentences if s.supported_by)
+    logger.info("source summary: %s of %s sentences supported", grounded.supported, grounded.total)
+    return replace(reply, text=kept) if kept else None

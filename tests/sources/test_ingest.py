@@ -167,17 +167,24 @@ def test_chunks_fit_embedder_input_limit(kb: Path) -> None:
         assert len(tokenizer(embedded)["input_ids"]) <= 256
 
 
-def test_summary_and_context_prefix_use_configured_llm(kb: Path, foundry_config,
+def test_summary_keeps_what_the_source_supports_and_prefix_uses_configured_llm(kb: Path, foundry_config,
                                                        scripted_llm: ScriptedLLM) -> None:
     foundry_config(ingest={"summary_model": "scripted/summariser"}, embedding={"context_model": "scripted/ctx"})
-    scripted_llm.reply = lambda m: "Summary of the valve note." if "Summarise" in m[0]["content"] else "About valves."
+    summary = "Valve V1 opens at 2 bar. Valve V1 opens at 9 bar. It also cures headaches."
+    scripted_llm.reply = lambda m: summary if "Summarise" in m[0]["content"] else "About valves."
     (kb / "note.md").write_text("# Valves\n\nValve V1 opens at 2 bar.\n")
     knowledge_base_ingest(target=kb)
     chunk = Chunk.objects.get()
     assert chunk.text == "Valve V1 opens at 2 bar."
     assert "About valves." in chunk.context
-    assert SourceSummary.objects.get().text == "Summary of the valve note."
+    # the summary keeps only what the source supports: not the changed value, not the invention
+    assert SourceSummary.objects.get().text == "Valve V1 opens at 2 bar."
     assert len(scripted_llm.calls) == 2
+
+    summary = "It also cures headaches."
+    (kb / "note.md").write_text("# Valves\n\nValve V1 opens at 3 bar.\n")
+    knowledge_base_ingest(target=kb)
+    assert not SourceSummary.objects.exists()  # nothing supported: no background rather than a made-up one
 
 
 def test_llm_failure_fails_the_source_only(kb: Path, foundry_config, scripted_llm: ScriptedLLM) -> None:
