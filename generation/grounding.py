@@ -64,6 +64,20 @@ class Grounded:
         return list(seen)
 
 
+_FINISHED = re.compile(r"[.!?][\"')\]]*(?:\s*\[[^\]\n]{1,40}\])*(?=\s|$)")
+
+
+def unfinished_cut(text: str) -> str:
+    """``text`` without what follows its last finished sentence (a fragment a token limit cut off).
+
+    Only the last line is looked at: the lines above it were ended by the model itself.
+    """
+    head, _, last = text.rstrip().rpartition("\n")
+    ends = list(_FINISHED.finditer(last))
+    kept = last[:ends[-1].end()] if ends else ""
+    return "\n".join(part for part in (head, kept) if part).rstrip()
+
+
 def split_sentences(text: str) -> list[Sentence]:
     """Sentences with the citation markers that follow or end them."""
     out: list[Sentence] = []

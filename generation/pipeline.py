@@ -34,6 +34,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from foundry_site import jobs, llm
+from generation import grounding
 from generation.documents import (GenerationError, SpecText, document_prepare, footnote_text, footnotes_render,
                                   ground_markdown, topic_request, write_atomic)
 from generation.models import GenerationRun
@@ -242,10 +243,13 @@ def _compute(payload: dict[str, Any], progress: Progress, fields: dict[str, Any]
                          purpose="generate", model=payload["model"], max_tokens=payload["max_tokens"],
                          temperature=payload["temperature"])
     fields["timings"]["generate"] = round((time.perf_counter() - start) * 1000, 1)
+    text = reply.text
+    if reply.completion_tokens >= payload["max_tokens"]:  # cut off at the limit: its last sentence is a fragment
+        text = grounding.unfinished_cut(text)
     progress("grounding")
     start = time.perf_counter()
     passages = payload["passages"]
-    grounded = ground_markdown(reply.text, {p["label"]: p["text"] for p in passages},
+    grounded = ground_markdown(text, {p["label"]: p["text"] for p in passages},
                                embedding_model=payload["embedding_model"], min_support=payload["min_support"])
     fields["timings"]["grounding"] = round((time.perf_counter() - start) * 1000, 1)
     fields.update(sentences_total=grounded.total, sentences_kept=grounded.supported, coverage=grounded.coverage,

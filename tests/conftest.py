@@ -20,6 +20,7 @@ class ScriptedLLM(llm.CustomLLM):
 
     reply: Callable[[list[dict[str, str]]], str] = lambda messages: "Scripted reply."
     calls: list[list[dict[str, str]]] = field(default_factory=list)
+    completion_tokens: int | None = None  # reported as the reply's usage when set (a reply cut at a token limit)
 
     def __post_init__(self) -> None:
         super().__init__()
@@ -29,6 +30,9 @@ class ScriptedLLM(llm.CustomLLM):
         self.calls.append(messages)
         model_response.choices[0].message.content = self.reply(messages)
         model_response.model = f"scripted/{model}"
+        if self.completion_tokens is not None:
+            model_response.usage = llm.litellm.Usage(prompt_tokens=0, completion_tokens=self.completion_tokens,
+                                                     total_tokens=self.completion_tokens)
         return model_response
 
 

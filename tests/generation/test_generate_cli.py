@@ -60,6 +60,22 @@ def test_single_approved_spec_is_selected(ready: ScriptedLLM, tmp_path: Path) ->
     assert GenerationRun.objects.get().status == "succeeded"
 
 
+def test_a_reply_cut_at_the_token_limit_loses_its_unfinished_sentence(ready: ScriptedLLM, foundry_config,
+                                                                      tmp_path: Path) -> None:
+    foundry_config(retrieval={"min_chunks": 1}, generation={"max_document_tokens": 64})
+    ready.reply = lambda m: REPLY.rstrip() + " The default serial settings of"
+    ready.completion_tokens = 64
+    out = tmp_path / "guide.md"
+    run("generate", "--topic", "sensors on the RS-485 bus", "--output", str(out))
+    text = out.read_text()
+    assert "Up to 8 sensors can be connected" in text and "serial settings" not in text
+    assert (GenerationRun.objects.get().sentences_kept, GenerationRun.objects.get().sentences_total) == (1, 1)
+
+    ready.completion_tokens = 63  # ended by the model, not the limit: the grounding check alone decides
+    run("generate", "--topic", "sensors on the RS-485 bus", "--output", str(out), "--yes")
+    assert GenerationRun.objects.latest("pk").sentences_total == 2
+
+
 def test_several_specs_need_feature_and_error_lists_them(ready: ScriptedLLM, people: tuple[User, User],
                                                          tmp_path: Path) -> None:
     approve("install-guide", people)

@@ -1,6 +1,9 @@
 from __future__ import annotations
 
-from generation.grounding import REFUSAL, citation_ids, ground, number_contexts, numbers_supported, split_sentences
+import pytest
+
+from generation.grounding import (REFUSAL, citation_ids, ground, number_contexts, numbers_supported, split_sentences,
+                                  unfinished_cut)
 
 PASSAGES = {
     "S1": "The gateway accepts a main input of 12 to 24 V DC through terminal X1.",
@@ -93,3 +96,16 @@ def test_number_contexts_and_a_bare_number() -> None:
     assert number_contexts("Input: 12 to 24 V DC.") == {"12": [{"input", "v", "dc"}], "24": [{"input", "v", "dc"}]}
     assert numbers_supported("It is 8.", "Up to 8 sensors fit.")  # nothing beside the number: present is enough
     assert not numbers_supported("It is 9.", "Up to 8 sensors fit.")
+
+
+@pytest.mark.parametrize("text,kept", [
+    ("# Bus\n\nUp to 8 sensors [S1]. The default serial settings of", "# Bus\n\nUp to 8 sensors [S1]."),
+    ("# Bus\nThe default serial settings of", "# Bus"),
+    ("- one [S2]\n- tw", "- one [S2]"),
+    ('A (see [S1]). B is "x." C', 'A (see [S1]). B is "x."'),
+    ("The voltage is 1.5", ""),  # a decimal point ends no sentence
+    ("A is B [S1]. The voltage is 1.5 V", "A is B [S1]."),
+    ("Done? Yes! [S1] [S2]\n", "Done? Yes! [S1] [S2]"),
+])
+def test_unfinished_cut_keeps_up_to_the_last_finished_sentence(text: str, kept: str) -> None:
+    assert unfinished_cut(text) == kept
