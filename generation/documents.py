@@ -245,6 +245,15 @@ def footnotes_render(body: str, included: list[Candidate] | dict[str, str], *, t
     return f"{heading}{text}\n\n## Sources\n\n" + "\n".join(notes) + "\n"
 
 
+def low_coverage_note(document: str, *, kept: int, total: int) -> str:
+    """The document with a low-confidence note under its title: most of what the model wrote is not in it."""
+    title, _, rest = document.lstrip().partition("\n")
+    note = (f"> **Low confidence — limited source coverage:** {kept} of the {total} sentences the model wrote "
+            "are supported by the sources and kept; the others were removed. Check the sources before relying "
+            "on this document.")
+    return f"{title}\n\n{note}\n{rest}"
+
+
 def footnote_text(candidate: Candidate) -> str:
     """``datasheet.pdf §3.2 Power, p. 7, lines 4-15`` (seed 000 style)."""
     chunk = candidate.chunk

@@ -53,3 +53,8 @@ class GenerationRun(models.Model):
 
     def __str__(self) -> str:
         return f"Run {self.pk}: {self.topic[:60]}"
+
+    @property
+    def low_confidence(self) -> bool:
+        """Coverage below ``generation.min_coverage``: the document says so under its title."""
+        return self.coverage is not None and self.coverage < settings.FOUNDRY.generation.min_coverage

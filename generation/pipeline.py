@@ -36,13 +36,13 @@ from django.utils import timezone
 from foundry_site import jobs, llm
 from generation import grounding
 from generation.documents import (GenerationError, SpecText, document_prepare, footnote_text, footnotes_render,
-                                  ground_markdown, topic_request, write_atomic)
+                                  ground_markdown, low_coverage_note, topic_request, write_atomic)
 from generation.models import GenerationRun
 from sources.vectorstore import MissingEmbeddings
 
 logger = logging.getLogger(__name__)
 
-PAYLOAD_VERSION = 1
+PAYLOAD_VERSION = 2
 Progress = Callable[[str], None]
 _OPEN = (GenerationRun.Status.PENDING, GenerationRun.Status.RUNNING)
 # Failures that end a run with their own message (no evidence, model failed, index built
@@ -136,6 +136,7 @@ def _prepare(run: GenerationRun) -> dict[str, Any] | None:
         "system": prepared.system, "model": conf.generation.model,
         "max_tokens": conf.generation.max_document_tokens, "temperature": conf.generation.temperature,
         "embedding_model": conf.embedding.model, "min_support": conf.generation.min_support,
+        "min_coverage": conf.generation.min_coverage,
         "passages": [{"label": c.label, "text": c.chunk.text, "footnote": footnote_text(c)}
                      for c in prepared.included],
     }
@@ -256,7 +257,10 @@ def _compute(payload: dict[str, Any], progress: Progress, fields: dict[str, Any]
                   grounding=grounded.audit(reply.text))
     if not grounded.supported:
         raise GenerationError("The grounding check removed every sentence the model wrote; no document was written.")
-    return footnotes_render(grounded.text, {p["label"]: p["footnote"] for p in passages}, title=payload["topic"])
+    document = footnotes_render(grounded.text, {p["label"]: p["footnote"] for p in passages}, title=payload["topic"])
+    if grounded.coverage is not None and grounded.coverage < payload["min_coverage"]:
+        document = low_coverage_note(document, kept=grounded.supported, total=grounded.total)
+    return document
 
 
 # --------------------------------------------------------------------------- shared

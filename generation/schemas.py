@@ -73,6 +73,7 @@ class RunOut(Schema):
     started_at: datetime | None
     finished_at: datetime | None
     coverage: float | None
+    low_confidence: bool
     sentences_total: int
     sentences_kept: int
     conflicts: list[ConflictOut]

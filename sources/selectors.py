@@ -14,7 +14,8 @@ from sources.models import Chunk, Collection, IngestJob, Source
 
 
 def chunks_for_export(*, collection: str | None = None) -> Iterator[Chunk]:
-    qs = Chunk.objects.select_related("source").filter(source__status=Source.Status.INGESTED)
+    """Every chunk in the index, as search sees it: a source whose new version failed keeps its last good chunks."""
+    qs = Chunk.objects.select_related("source")
     if collection:
         qs = qs.filter(source__collection__name=collection)
     return qs.order_by("source__path", "ordinal").iterator(chunk_size=500)

@@ -122,4 +122,7 @@ def database_error_message(exc: DatabaseError) -> str:
     if "malformed" in text or "not a database" in text:
         return (f"The knowledge base file {path} is damaged ({text}). Run `foundry check`; restore it from a "
                 "backup, or delete it and run `foundry ingest` to rebuild the index from the documents.")
+    if "no such table" in text:
+        return (f"The knowledge base {path} is not set up ({text}): run `.venv/bin/python manage.py migrate` "
+                "with the same FOUNDRY_HOME first (`make run` does it for the default home).")
     return f"Database error on {path}: {text}"

@@ -61,6 +61,9 @@ def generate_command(opts: argparse.Namespace, out: TextIO) -> int:
     out.write(f"Wrote {output} (run {run.pk}, spec {spec.name} v{spec.version}, "
               f"{run.sentences_kept}/{run.sentences_total} sentences kept, coverage "
               f"{run.coverage:.0%}, {run.timings.get('total', 0) / 1000:.1f}s)\n")
+    if run.low_confidence:
+        out.write("LOW CONFIDENCE — limited source coverage: most of what the model wrote was removed "
+                  "(the document says so under its title).\n")
     return 0
 
 
@@ -109,5 +112,6 @@ def _dry_run(topic: str, spec: SpecText, scope: list[int] | None, out: TextIO) -
 def run_summary(run: GenerationRun) -> dict:
     return {"run_id": run.pk, "status": run.status, "topic": run.topic, "spec": run.spec_name,
             "spec_version": run.spec_version, "output": run.output_path, "coverage": run.coverage,
+            "low_confidence": run.low_confidence,
             "sentences_total": run.sentences_total, "sentences_kept": run.sentences_kept,
             "conflicts": run.conflicts, "llm_calls": run.llm_calls, "timings": run.timings, "error": run.error}

@@ -10,10 +10,12 @@ from pathlib import Path
 from typing import TextIO
 
 from django.conf import settings
+from django.core.management import CommandError
 from django.db import DatabaseError
 from tqdm import tqdm
 
 from sources import selectors
+from sources.models import Collection
 from foundry_site import jobs
 from foundry_site.cli.display import database_error_message, output_file_check, safe, safe_json, safe_text
 from sources.services import ingest_jobs
@@ -116,6 +118,8 @@ EXPORT_COLUMNS = ["doc_id", "path", "title", "chunk_id", "chunk_text", "created_
 def export_command(opts: argparse.Namespace, out: TextIO) -> int:
     path = Path(opts.output).expanduser().absolute()
     output_file_check(path, option="output")
+    if opts.collection and not Collection.objects.filter(name=opts.collection).exists():
+        raise CommandError(f"--collection: no collection named {opts.collection!r} (foundry collections list)")
     tmp = path.with_name(path.name + ".part")
     rows = 0
     try:

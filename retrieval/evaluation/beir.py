@@ -121,12 +121,25 @@ def judged_queries(queries: dict[str, str], qrels: dict[str, dict[str, int]], co
                    *, qrels_path: Path) -> dict[str, str]:
     """Queries that have at least one relevant judgment, in qrels order.
 
-    A judgment naming a document missing from the corpus means the files do not
-    belong together, which would silently lower every score: that is an error.
+    A judgment naming a query missing from the queries file or a document missing
+    from the corpus means the files do not belong together, which would silently
+    drop queries or lower every score: that is an error naming the qrels line.
     """
     for query_id, docs in qrels.items():
+        if query_id not in queries:
+            raise EvalDataError(f"{qrels_path}:{_qrels_line(qrels_path, query_id)}: query {query_id!r} is not in "
+                                "the queries file")
         for doc_id in docs:
             if doc_id not in corpus:
-                raise EvalDataError(f"{qrels_path}: query {query_id!r} judges document {doc_id!r}, "
-                                    "which is not in the corpus")
-    return {q: queries[q] for q, docs in qrels.items() if q in queries and any(g > 0 for g in docs.values())}
+                raise EvalDataError(f"{qrels_path}:{_qrels_line(qrels_path, query_id, doc_id)}: query {query_id!r} "
+                                    f"judges document {doc_id!r}, which is not in the corpus")
+    return {q: queries[q] for q, docs in qrels.items() if any(g > 0 for g in docs.values())}
+
+
+def _qrels_line(path: Path, query_id: str, doc_id: str | None = None) -> int:
+    """The number of the first line of ``path`` judging ``query_id`` (and ``doc_id``), for an error message."""
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        parts = [p.strip() for p in line.split("\t")]
+        if parts[0] == query_id and (doc_id is None or doc_id in parts[1:-1]):
+            return number
+    return 0

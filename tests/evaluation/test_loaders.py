@@ -58,10 +58,15 @@ def test_qrels_errors_name_file_and_line(tmp_path: Path, text: str, message: str
         load_qrels(write(tmp_path / "r.tsv", text))
 
 
-def test_qrels_naming_unknown_document_is_an_error(tmp_path: Path) -> None:
+def test_qrels_naming_unknown_document_or_query_is_an_error_naming_the_line(tmp_path: Path) -> None:
     corpus = load_corpus(write(tmp_path / "c.jsonl", '{"_id": "d1", "text": "x"}\n'))
-    with pytest.raises(EvalDataError, match="judges document 'd9', which is not in the corpus"):
-        judged_queries({"q1": "x"}, {"q1": {"d9": 1}}, corpus, qrels_path=tmp_path / "r.tsv")
+    path = write(tmp_path / "r.tsv", "query-id\tcorpus-id\tscore\nq1\td1\t1\nq1\td9\t1\nq2\td1\t1\n")
+    qrels = load_qrels(path)
+    with pytest.raises(EvalDataError, match=r"r.tsv:3: query 'q1' judges document 'd9', which is not in the corpus"):
+        judged_queries({"q1": "x", "q2": "y"}, qrels, corpus, qrels_path=path)
+    del qrels["q1"]["d9"]
+    with pytest.raises(EvalDataError, match=r"r.tsv:4: query 'q2' is not in the queries file"):
+        judged_queries({"q1": "x"}, qrels, corpus, qrels_path=path)
 
 
 SQUAD = {"version": "v2.0", "data": [{"title": "Chess", "paragraphs": [{"context": "Chess has 64 squares.", "qas": [

@@ -76,6 +76,22 @@ def test_a_reply_cut_at_the_token_limit_loses_its_unfinished_sentence(ready: Scr
     assert GenerationRun.objects.latest("pk").sentences_total == 2
 
 
+def test_a_document_mostly_removed_by_grounding_says_so(ready: ScriptedLLM, tmp_path: Path) -> None:
+    ready.reply = lambda m: REPLY.rstrip() + " The bus also powers the coffee machine on the second floor."
+    out = tmp_path / "guide.md"
+    text = run("generate", "--topic", "sensors on the RS-485 bus", "--output", str(out))
+    assert "coverage 50%" in text and "LOW CONFIDENCE — limited source coverage" in text
+    document = out.read_text()
+    assert document.startswith("# Sensor bus\n\n> **Low confidence — limited source coverage:** 1 of the 2 sentences")
+    assert "coffee" not in document
+    low = json.loads(run("generate", "--topic", "sensors on the RS-485 bus", "--output", str(out), "--yes", "--json"))
+    assert low["coverage"] == 0.5 and low["low_confidence"] is True
+
+    ready.reply = lambda m: REPLY
+    good = json.loads(run("generate", "--topic", "sensors on the RS-485 bus", "--output", str(out), "--yes", "--json"))
+    assert good["coverage"] == 1.0 and good["low_confidence"] is False and "Low confidence" not in out.read_text()
+
+
 def test_several_specs_need_feature_and_error_lists_them(ready: ScriptedLLM, people: tuple[User, User],
                                                          tmp_path: Path) -> None:
     approve("install-guide", people)

@@ -239,3 +239,10 @@ def test_disk_full_during_ingest_names_it_keeps_the_index_and_rerun_repairs(tmp_
     texts = exported(env, tmp_path / "home")
     assert set(texts) == {"note00.txt", "note01.txt", "big2.txt", "big3.txt"}
     assert all("v2" in texts[f"note{i:02d}.txt"][0] for i in range(2))
+
+
+def test_a_home_never_migrated_says_how_to_set_it_up(tmp_path: Path) -> None:
+    env = foundry_env(tmp_path / "home", tmp_path / "home" / "foundry.sqlite3")
+    done = foundry(env, "status")
+    assert done.returncode != 0 and "is not set up (no such table" in done.stderr, done.stderr
+    assert "manage.py migrate` with the same FOUNDRY_HOME first" in done.stderr and "Traceback" not in done.stderr

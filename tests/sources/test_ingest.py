@@ -322,3 +322,14 @@ def test_export_documents_csv(kb: Path, tmp_path: Path) -> None:
     assert list(rows[0]) == ["doc_id", "path", "title", "chunk_id", "chunk_text", "created_at", "updated_at"]
     assert len(rows) == Chunk.objects.count()
     assert any(r["path"] == "sheet.pdf" and "VCC" in r["chunk_text"] for r in rows)
+
+    # a file whose new version fails keeps its last good chunks in the index, and so in the export
+    (kb / "notes.txt").write_bytes(b"\xff\xfe broken")
+    knowledge_base_ingest(target=kb)
+    assert Source.objects.get(path="notes.txt").status == "failed"
+    call_command("foundry", "export", str(out), stdout=io.StringIO())
+    rows = list(csv_module.DictReader(out.open(encoding="utf-8")))
+    assert len(rows) == Chunk.objects.count() and any(r["path"] == "notes.txt" for r in rows)
+    from django.core.management import CommandError
+    with pytest.raises(CommandError, match="--collection: no collection named 'nope'"):
+        call_command("foundry", "export", str(out), "--collection", "nope", stdout=io.StringIO())
