@@ -147,8 +147,8 @@ STATIC_ROOT = FOUNDRY_HOME / "static"
 WHITENOISE_USE_FINDERS = True
 STATIC_ROOT.mkdir(parents=True, exist_ok=True)
 MEDIA_ROOT = FOUNDRY_HOME / "uploads"
-# API lists without an explicit paginator use this one, whose limit and offset are bounded.
-NINJA_PAGINATION_CLASS = "foundry_site.pagination.LimitOffsetPagination"
+# API lists without an explicit paginator use this one, whose page number is bounded.
+NINJA_PAGINATION_CLASS = "foundry_site.pagination.PageNumberPagination"
 LOGIN_URL = "/accounts/login/"
 LOGIN_REDIRECT_URL = "/"
 LOGOUT_REDIRECT_URL = "/accounts/login/"

@@ -20,19 +20,25 @@ from generation.asking import query_answer
 from generation.models import GenerationRun
 from generation.schemas import QueryIn, QueryOut, RunOut
 from sources.schemas import ErrorOut
+from sources.selectors import readable_collections
 
 router = Router(tags=["query", "generation"])
 
 ERRORS = {401: ErrorOut, 404: ErrorOut}
 
 
-@router.post("/query", response={200: QueryOut, 400: ErrorOut, 401: ErrorOut, 429: ErrorOut, 503: ErrorOut})
+@router.post("/query", response={200: QueryOut, 400: ErrorOut, 401: ErrorOut, 404: ErrorOut, 429: ErrorOut,
+                                 503: ErrorOut})
 def query(request: HttpRequest, body: QueryIn) -> dict:
     """Answer a question from the collections the caller can read, or refuse (answer_class no_evidence).
 
     The answer is returned only after its grounding check; citations carry the chunk text.
     """
-    answer, row = query_answer(user=request.auth, question=body.question, mode=body.mode, top_k=body.top_k)
+    within = None
+    if body.collection is not None:  # one of the caller's collections; any other name is 404, as elsewhere
+        within = get_object_or_404(readable_collections(request.auth), name=body.collection).pk
+    answer, row = query_answer(user=request.auth, question=body.question, mode=body.mode, top_k=body.top_k,
+                               within=within)
     return {**answer.as_dict(), "query_id": row.pk}
 
 

@@ -28,9 +28,12 @@ def query_admit(*, user: Any) -> list[int] | None:
 
 
 def query_answer(*, user: Any, question: str, mode: str | None = None, top_k: int | None = None,
-                 progress: Progress | None = None) -> tuple[Answer, QueryLog]:
-    """Admit, answer within the user's collections, and return the answer with its query-log row."""
+                 within: int | None = None, progress: Progress | None = None) -> tuple[Answer, QueryLog]:
+    """Admit, answer within the user's collections (or ``within``, one of them), and return the answer
+    with its query-log row."""
     scope = query_admit(user=user)
+    if within is not None:
+        scope = [within]
     answer = answer_question(question=question, user=user, collection_ids=scope, mode=mode, top_k=top_k,
                              progress=progress)
     return answer, QueryLog.objects.get(run_id=answer.run_id)

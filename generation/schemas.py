@@ -13,6 +13,7 @@ class QueryIn(InputSchema):
     question: str
     mode: Literal["hybrid", "dense", "bm25"] | None = None
     top_k: int | None = Field(None, ge=1, le=50)
+    collection: str | None = Field(None, max_length=100, description="search only this one of your collections")
 
 
 class CitationOut(Schema):

@@ -11,6 +11,7 @@ from django.urls import reverse
 from ninja import Router
 from ninja.pagination import paginate
 
+from foundry_site.pagination import PageNumberPagination
 from specs import selectors
 from specs.models import SpecVersion
 from specs.runs import generation_start
@@ -23,7 +24,7 @@ generate_router = Router(tags=["generation"])
 
 
 @router.get("", response=list[ApprovedSpecOut])
-@paginate
+@paginate(PageNumberPagination, page_size=50)
 def list_approved_specs(request: HttpRequest) -> QuerySet[SpecVersion]:
     """Approved specs by name, each with the version generation uses (`--feature NAME`)."""
     return selectors.approved_versions()

@@ -255,11 +255,17 @@ def _read_markdown(path: Path) -> tuple[dict, str]:
         raise SpecInputError(f"cannot read {path}: {exc}") from None
     match = re.match(r"\A---[ \t]*\r?\n(.*?)\r?\n---[ \t]*(?:\r?\n|\Z)", text, re.DOTALL)
     if not match:
+        if re.match(r"\A---[ \t]*\r?\n", text):
+            raise SpecInputError(f"{path}:1: front matter opened by '---' is never closed by a '---' line")
         return {}, text
     try:
         front = yaml.safe_load(match.group(1)) or {}
     except yaml.YAMLError as exc:
-        raise SpecInputError(f"{path}: invalid front matter: {exc}") from None
+        mark = getattr(exc, "problem_mark", None)
+        where = f":{mark.line + 2}:{mark.column + 1}" if mark else ""  # + the opening '---' line, 1-based
+        reason = " ".join(str(part) for part in (getattr(exc, "context", None), getattr(exc, "problem", None))
+                          if part) or str(exc)
+        raise SpecInputError(f"{path}{where}: invalid front matter: {reason}") from None
     if not isinstance(front, dict):
         raise SpecInputError(f"{path}: front matter must be a mapping such as 'name: wiring-guide'.")
     return front, text[match.end():]

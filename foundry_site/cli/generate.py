@@ -85,9 +85,10 @@ def _wait(run_id: int, *, quiet: bool) -> GenerationRun:
     last = ""
     while True:
         run = GenerationRun.objects.get(pk=run_id)
-        if run.stage != last and not quiet:
-            sys.stderr.write(f"run {run_id}: {run.stage or run.status}\n")
-            last = run.stage
+        shown = run.status if run.status == GenerationRun.Status.FAILED else (run.stage or run.status)
+        if shown != last and not quiet:
+            sys.stderr.write(f"run {run_id}: {shown}\n")
+            last = shown
         if run.status in (GenerationRun.Status.SUCCEEDED, GenerationRun.Status.FAILED):
             return run
         time.sleep(0.5)

@@ -2,10 +2,13 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import json
+import signal
 import sys
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TextIO
 
@@ -59,10 +62,15 @@ def ingest_command(opts: argparse.Namespace, out: TextIO) -> int:
     bar = tqdm(total=job.files_total, unit="file", file=sys.stderr, disable=opts.json or None,
                desc=f"ingest job {job.pk}", dynamic_ncols=True)
     try:
-        job = ingest_jobs.ingest_job_execute(job_id=job.pk, on_file=_progress_bar(bar))
+        with _sigterm_as_interrupt():
+            job = ingest_jobs.ingest_job_execute(job_id=job.pk, on_file=_progress_bar(bar))
     except KeyboardInterrupt:
-        if jobs.is_eager():
-            raise
+        if jobs.is_eager():  # the work stops with this process: say so on the job, not leave it "running"
+            ingest_jobs.ingest_job_abort(job_id=job.pk, reason="interrupted (Ctrl-C or SIGTERM) before every file "
+                                                               f"was done; `foundry jobs retry {job.pk}` does the rest")
+            sys.stderr.write(f"\nInterrupted. Files already stored stay; `foundry jobs retry {job.pk}` (or "
+                             "`foundry ingest` again) does the rest.\n")
+            return 130
         sys.stderr.write(f"\nStopped waiting; ingest job {job.pk} goes on in the background (foundry jobs).\n")
         return 130
     except ingest_jobs.IngestJobFailed as exc:
@@ -97,6 +105,19 @@ def _progress_bar(bar: tqdm) -> Callable[[FileResult], None]:
         bar.set_postfix_str(f"{chunks} chunks, {rate:.1f} chunks/s, {safe(result.path)[-40:]}")
 
     return progress
+
+
+@contextlib.contextmanager
+def _sigterm_as_interrupt() -> Iterator[None]:
+    """SIGTERM (``kill``, a stopping container) ends the wait like Ctrl-C does, so the job is told."""
+    if threading.current_thread() is not threading.main_thread():  # signals reach the main thread only
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def format_report(report: IngestReport, *, target: Path, collection: str) -> str:

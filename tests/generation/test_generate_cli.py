@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -57,6 +58,9 @@ def test_single_approved_spec_is_selected(ready: ScriptedLLM, tmp_path: Path) ->
     text = run("generate", "--topic", "sensors on the RS-485 bus", "--output", str(out))
     assert "Wrote" in text and "spec wiring-guide v1" in text
     assert "[^1]" in out.read_text()
+    umask = os.umask(0)
+    os.umask(umask)
+    assert out.stat().st_mode & 0o777 == 0o666 & ~umask  # not mkstemp's 0600
     assert GenerationRun.objects.get().status == "succeeded"
 
 
@@ -162,8 +166,11 @@ def test_yes_overwrites_and_json(ready: ScriptedLLM, tmp_path: Path) -> None:
     assert data["status"] == "succeeded" and data["coverage"] == 1.0 and "Sources" in out.read_text()
 
 
-def test_gate_refusal_fails_run_and_writes_nothing(ready: ScriptedLLM, tmp_path: Path) -> None:
+def test_gate_refusal_fails_run_and_writes_nothing(ready: ScriptedLLM, tmp_path: Path,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "rome.md"
     with pytest.raises(CommandError, match="No supporting documentation"):
         run("generate", "--topic", "history of the roman empire", "--output", str(out))
     assert not out.exists() and ready.calls == []
+    progress = capsys.readouterr().err
+    assert progress.endswith(": failed\n") and ": done" not in progress  # the progress line never says done

@@ -10,6 +10,7 @@ from django.test import Client
 from foundry_site.ratelimit import rate_limit_check
 from foundry_site.services.tokens import token_create
 from retrieval.models import QueryLog
+from sources.models import Collection
 from tests.conftest import ScriptedLLM, World
 
 pytestmark = pytest.mark.django_db
@@ -43,6 +44,17 @@ def test_answer_is_scoped_and_complete(scoped: dict, scripted_llm: ScriptedLLM) 
     assert again["cached"] and again["llm_calls"] == 0 and again["answer"] == body["answer"]
     dense = query(api("alice"), mode="dense", top_k=3).json()
     assert QueryLog.objects.get(pk=dense["query_id"]).mode == "dense"
+
+
+def test_one_collection_of_ones_own_or_404(scoped: dict, scripted_llm: ScriptedLLM) -> None:
+    within = query(api("root"), collection="beta").json()
+    assert {c["source"] for c in within["citations"]} == {"beta-notes.md"}
+    row = QueryLog.objects.get(pk=within["query_id"])
+    assert row.collection_ids == [Collection.objects.get(name="beta").pk]
+    for name in ("beta", "nope"):  # alice cannot read beta: the same answer as for a name that does not exist
+        response = query(api("alice"), collection=name)
+        assert response.status_code == 404 and "detail" in response.json()
+    assert QueryLog.objects.count() == 1
 
 
 def test_model_failure_is_503_and_logged(scoped: dict, scripted_llm: ScriptedLLM, foundry_config: Any) -> None:

@@ -8,6 +8,7 @@ and running the ingest again must repair everything.
 from __future__ import annotations
 
 import csv
+import json
 import os
 import signal
 import subprocess
@@ -119,6 +120,51 @@ def test_sigkill_mid_transaction_leaves_a_consistent_index_and_rerun_repairs(tmp
     texts = exported(env, tmp_path / "home")
     assert texts["note01.txt"] == ["Note 1 v2: pump P1 was replaced by pump P9."]
     assert texts["note05.txt"] == ["Note 5: a new file about valve V5."]
+
+
+def test_sigterm_mid_ingest_fails_the_job_with_a_reason_and_retry_does_the_rest(tmp_path: Path) -> None:
+    env = foundry_env(tmp_path / "home", tmp_path / "kb.sqlite3")
+    migrate(env)
+    kb = tmp_path / "kb"
+    write_notes(kb, 3)
+    marker = tmp_path / "inside-transaction"
+    driver = (  # as above: stop inside the transaction storing the first file, then SIGTERM
+        "import sys, time, django\n"
+        "django.setup()\n"
+        "from sources import vectorstore\n"
+        "real = vectorstore.vectors_insert\n"
+        "def stall(model, rows):\n"
+        "    real(model, rows)\n"
+        f"    open({str(marker)!r}, 'w').close()\n"
+        "    time.sleep(600)\n"
+        "vectorstore.vectors_insert = stall\n"
+        "sys.argv = ['foundry', 'ingest', sys.argv[1]]\n"
+        f"{CLI}\n"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", driver, str(kb)], env=env, cwd=REPO,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 600
+        while not marker.exists():
+            assert proc.poll() is None, "the ingest ended before it reached the transaction"
+            assert time.monotonic() < deadline, "the ingest never reached the transaction"
+            time.sleep(0.2)
+        os.kill(proc.pid, signal.SIGTERM)
+        _, stderr = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130 and "Interrupted. Files already stored stay" in stderr, stderr
+    check_ok(env)
+    assert exported(env, tmp_path / "home") == {}  # the file being stored was rolled back whole
+
+    listed = json.loads(foundry(env, "jobs", "--json").stdout)
+    assert [(j["status"], j["reason"].startswith("interrupted (Ctrl-C or SIGTERM)")) for j in listed] == [
+        ("failed", True)]
+    retried = foundry(env, "jobs", "retry", str(listed[0]["id"]))
+    assert retried.returncode == 0, retried.stderr
+    check_ok(env)
+    assert set(exported(env, tmp_path / "home")) == {"note00.txt", "note01.txt", "note02.txt"}
 
 
 LOCK_HOLDER = """

@@ -384,7 +384,7 @@ def test_refresh_follows_a_changed_file_and_a_move_to_another_collection(kb: Pat
     _assert_search_same_as_vec0(MINILM, queries, [None])
     _assert_same_as_a_full_build(MINILM)
 
-    knowledge_base_ingest(target=kb / "valve.md", collection="archive")
+    knowledge_base_ingest(target=kb / "valve.md", collection="archive", move=True)
     archive, first = Collection.objects.get(name="archive").pk, Source.objects.get(path="pump.md").collection_id
     matrix, built = dense.current(MINILM)
     assert built and vectors_read[-1] == len(valve)

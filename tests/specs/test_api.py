@@ -38,7 +38,7 @@ def test_lists_only_approved_specs_paginated(client: Client, author: User, revie
     assert [(s["name"], s["version"], s["approved_by"]) for s in body["items"]] == [
         ("install", 1, "rita"), ("wiring-guide", 1, "rita")]
     assert body["items"][1]["title"] == "Wiring-Guide" and body["items"][1]["approved_at"]
-    page = client.get("/api/v1/specs", {"limit": 1, "offset": 1}).json()
+    page = client.get("/api/v1/specs", {"page": 2, "page_size": 1}).json()
     assert page["count"] == 2 and [s["name"] for s in page["items"]] == ["wiring-guide"]
 
 

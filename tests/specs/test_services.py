@@ -268,6 +268,13 @@ def test_import_bad_input(tmp_path: Path, author: User) -> None:
     bad.write_text("---\n- a list\n---\nbody\n")
     with pytest.raises(SpecInputError, match="front matter must be a mapping"):
         services.spec_import(path=bad, by=author)
+    bad.write_text("---\nname: frontonly\n# Guide\n\nWrite it.\n")
+    with pytest.raises(SpecInputError, match=r"bad.md:1: front matter opened by '---' is never closed"):
+        services.spec_import(path=bad, by=author)
+    bad.write_text("---\nname: guide\ntitle: [unclosed\n---\n# Guide\n")
+    with pytest.raises(SpecInputError,
+                       match=r"bad.md:3:17: invalid front matter: while parsing a flow sequence expected ',' or '\]'"):
+        services.spec_import(path=bad, by=author)
     binary = tmp_path / "bin.md"
     binary.write_bytes(b"\xff\xfe\x00bad")
     with pytest.raises(SpecInputError, match="cannot read"):
