@@ -69,20 +69,11 @@ def write_notes(kb: Path, count: int, *, words: int = 40, tag: str = "v1") -> No
         (kb / f"note{i:02d}.txt").write_text(body + "\n")
 
 
-def test_sigkill_mid_transaction_leaves_a_consistent_index_and_rerun_repairs(tmp_path: Path) -> None:
-    env = foundry_env(tmp_path / "home", tmp_path / "kb.sqlite3")
-    migrate(env)
-    kb = tmp_path / "kb"
-    write_notes(kb, 3)
-    assert foundry(env, "ingest", str(kb)).returncode == 0
-    (kb / "note01.txt").write_text("Note 1 v2: pump P1 was replaced by pump P9.\n")
-    (kb / "note05.txt").write_text("Note 5: a new file about valve V5.\n")
-
-    # The driver stops inside the transaction that stores a file: after its chunks,
-    # FTS rows and vectors are written, before the commit. Then it is SIGKILLed.
-    marker = tmp_path / "inside-transaction"
+def ingest_stalled_in_transaction(env: dict[str, str], kb: Path, marker: Path) -> subprocess.Popen[str]:
+    """``foundry ingest kb`` stopped inside the transaction that stores its first file: after the
+    chunks, FTS rows and vectors are written, before the commit. Returns once it is there."""
     driver = (
-        "import os, sys, time, django\n"
+        "import sys, time, django\n"
         "django.setup()\n"
         "from sources import vectorstore\n"
         "real = vectorstore.vectors_insert\n"
@@ -95,13 +86,28 @@ def test_sigkill_mid_transaction_leaves_a_consistent_index_and_rerun_repairs(tmp
         f"{CLI}\n"
     )
     proc = subprocess.Popen([sys.executable, "-c", driver, str(kb)], env=env, cwd=REPO,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 600
+    while not marker.exists():
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            raise AssertionError(f"the ingest never reached the transaction: {proc.communicate()[1]}")
+        time.sleep(0.2)
+    return proc
+
+
+def test_sigkill_mid_transaction_leaves_a_consistent_index_and_rerun_repairs(tmp_path: Path) -> None:
+    env = foundry_env(tmp_path / "home", tmp_path / "kb.sqlite3")
+    migrate(env)
+    kb = tmp_path / "kb"
+    write_notes(kb, 3)
+    assert foundry(env, "ingest", str(kb)).returncode == 0
+    (kb / "note01.txt").write_text("Note 1 v2: pump P1 was replaced by pump P9.\n")
+    (kb / "note05.txt").write_text("Note 5: a new file about valve V5.\n")
+
+    # Stopped inside the transaction that stores a file, then SIGKILLed.
+    proc = ingest_stalled_in_transaction(env, kb, tmp_path / "inside-transaction")
     try:
-        deadline = time.monotonic() + 600
-        while not marker.exists():
-            assert proc.poll() is None, "the ingest ended before it reached the transaction"
-            assert time.monotonic() < deadline, "the ingest never reached the transaction"
-            time.sleep(0.2)
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(timeout=30)
     finally:
@@ -127,28 +133,8 @@ def test_sigterm_mid_ingest_fails_the_job_with_a_reason_and_retry_does_the_rest(
     migrate(env)
     kb = tmp_path / "kb"
     write_notes(kb, 3)
-    marker = tmp_path / "inside-transaction"
-    driver = (  # as above: stop inside the transaction storing the first file, then SIGTERM
-        "import sys, time, django\n"
-        "django.setup()\n"
-        "from sources import vectorstore\n"
-        "real = vectorstore.vectors_insert\n"
-        "def stall(model, rows):\n"
-        "    real(model, rows)\n"
-        f"    open({str(marker)!r}, 'w').close()\n"
-        "    time.sleep(600)\n"
-        "vectorstore.vectors_insert = stall\n"
-        "sys.argv = ['foundry', 'ingest', sys.argv[1]]\n"
-        f"{CLI}\n"
-    )
-    proc = subprocess.Popen([sys.executable, "-c", driver, str(kb)], env=env, cwd=REPO,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = ingest_stalled_in_transaction(env, kb, tmp_path / "inside-transaction")
     try:
-        deadline = time.monotonic() + 600
-        while not marker.exists():
-            assert proc.poll() is None, "the ingest ended before it reached the transaction"
-            assert time.monotonic() < deadline, "the ingest never reached the transaction"
-            time.sleep(0.2)
         os.kill(proc.pid, signal.SIGTERM)
         _, stderr = proc.communicate(timeout=60)
     finally:
