@@ -23,7 +23,7 @@ from foundry_site.cli.display import safe, safe_text
 from foundry_site.text import TextRejected, user_text
 from generation import audit
 from generation.context import chunk_budget, context_build
-from generation.grounding import REFUSAL, Grounded, unfinished_cut
+from generation.grounding import REFUSAL, Grounded, reply_text
 from generation.support import Grounder
 from retrieval.models import QueryLog
 from retrieval.services.conflicts import conflict_format
@@ -192,10 +192,7 @@ def _answer_from(retrieval: Retrieval, *, run_id: str, model: str, progress: Pro
     answer.timings["generate"] = round((time.perf_counter() - start) * 1000, 1)
     progress("checking")
     start = time.perf_counter()
-    text = reply.text
-    if reply.completion_tokens >= settings.FOUNDRY.generation.max_answer_tokens:
-        text = unfinished_cut(text)  # cut off at the limit: its last sentence is a fragment
-    grounded = Grounder(included).ground(text)
+    grounded = Grounder(included).ground(reply_text(reply, settings.FOUNDRY.generation.max_answer_tokens))
     answer.timings["grounding"] = round((time.perf_counter() - start) * 1000, 1)
     answer.grounding = grounded.audit(reply.text)
     return _classify(answer, grounded, included)

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import random
 import re
-import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field

@@ -16,8 +16,12 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from retrieval.search import STOPWORDS
+
+if TYPE_CHECKING:
+    from foundry_site.llm import Completion
 
 REFUSAL = "The indexed documentation does not contain this information."
 MIN_LEXICAL = 0.5
@@ -65,6 +69,11 @@ class Grounded:
 
 
 _FINISHED = re.compile(r"[.!?][\"')\]]*(?:\s*\[[^\]\n]{1,40}\])*(?=\s|$)")
+
+
+def reply_text(reply: Completion, max_tokens: int) -> str:
+    """The model's reply to ground: without its last, unfinished sentence when the token limit cut it off."""
+    return unfinished_cut(reply.text) if reply.completion_tokens >= max_tokens else reply.text
 
 
 def unfinished_cut(text: str) -> str:

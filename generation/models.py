@@ -30,6 +30,9 @@ class GenerationRun(models.Model):
     conflicts = models.JSONField(default=list, editable=False)
     output_path = models.CharField(max_length=1024, blank=True, editable=False)
     coverage = models.FloatField(null=True, blank=True, editable=False)
+    low_confidence = models.BooleanField(default=False, editable=False,
+                                         help_text="Coverage was below generation.min_coverage when the document was "
+                                                   "written: the document says so under its title.")
     grounding = models.JSONField(default=dict, blank=True, editable=False,
                                  help_text="What the model wrote and the grounding check's verdict on each sentence "
                                            "(unsupported ones were left out of the document).")
@@ -53,8 +56,3 @@ class GenerationRun(models.Model):
 
     def __str__(self) -> str:
         return f"Run {self.pk}: {self.topic[:60]}"
-
-    @property
-    def low_confidence(self) -> bool:
-        """Coverage below ``generation.min_coverage``: the document says so under its title."""
-        return self.coverage is not None and self.coverage < settings.FOUNDRY.generation.min_coverage

@@ -164,8 +164,8 @@ def generation_run_store(*, result: dict[str, Any]) -> bool:
         if run is None:
             logger.info("generation run %s already finished or gone; result dropped", run_id)
             return False
-        checked = {key: result[key] for key in ("sentences_total", "sentences_kept", "coverage", "grounding")
-                  if key in result}
+        checked = {key: result[key] for key in ("sentences_total", "sentences_kept", "coverage", "low_confidence",
+                                                "grounding") if key in result}
         if result["status"] == "generated":
             write_atomic(Path(run.output_path), result["document"])
             status, error = GenerationRun.Status.SUCCEEDED, None
@@ -244,9 +244,7 @@ def _compute(payload: dict[str, Any], progress: Progress, fields: dict[str, Any]
                          purpose="generate", model=payload["model"], max_tokens=payload["max_tokens"],
                          temperature=payload["temperature"])
     fields["timings"]["generate"] = round((time.perf_counter() - start) * 1000, 1)
-    text = reply.text
-    if reply.completion_tokens >= payload["max_tokens"]:  # cut off at the limit: its last sentence is a fragment
-        text = grounding.unfinished_cut(text)
+    text = grounding.reply_text(reply, payload["max_tokens"])
     progress("grounding")
     start = time.perf_counter()
     passages = payload["passages"]
@@ -258,7 +256,8 @@ def _compute(payload: dict[str, Any], progress: Progress, fields: dict[str, Any]
     if not grounded.supported:
         raise GenerationError("The grounding check removed every sentence the model wrote; no document was written.")
     document = footnotes_render(grounded.text, {p["label"]: p["footnote"] for p in passages}, title=payload["topic"])
-    if grounded.coverage is not None and grounded.coverage < payload["min_coverage"]:
+    fields["low_confidence"] = grounded.coverage is not None and grounded.coverage < payload["min_coverage"]
+    if fields["low_confidence"]:
         document = low_coverage_note(document, kept=grounded.supported, total=grounded.total)
     return document
 

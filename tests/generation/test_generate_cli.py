@@ -3,6 +3,7 @@ from __future__ import annotations
 import io
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -10,6 +11,7 @@ from django.contrib.auth.models import Permission, User
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
+from foundry_site.config import FoundryConfig
 from generation.models import GenerationRun
 from sources.services.ingest import knowledge_base_ingest
 from specs import services
@@ -80,7 +82,8 @@ def test_a_reply_cut_at_the_token_limit_loses_its_unfinished_sentence(ready: Scr
     assert GenerationRun.objects.latest("pk").sentences_total == 2
 
 
-def test_a_document_mostly_removed_by_grounding_says_so(ready: ScriptedLLM, tmp_path: Path) -> None:
+def test_a_document_mostly_removed_by_grounding_says_so(ready: ScriptedLLM, tmp_path: Path,
+                                                        foundry_config: Callable[..., FoundryConfig]) -> None:
     ready.reply = lambda m: REPLY.rstrip() + " The bus also powers the coffee machine on the second floor."
     out = tmp_path / "guide.md"
     text = run("generate", "--topic", "sensors on the RS-485 bus", "--output", str(out))
@@ -90,6 +93,8 @@ def test_a_document_mostly_removed_by_grounding_says_so(ready: ScriptedLLM, tmp_
     assert "coffee" not in document
     low = json.loads(run("generate", "--topic", "sensors on the RS-485 bus", "--output", str(out), "--yes", "--json"))
     assert low["coverage"] == 0.5 and low["low_confidence"] is True
+    foundry_config(generation={"min_coverage": 0.4})
+    assert GenerationRun.objects.get(pk=low["run_id"]).low_confidence  # as the run decided, whatever the settings now
 
     ready.reply = lambda m: REPLY
     good = json.loads(run("generate", "--topic", "sensors on the RS-485 bus", "--output", str(out), "--yes", "--json"))

@@ -2,8 +2,9 @@ from __future__ import annotations
 
 import pytest
 
-from generation.grounding import (REFUSAL, citation_ids, ground, number_contexts, numbers_supported, split_sentences,
-                                  unfinished_cut)
+from foundry_site.llm import Completion
+from generation.grounding import (REFUSAL, citation_ids, ground, number_contexts, numbers_supported, reply_text,
+                                  split_sentences, unfinished_cut)
 
 PASSAGES = {
     "S1": "The gateway accepts a main input of 12 to 24 V DC through terminal X1.",
@@ -109,3 +110,11 @@ def test_number_contexts_and_a_bare_number() -> None:
 ])
 def test_unfinished_cut_keeps_up_to_the_last_finished_sentence(text: str, kept: str) -> None:
     assert unfinished_cut(text) == kept
+
+
+def test_reply_text_cuts_only_a_reply_the_token_limit_ended() -> None:
+    def reply(tokens: int) -> Completion:
+        return Completion(text="A is B [S1]. The default", model="m", prompt_tokens=1, completion_tokens=tokens, cost=0)
+
+    assert reply_text(reply(64), 64) == "A is B [S1]."
+    assert reply_text(reply(63), 64) == "A is B [S1]. The default"  # the model stopped: grounding alone decides

@@ -9,6 +9,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -35,17 +36,29 @@ GOOD = {"good.md": "# Pumps\n\nThe pump P1 delivers 40 litres per minute at 3 ba
         "notes.txt": "Valve V2 must be serviced every 500 operating hours.\n"}
 
 
+def ingest_exit(kb: Path, *args: str) -> tuple[int, str]:
+    """Run ``foundry ingest`` on the folder: its exit code and output."""
+    out = io.StringIO()
+    try:
+        call_command("foundry", "ingest", str(kb), *args, stdout=out)
+    except SystemExit as exc:
+        return int(exc.code), out.getvalue()
+    return 0, out.getvalue()
+
+
 def ingest_cli(kb: Path) -> dict[str, dict[str, Any]]:
     """Run ``foundry ingest --json`` on the folder; the per-file rows by path."""
-    out = io.StringIO()
-    call_command("foundry", "ingest", str(kb), "--json", stdout=out)
-    return {row["path"]: row for row in json.loads(out.getvalue())["files"]}
+    code, out = ingest_exit(kb, "--json")
+    rows = {row["path"]: row for row in json.loads(out)["files"]}
+    assert code == (1 if any(row["status"] == "failed" for row in rows.values()) else 0)  # a script sees a failure
+    return rows
 
 
 def ingest_table(kb: Path) -> str:
-    out = io.StringIO()
-    call_command("foundry", "ingest", str(kb), stdout=out)
-    return out.getvalue()
+    code, out = ingest_exit(kb)
+    failed = int(re.search(r"^  failed +(\d+)$", out, re.MULTILINE).group(1))
+    assert code == (1 if failed else 0)
+    return out
 
 
 @pytest.fixture
