@@ -225,7 +225,7 @@ def _classify(answer: Answer, grounded: Grounded, included: list[Candidate]) -> 
 def withheld_text(included: list[Candidate]) -> str:
     """The answer when grounding removed every sentence: the sources held passages, the model's
     reading of them was not supported, so say that (not "no information") and name the passages."""
-    found = "; ".join(f"{c.label} {c.chunk.source.path}"
+    found = "; ".join(f"{c.label} {c.chunk.source.name}"
                       + (f", p. {c.chunk.page_start}" if c.chunk.page_start else "")
                       + f", lines {c.chunk.line_start}-{c.chunk.line_end}" for c in included)
     return f"{WITHHELD} Passages found: {found}."
@@ -233,7 +233,7 @@ def withheld_text(included: list[Candidate]) -> str:
 
 def citation(candidate: Candidate) -> dict:
     chunk = candidate.chunk
-    return {"id": candidate.label, "chunk_id": chunk.pk, "source": chunk.source.path, "title": chunk.source.title,
+    return {"id": candidate.label, "chunk_id": chunk.pk, "source": chunk.source.name, "title": chunk.source.title,
             "heading": chunk.heading, "page": chunk.page_start, "lines": [chunk.line_start, chunk.line_end],
             "score": round(candidate.score, 4), "text": chunk.text}
 

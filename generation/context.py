@@ -18,7 +18,7 @@ def fence_escape(text: str) -> str:
 def passage_block(candidate: Candidate) -> str:
     chunk = candidate.chunk
     # The label line is document text too: headings and file names come from the source.
-    return fence_escape(f"[{candidate.label}] {chunk.source.path}, {chunk.location}\n{chunk.text}")
+    return fence_escape(f"[{candidate.label}] {chunk.source.name}, {chunk.location}\n{chunk.text}")
 
 
 @dataclass(frozen=True)

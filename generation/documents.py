@@ -101,7 +101,7 @@ def _summaries(candidates: list[Candidate], limit: int) -> str:
     order = list(dict.fromkeys(c.chunk.source_id for c in candidates))[:limit]
     found = {s.source_id: s for s in SourceSummary.objects.filter(source_id__in=order).select_related("source")}
     # Summaries are model output about document text, so they may carry its injections too.
-    return "\n".join(fence_escape(f"- {found[sid].source.path}: {' '.join(found[sid].text.split())}")
+    return "\n".join(fence_escape(f"- {found[sid].source.name}: {' '.join(found[sid].text.split())}")
                      for sid in order if sid in found)
 
 
@@ -257,7 +257,7 @@ def low_coverage_note(document: str, *, kept: int, total: int) -> str:
 def footnote_text(candidate: Candidate) -> str:
     """``datasheet.pdf §3.2 Power, p. 7, lines 4-15`` (seed 000 style)."""
     chunk = candidate.chunk
-    parts = [chunk.source.path + (f" §{chunk.heading.split(' > ')[-1]}" if chunk.heading else "")]
+    parts = [chunk.source.name + (f" §{chunk.heading.split(' > ')[-1]}" if chunk.heading else "")]
     if chunk.page_start:
         parts.append(f"p. {chunk.page_start}")
     parts.append(f"lines {chunk.line_start}-{chunk.line_end}")

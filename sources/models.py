@@ -1,9 +1,24 @@
 """Sources (one row per file), their chunks and summaries, and collections."""
 from __future__ import annotations
 
+from pathlib import PurePosixPath
+
 from django.conf import settings
 from django.db import models
 from django.utils import timezone
+
+
+def cited_names(path: str, roots: list[str]) -> dict[str, str]:
+    """How citations name the sources at ``path`` under each of ``roots``: the path alone when one folder has
+    it; otherwise, in front of it, the fewest trailing folder names of each root that tell them apart."""
+    if len(roots) < 2:
+        return {root: path for root in roots}
+    parts = {root: PurePosixPath(root).parts[1:] for root in roots}
+    for depth in range(1, max(len(p) for p in parts.values()) + 1):
+        prefix = {root: "/".join(p[-depth:]) for root, p in parts.items()}
+        if len(set(prefix.values())) == len(roots):
+            break
+    return {root: f"{prefix[root]}/{path}" if prefix[root] else f"/{path}" for root in roots}
 
 
 class Collection(models.Model):
@@ -35,6 +50,9 @@ class Source(models.Model):
     collection = models.ForeignKey(Collection, on_delete=models.PROTECT, related_name="sources")
     root = models.CharField(max_length=1024, editable=False, help_text="Absolute folder the path is relative to.")
     path = models.CharField(max_length=1024, editable=False)
+    name = models.CharField(max_length=2048, editable=False,
+                            help_text="How citations name the file: its path, with the folder it was ingested from "
+                                      "in front while another folder has a file at the same path.")
     title = models.CharField(max_length=500, blank=True)
     kind = models.CharField(max_length=8, choices=Kind.choices, blank=True)
     sha256 = models.CharField(max_length=64, blank=True, editable=False)
@@ -54,10 +72,16 @@ class Source(models.Model):
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["root", "path"], name="source_unique_root_path")]
-        indexes = [models.Index(fields=["status"]), models.Index(fields=["collection", "status"])]
+        indexes = [models.Index(fields=["status"]), models.Index(fields=["collection", "status"]),
+                   models.Index(fields=["path"])]
 
     def __str__(self) -> str:
         return self.path
+
+    def save(self, *args, **kwargs) -> None:
+        if not self.name:  # a path no other folder has; ingest qualifies it when one does (source_names_refresh)
+            self.name = self.path
+        super().save(*args, **kwargs)
 
     @property
     def absolute_path(self) -> str:

@@ -100,7 +100,7 @@ def _dry_run(topic: str, spec: SpecText, scope: list[int] | None, out: TextIO) -
     out.write(f"Retrieval ({r.mode}): gate {'passed' if r.gate.passed else 'REFUSED'}: {r.gate.reason}\n")
     for c in r.candidates:
         ranks = ", ".join(f"{name} #{rank}" for name, rank in c.ranks.items())
-        out.write(f"  [{c.label}] {safe(c.chunk.source.path)}, {safe(c.where)}  similarity {c.score:.2f}  "
+        out.write(f"  [{c.label}] {safe(c.chunk.source.name)}, {safe(c.where)}  similarity {c.score:.2f}  "
                   f"fused {c.fused:.4f}  ({ranks})\n")
     for conflict in r.conflicts:
         out.write("\n" + conflict_format(conflict.as_dict()) + "\n")

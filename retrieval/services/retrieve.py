@@ -42,7 +42,7 @@ class Candidate:
         return self.chunk.location
 
     def as_dict(self) -> dict:
-        return {"id": self.label, "chunk_id": self.chunk.pk, "source": self.chunk.source.path,
+        return {"id": self.label, "chunk_id": self.chunk.pk, "source": self.chunk.source.name,
                 "title": self.chunk.source.title, "heading": self.chunk.heading,
                 "page": self.chunk.page_start, "lines": [self.chunk.line_start, self.chunk.line_end],
                 "score": round(self.score, 4), "fused": round(self.fused, 6), "ranks": self.ranks,
@@ -215,4 +215,4 @@ def _apply_relevance(result: Retrieval, model: str, threshold: float) -> None:
 
 
 def passages(candidates: list[Candidate]) -> list[Passage]:
-    return [Passage(c.label, c.chunk.source.path, c.where, c.chunk.text) for c in candidates]
+    return [Passage(c.label, c.chunk.source.name, c.where, c.chunk.text) for c in candidates]

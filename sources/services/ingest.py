@@ -32,7 +32,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from foundry_site import llm
-from sources.models import Chunk, Collection, Source, SourceSummary
+from sources.models import Chunk, Collection, Source, SourceSummary, cited_names
 from sources.services import collections, enrich
 from sources.services.chunking_settings import chunking_configured, chunking_of, rechunk_reason
 from sources.services.chunking import ChunkDraft, chunk_blocks, chunk_windows
@@ -435,7 +435,9 @@ def _store(*, root: str, rel: str, collection_id: int, digest: str, data_size: i
     with transaction.atomic():
         vectorstore.ensure_table(model, len(prepared.vectors[0]))
         vectorstore.ensure_windows_table(model, len(prepared.vectors[0]))
-        source, _ = Source.objects.get_or_create(root=root, path=rel, defaults={"collection_id": collection_id})
+        source, created = Source.objects.get_or_create(root=root, path=rel, defaults={"collection_id": collection_id})
+        if created:
+            source_names_refresh(rel)
         old_ids = list(source.chunks.values_list("id", flat=True))
         vectorstore.vectors_delete(old_ids)
         source.chunks.all().delete()
@@ -478,6 +480,8 @@ def source_mark_failed(*, root: str, rel: str, collection_id: int, reason: str, 
     with transaction.atomic():
         source, created = Source.objects.get_or_create(
             root=root, path=rel, defaults={"collection_id": collection_id, "kind": kind_of(Path(rel)) or ""})
+        if created:
+            source_names_refresh(rel)
         kept = source.chunk_count if not created else 0
         note = f"{reason} (the previously ingested version stays indexed)" if kept else reason
         Source.objects.filter(pk=source.pk).update(status=Source.Status.FAILED, reason=note, updated_at=now,
@@ -486,9 +490,19 @@ def source_mark_failed(*, root: str, rel: str, collection_id: int, reason: str, 
     return FileResult(rel, "failed", reason, 0)
 
 
+def source_names_refresh(path: str) -> None:
+    """Name the sources at ``path`` as citations show them (``cited_names``), inside the caller's transaction."""
+    pk_of = dict(Source.objects.filter(path=path).values_list("root", "pk"))
+    for root, name in cited_names(path, list(pk_of)).items():
+        Source.objects.filter(pk=pk_of[root]).exclude(name=name).update(name=name)
+
+
 def source_delete(*, source_id: int) -> None:
     """Remove a source with its chunks, FTS rows, vectors and summary, in one transaction."""
     with transaction.atomic():
         ids = list(Chunk.objects.filter(source_id=source_id).values_list("id", flat=True))
         vectorstore.vectors_delete(ids)
+        paths = list(Source.objects.filter(pk=source_id).values_list("path", flat=True))
         Source.objects.filter(pk=source_id).delete()
+        for path in paths:
+            source_names_refresh(path)

@@ -6,9 +6,12 @@ from pathlib import Path
 
 import pytest
 from django.db import connection
+from django.db.migrations.executor import MigrationExecutor
 
 from sources import vectorstore
-from sources.models import Chunk, Source, SourceSummary
+from generation.documents import footnote_text
+from retrieval.services.retrieve import retrieve
+from sources.models import Chunk, Source, SourceSummary, cited_names
 from sources.services.chunking import chunk_windows
 from sources.services.ingest import knowledge_base_ingest, source_delete
 from tests.conftest import ScriptedLLM, make_pdf
@@ -333,3 +336,43 @@ def test_export_documents_csv(kb: Path, tmp_path: Path) -> None:
     from django.core.management import CommandError
     with pytest.raises(CommandError, match="--collection: no collection named 'nope'"):
         call_command("foundry", "export", str(out), "--collection", "nope", stdout=io.StringIO())
+
+
+def test_cited_names_qualify_a_path_only_while_another_folder_has_it() -> None:
+    assert cited_names("manual.md", ["/data/a"]) == {"/data/a": "manual.md"}
+    assert cited_names("manual.md", ["/data/a", "/data/b"]) == {"/data/a": "a/manual.md", "/data/b": "b/manual.md"}
+    assert cited_names("x/m.md", ["/one/docs", "/two/docs", "/"]) == {
+        "/one/docs": "one/docs/x/m.md", "/two/docs": "two/docs/x/m.md", "/": "/x/m.md"}
+
+
+def test_same_file_name_in_two_folders_is_cited_with_its_folder(tmp_path: Path) -> None:
+    for product, sensors in (("ax100", 4), ("ax200", 8)):
+        (tmp_path / product).mkdir()
+        (tmp_path / product / "manual.md").write_text(f"# Manual\n\n## Bus\n\nUp to {sensors} sensors on the bus.\n")
+    knowledge_base_ingest(target=tmp_path / "ax100")
+    assert Source.objects.get().name == "manual.md"
+    knowledge_base_ingest(target=tmp_path / "ax200")
+    assert set(Source.objects.values_list("name", flat=True)) == {"ax100/manual.md", "ax200/manual.md"}
+    found = retrieve(question="How many sensors on the bus?", collection_ids=None).candidates
+    cited = {c.as_dict()["source"]: c.chunk.text for c in found}
+    assert "4 sensors" in cited["ax100/manual.md"] and "8 sensors" in cited["ax200/manual.md"]
+    assert {footnote_text(c).split(" §")[0] for c in found} == {"ax100/manual.md", "ax200/manual.md"}
+
+    (tmp_path / "ax200" / "manual.md").unlink()
+    knowledge_base_ingest(target=tmp_path / "ax200")
+    assert list(Source.objects.values_list("name", flat=True)) == ["manual.md"]  # unambiguous again
+
+
+@pytest.mark.django_db(transaction=True)
+def test_migration_names_the_sources_already_ingested() -> None:
+    executor = MigrationExecutor(connection)
+    executor.migrate([("sources", "0004_json_reextract")])
+    try:
+        apps = executor.loader.project_state([("sources", "0004_json_reextract")]).apps
+        collection = apps.get_model("sources", "Collection").objects.create(name="old")
+        for root, path in (("/kb/ax100", "manual.md"), ("/kb/ax200", "manual.md"), ("/kb/ax200", "notes.txt")):
+            apps.get_model("sources", "Source").objects.create(collection=collection, root=root, path=path)
+    finally:
+        executor = MigrationExecutor(connection)
+        executor.migrate(executor.loader.graph.leaf_nodes())
+    assert sorted(Source.objects.values_list("name", flat=True)) == ["ax100/manual.md", "ax200/manual.md", "notes.txt"]
