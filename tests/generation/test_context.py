@@ -6,7 +6,7 @@ from generation.context import chunk_budget, context_build, fence_escape
 
 
 def candidate(label: str, text: str) -> SimpleNamespace:
-    chunk = SimpleNamespace(text=text, location="lines 1-2", source=SimpleNamespace(path="doc.md"))
+    chunk = SimpleNamespace(text=text, location="lines 1-2", source=SimpleNamespace(name="doc.md"))
     return SimpleNamespace(label=label, chunk=chunk)
 
 
