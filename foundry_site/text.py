@@ -4,6 +4,7 @@ from __future__ import annotations
 import re
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
+_CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")  # control characters but tab and line breaks
 
 
 class TextRejected(ValueError):
@@ -18,8 +19,8 @@ def unpaired_surrogates(text: str) -> bool:
 
 
 def user_text(value: str, *, what: str, max_chars: int, collapse: bool = True) -> str:
-    """``value`` with NUL bytes turned into spaces and outer whitespace stripped
-    (``collapse``: every run of whitespace becomes one space).
+    """``value`` with control characters (NUL, escape, bell …; not tabs and line breaks) turned into spaces
+    and outer whitespace stripped (``collapse``: every run of whitespace becomes one space).
 
     Raises ``TextRejected`` naming ``what`` when the result is empty, longer than
     ``max_chars``, or not valid Unicode.
@@ -27,7 +28,7 @@ def user_text(value: str, *, what: str, max_chars: int, collapse: bool = True) -
     if unpaired_surrogates(value):
         raise TextRejected(f"the {what} contains characters that are not valid Unicode (unpaired surrogates, "
                            "e.g. from bytes that are not UTF-8)")
-    text = value.replace("\x00", " ")
+    text = _CONTROL.sub(" ", value)
     text = " ".join(text.split()) if collapse else text.strip()
     if not text:
         raise TextRejected(f"the {what} is empty")

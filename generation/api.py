@@ -8,7 +8,6 @@ Domain errors become status codes in ``foundry_site/api.py``: 400 bad question,
 from django.db.models import QuerySet
 from django.http import FileResponse, HttpRequest
 from django.shortcuts import get_object_or_404
-from django.urls import reverse
 from ninja import Router
 from ninja.errors import HttpError
 from ninja.pagination import paginate
@@ -52,9 +51,7 @@ def list_runs(request: HttpRequest) -> QuerySet[GenerationRun]:
 @router.get("/runs/{run_id}", response={200: RunOut, **ERRORS})
 def get_run(request: HttpRequest, run_id: RowId) -> GenerationRun:
     """Status, stage, conflicts and coverage of one run; ``download`` is set once the document can be fetched."""
-    run = get_object_or_404(selectors.visible_runs(request.auth), pk=run_id)
-    run.download = reverse("api:run_download", args=[run.pk]) if selectors.run_output_file(run) else None
-    return run
+    return get_object_or_404(selectors.visible_runs(request.auth), pk=run_id)
 
 
 @router.get("/runs/{run_id}/download", response={200: None, **ERRORS}, url_name="run_download")

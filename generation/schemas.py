@@ -4,9 +4,12 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Literal
 
+from django.urls import reverse
 from ninja import Field, Schema
 
 from foundry_site.schemas import InputSchema
+from generation.models import GenerationRun
+from generation.selectors import run_output_file
 
 
 class QueryIn(InputSchema):
@@ -80,3 +83,8 @@ class RunOut(Schema):
     conflicts: list[ConflictOut]
     error: dict | None
     download: str | None = None
+
+    @staticmethod
+    def resolve_download(obj: GenerationRun) -> str | None:
+        """Set once the document can be fetched, in a list as on its own."""
+        return reverse("api:run_download", args=[obj.pk]) if run_output_file(obj) else None

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -48,7 +49,7 @@ HOSTILE = {
     "nul-bytes": "sensors\x00 on the\x00 bus",
 }
 TOO_LONG = "sensor " * 15_000  # 105 KB
-EMPTY = {"empty": "", "blank": "  \t\n  ", "only-nul": "\x00\x00"}
+EMPTY = {"empty": "", "blank": "  \t\n  ", "only-nul": "\x00\x00", "only-control": "\x00\x01\x07\x1b\x7f\x85"}
 # What a terminal's invalid UTF-8 becomes in sys.argv (surrogateescape), or a JSON "\ud800".
 UNPAIRED = "sensors \udcff on the \ud800 bus"
 
@@ -109,7 +110,7 @@ def test_hostile_question_is_answered_through_the_api(ready: User, question: str
     body = response.json()
     assert body["answer_class"] in ("normal", "low_confidence", "no_evidence") and body["answer"]
     row = QueryLog.objects.get(pk=body["query_id"])
-    assert row.question == " ".join(question.replace("\x00", " ").split())
+    assert row.question == " ".join(re.sub("[\x00-\x1f\x7f-\x9f]", " ", question).split())  # control chars: spaces
     assert {c["source"] for c in body["citations"]} <= {"manual.md"}
 
 

@@ -199,6 +199,7 @@ def test_api_generate_poll_download(ready: ScriptedLLM, people: dict,
     assert file.status_code == 200 and b"[^1]" in b"".join(file.streaming_content)
     listing = alice.get("/api/v1/runs").json()
     assert listing["count"] == 1 and listing["items"][0]["id"] == run_id
+    assert listing["items"][0]["download"] == run["download"]  # in the list as on its own
     bob = api("bob")
     assert bob.get(f"/api/v1/runs/{run_id}").status_code == 404
     assert bob.get(f"/api/v1/runs/{run_id}/download").status_code == 404
