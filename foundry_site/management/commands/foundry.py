@@ -4,9 +4,11 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from django.conf import settings
 from django.core.checks.registry import registry as check_registry
 from django.core.management.base import BaseCommand, CommandError
-from django.db import DatabaseError
+from django.db import DatabaseError, connection
+from django.db.migrations.executor import MigrationExecutor
 
 from foundry_site.cli.display import TerminalSafe, database_error_message, safe_text
 from foundry_site.cli import collections, evaluate, generate, ingest, jobs, query, serve, specs, tokens
@@ -20,6 +22,14 @@ COMMAND_MODULES = [ingest, query, generate, specs, tokens, collections, jobs, se
 SEARCHING_COMMANDS = {"query", "generate", "serve"}
 
 
+def migrations_pending() -> tuple[list[str], int]:
+    """Migrations not applied to the default database, and how many are."""
+    executor = MigrationExecutor(connection)
+    return ([f"{migration.app_label}.{migration.name}"
+             for migration, _ in executor.migration_plan(executor.loader.graph.leaf_nodes())],
+            len(executor.loader.applied_migrations))
+
+
 class Command(BaseCommand):
     help = "Foundry: a source-bounded knowledge base."
 
@@ -31,6 +41,13 @@ class Command(BaseCommand):
             module.add_parsers(sub)
 
     def execute(self, *args: Any, **options: Any) -> Any:
+        pending, applied = migrations_pending()
+        if pending:  # the code expects tables and columns this database does not have (yet)
+            state = (f"needs {len(pending)} migration(s) this version brings ({', '.join(pending[:3])}"
+                     f"{', …' if len(pending) > 3 else ''})" if applied else "is not set up")
+            raise CommandError(f"The knowledge base {settings.DATABASES['default']['NAME']} {state}: run "
+                               "`.venv/bin/python manage.py migrate` with the same FOUNDRY_HOME first "
+                               "(`make run` does it for the default home).")
         if options.get("command") not in SEARCHING_COMMANDS:
             self.requires_system_checks = sorted(check_registry.tags_available() - {INDEX_TAG})
         return super().execute(*args, **options)
