@@ -8,6 +8,7 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 
 from sources.models import Chunk, Source
+from sources.services.ingest import knowledge_base_ingest
 from sources.services.uploads import (UploadExists, UploadRejected, UploadTooLarge, source_remove, source_upload,
                                       upload_check, upload_filename)
 from tests.conftest import World, make_pdf
@@ -83,6 +84,22 @@ def test_duplicate_name_is_refused_unless_replaced(world: World, settings: Any) 
     assert second.replaced and second.result.status == "ingested" and second.source.pk == first.source.pk
     assert Chunk.objects.filter(source=second.source, text__contains="two").exists()
     assert not Chunk.objects.filter(source=second.source, text__contains="one").exists()
+
+
+def test_name_of_a_file_ingested_from_a_folder_is_refused_even_with_replace(world: World, settings: Any,
+                                                                            tmp_path: Path) -> None:
+    coll = world.collections["alpha"]
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "n.txt").write_text("The folder's notes.\n")
+    knowledge_base_ingest(target=tmp_path / "docs", collection="alpha")
+    for replace in (False, True):
+        with pytest.raises(UploadExists, match=f"n.txt is already in collection alpha, ingested from the folder "
+                                               f"{tmp_path / 'docs'}; give the upload another name"):
+            source_upload(collection=coll, upload=upload("n.txt", b"Other notes.\n"), replace=replace)
+    assert list(Source.objects.filter(path="n.txt").values_list("root", flat=True)) == [str(tmp_path / "docs")]
+    assert not (Path(settings.MEDIA_ROOT) / "alpha" / "n.txt").exists()
+    other = source_upload(collection=world.collections["beta"], upload=upload("n.txt", b"Beta's own notes.\n"))
+    assert other.result.status == "ingested"  # another collection's name is its own
 
 
 def test_rejected_upload_stores_nothing(world: World, settings: Any, foundry_config: Callable[..., Any]) -> None:
