@@ -251,10 +251,12 @@ def is_eager() -> bool:
 
 @dataclass(frozen=True)
 class StaleSweep:
-    """A run model the sweeper watches, and how to put one of its runs back on the queue."""
+    """A run model the sweeper watches, how to put one of its runs back on the queue, and what to tell the
+    workers when it fails one (so the messages still queued for it are dropped, not computed for nothing)."""
 
     model: type[models.Model]
     requeue: Callable[[int], None] | None
+    failed: Callable[[int], None] | None = None
 
 
 @dataclass(frozen=True)
@@ -268,13 +270,15 @@ class SweepAction:
 _SWEEPS: dict[str, StaleSweep] = {}
 
 
-def register_stale_sweep(model: type[models.Model], requeue: Callable[[int], None] | None) -> None:
+def register_stale_sweep(model: type[models.Model], requeue: Callable[[int], None] | None,
+                         failed: Callable[[int], None] | None = None) -> None:
     """Let the sweeper watch ``model``. Called once per model from an app's ``ready()``.
 
     ``requeue(run_id)`` puts a stale run (already set back to pending) on the queue
     again; with ``None`` a stale run is failed at once (for runs not worth redoing).
+    ``failed(run_id)`` is called after the sweeper failed a run.
     """
-    _SWEEPS[model._meta.label] = StaleSweep(model, requeue)
+    _SWEEPS[model._meta.label] = StaleSweep(model, requeue, failed)
 
 
 def stale_runs_sweep(*, stale_after: timedelta | None = None, max_attempts: int | None = None) -> list[SweepAction]:
@@ -312,6 +316,8 @@ def _sweep_model(sweep: StaleSweep, *, stale_after: timedelta, max_attempts: int
                       "(worker lost, or no worker serves its queue)")
             if claim.update(status=status.FAILED, error=_error_value(model, reason), finished_at=timezone.now()):
                 logger.warning("run failed as stale model=%s id=%s", model._meta.label, run_id)
+                if sweep.failed is not None:
+                    sweep.failed(run_id)
                 actions.append(SweepAction(model._meta.label, run_id, "failed", reason))
             continue
         reason = f"no progress for {idle} s; re-queued"

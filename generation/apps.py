@@ -9,6 +9,12 @@ def _requeue_run(run_id: int) -> None:
     generate_document.delay(run_id)
 
 
+def _run_failed(run_id: int) -> None:
+    from generation.pipeline import generation_run_dropped
+
+    generation_run_dropped(run_id=run_id)
+
+
 class GenerationConfig(AppConfig):
     name = "generation"
 
@@ -18,4 +24,4 @@ class GenerationConfig(AppConfig):
         from foundry_site.jobs import register_stale_sweep
         from generation.models import GenerationRun
 
-        register_stale_sweep(GenerationRun, _requeue_run)
+        register_stale_sweep(GenerationRun, _requeue_run, _run_failed)

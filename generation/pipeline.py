@@ -202,6 +202,11 @@ def _finish(run: GenerationRun, *, status: str, error: dict[str, Any] | None, us
     transaction.on_commit(lambda: jobs.done_mark(_done_key(run_id)))
 
 
+def generation_run_dropped(*, run_id: int) -> None:
+    """The run was failed (stale): a compute worker drops the messages still queued for it."""
+    jobs.done_mark(_done_key(run_id))
+
+
 def _done_key(run_id: int) -> str:
     return f"generation:{run_id}"
 

@@ -9,6 +9,12 @@ def _requeue_ingest_job(job_id: int) -> None:
     ingest_job_enqueue(job_id=job_id)
 
 
+def _ingest_job_failed(job_id: int) -> None:
+    from sources.services.ingest_jobs import ingest_job_dropped
+
+    ingest_job_dropped(job_id=job_id)
+
+
 class SourcesConfig(AppConfig):
     name = "sources"
 
@@ -16,4 +22,4 @@ class SourcesConfig(AppConfig):
         from foundry_site.jobs import register_stale_sweep
         from sources.models import IngestJob
 
-        register_stale_sweep(IngestJob, _requeue_ingest_job)
+        register_stale_sweep(IngestJob, _requeue_ingest_job, _ingest_job_failed)

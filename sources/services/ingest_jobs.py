@@ -196,6 +196,17 @@ def ingest_job_file_prepare(*, root: str, rel: str, job_id: int | None = None) -
     return ingest.source_prepare(root=root, rel=rel)
 
 
+def ingest_job_dropped(*, job_id: int) -> None:
+    """The job was failed (stale): compute workers drop the prepares still queued for its files without a
+    result; ``ingest_job_retry`` clears the marks again."""
+    job = IngestJob.objects.filter(pk=job_id).first()
+    if job is not None:
+        done = _paths_done(job)
+        for rel, _ in job.options["candidates"]:
+            if rel not in done:
+                jobs.done_mark(_file_key(job_id, rel))
+
+
 def _file_key(job_id: int, rel: str) -> str:
     return f"ingest:{job_id}:{hashlib.sha1(rel.encode()).hexdigest()}"
 
@@ -244,12 +255,14 @@ def _append(job: IngestJob, results: list[FileResult], on_file: ProgressFn | Non
     job.chunks_done += sum(r.chunks for r in results if r.status == "ingested")
     job.heartbeat_at = timezone.now()
     fields = ["results", "files_done", "chunks_done", "heartbeat_at"]
-    if job.files_done >= job.files_total and job.status == IngestJob.Status.RUNNING:
+    # A job the sweeper failed finishes too when the work queued before that lands after all.
+    if job.files_done >= job.files_total and job.status in (IngestJob.Status.RUNNING, IngestJob.Status.FAILED):
         removed = _remove_gone(job)
         job.results = [*job.results, *(asdict(r) for r in removed)]
         results = [*results, *removed]
         job.status, job.stage, job.finished_at = IngestJob.Status.SUCCEEDED, IngestJob.Stage.DONE, timezone.now()
-        fields += ["status", "stage", "finished_at"]
+        job.error = ""
+        fields += ["status", "stage", "finished_at", "error"]
         logger.info("ingest job=%s succeeded files=%s chunks=%s", job.pk, job.files_done, job.chunks_done)
     job.save(update_fields=fields)
     if on_file:
@@ -302,7 +315,8 @@ def ingest_job_retry(*, job_id: int) -> IngestJob:
         if not job.is_finished:
             raise JobStateError(f"ingest job {job_id} is {job.status}; only a finished job can be retried")
         keep = [r for r in job.results if r["status"] not in ("failed", "removed")]
-        redo = [r["path"] for r in job.results if r["status"] == "failed"]
+        kept = {r["path"] for r in keep}
+        redo = [rel for rel, _ in job.options["candidates"] if rel not in kept]
         if job.status == IngestJob.Status.SUCCEEDED and len(keep) == job.files_total:
             raise JobStateError(f"ingest job {job_id} succeeded with no failed files; nothing to retry")
         IngestJob.objects.filter(pk=job_id, status=job.status).update(

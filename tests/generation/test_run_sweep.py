@@ -9,6 +9,8 @@ from django.utils import timezone
 from foundry_site.jobs import stale_runs_sweep
 from generation.documents import SpecText, generation_run_create, generation_run_execute
 from generation.models import GenerationRun
+from generation.pipeline import PAYLOAD_VERSION, generation_run_compute
+from tests.broker import broker_mode, redis_flush, redis_or_skip
 from tests.conftest import ScriptedLLM
 
 pytestmark = pytest.mark.django_db
@@ -38,6 +40,19 @@ def test_run_failing_repeatedly_is_failed_with_reason(indexed: Path, tmp_path: P
     stale_runs_sweep(stale_after=timedelta(minutes=5), max_attempts=3)
     run.refresh_from_db()
     assert run.status == "failed" and "no progress" in run.error["message"]
+
+
+@pytest.mark.integration  # a real Redis: where the compute workers read what the sweeper decided
+def test_compute_drops_what_is_still_queued_for_a_run_the_sweeper_failed(indexed: Path, tmp_path: Path,
+                                                                          scripted_llm: ScriptedLLM) -> None:
+    redis_or_skip()
+    run = orphan(tmp_path, attempts=3)  # three claims, each of which queued a compute message
+    with broker_mode():
+        redis_flush()
+        stale_runs_sweep(stale_after=timedelta(minutes=5), max_attempts=3)
+        assert GenerationRun.objects.get(pk=run.pk).status == "failed"
+        late = generation_run_compute(payload={"v": PAYLOAD_VERSION, "run_id": run.pk, "attempt": 3})
+    assert late["status"] == "duplicate" and scripted_llm.calls == []  # no model call for a failed run
 
 
 def test_claim_counts_attempts(indexed: Path, tmp_path: Path, scripted_llm: ScriptedLLM) -> None:

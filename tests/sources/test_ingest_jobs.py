@@ -15,6 +15,7 @@ from foundry_site.jobs import stale_runs_sweep
 from sources.models import Chunk, IngestJob, Source
 from sources.services import ingest, ingest_jobs
 from sources.services.ingest_jobs import JobStateError
+from tests.broker import broker_mode, redis_flush, redis_or_skip
 from tests.sources.test_ingest import index_agrees
 
 pytestmark = pytest.mark.django_db
@@ -165,6 +166,39 @@ def test_sweeper_requeues_then_fails_stale_jobs(kb: Path) -> None:
     assert hopeless.status == IngestJob.Status.FAILED and "no progress for" in hopeless.error
     assert queued.status == IngestJob.Status.PENDING
     index_agrees()
+
+
+@pytest.mark.integration  # a real Redis: where the compute workers read what the sweeper decided
+def test_prepares_still_queued_for_a_job_the_sweeper_failed_are_dropped_until_retry(
+        kb: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    redis_or_skip()
+    write_notes(kb, 2)
+    job = running_job(kb)
+    payload = ingest.source_prepare(root=str(kb), rel="note0.md")
+    ingest_jobs.ingest_job_file_store(job_id=job.pk, rel="note0.md", payload=payload)
+    IngestJob.objects.filter(pk=job.pk).update(attempts=3, heartbeat_at=timezone.now() - timedelta(hours=2))
+    monkeypatch.setattr(ingest_jobs, "ingest_job_enqueue", lambda job_id: None)  # no worker in this test
+    with broker_mode():
+        redis_flush()
+        stale_runs_sweep(stale_after=timedelta(minutes=5), max_attempts=3)
+        assert IngestJob.objects.get(pk=job.pk).status == IngestJob.Status.FAILED
+        late = ingest_jobs.ingest_job_file_prepare(root=str(kb), rel="note1.md", job_id=job.pk)
+        assert late["status"] == "duplicate"  # dropped before any embedding
+        ingest_jobs.ingest_job_retry(job_id=job.pk)
+        again = ingest_jobs.ingest_job_file_prepare(root=str(kb), rel="note1.md", job_id=job.pk)
+    assert again["status"] == "prepared"  # retry lets the file be done again
+
+
+def test_a_late_file_that_completes_a_job_the_sweeper_failed_finishes_it(kb: Path) -> None:
+    write_notes(kb, 1)
+    job = running_job(kb)
+    payload = ingest.source_prepare(root=str(kb), rel="note0.md")  # computed before the sweeper gave up
+    IngestJob.objects.filter(pk=job.pk).update(attempts=3, heartbeat_at=timezone.now() - timedelta(hours=2))
+    stale_runs_sweep(stale_after=timedelta(minutes=5), max_attempts=3)
+    assert IngestJob.objects.get(pk=job.pk).status == IngestJob.Status.FAILED
+    ingest_jobs.ingest_job_file_store(job_id=job.pk, rel="note0.md", payload=payload)
+    job.refresh_from_db()
+    assert job.status == IngestJob.Status.SUCCEEDED and job.error == "" and job.files_done == 1
 
 
 def test_sweeper_waits_while_another_run_progresses(kb: Path) -> None:
