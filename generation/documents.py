@@ -23,7 +23,7 @@ from django.conf import settings
 from foundry_site import llm, prompts
 from foundry_site.text import TextRejected, user_text
 from generation.context import chunk_budget, context_build, fence_escape
-from generation.grounding import Grounded, Sentence
+from generation.grounding import Grounded, Sentence, content_words, split_sentences
 from generation.models import GenerationRun
 from generation.support import Grounder
 from retrieval.services.retrieve import Candidate, Retrieval, retrieve
@@ -33,6 +33,11 @@ logger = logging.getLogger(__name__)
 
 _LIST_PREFIX = re.compile(r"^(\s*(?:[-*+]|\d+[.)])\s+)")
 _MARKER = re.compile(r"\[(S\d+)\]")
+# Markup the model writes although the sources are Markdown or text: ``<<topic>>`` template placeholders,
+# HTML comments, declarations (``<!DOCTYPE …>``, ``<?xml …?>``) and tags (``<p>``, ``</div>``, ``<br/>``).
+_MARKUP = (re.compile(r"<<[^<>\n]*>>"), re.compile(r"<!--.*?(?:-->|$)"), re.compile(r"<[!?][^<>]*>"),
+           re.compile(r"</?[A-Za-z][\w:.-]*(?:\s[^<>]*)?/?>"))
+_HTML_START = re.compile(r"<(?=[A-Za-z/!?])")
 
 
 @dataclass(frozen=True)
@@ -131,39 +136,98 @@ def generation_run_execute(*, run_id: int) -> None:
 
 def ground_markdown(text: str, included: list[Candidate] | dict[str, str], *, embedding_model: str | None = None,
                     min_support: float | None = None) -> Grounded:
-    """Ground every prose line; headings and blank lines stay, unsupported sentences go.
+    """Ground every prose line and table row; headings and blank lines stay, unsupported sentences go.
 
     ``included``: the passages given to the model, or their texts by label.
+    HTML tags, comments and ``<<…>>`` placeholders the model wrote are removed first (``_markup_strip``).
+    As in answers (``grounding.ground``), a sentence or row the model repeats, anywhere in the document,
+    is checked, kept and counted once, and a refusal phrase is neither kept nor counted; so is a fragment
+    that states nothing (``_is_claim``), like a heading.
     Returns the markdown with [S#] markers as ``text``, the sentences written (``total``) and
-    kept (``supported``), and each sentence's (or table row's) verdict for the audit.
+    kept (``supported``), and each counted sentence's (or table row's) verdict for the audit.
     """
     grounder = Grounder(included, embedding_model=embedding_model, min_support=min_support)
-    lines = text.splitlines()
-    grounder.prime([line for line in lines if _is_prose(line)])
-    out: list[str] = []
-    result = Grounded(text="")
+    lines = [_markup_strip(line) for line in text.splitlines()]
     rows = _table_body_rows(lines)
+    claims = {i: _claims(line) for i, line in enumerate(lines) if i not in rows and _is_prose(line)}
+    grounder.prime([_as_written(s) for found in claims.values() for s in found])
+    out: list[str | None] = []
+    result = Grounded(text="")
+    seen: set[str] = set()  # lower-cased sentences (and rows) already checked, as ``grounding.ground`` keeps
     for i, line in enumerate(lines):
         if i in rows:
-            row, verdict = _ground_row(grounder, line)
-            result.total, result.supported = result.total + 1, result.supported + bool(row)
-            result.sentences.append(verdict)
-            if row:
-                out.append(row)
-            continue
-        if not _is_prose(line):
+            out.append(_ground_row(grounder, line, seen, result))
+        elif i in claims:
+            out.append(_ground_prose(grounder, line, claims[i], seen, result))
+        elif line.strip("# \t") or not line.strip():  # a heading that was only markup goes
             out.append(line.rstrip())
+    result.text = _drop_empty_sections([_HTML_START.sub("&lt;", line) for line in out if line is not None])
+    result.coverage = round(result.supported / result.total, 4) if result.total else None
+    return result
+
+
+def _markup_strip(line: str) -> str:
+    """``line`` without the markup the model wrote (``_MARKUP``); a line without any is returned as it is.
+
+    The sources are Markdown or text, so markup states nothing; left in, a ``<p>`` at the start of a
+    line opens a raw HTML block that runs to the end of the document, and the run page showed the
+    Sources heading and the footnotes as one paragraph. What still looks like the start of a tag
+    after this is escaped once the document is assembled (``ground_markdown``).
+    """
+    cleaned = line
+    for pattern in _MARKUP:
+        cleaned = pattern.sub(" ", cleaned)
+    if cleaned == line:
+        return line
+    return line[:len(line) - len(line.lstrip())] + " ".join(cleaned.split())
+
+
+def _is_claim(sentence: str) -> bool:
+    """Whether a sentence (citation markers and markup removed) states something.
+
+    One with no content word (what is left of a ``<<topic>>`` placeholder) or a bare label ending in
+    ":" (``Feature release:``) does not: a passage may well share its words, but there is nothing it
+    could support, so it is neither kept nor counted as a sentence written.
+    """
+    return bool(content_words(sentence)) and not sentence.endswith(":")
+
+
+def _claims(line: str) -> list[Sentence]:
+    """The sentences of a prose line (list marker left out) that state something."""
+    prefix = _LIST_PREFIX.match(line)
+    return [s for s in split_sentences(line[prefix.end():] if prefix else line) if _is_claim(s.text)]
+
+
+def _as_written(sentence: Sentence) -> str:
+    """The sentence as ``grounding.ground`` reads it: its text, then the ids it cited.
+
+    No space before the markers: ``split_sentences`` splits "… end. [S1]" at the end of a text before the
+    marker, and the sentence would lose its citation.
+    """
+    return sentence.text + "".join(f"[{label}]" for label in sentence.cited)
+
+
+def _ground_prose(grounder: Grounder, line: str, claims: list[Sentence], seen: set[str],
+                  result: Grounded) -> str | None:
+    """The line (with its list marker) holding the sentences a passage supports; None when none is left.
+
+    Adds each sentence not seen before to ``result``'s counts and audit; a repeat is skipped.
+    """
+    kept: list[str] = []
+    for sentence in claims:
+        if sentence.text.lower() in seen:
             continue
-        prefix = _LIST_PREFIX.match(line)
-        grounded = grounder.ground(line[prefix.end():] if prefix else line)
+        seen.add(sentence.text.lower())
+        grounded = grounder.ground(_as_written(sentence))
+        if grounded.refused:  # the refusal phrase: its text would be REFUSAL, not a sentence of the document
+            continue
         result.total, result.supported = result.total + grounded.total, result.supported + grounded.supported
         result.sentences += grounded.sentences
         result.invalid_citations += grounded.invalid_citations
         if grounded.text:
-            out.append((prefix.group(1) if prefix else "") + grounded.text)
-    result.text = _drop_empty_sections(out)
-    result.coverage = round(result.supported / result.total, 4) if result.total else None
-    return result
+            kept.append(grounded.text)
+    prefix = _LIST_PREFIX.match(line)
+    return (prefix.group(1) if prefix else "") + " ".join(kept) if kept else None
 
 
 def _is_table_rule(line: str) -> bool:
@@ -183,25 +247,32 @@ def _table_body_rows(lines: list[str]) -> set[int]:
     return rows
 
 
-def _ground_row(grounder: Grounder, line: str) -> tuple[str, Sentence]:
+def _ground_row(grounder: Grounder, line: str, seen: set[str], result: Grounded) -> str | None:
     """A table row stays only if its cells, read as one statement, are supported by a passage.
 
     Without this a model could put any value, or an injected "source", in a table and
-    it would reach the document unchecked. Returns (row with its [S#] marker, or "" when
-    dropped; the row's verdict as one sentence).
+    it would reach the document unchecked. Returns the row with its [S#] marker, or None when
+    dropped; a row counts as one sentence in ``result``, a repeated row or one that states nothing
+    (``_is_claim``) not at all.
     """
     cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
     claim = "; ".join(cell for cell in cells if _MARKER.sub("", cell).strip())
+    statement = _MARKER.sub("", claim).strip()
+    if not _is_claim(statement) or statement.lower() in seen:
+        return None
+    seen.add(statement.lower())
     grounded = grounder.ground(claim.replace(". ", "; "))  # one statement, not one sentence per cell
     cited = list(dict.fromkeys(c for s in grounded.sentences for c in s.cited))
-    verdict = Sentence(_MARKER.sub("", claim).strip(), cited,
-                       support=min((s.support for s in grounded.sentences), default=0.0))
+    verdict = Sentence(statement, cited, support=min((s.support for s in grounded.sentences), default=0.0))
+    result.total += 1
+    result.sentences.append(verdict)
     if grounded.refused or not grounded.total or grounded.supported < grounded.total:
-        return "", verdict
+        return None
     verdict.supported_by = ", ".join(grounded.cited_ids)
+    result.supported += 1
     cells = [_MARKER.sub("", cell).strip() for cell in cells]
     cells[-1] = f"{cells[-1]} " + " ".join(f"[{label}]" for label in grounded.cited_ids)
-    return "| " + " | ".join(cells) + " |", verdict
+    return "| " + " | ".join(cells) + " |"
 
 
 def _is_prose(line: str) -> bool:

@@ -29,6 +29,8 @@ def list_sources(request: HttpRequest, filters: Query[SourceFilter]) -> QuerySet
     """The sources the caller can read, by collection and path; optionally one collection or status."""
     sources = selectors.readable_sources(request.auth).select_related("collection").order_by("collection__name", "path")
     if filters.collection:
+        if not selectors.readable_collections(request.auth).filter(name=filters.collection).exists():
+            raise HttpError(404, f"No collection {filters.collection!r} that you can read.")
         sources = sources.filter(collection__name=filters.collection)
     if filters.status:
         sources = sources.filter(status=filters.status)

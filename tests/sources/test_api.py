@@ -57,7 +57,10 @@ def test_list_is_scoped(world: World, api: Callable[[str], Api]) -> None:
     assert set(item) == {"id", "collection", "path", "title", "kind", "status", "reason", "chunk_count", "size",
                          "created_at", "ingested_at"}
     assert item["chunk_count"] == 2 and item["status"] == "ingested"
-    assert api("alice").get("/sources?collection=beta").json()["count"] == 0
+    for other in ("beta", "nope"):  # a collection alice cannot read is like one that does not exist: 404
+        refused = api("alice").get(f"/sources?collection={other}")
+        assert refused.status_code == 404 and refused.json() == {"detail": f"No collection '{other}' that you can read."}
+    assert api("alice").get("/sources?collection=alpha").json()["count"] == 1
     assert api("root").get("/sources").json()["count"] == 3
 
 
