@@ -87,3 +87,24 @@ def _parse_form(request: HttpRequest) -> HttpResponse | None:
         limit = settings.DATA_UPLOAD_MAX_NUMBER_FILES if what == "files" else settings.DATA_UPLOAD_MAX_NUMBER_FIELDS
         return error_response(request, f"Too many form {what}: at most {limit} per request.", status=400)
     return None
+
+
+class ApiJsonErrorsMiddleware:
+    """Under /api/, a 404 for a path no endpoint has, or a 405 for a method it does not take, is JSON
+    ``{"detail": …}`` like every other API error (Django and django-ninja answer these with a page or text)."""
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        response = self.get_response(request)
+        if (not request.path.startswith(API_PREFIX) or response.status_code not in (404, 405)
+                or response.get("Content-Type", "").startswith("application/json")):
+            return response
+        if response.status_code == 404:
+            return error_response(request, f"No API endpoint at {request.path}.", status=404)
+        allowed = response.get("Allow", "")
+        refused = error_response(request, f"{request.method} is not allowed on {request.path}; use {allowed}.",
+                                 status=405)
+        refused["Allow"] = allowed
+        return refused

@@ -66,6 +66,8 @@ MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     # 413 with the limit for an oversized body, before anything reads it.
     "foundry_site.middleware.RequestSizeLimitMiddleware",
+    # JSON for an API path or method that does not exist, as for every other API error.
+    "foundry_site.middleware.ApiJsonErrorsMiddleware",
     "csp.middleware.CSPMiddleware",
     # Serves the admin's and the API docs' static files under gunicorn too.
     "whitenoise.middleware.WhiteNoiseMiddleware",

@@ -134,6 +134,17 @@ def test_delete_is_staff_only_and_scoped(world: World, api: Callable[[str], Api]
     assert not Source.objects.filter(pk=alpha.pk).exists() and Source.objects.filter(pk=beta.pk).exists()
 
 
+def test_unknown_paths_and_methods_are_json_errors(world: World, api: Callable[[str], Api]) -> None:
+    alice = api("alice")
+    for path in ("/nonexistent", "/runs/1/nothing", "/sources/1/chunks/x/y"):
+        missing = alice.get(path)
+        assert missing.status_code == 404 and missing.json() == {"detail": f"No API endpoint at /api/v1{path}."}
+    refused = alice.client.put("/api/v1/query", "{}", content_type="application/json")
+    assert refused.status_code == 405 and refused["Allow"] == "POST"
+    assert refused.json() == {"detail": "PUT is not allowed on /api/v1/query; use POST."}
+    assert alice.get("/sources/999999/chunks/1").json() == {"detail": "Not Found"}  # an endpoint's own 404 stays
+
+
 def test_session_auth_enforces_csrf_on_unsafe_methods(world: World) -> None:
     client = Client(enforce_csrf_checks=True)
     client.force_login(world.users["carol"])
