@@ -199,11 +199,7 @@ def _claims(line: str) -> list[Sentence]:
 
 
 def _as_written(sentence: Sentence) -> str:
-    """The sentence as ``grounding.ground`` reads it: its text, then the ids it cited.
-
-    No space before the markers: ``split_sentences`` splits "… end. [S1]" at the end of a text before the
-    marker, and the sentence would lose its citation.
-    """
+    """The sentence as ``grounding.ground`` reads it: its text, then the ids it cited."""
     return sentence.text + "".join(f"[{label}]" for label in sentence.cited)
 
 

@@ -27,7 +27,8 @@ REFUSAL = "The indexed documentation does not contain this information."
 MIN_LEXICAL = 0.5
 _CITATION = re.compile(r"\[\s*(S?\d+(?:\s*[,;]\s*S?\d+)*)\s*\]|\(\s*(S\d+(?:\s*[,;]\s*S?\d+)*)\s*\)")
 _BARE_ID = re.compile(r"\bS(\d+)\b")
-_BOUNDARY = re.compile(r"(?<=[.!?])((?:\s*\[[^\]\n]{1,40}\])*)\s+(?=\S)")
+# A sentence ends after . ! ? and the citation markers that follow it; never before markers that end the line.
+_BOUNDARY = re.compile(r"(?<=[.!?])((?:\s*\[[^\]\n]{1,40}\])*)\s+(?=\S)(?!(?:\[[^\]\n]{1,40}\]\s*)+$)")
 _WORD = re.compile(r"[A-Za-zÀ-ÿ][A-Za-zÀ-ÿ0-9\-]{2,}")
 _TOKEN = re.compile(r"\d+(?:[.,]\d+)*|[A-Za-zÀ-ÿ][A-Za-zÀ-ÿ\-]*")
 NUMBER_REACH = 4  # tokens on either side of a number that say what it counts

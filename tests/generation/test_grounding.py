@@ -118,3 +118,8 @@ def test_reply_text_cuts_only_a_reply_the_token_limit_ended() -> None:
 
     assert reply_text(reply(64), 64) == "A is B [S1]."
     assert reply_text(reply(63), 64) == "A is B [S1]. The default"  # the model stopped: grounding alone decides
+
+
+def test_markers_after_the_last_sentence_of_a_line_stay_with_it() -> None:
+    cited = [(s.text, s.cited) for s in split_sentences("Up to 8 sensors. [S1]\nA is B. C is D. [S2] [S1]")]
+    assert cited == [("Up to 8 sensors.", ["S1"]), ("A is B.", []), ("C is D.", ["S2", "S1"])]
