@@ -44,7 +44,7 @@ def query(request: HttpRequest, body: QueryIn) -> dict:
 @router.get("/runs", response=list[RunOut])
 @paginate(PageNumberPagination, page_size=25)
 def list_runs(request: HttpRequest) -> QuerySet[GenerationRun]:
-    """The caller's generation runs, newest first (staff: everyone's)."""
+    """The caller's generation runs, newest first (auditors: everyone's)."""
     return selectors.visible_runs(request.auth).defer("prompt", "spec_body", "chunks")
 
 

@@ -75,7 +75,11 @@ def answer_context(row: QueryLog, viewer: Any) -> dict[str, Any]:
     """Everything the answer partial shows for one query-log row."""
     entries = source_entries(row.citations, viewer)
     badge_class, badge_label = BADGES.get(row.answer_class, ("failed", "Failed"))
+    # A source without a link is one the viewer cannot read now. Only the asker could read it when
+    # the question was asked; an auditor looking at someone else's answer perhaps never could.
+    unreadable = "no longer readable" if row.user_id == getattr(viewer, "pk", None) else "not readable by you"
     return {"row": row, "sources": entries, "badge_class": badge_class, "badge_label": badge_label,
+            "unreadable_label": unreadable,
             "answer_html": answer_html(row.answer, {e.label for e in entries}),
             "hint": NO_EVIDENCE_HINT if row.refusal == "gate" else "",
             "feedback": list(row.feedback.select_related("user").order_by("-created_at", "-pk"))}

@@ -11,12 +11,29 @@ from django.db.models import QuerySet
 from generation.models import GenerationRun
 
 
+AUDIT_PERMISSION = "generation.view_generationrun"
+
+
+def sees_every_run(user: Any) -> bool:
+    """True when ``user`` may read every user's runs (the audit permission, or a superuser).
+
+    Staff status alone is not enough: a run's document and prompt come from its creator's
+    collections, and staff (a spec reviewer, say) need not be able to read those.
+    """
+    return bool(user.is_authenticated and user.is_active and user.has_perm(AUDIT_PERMISSION))
+
+
+def may_review_grounding(user: Any) -> bool:
+    """Whether the run page shows the grounding verdicts (and what they left out) on runs ``user`` sees."""
+    return bool(user.is_authenticated and user.is_active and (user.is_staff or sees_every_run(user)))
+
+
 def visible_runs(user: Any) -> QuerySet[GenerationRun]:
-    """Staff see every run; anyone else only the runs they started. Others' runs must answer 404."""
+    """Auditors see every run; anyone else only the runs they started. Others' runs must answer 404."""
     if not user.is_authenticated or not user.is_active:
         return GenerationRun.objects.none()
     runs = GenerationRun.objects.select_related("created_by").order_by("-created_at", "-pk")
-    return runs if user.is_staff else runs.filter(created_by=user)
+    return runs if sees_every_run(user) else runs.filter(created_by=user)
 
 
 def outputs_root() -> Path:

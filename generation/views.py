@@ -143,7 +143,7 @@ RUN_PAGE_SIZE = 25
 def run_list(request: HttpRequest) -> HttpResponse:
     runs = selectors.visible_runs(request.user).defer("prompt", "spec_body", "chunks")
     page = Paginator(runs, RUN_PAGE_SIZE).get_page(request.GET.get("page"))
-    return render(request, "runs/list.html", {"page": page})
+    return render(request, "runs/list.html", {"page": page, "everyone": selectors.sees_every_run(request.user)})
 
 
 @require_GET
@@ -153,7 +153,7 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
     done = run.status in (GenerationRun.Status.SUCCEEDED, GenerationRun.Status.FAILED)
     return render(request, "runs/detail.html", {
         "run": run, "done": done, "document_html": document_html(document) if document is not None else None,
-        "downloadable": document is not None})
+        "downloadable": document is not None, "show_grounding": selectors.may_review_grounding(request.user)})
 
 
 @require_GET

@@ -1,4 +1,4 @@
-"""``/api/v1/query-log``: the caller's query-log rows (staff: everyone's) and feedback on them."""
+"""``/api/v1/query-log``: the caller's query-log rows (auditors: everyone's) and feedback on them."""
 # No ``from __future__ import annotations``: django-ninja reads these signatures at runtime.
 
 from django.db.models import QuerySet
@@ -26,11 +26,11 @@ ERRORS = {401: ErrorOut, 404: ErrorOut}
 @router.get("/query-log", response=list[QueryLogRowOut])
 @paginate(PageNumberPagination, page_size=50)
 def list_queries(request: HttpRequest, filters: Query[QueryLogFilter]) -> QuerySet[QueryLog]:
-    """Query-log rows, newest first, filtered by user (staff), dates, answer class, collection, feedback, text."""
+    """Query-log rows, newest first, filtered by user (auditors), dates, answer class, collection, feedback, text."""
     user = request.auth
     collection_id = None
     if filters.collection:
-        visible = Collection.objects.all() if user.is_staff else readable_collections(user)
+        visible = Collection.objects.all() if selectors.sees_every_query(user) else readable_collections(user)
         collection_id = visible.filter(name=filters.collection).values_list("pk", flat=True).first() or -1
     chosen = selectors.QueryFilters(
         user=filters.user or "", date_from=filters.date_from, date_to=filters.date_to,
@@ -48,7 +48,7 @@ def get_query(request: HttpRequest, query_id: RowId) -> QueryLog:
 
 @router.post("/query-log/{query_id}/feedback", response={201: FeedbackOut, 400: ErrorOut, **ERRORS})
 def give_feedback(request: HttpRequest, query_id: RowId, body: FeedbackIn) -> tuple[int, QueryFeedback]:
-    """Record a verdict (correct | incorrect) with an optional note. Only the asker or staff may."""
+    """Record a verdict (correct | incorrect) with an optional note. Only the asker or a staff auditor may."""
     row = get_object_or_404(selectors.visible_queries(request.auth), pk=query_id)
     if not selectors.may_give_feedback(request.auth, row):
         raise HttpError(404, "Not Found")

@@ -5,7 +5,7 @@ from typing import Any
 from django import forms
 
 from retrieval.models import QueryFeedback, QueryLog
-from retrieval.selectors import QueryFilters
+from retrieval.selectors import QueryFilters, sees_every_query
 from sources.models import Collection
 from sources.selectors import readable_collections
 
@@ -25,9 +25,11 @@ class QueryLogFilterForm(forms.Form):
 
     def __init__(self, *args: Any, viewer: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.fields["collection"].queryset = (Collection.objects.all() if viewer.is_staff
+        # Only a viewer who sees every row can filter by user, or by collections they cannot read.
+        everyone = sees_every_query(viewer)
+        self.fields["collection"].queryset = (Collection.objects.all() if everyone
                                               else readable_collections(viewer)).order_by("name")
-        if not viewer.is_staff:
+        if not everyone:
             del self.fields["user"]
 
     def filters(self) -> QueryFilters:

@@ -12,7 +12,7 @@ from retrieval.models import QueryFeedback, QueryLog
 
 
 class QueryLogFilter(Schema):
-    user: str | None = Field(None, description="username (staff only; ignored for others)")
+    user: str | None = Field(None, description="username (auditors only; ignored for others)")
     date_from: date | None = None
     date_to: date | None = None
     answer_class: Literal["normal", "low_confidence", "no_evidence"] | None = None
@@ -22,7 +22,7 @@ class QueryLogFilter(Schema):
 
 
 class FeedbackIn(InputSchema):
-    verdict: str
+    verdict: Literal["correct", "incorrect"]
     note: str = ""
 
 

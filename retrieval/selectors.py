@@ -1,10 +1,12 @@
 """Reads over the query log: who may see which rows, the browser's filters, the dashboard's numbers.
 
-Visibility: staff see every row; anyone else sees only the rows of their own
-queries. A row records answers drawn from the asker's collections at the time
-they asked, so a user only ever sees rows about sources they could read then.
-(A staff member sees every row, including citations of collections they are not
-a reader of: reading the audit log is what staff status is for.)
+Visibility: a user sees only the rows of their own queries. A row records answers
+drawn from the asker's collections at the time they asked, so a user only ever sees
+rows about sources they could read then. Seeing everyone's rows, including answers
+and citations from collections the viewer is not a reader of, takes the audit
+permission ``retrieval.view_querylog`` (superusers hold every permission). Staff
+status alone grants nothing here: it only opens the admin, and a spec reviewer is
+staff without being an auditor.
 """
 from __future__ import annotations
 
@@ -21,6 +23,20 @@ from django.utils import timezone
 from retrieval.models import QueryFeedback, QueryLog
 
 FEEDBACK_CHOICES = ("correct", "incorrect", "none")
+AUDIT_PERMISSION = "retrieval.view_querylog"
+
+
+def sees_every_query(user: AbstractBaseUser | AnonymousUser) -> bool:
+    """True when ``user`` may read every user's query-log rows (the audit permission, or a superuser)."""
+    return bool(user.is_authenticated and user.is_active and user.has_perm(AUDIT_PERMISSION))
+
+
+def may_review_grounding(user: AbstractBaseUser | AnonymousUser) -> bool:
+    """Whether pages show the grounding check's verdicts, with the text it withheld, on rows ``user`` sees.
+
+    The asker never sees withheld text; staff (on their own rows) and auditors review it.
+    """
+    return bool(user.is_authenticated and user.is_active and (user.is_staff or sees_every_query(user)))
 
 
 def visible_queries(user: AbstractBaseUser | AnonymousUser) -> QuerySet[QueryLog]:
@@ -29,19 +45,21 @@ def visible_queries(user: AbstractBaseUser | AnonymousUser) -> QuerySet[QueryLog
         return QueryLog.objects.none()
     newest = QueryFeedback.objects.filter(query=OuterRef("pk")).order_by("-created_at", "-pk").values("verdict")[:1]
     rows = QueryLog.objects.select_related("user").annotate(verdict=Subquery(newest))
-    return rows if user.is_staff else rows.filter(user=user)
+    return rows if sees_every_query(user) else rows.filter(user=user)
 
 
 def may_give_feedback(user: AbstractBaseUser | AnonymousUser, row: QueryLog) -> bool:
-    """Only the person who asked, or staff, judge an answer."""
-    return bool(user.is_authenticated and user.is_active and (user.is_staff or row.user_id == user.pk))
+    """Only the person who asked, or a staff auditor (who may read every row), judge an answer."""
+    if not user.is_authenticated or not user.is_active:
+        return False
+    return row.user_id == user.pk or (user.is_staff and sees_every_query(user))
 
 
 @dataclass(frozen=True)
 class QueryFilters:
     """The query-log browser's filters; empty values filter nothing."""
 
-    user: str = ""  # a username; honoured for staff only
+    user: str = ""  # a username; honoured only for viewers who see every row
     date_from: date | None = None
     date_to: date | None = None
     answer_class: str = ""
@@ -52,7 +70,7 @@ class QueryFilters:
 
 def queries_filter(rows: QuerySet[QueryLog], filters: QueryFilters, *, viewer: Any) -> QuerySet[QueryLog]:
     """Apply ``filters`` to rows from ``visible_queries`` (newest first)."""
-    if filters.user and viewer.is_staff:
+    if filters.user and sees_every_query(viewer):
         rows = rows.filter(user__username=filters.user)
     if filters.date_from:
         rows = rows.filter(created_at__date__gte=filters.date_from)

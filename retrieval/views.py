@@ -1,6 +1,7 @@
 """Pages: the query-log browser (list, detail, CSV), feedback on an answer, and the dashboard.
 
-Staff see every user's queries; anyone else only their own (see ``retrieval.selectors``).
+Auditors (``retrieval.view_querylog``) see every user's queries; anyone else, staff
+included, only their own (see ``retrieval.selectors``).
 """
 from __future__ import annotations
 
@@ -44,7 +45,8 @@ def querylog_list(request: HttpRequest) -> HttpResponse:
     page = Paginator(rows, PAGE_SIZE).get_page(request.GET.get("page"))
     query = request.GET.copy()
     query.pop("page", None)
-    return render(request, "querylog/list.html", {"form": form, "page": page, "query": query.urlencode()})
+    return render(request, "querylog/list.html", {"form": form, "page": page, "query": query.urlencode(),
+                                                  "everyone": selectors.sees_every_query(request.user)})
 
 
 @require_GET
@@ -95,12 +97,13 @@ def querylog_detail(request: HttpRequest, query_id: int) -> HttpResponse:
     return render(request, "querylog/detail.html", {
         "row": row, "channels": channels, "collections": collections, "readable": readable,
         "feedback": row.feedback.select_related("user").order_by("-created_at", "-pk"),
-        "may_feedback": selectors.may_give_feedback(request.user, row)})
+        "may_feedback": selectors.may_give_feedback(request.user, row),
+        "show_grounding": selectors.may_review_grounding(request.user)})
 
 
 @require_POST
 def querylog_feedback(request: HttpRequest, query_id: int) -> HttpResponse:
-    """Record a verdict; only the asker or staff may (anyone else gets 404, as for the row itself)."""
+    """Record a verdict; only the asker or a staff auditor may (anyone else gets 404, as for the row itself)."""
     row = get_object_or_404(selectors.visible_queries(request.user), pk=query_id)
     if not selectors.may_give_feedback(request.user, row):
         return HttpResponse(status=404)
@@ -132,4 +135,4 @@ def dashboard(request: HttpRequest) -> HttpResponse:
     stats = selectors.dashboard_stats(selectors.visible_queries(request.user), days=days)
     return render(request, "querylog/dashboard.html", {
         "stats": stats, "days": days, "choices": DASHBOARD_DAYS, "chart": charts.daily_bars(stats.days),
-        "everyone": request.user.is_staff})
+        "everyone": selectors.sees_every_query(request.user)})

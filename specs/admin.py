@@ -71,8 +71,20 @@ class InUseFilter(admin.SimpleListFilter):
         return queryset
 
 
+class ReviewerMayView:
+    """Lets a holder of the approve permission view these pages without also holding ``view_*``.
+
+    README promises that approving needs ``specs.approve_featurespec`` (and staff status for the
+    admin). Without this Django shows such a reviewer no model at all: "You don't have permission
+    to view or edit anything". Viewing is all it adds; changing still needs the change permission.
+    """
+
+    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return super().has_view_permission(request, obj) or request.user.has_perm(services.APPROVE_PERMISSION)
+
+
 @admin.register(FeatureSpec)
-class FeatureSpecAdmin(admin.ModelAdmin):
+class FeatureSpecAdmin(ReviewerMayView, admin.ModelAdmin):
     form = FeatureSpecForm
     list_display = ["name", "title", "latest", "latest_status_display", "approved", "created_by", "created_at"]
     list_filter = [LatestStatusFilter, InUseFilter]
@@ -89,7 +101,12 @@ class FeatureSpecAdmin(admin.ModelAdmin):
                           approved_number=Subquery(approved.values("number")[:1])))
 
     def get_fields(self, request: HttpRequest, obj: FeatureSpec | None = None) -> list[str]:
-        return ["name", "title", "body"] + (["created_by", "created_at", *self.decision_fields] if obj else [])
+        if obj is None:
+            return ["name", "title", "body"]
+        # "body" is a form field, not a model field: on a view-only page (a reviewer holding only the
+        # approve permission) Django would show it as "-", so show the latest version's text instead.
+        body = "body" if self.has_change_permission(request, obj) else "latest_body"
+        return ["name", "title", body, "created_by", "created_at", *self.decision_fields]
 
     def get_readonly_fields(self, request: HttpRequest, obj: FeatureSpec | None = None) -> list[str]:
         # The name is what `--feature` and the history refer to, so it never changes.
@@ -114,6 +131,11 @@ class FeatureSpecAdmin(admin.ModelAdmin):
     @admin.display(description="approved (in use)", ordering="approved_number")
     def approved(self, obj: FeatureSpec) -> str:
         return f"v{obj.approved_number}" if obj.approved_number else "-"
+
+    @admin.display(description="body")
+    def latest_body(self, obj: FeatureSpec) -> str:
+        version = obj.latest_version
+        return format_html('<pre style="white-space: pre-wrap">{}</pre>', version.body if version else "")
 
     @admin.display(description="decided by")
     def decided_by(self, obj: FeatureSpec) -> str:
@@ -212,7 +234,7 @@ class FeatureSpecAdmin(admin.ModelAdmin):
 
 
 @admin.register(SpecVersion)
-class SpecVersionAdmin(ReadOnlyAdmin):
+class SpecVersionAdmin(ReviewerMayView, ReadOnlyAdmin):
     """Every version with its body; read-only (change specs through their spec page or the CLI)."""
 
     list_display = ["spec", "number", "status", "edited_by", "updated_at", "decided_by", "decided_at"]
@@ -225,7 +247,7 @@ class SpecVersionAdmin(ReadOnlyAdmin):
 
 
 @admin.register(SpecDecision)
-class SpecDecisionAdmin(ReadOnlyAdmin):
+class SpecDecisionAdmin(ReviewerMayView, ReadOnlyAdmin):
     """The append-only decision history."""
 
     list_display = ["at", "version", "from_status", "to_status", "by_username", "note"]

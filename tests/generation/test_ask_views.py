@@ -5,6 +5,7 @@ import json
 from typing import Any
 
 import pytest
+from django.contrib.auth.models import Permission
 from django.test import Client
 
 from foundry_site.ratelimit import rate_limit_check
@@ -91,17 +92,33 @@ def test_missing_embeddings_is_503_with_the_fix(world: World) -> None:
     assert response.status_code == 503 and "No embeddings found for model" in response.content.decode()
 
 
-def test_answer_page_is_the_askers_or_staffs(world: World) -> None:
-    row = record(world.users["alice"])
-    assert login(world.users["alice"]).get(f"/ask/{row.pk}/").status_code == 200
-    assert login(world.users["carol"]).get(f"/ask/{row.pk}/").status_code == 200
-    assert login(world.users["bob"]).get(f"/ask/{row.pk}/").status_code == 404
+def auditor(user: Any) -> Any:
+    """``user`` with the audit permission that shows every user's query-log rows."""
+    user.user_permissions.add(Permission.objects.get(codename="view_querylog"))
+    return user
 
 
-def test_feedback_only_by_asker_or_staff(world: World) -> None:
+def test_answer_page_is_the_askers_or_an_auditors(world: World) -> None:
+    beta = world.chunks["beta"][0]
+    row = record(world.users["bob"], citations=[{"id": "S1", "chunk_id": beta.pk, "source": "beta.txt",
+                                                 "title": "beta.txt", "lines": [1, 1], "score": 0.8}])
+    assert "(no longer readable)" not in login(world.users["bob"]).get(f"/ask/{row.pk}/").content.decode()
+    assert login(world.users["alice"]).get(f"/ask/{row.pk}/").status_code == 404
+    assert login(world.users["carol"]).get(f"/ask/{row.pk}/").status_code == 404  # staff alone is not enough
+    page = login(auditor(world.users["carol"])).get(f"/ask/{row.pk}/").content.decode()
+    # Carol never could read beta: the source is not "no longer" readable to her, and is not linked.
+    assert "beta.txt <span class=\"muted small\">(not readable by you)</span>" in page
+    assert "(no longer readable)" not in page and f"/sources/{beta.source_id}/" not in page
+    world.collections["beta"].readers.remove(world.users["bob"])
+    assert "(no longer readable)" in login(world.users["bob"]).get(f"/ask/{row.pk}/").content.decode()
+
+
+def test_feedback_only_by_asker_or_staff_auditor(world: World) -> None:
     row = record(world.users["alice"])
     url = f"/query-log/{row.pk}/feedback"
     assert login(world.users["bob"]).post(url, {"verdict": "correct"}).status_code == 404
+    assert login(world.users["carol"]).post(url, {"verdict": "correct"}).status_code == 404  # staff alone
+    auditor(world.users["carol"])
     done = login(world.users["alice"]).post(url, {"verdict": "incorrect", "note": "wrong bus",
                                                   "next": f"/ask/{row.pk}/"})
     assert done.status_code == 302 and done["Location"] == f"/ask/{row.pk}/"

@@ -370,9 +370,9 @@ def _post_json(client: Client, url: str, body: dict) -> Any:
 
 @api_case("GET /api/v1/sources")
 def _api_sources(world: World) -> None:
-    for query in ("", "?collection=a-private"):
-        items = world.api("bob").get(f"/api/v1/sources{query}").json()["items"]
-        assert world.a_source.pk not in {s["id"] for s in items}
+    items = world.api("bob").get("/api/v1/sources").json()["items"]
+    assert world.a_source.pk not in {s["id"] for s in items}
+    assert world.api("bob").get("/api/v1/sources?collection=a-private").status_code == 404  # as if it did not exist
 
 
 @api_case("POST /api/v1/sources")
@@ -483,6 +483,62 @@ def test_api_session_needs_csrf_for_changes(world: World) -> None:
         response = getattr(world.web("alice", csrf=True), method.lower())(_api_url(world, path))
         assert response.status_code == 403 and response.json() == {"detail": "CSRF check failed"}
     each(API_CASES, world, check, keys=sorted(o for o in API_CASES if not o.startswith("GET ")))
+
+
+# --------------------------------------------------------------------------- staff and auditors
+
+
+def _own_query_and_run(user: User) -> tuple[QueryLog, GenerationRun]:
+    from tests.conftest import record_query
+
+    run = GenerationRun.objects.create(topic="bob's own topic", spec_name="guide", spec_version=1, spec_body="x",
+                                       created_by=user, status=GenerationRun.Status.SUCCEEDED)
+    scope = [Source.objects.get(collection__name="b-private").collection_id]
+    return record_query(user, question="bob's own question", collection_ids=scope), run
+
+
+def test_staff_status_alone_reads_no_one_elses_runs_or_queries(world: World) -> None:
+    """A spec reviewer is staff to use the admin; that must not show A's answers and documents to B."""
+    world.bob.is_staff = True
+    world.bob.save()
+    own_query, own_run = _own_query_and_run(world.bob)
+    api, web = world.api("bob"), world.web("bob")
+    for url in (f"/api/v1/runs/{world.a_run.pk}", f"/api/v1/runs/{world.a_run.pk}/download",
+                f"/api/v1/query-log/{world.a_query.pk}"):
+        _not_found(api.get(url))
+    _not_found(_post_json(api, f"/api/v1/query-log/{world.a_query.pk}/feedback", {"verdict": "incorrect"}))
+    assert [r["id"] for r in api.get("/api/v1/runs").json()["items"]] == [own_run.pk]
+    for query, expected in (("", [own_query.pk]), ("?user=alice", [own_query.pk]), ("?collection=a-private", [])):
+        assert [r["id"] for r in api.get(f"/api/v1/query-log{query}").json()["items"]] == expected, query
+    for url in (f"/runs/{world.a_run.pk}/", f"/runs/{world.a_run.pk}/status", f"/runs/{world.a_run.pk}/download",
+                f"/query-log/{world.a_query.pk}/", f"/ask/{world.a_query.pk}/"):
+        _not_found(web.get(url))
+    _hidden(world, web.get("/runs/"), world.a_run.topic)
+    _hidden(world, web.get("/query-log/?user=alice"), QUESTION, A_FACT)
+    csv_text = b"".join(web.get("/query-log/export.csv").streaming_content).decode()
+    assert "bob's own question" in csv_text and QUESTION not in csv_text and A_FACT not in csv_text
+    assert web.get("/dashboard/").context["stats"].total == 1
+    assert world.a_query.feedback.count() == 1
+
+
+def test_the_audit_permission_reads_everyones_runs_and_queries(world: World) -> None:
+    """Granted in the admin (B is not even staff here): every run and query-log row, with A's answer."""
+    world.bob.user_permissions.add(*Permission.objects.filter(codename__in=["view_generationrun", "view_querylog"]))
+    api, web = world.api("bob"), world.web("bob")
+    assert api.get(f"/api/v1/runs/{world.a_run.pk}").json()["status"] == "succeeded"
+    assert A_FACT in b"".join(api.get(f"/api/v1/runs/{world.a_run.pk}/download").streaming_content).decode()
+    assert A_FACT in api.get(f"/api/v1/query-log/{world.a_query.pk}").json()["answer"]
+    assert world.a_run.pk in {r["id"] for r in api.get("/api/v1/runs").json()["items"]}
+    assert world.a_query.pk in {r["id"] for r in api.get("/api/v1/query-log?user=alice").json()["items"]}
+    for url in (f"/runs/{world.a_run.pk}/", f"/runs/{world.a_run.pk}/download", f"/query-log/{world.a_query.pk}/"):
+        assert web.get(url).status_code == 200, url
+    assert world.a_run.topic in web.get("/runs/").content.decode()
+    assert QUESTION in web.get("/query-log/?user=alice").content.decode()
+    # The citations name A's source, which B cannot read: no link, and not "no longer" readable.
+    page = web.get(f"/ask/{world.a_query.pk}/").content.decode()
+    assert "(not readable by you)" in page and f"/sources/{world.a_source.pk}/" not in page
+    # Reading is all it grants: B still cannot judge A's answer (only the asker or a staff auditor may).
+    _not_found(_post_json(api, f"/api/v1/query-log/{world.a_query.pk}/feedback", {"verdict": "incorrect"}))
 
 
 # --------------------------------------------------------------------------- cached answers

@@ -5,6 +5,7 @@ import json
 from typing import Any
 
 import pytest
+from django.contrib.auth.models import Permission
 from django.test import Client
 
 from foundry_site.services.tokens import token_create
@@ -18,6 +19,12 @@ pytestmark = pytest.mark.django_db
 def api(username: str) -> Client:
     token = token_create(username=username, name="test")
     return Client(enforce_csrf_checks=True, HTTP_AUTHORIZATION=f"Bearer {token.plain}")
+
+
+def auditor(user: Any) -> Any:
+    """``user`` with the audit permission that shows every user's query-log rows."""
+    user.user_permissions.add(Permission.objects.get(codename="view_querylog"))
+    return user
 
 
 def post(client: Client, url: str, body: dict) -> Any:
@@ -47,11 +54,15 @@ def test_list_is_scoped_filtered_and_paginated(world: World) -> None:
                          "coverage", "cached", "total_ms", "feedback"}
     assert item["user"] == "alice" and item["total_ms"] == 100.0
     assert client.get("/api/v1/query-log?q=secret").json()["count"] == 0
-    assert client.get("/api/v1/query-log?user=bob").json()["count"] == 56  # ignored for non-staff
+    assert client.get("/api/v1/query-log?user=bob").json()["count"] == 56  # ignored without the audit permission
     assert client.get("/api/v1/query-log?answer_class=no_evidence").json()["count"] == 1
     assert client.get("/api/v1/query-log?collection=alpha").json()["count"] == 1
     assert client.get("/api/v1/query-log?collection=beta").json()["count"] == 0
-    staff = api("carol")
+    staff = api("carol")  # staff status alone: carol's own rows (none), filters cannot widen that
+    for query in ("", "?user=bob", "?collection=beta", "?q=secret"):
+        assert staff.get(f"/api/v1/query-log{query}").json()["count"] == 0, query
+    auditor(world.users["carol"])
+    assert staff.get("/api/v1/query-log").json()["count"] == 57
     assert staff.get("/api/v1/query-log?user=bob").json()["items"][0]["question"] == "bob's secret question"
     assert staff.get("/api/v1/query-log?collection=beta").json()["count"] == 1
     assert client.get("/api/v1/query-log?answer_class=great").status_code == 422
@@ -70,7 +81,11 @@ def test_detail_and_404_for_others(world: World) -> None:
     assert body["citations"][0]["chunk_id"] == chunk.pk and body["model"] == "scripted/generator"
     assert body["feedback"] == "correct" and body["feedback_list"][0]["note"] == "fine"
     assert api("bob").get(f"/api/v1/query-log/{row.pk}").status_code == 404
-    assert api("carol").get(f"/api/v1/query-log/{row.pk}").status_code == 200
+    assert api("carol").get(f"/api/v1/query-log/{row.pk}").status_code == 404  # staff, without the permission
+    auditor(world.users["carol"]), auditor(world.users["bob"])
+    for who in ("carol", "bob", "root"):  # the audit permission, staff or not; a superuser holds every one
+        body = api(who).get(f"/api/v1/query-log/{row.pk}").json()
+        assert body["answer"] == "An answer." and body["citations"][0]["chunk_id"] == chunk.pk, who
     assert api("alice").get("/api/v1/query-log/999999").json() == {"detail": "Not Found"}
 
 
@@ -80,12 +95,19 @@ def test_feedback_permissions_and_validation(world: World) -> None:
     made = post(api("alice"), url, {"verdict": "incorrect", "note": "the bus has 8 ports"})
     assert made.status_code == 201 and made.json()["verdict"] == "incorrect" and made.json()["user"] == "alice"
     assert post(api("bob"), url, {"verdict": "correct"}).status_code == 404
+    assert post(api("carol"), url, {"verdict": "correct"}).status_code == 404  # staff, without the permission
+    assert post(api("carol"), f"/query-log/{record(world.users['carol']).pk}/feedback",
+                {"verdict": "correct"}).status_code == 201  # on their own row, as before
+    auditor(world.users["bob"])  # an auditor who is not staff reads the row but does not judge it
+    assert api("bob").get(f"/api/v1/query-log/{row.pk}").status_code == 200
+    assert post(api("bob"), url, {"verdict": "correct"}).status_code == 404
+    auditor(world.users["carol"])  # a staff auditor judges anyone's answer, as staff did before
     assert post(api("carol"), url, {"verdict": "correct"}).status_code == 201
     bad = post(api("alice"), url, {"verdict": "meh"})
-    assert bad.status_code == 400 and "verdict must be one of" in bad.json()["detail"]
+    assert bad.status_code == 422 and bad.json()["detail"][0]["loc"] == ["body", "body", "verdict"]
     assert post(api("alice"), url, {"verdict": "correct", "note": "x" * 4001}).status_code == 400
     assert post(api("alice"), url, {"note": "no verdict"}).status_code == 422
-    assert QueryFeedback.objects.count() == 2
+    assert QueryFeedback.objects.count() == 3
 
 
 def test_session_feedback_needs_csrf(world: World) -> None:

@@ -7,6 +7,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+from django.contrib.auth.models import Permission
 from django.test import Client
 from django.utils import timezone
 
@@ -41,23 +42,45 @@ def rows(world: World) -> dict[str, QueryLog]:
     return made
 
 
+def auditor(user: Any) -> Any:
+    """``user`` with the audit permission that shows every user's query-log rows."""
+    user.user_permissions.add(Permission.objects.get(codename="view_querylog"))
+    return user
+
+
 def listed(client: Client, query: str = "") -> list[str]:
     page = client.get(f"/query-log/?{query}")
     assert page.status_code == 200
     return [q.question for q in page.context["page"].object_list]
 
 
-def test_users_see_only_their_own_rows_staff_see_all(world: World, rows: dict) -> None:
+def test_users_see_only_their_own_rows_auditors_see_all(world: World, rows: dict) -> None:
     assert listed(login(world.users["alice"])) == ["What is the alpha power?", "Who won in 1954?"]
     assert listed(login(world.users["bob"])) == ["When is the beta launch?"]
-    assert len(listed(login(world.users["carol"]))) == 3
     bob_row = rows["bob_launch"].pk
     assert login(world.users["alice"]).get(f"/query-log/{bob_row}/").status_code == 404
-    assert login(world.users["carol"]).get(f"/query-log/{bob_row}/").status_code == 200
+    # Staff status alone (carol: staff, a reader of alpha only) shows no one else's rows.
+    carol = world.users["carol"]
+    record(carol, question="What does carol ask?")
+    staff = login(carol)
+    assert listed(staff) == ["What does carol ask?"] and listed(staff, "user=bob") == ["What does carol ask?"]
+    assert "every user" not in staff.get("/query-log/").content.decode()
+    for url in (f"/query-log/{bob_row}/", f"/ask/{bob_row}/"):
+        assert staff.get(url).status_code == 404, url
+    assert staff.post(f"/query-log/{bob_row}/feedback", {"verdict": "correct"}).status_code == 404
+    csv_rows = list(csv.DictReader(io.StringIO(b"".join(staff.get("/query-log/export.csv").streaming_content)
+                                               .decode())))
+    assert [r["question"] for r in csv_rows] == ["What does carol ask?"]
+    assert staff.get("/dashboard/").context["stats"].total == 1
+    # The audit permission shows every row, staff or not; a superuser holds it.
+    for viewer in (auditor(carol), auditor(world.users["alice"]), world.users["root"]):
+        assert len(listed(login(viewer))) == 4
+        assert login(viewer).get(f"/query-log/{bob_row}/").status_code == 200
+    assert "every user" in login(carol).get("/query-log/").content.decode()
 
 
 def test_filters(world: World, rows: dict) -> None:
-    staff = login(world.users["carol"])
+    staff = login(auditor(world.users["carol"]))
     assert listed(staff, "user=bob") == ["When is the beta launch?"]
     assert listed(staff, "answer_class=no_evidence") == ["Who won in 1954?"]
     assert listed(staff, "feedback=correct") == ["What is the alpha power?"]
@@ -70,7 +93,7 @@ def test_filters(world: World, rows: dict) -> None:
     today = timezone.localdate()
     assert "Who won in 1954?" not in listed(staff, f"date_from={today.isoformat()}")
     assert listed(staff, f"date_to={(today - timedelta(days=1)).isoformat()}") == ["Who won in 1954?"]
-    # A non-staff user cannot widen the view with user=…; the field is not even offered.
+    # A user without the audit permission cannot widen the view with user=…; the field is not even offered.
     alice = login(world.users["alice"])
     assert len(listed(alice, "user=bob")) == 2 and 'name="user"' not in alice.get("/query-log/").content.decode()
     assert listed(alice, f"collection={world.collections['beta'].pk}") == listed(alice)  # not a choice: ignored
@@ -108,15 +131,22 @@ def test_detail_shows_the_full_record(world: World) -> None:
     assert f"?chunk={beta_chunk.pk}" not in page and f">{beta_chunk.pk}<" in page
 
 
-def test_grounding_verdicts_are_shown_to_staff_only(world: World) -> None:
+def test_grounding_verdicts_are_shown_to_staff_and_auditors_only(world: World) -> None:
     grounding = {"model_output": f"Alpha power is 48 V {XSS_SCRIPT}.", "refused": False, "invalid_citations": ["S9"],
                  "sentences": [{"text": "Alpha power is 48 V.", "cited": ["S1"], "supported_by": "", "support": 0.0}]}
     row = record(world.users["alice"], answer_class="no_evidence", refusal="grounding", grounding=grounding)
-    staff = login(world.users["carol"]).get(f"/query-log/{row.pk}/").content.decode()
+    staff = login(auditor(world.users["carol"])).get(f"/query-log/{row.pk}/").content.decode()
     assert "Grounding check" in staff and "Alpha power is 48 V." in staff and "withheld" in staff
     assert "S9" in staff and XSS_SCRIPT not in staff and "&lt;script&gt;" in staff
     asker = login(world.users["alice"]).get(f"/query-log/{row.pk}/").content.decode()
     assert "Grounding check" not in asker and "48 V" not in asker
+    # Staff see the verdicts on their own rows, as before; an auditor who is not staff sees them too.
+    own = record(world.users["carol"], answer_class="no_evidence", refusal="grounding", grounding=grounding)
+    carol_staff_only = login(world.users["carol"])
+    world.users["carol"].user_permissions.clear()
+    assert "Grounding check" in carol_staff_only.get(f"/query-log/{own.pk}/").content.decode()
+    assert carol_staff_only.get(f"/query-log/{row.pk}/").status_code == 404
+    assert "Grounding check" in login(auditor(world.users["bob"])).get(f"/query-log/{row.pk}/").content.decode()
 
 
 def test_csv_export_has_the_filtered_rows(world: World, rows: dict) -> None:
@@ -129,7 +159,7 @@ def test_csv_export_has_the_filtered_rows(world: World, rows: dict) -> None:
     power = table[1]
     assert power["user"] == "alice" and power["feedback"] == "correct" and power["total_ms"] == "200.0"
     assert power["answer_class"] == "normal" and power["answer"] == "Alpha power is 24 V. [S1]"
-    everyone = login(world.users["carol"]).get("/query-log/export.csv")
+    everyone = login(auditor(world.users["carol"])).get("/query-log/export.csv")
     assert len(list(csv.DictReader(io.StringIO(b"".join(everyone.streaming_content).decode())))) == 4
 
 
@@ -148,7 +178,7 @@ def test_audit_pages_escape_stored_text(world: World) -> None:
 
 
 def test_dashboard_numbers_and_chart(world: World, rows: dict) -> None:
-    page = login(world.users["carol"]).get("/dashboard/")
+    page = login(auditor(world.users["carol"])).get("/dashboard/")
     stats = page.context["stats"]
     assert stats.total == 3 and stats.refusal_share == pytest.approx(1 / 3)
     assert stats.mean_coverage == pytest.approx(0.75) and stats.p50_ms == 200.0 and stats.p95_ms == 900.0

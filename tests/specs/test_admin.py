@@ -115,3 +115,38 @@ def test_approve_actions_hidden_without_permission(client: Client, author: User,
     assert "submit_selected" in choices and "approve_selected" not in choices and "reject_selected" not in choices
     client.post(CHANGELIST, {"action": "approve_selected", "_selected_action": ids("guide"), "index": 0})
     assert SpecVersion.objects.get().status == SpecStatus.IN_REVIEW
+
+
+def test_approve_permission_alone_opens_the_admin_and_approves(client: Client, reviewer: User, author: User) -> None:
+    """README: approving needs staff status and ``specs.approve_featurespec``, not also ``view_featurespec``."""
+    assert not reviewer.has_perm("specs.view_featurespec")
+    client.force_login(reviewer)
+    spec_in_review("theirs", author, body="# Wiring guide\n\nWrite wiring guides for the RS-485 bus.\n")
+    index = client.get("/admin/").content.decode()
+    assert "You don’t have permission to view or edit anything" not in index and CHANGELIST in index
+    page = client.get(CHANGELIST)
+    assert page.status_code == 200 and b"theirs" in page.content
+    choices = [c[0] for c in page.context["action_form"].fields["action"].choices]
+    assert "approve_selected" in choices and "reject_selected" in choices
+    change = client.get(f"{CHANGELIST}{ids('theirs')[0]}/change/")
+    assert change.status_code == 200 and b"Write wiring guides for the RS-485 bus." in change.content
+    version = SpecVersion.objects.get(spec__name="theirs")
+    assert client.get(f"/admin/specs/specversion/{version.pk}/change/").status_code == 200
+    assert client.get("/admin/specs/specdecision/").status_code == 200
+    assert post_action(client, "approve_selected", ["theirs"]) == ["Version 1 of 'theirs' approved."]
+    version.refresh_from_db()
+    assert (version.status, version.decided_by) == (SpecStatus.APPROVED, reviewer)
+    # Viewing is all the permission adds: the spec cannot be edited or added.
+    client.post(f"{CHANGELIST}{ids('theirs')[0]}/change/", {"title": "Hijacked", "body": "x"})
+    assert FeatureSpec.objects.get(name="theirs").title == "Theirs" and SpecVersion.objects.count() == 1
+    assert client.get(f"{CHANGELIST}add/").status_code == 403
+
+
+def test_staff_without_the_approve_permission_still_sees_no_specs(client: Client, author: User,
+                                                                 outsider: User) -> None:
+    outsider.is_staff = True
+    outsider.save()
+    client.force_login(outsider)
+    spec_in_review("guide", author)
+    assert client.get(CHANGELIST).status_code == 403
+    assert client.get("/admin/specs/specversion/").status_code == 403

@@ -39,8 +39,11 @@ def approve(name: str) -> None:
 
 @pytest.fixture
 def people(make_user: Any) -> dict[str, Any]:
+    """carol is staff (a spec reviewer, say) without the audit permission; erin has it and is not staff."""
+    erin = make_user("erin")
+    erin.user_permissions.add(Permission.objects.get(codename="view_generationrun"))
     return {"alice": make_user("alice"), "bob": make_user("bob"), "carol": make_user("carol", staff=True),
-            "dave": make_user("dave")}
+            "dave": make_user("dave"), "erin": erin}
 
 
 @pytest.fixture
@@ -83,15 +86,17 @@ def test_generate_form_lists_approved_specs_and_runs_one(ready: ScriptedLLM, peo
     assert f"/runs/{run.pk}/" in client.get("/runs/").content.decode()
 
 
-def test_grounding_verdicts_are_shown_to_staff_only(ready: ScriptedLLM, people: dict,
-                                                   django_capture_on_commit_callbacks: Any) -> None:
+def test_grounding_verdicts_are_shown_to_staff_and_auditors_only(ready: ScriptedLLM, people: dict,
+                                                                django_capture_on_commit_callbacks: Any) -> None:
     ready.reply = lambda m: REPLY + "\nThe bus carries <script>alert(1)</script> 400 V [S1].\n"
     generate(login(people["alice"]), django_capture_on_commit_callbacks)
     run = GenerationRun.objects.get()
     assert run.status == "succeeded" and run.sentences_kept == 1 and run.sentences_total == 2
-    staff = login(people["carol"]).get(f"/runs/{run.pk}/").content.decode()
-    assert "Grounding check" in staff and "left out" in staff and "kept, supported by S1" in staff
-    assert "<script>alert(1)" not in staff and "&lt;script&gt;alert(1)&lt;/script&gt;" in staff
+    people["carol"].user_permissions.add(Permission.objects.get(codename="view_generationrun"))
+    for who in ("carol", "erin"):  # a staff auditor, and an auditor who is not staff
+        page = login(people[who]).get(f"/runs/{run.pk}/").content.decode()
+        assert "Grounding check" in page and "left out" in page and "kept, supported by S1" in page, who
+        assert "<script>alert(1)" not in page and "&lt;script&gt;alert(1)&lt;/script&gt;" in page
     author = login(people["alice"]).get(f"/runs/{run.pk}/").content.decode()
     assert "Grounding check" not in author and "400 V" not in author
 
@@ -125,8 +130,20 @@ def make_run(user: Any, *, text: str = "# Doc\n\nBody.\n", status: str = "succee
 def test_others_runs_are_404(people: dict, url: str) -> None:
     run = make_run(people["alice"])
     assert login(people["bob"]).get(url.format(run.pk)).status_code == 404
+    assert login(people["carol"]).get(url.format(run.pk)).status_code == 404  # staff alone is not enough
     assert login(people["alice"]).get(url.format(run.pk)).status_code == 200
-    assert login(people["carol"]).get(url.format(run.pk)).status_code == 200
+    assert login(people["erin"]).get(url.format(run.pk)).status_code == 200  # the audit permission
+
+
+def test_run_list_shows_others_runs_to_auditors_only(people: dict) -> None:
+    make_run(people["alice"], topic="alice's private topic")
+    make_run(people["carol"], topic="carol's own topic")
+    staff = login(people["carol"]).get("/runs/")
+    assert [r.topic for r in staff.context["page"]] == ["carol's own topic"]
+    assert "alice's private topic" not in staff.content.decode() and "Every user" not in staff.content.decode()
+    audit = login(people["erin"]).get("/runs/")
+    assert [r.topic for r in audit.context["page"]] == ["carol's own topic", "alice's private topic"]
+    assert "Every user's runs" in audit.content.decode() and "<th>By</th>" in audit.content.decode()
 
 
 def test_download_only_serves_files_inside_outputs(people: dict, tmp_path: Path) -> None:
@@ -204,7 +221,14 @@ def test_api_generate_poll_download(ready: ScriptedLLM, people: dict,
     assert bob.get(f"/api/v1/runs/{run_id}").status_code == 404
     assert bob.get(f"/api/v1/runs/{run_id}/download").status_code == 404
     assert bob.get("/api/v1/runs").json()["count"] == 0
-    assert api("carol").get(f"/api/v1/runs/{run_id}").status_code == 200
+    carol = api("carol")  # staff, without the audit permission
+    assert carol.get(f"/api/v1/runs/{run_id}").status_code == 404
+    assert carol.get(f"/api/v1/runs/{run_id}/download").status_code == 404
+    assert carol.get("/api/v1/runs").json()["count"] == 0
+    erin = api("erin")  # the audit permission
+    assert erin.get(f"/api/v1/runs/{run_id}").json()["download"] == run["download"]
+    assert b"[^1]" in b"".join(erin.get(run["download"]).streaming_content)
+    assert [r["id"] for r in erin.get("/api/v1/runs").json()["items"]] == [run_id]
 
 
 def test_api_generate_errors(ready: ScriptedLLM, people: dict, django_capture_on_commit_callbacks: Any) -> None:

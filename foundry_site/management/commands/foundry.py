@@ -22,12 +22,18 @@ COMMAND_MODULES = [ingest, query, generate, specs, tokens, collections, jobs, se
 SEARCHING_COMMANDS = {"query", "generate", "serve"}
 
 
-def migrations_pending() -> tuple[list[str], int]:
-    """Migrations not applied to the default database, and how many are."""
+def migrations_check() -> None:
+    """CommandError naming the migrations the default database lacks: the code expects their tables and columns."""
     executor = MigrationExecutor(connection)
-    return ([f"{migration.app_label}.{migration.name}"
-             for migration, _ in executor.migration_plan(executor.loader.graph.leaf_nodes())],
-            len(executor.loader.applied_migrations))
+    pending = [f"{migration.app_label}.{migration.name}"
+               for migration, _ in executor.migration_plan(executor.loader.graph.leaf_nodes())]
+    if not pending:
+        return
+    state = (f"needs {len(pending)} migration(s) this version brings ({', '.join(pending[:3])}"
+             f"{', …' if len(pending) > 3 else ''})" if executor.loader.applied_migrations else "is not set up")
+    raise CommandError(f"The knowledge base {settings.DATABASES['default']['NAME']} {state}: run "
+                       "`.venv/bin/python manage.py migrate` with the same FOUNDRY_HOME first "
+                       "(`make run` does it for the default home).")
 
 
 class Command(BaseCommand):
@@ -41,13 +47,6 @@ class Command(BaseCommand):
             module.add_parsers(sub)
 
     def execute(self, *args: Any, **options: Any) -> Any:
-        pending, applied = migrations_pending()
-        if pending:  # the code expects tables and columns this database does not have (yet)
-            state = (f"needs {len(pending)} migration(s) this version brings ({', '.join(pending[:3])}"
-                     f"{', …' if len(pending) > 3 else ''})" if applied else "is not set up")
-            raise CommandError(f"The knowledge base {settings.DATABASES['default']['NAME']} {state}: run "
-                               "`.venv/bin/python manage.py migrate` with the same FOUNDRY_HOME first "
-                               "(`make run` does it for the default home).")
         if options.get("command") not in SEARCHING_COMMANDS:
             self.requires_system_checks = sorted(check_registry.tags_available() - {INDEX_TAG})
         return super().execute(*args, **options)
@@ -55,6 +54,7 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         opts = argparse.Namespace(**options)
         try:
+            migrations_check()  # after the configuration checks, before anything reads a table
             # Every command prints documents' text, names or titles somewhere: the one filter
             # on stdout keeps their control characters off the terminal (display.py).
             code = opts.handler(opts, TerminalSafe(self.stdout))
