@@ -33,12 +33,18 @@ def doc_reply(messages: list[dict]) -> str:
             f"- The bus needs a 400 V supply [{bus}].\n\n## Extras\n\nThe moon is made of cheese [S7].\n")
 
 
+def executed(topic: str, out: Path) -> GenerationRun:
+    """A run of ``topic`` under SPEC, executed in-process, as stored."""
+    run = generation_run_create(topic=topic, spec=SPEC, output_path=str(out))
+    generation_run_execute(run_id=run.pk)
+    run.refresh_from_db()
+    return run
+
+
 def test_generated_document_has_matching_footnotes(indexed: Path, tmp_path: Path, scripted_llm: ScriptedLLM) -> None:
     scripted_llm.reply = doc_reply
     out = tmp_path / "guide.md"
-    run = generation_run_create(topic="wiring the AX-200 power and sensor bus", spec=SPEC, output_path=str(out))
-    generation_run_execute(run_id=run.pk)
-    run.refresh_from_db()
+    run = executed("wiring the AX-200 power and sensor bus", out)
     assert run.status == "succeeded", run.error
     text = out.read_text()
     used = sorted(set(re.findall(r"\[\^(\d+)\](?!:)", text)), key=int)
@@ -68,9 +74,7 @@ def test_system_prompt_layout(indexed: Path) -> None:
 def test_gate_refusal_creates_no_file_and_no_llm_call(indexed: Path, tmp_path: Path,
                                                       scripted_llm: ScriptedLLM) -> None:
     out = tmp_path / "nothing.md"
-    run = generation_run_create(topic="history of the roman empire", spec=SPEC, output_path=str(out))
-    generation_run_execute(run_id=run.pk)
-    run.refresh_from_db()
+    run = executed("history of the roman empire", out)
     assert run.status == "failed" and "No supporting documentation" in run.error["message"]
     assert not out.exists() and scripted_llm.calls == [] and run.llm_calls == 0
 
@@ -93,9 +97,7 @@ def test_llm_failure_fails_run_without_file(indexed: Path, tmp_path: Path, scrip
     foundry_config(llm={"retries": 0})
     scripted_llm.reply = lambda m: ""
     out = tmp_path / "x.md"
-    run = generation_run_create(topic="wiring the sensor bus", spec=SPEC, output_path=str(out))
-    generation_run_execute(run_id=run.pk)
-    run.refresh_from_db()
+    run = executed("wiring the sensor bus", out)
     assert run.status == "failed" and run.error["type"] == "LLMError" and not out.exists()
     assert run.gate["passed"] and run.chunks
 
@@ -157,9 +159,7 @@ def test_a_stray_tag_leaves_the_sources_section_of_the_run_page_intact(indexed: 
 
     scripted_llm.reply = reply
     out = tmp_path / "bus.md"
-    run = generation_run_create(topic="wiring the sensor bus", spec=SPEC, output_path=str(out))
-    generation_run_execute(run_id=run.pk)
-    run.refresh_from_db()
+    run = executed("wiring the sensor bus", out)
     assert run.status == "succeeded", run.error
     text = out.read_text()
     assert "<p>" not in text and "<div" not in text and (run.sentences_kept, run.sentences_total) == (2, 2)
