@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import re
+import unicodedata
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
 _CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")  # control characters but tab and line breaks
@@ -30,7 +31,7 @@ def user_text(value: str, *, what: str, max_chars: int, collapse: bool = True) -
                            "e.g. from bytes that are not UTF-8)")
     text = _CONTROL.sub(" ", value)
     text = " ".join(text.split()) if collapse else text.strip()
-    if not text:
+    if not any(unicodedata.category(c)[0] not in "ZC" for c in text):  # nothing visible: spaces, zero widths
         raise TextRejected(f"the {what} is empty")
     if len(text) > max_chars:
         raise TextRejected(f"the {what} is {len(text)} characters long; the limit is {max_chars}")

@@ -33,10 +33,11 @@ logger = logging.getLogger(__name__)
 
 _LIST_PREFIX = re.compile(r"^(\s*(?:[-*+]|\d+[.)])\s+)")
 _MARKER = re.compile(r"\[(S\d+)\]")
-# Markup the model writes although the sources are Markdown or text: ``<<topic>>`` template placeholders,
-# HTML comments, declarations (``<!DOCTYPE …>``, ``<?xml …?>``) and tags (``<p>``, ``</div>``, ``<br/>``).
-_MARKUP = (re.compile(r"<<[^<>\n]*>>"), re.compile(r"<!--.*?(?:-->|$)"), re.compile(r"<[!?][^<>]*>"),
-           re.compile(r"</?[A-Za-z][\w:.-]*(?:\s[^<>]*)?/?>"))
+# Markup the model writes although the sources are Markdown or text: script and style elements with
+# their content, ``<<topic>>`` template placeholders, HTML comments, declarations (``<!DOCTYPE …>``,
+# ``<?xml …?>``) and tags (``<p>``, ``</div>``, ``<br/>``).
+_MARKUP = (re.compile(r"<(script|style)\b[^>]*>.*?(?:</\1\s*>|$)", re.IGNORECASE), re.compile(r"<<[^<>\n]*>>"),
+           re.compile(r"<!--.*?(?:-->|$)"), re.compile(r"<[!?][^<>]*>"), re.compile(r"</?[A-Za-z][\w:.-]*(?:\s[^<>]*)?/?>"))
 _HTML_START = re.compile(r"<(?=[A-Za-z/!?])")
 
 

@@ -21,7 +21,7 @@ from retrieval.services.gate import NO_EVIDENCE_HINT
 from sources.selectors import readable_chunks
 
 _MARKER = re.compile(r"\[(S\d+)\]")
-_FOOTNOTE_ID = re.compile(r"^fn(?:ref)?:\d+$")
+_FOOTNOTE_ID = re.compile(r"^fn(?:ref\d*)?:\d+$")  # fnref2:1 is the second reference to footnote 1
 
 BADGES = {
     QueryLog.AnswerClass.NORMAL: ("normal", "Normal answer"),

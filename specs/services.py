@@ -268,6 +268,10 @@ def _read_markdown(path: Path) -> tuple[dict, str]:
         raise SpecInputError(f"{path}{where}: invalid front matter: {reason}") from None
     if not isinstance(front, dict):
         raise SpecInputError(f"{path}: front matter must be a mapping such as 'name: wiring-guide'.")
+    for key in ("name", "title"):  # YAML reads `name: 123` as a number and `title: [a, b]` as a list
+        if key in front and not isinstance(front[key], str):
+            raise SpecInputError(f"{path}: front matter '{key}' must be text, not {front[key]!r} "
+                                 f"({type(front[key]).__name__}); quote it, e.g. {key}: \"{front[key]}\"")
     return front, text[match.end():]
 
 

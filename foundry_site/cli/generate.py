@@ -62,8 +62,8 @@ def generate_command(opts: argparse.Namespace, out: TextIO) -> int:
               f"{run.sentences_kept}/{run.sentences_total} sentences kept, coverage "
               f"{run.coverage:.0%}, {run.timings.get('total', 0) / 1000:.1f}s)\n")
     if run.low_confidence:
-        out.write("LOW CONFIDENCE — limited source coverage: most of what the model wrote was removed "
-                  "(the document says so under its title).\n")
+        out.write("LOW CONFIDENCE — limited source coverage: fewer sentences kept than generation.min_coverage "
+                  "asks (the document says so under its title).\n")
     return 0
 
 

@@ -12,10 +12,17 @@ from sources import selectors
 from sources.services.ingest_jobs import JobStateError, ingest_job_retry
 
 
+def positive_int(value: str) -> int:
+    number = int(value)
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"must be 1 or more, not {number}")
+    return number
+
+
 def add_parsers(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("jobs", help="list queued, running and failed jobs (with reasons); retry or sweep them")
     p.add_argument("--all", action="store_true", help="also list jobs that succeeded")
-    p.add_argument("--limit", type=int, default=20)
+    p.add_argument("--limit", type=positive_int, default=20, help="at most this many jobs (default 20)")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.set_defaults(handler=jobs_list_command)
     actions = p.add_subparsers(dest="jobs_action", metavar="ACTION")
@@ -58,8 +65,15 @@ def jobs_retry_command(opts: argparse.Namespace, out: TextIO) -> int:
     except JobStateError as exc:
         sys.stderr.write(f"foundry jobs retry: {exc}\n")
         return 2
-    out.write(f"Ingest job {job.pk} re-queued: {job.status}, {job.files_done}/{job.files_total} files done\n")
-    return 0
+    if not job.is_finished:  # with a broker: a worker does it; follow it with `foundry jobs`
+        out.write(f"Ingest job {job.pk} re-queued: {job.files_done}/{job.files_total} files done so far\n")
+        return 0
+    failed = [r for r in job.results if r["status"] == "failed"]
+    out.write(f"Ingest job {job.pk} retried: {job.status}, {job.files_done}/{job.files_total} files done, "
+              f"{len(failed)} failed\n")
+    for r in failed:
+        out.write(f"  failed  {safe(r['path'])}  {safe(r['reason'])}\n")
+    return 1 if failed or job.status != "succeeded" else 0  # as `foundry ingest`: a script sees the failure
 
 
 def jobs_sweep_command(opts: argparse.Namespace, out: TextIO) -> int:

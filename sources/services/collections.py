@@ -32,20 +32,24 @@ def _user(username: str) -> AbstractBaseUser:
 
 
 def collection_name_check(name: str) -> None:
-    """A new collection's name is a slug because it is also a folder name for uploads."""
+    """A new collection's name is a slug because it is also a folder name for uploads, and a new one."""
     try:
         validate_slug(name)
     except ValidationError:
         raise CollectionError(f"invalid collection name {name!r}: use letters, digits, '-' and '_'") from None
     if len(name) > 100:
         raise CollectionError("collection name is longer than 100 characters")
+    if name.startswith("-"):  # the command line would read it as an option
+        raise CollectionError(f"invalid collection name {name!r}: it must not start with '-'")
+    existing = Collection.objects.filter(name__iexact=name).first()
+    if existing is not None:  # names differing only in case are one folder on some file systems, and confusing
+        same = "" if existing.name == name else " (names that differ only in case are the same name)"
+        raise CollectionError(f"collection {existing.name!r} already exists{same}")
 
 
 def collection_create(*, name: str, description: str = "", public: bool = False) -> Collection:
     """Create a collection."""
     collection_name_check(name)
-    if Collection.objects.filter(name=name).exists():
-        raise CollectionError(f"collection {name!r} already exists")
     collection = Collection.objects.create(name=name, description=description, public=public)
     logger.info("collection created id=%s", collection.pk)
     return collection

@@ -119,8 +119,9 @@ def upload_store(*, collection: Collection, upload: UploadedFile, replace: bool 
         raise UploadRejected(f"{name} exists and is not a regular file")
     ingested = Source.objects.filter(collection=collection, path=name).exclude(root=str(folder)).first()
     if ingested is not None:  # 'replace' replaces an upload; a folder's file is that folder's to change
-        raise UploadExists(f"{name} is already in collection {collection.name}, ingested from the folder "
-                           f"{ingested.root}; give the upload another name, or delete that source first")
+        raise UploadExists(f"{name} is already in collection {collection.name}, ingested from a folder "
+                           f"(source {ingested.pk}, not an upload); give the upload another name, or delete "
+                           "that source first")
     exists = dest.exists()
     if exists and not replace:
         raise UploadExists(f"{name} already exists in collection {collection.name}; "

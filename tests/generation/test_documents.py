@@ -143,8 +143,9 @@ def test_a_repeat_inside_a_line_in_a_list_and_in_a_table_counts_once() -> None:
 def test_html_tags_the_model_writes_do_not_reach_the_document() -> None:
     text = ("# Sensor bus\n\n<p>The bus must be terminated with 120 Ohm at both ends [S2].\n"
             "<p>The bus must be terminated with 120 Ohm at both ends [S2].</p>\n"
-            "<div>RS-485 bus<br>(X2: A, B, COM) [S1]</div>\n")
-    grounded = ground_markdown(text, BUS)
+            "<div>RS-485 bus<br>(X2: A, B, COM) [S1]</div>\n"
+            "<script>alert(1)</script> <STYLE type='text/css'>p { color: red }</style>\n")
+    grounded = ground_markdown(text, BUS)  # a script's or style's content is not a sentence written either
     assert grounded.text == ("# Sensor bus\n\nThe bus must be terminated with 120 Ohm at both ends. [S2]\n"
                              "RS-485 bus (X2: A, B, COM) [S1]")
     assert (grounded.supported, grounded.total) == (2, 2)

@@ -25,6 +25,11 @@ def test_document_keeps_markdown_and_footnotes_and_drops_active_content() -> Non
 
 
 @pytest.mark.django_db
+def test_every_reference_to_a_footnote_keeps_the_id_its_back_link_points_to() -> None:
+    html = str(document_html("A [^1]. B [^1].\n\n## Sources\n\n[^1]: x.md, lines 1-2\n"))
+    assert '<sup id="fnref:1">' in html and '<sup id="fnref2:1">' in html and 'href="#fnref2:1"' in html
+
+
 def test_source_viewer_escapes_document_text(world: World) -> None:
     chunk = Chunk.objects.create(source=world.sources["alpha"], ordinal=5, text="<script>alert(1)</script>",
                                  heading="<img src=x onerror=alert(1)>", line_start=9, line_end=9, token_count=3)

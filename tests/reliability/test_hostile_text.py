@@ -49,7 +49,8 @@ HOSTILE = {
     "nul-bytes": "sensors\x00 on the\x00 bus",
 }
 TOO_LONG = "sensor " * 15_000  # 105 KB
-EMPTY = {"empty": "", "blank": "  \t\n  ", "only-nul": "\x00\x00", "only-control": "\x00\x01\x07\x1b\x7f\x85"}
+EMPTY = {"empty": "", "blank": "  \t\n  ", "only-nul": "\x00\x00", "only-control": "\x00\x01\x07\x1b\x7f\x85",
+         "only-invisible": "\u200b\u200b\u2028\u00a0\ufeff"}
 # What a terminal's invalid UTF-8 becomes in sys.argv (surrogateescape), or a JSON "\ud800".
 UNPAIRED = "sensors \udcff on the \ud800 bus"
 

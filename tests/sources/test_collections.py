@@ -28,7 +28,7 @@ def test_create_grant_revoke_are_idempotent(make_user: object) -> None:
     assert not coll.readers.exists()
 
 
-@pytest.mark.parametrize("name", ["../etc", "has space", "", "a/b", "x" * 101])
+@pytest.mark.parametrize("name", ["../etc", "has space", "", "a/b", "x" * 101, "-x", "--"])
 def test_create_rejects_names_that_are_not_slugs(name: str) -> None:
     with pytest.raises(CollectionError):
         collection_create(name=name)
@@ -39,6 +39,8 @@ def test_create_twice_and_unknown_names_are_errors(make_user: object) -> None:
     collection_create(name="manuals")
     with pytest.raises(CollectionError, match="already exists"):
         collection_create(name="manuals")
+    with pytest.raises(CollectionError, match="collection 'manuals' already exists \\(names that differ only in case"):
+        collection_create(name="Manuals")
     with pytest.raises(CollectionError, match="no user"):
         collection_grant(collection="manuals", username="nobody")
     with pytest.raises(CollectionError, match="no collection"):

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 from django.core.management import call_command
+from django.core.management.base import CommandError
 from django.utils import timezone
 
 from foundry_site.jobs import stale_runs_sweep
@@ -218,5 +219,12 @@ def test_jobs_command_lists_failures_with_reasons(kb: Path) -> None:
     call_command("foundry", "jobs", stdout=out)
     assert "succeeded" in out.getvalue() and "bad.json: invalid JSON" in out.getvalue()
     out = StringIO()
-    call_command("foundry", "jobs", "retry", str(IngestJob.objects.get().pk), stdout=out)
-    assert "re-queued" in out.getvalue()
+    with pytest.raises(SystemExit) as exited:  # in-process, the retry ran at once and the file failed again
+        call_command("foundry", "jobs", "retry", str(IngestJob.objects.get().pk), stdout=out)
+    assert exited.value.code == 1
+    assert "retried: succeeded, 1/1 files done, 1 failed" in out.getvalue() and "bad.json" in out.getvalue()
+    (kb / "bad.json").write_text('{"vcc": "3.3 V"}')
+    call_command("foundry", "jobs", "retry", str(IngestJob.objects.get().pk), stdout=out)  # exit 0: fixed
+    assert "retried: succeeded, 1/1 files done, 0 failed" in out.getvalue()
+    with pytest.raises(CommandError, match="--limit: must be 1 or more, not 0"):
+        call_command("foundry", "jobs", "--limit", "0")

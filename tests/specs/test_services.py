@@ -275,6 +275,12 @@ def test_import_bad_input(tmp_path: Path, author: User) -> None:
     with pytest.raises(SpecInputError,
                        match=r"bad.md:3:17: invalid front matter: while parsing a flow sequence expected ',' or '\]'"):
         services.spec_import(path=bad, by=author)
+    bad.write_text("---\nname: guide\ntitle: [1, 2]\n---\n# Guide\n")
+    with pytest.raises(SpecInputError, match=r"bad.md: front matter 'title' must be text, not \[1, 2\] \(list\)"):
+        services.spec_import(path=bad, by=author)
+    bad.write_text("---\nname: 123\n---\n# Guide\n")
+    with pytest.raises(SpecInputError, match=r"front matter 'name' must be text, not 123 \(int\); quote it"):
+        services.spec_import(path=bad, by=author)
     binary = tmp_path / "bin.md"
     binary.write_bytes(b"\xff\xfe\x00bad")
     with pytest.raises(SpecInputError, match="cannot read"):
