@@ -242,7 +242,8 @@ def test_hostile_content_stays_inert_on_every_reader_page(browser_page: Any, liv
     run = GenerationRun.objects.get()
     written = Path(run.output_path).read_text()
     # The hostile constructs reached the renderer: the test is not passing on an empty document.
-    assert "javascript:" in written and "onerror=" in written and "<script>" in written, written
+    # (Script elements the model copies are removed with their content before grounding.)
+    assert "javascript:" in written and "onerror=" in written and "<script" not in written, written
     expect(page.locator("#document")).to_contain_text("relay wiring guide")
     trip.visit(page, f"{base}/runs/{run.pk}/")
     trip.visit(page, f"{base}/runs/")
