@@ -160,10 +160,14 @@ def delivery_count(task_id: str, retries: int) -> int:
 # a stale run was re-queued) without opening the database: the db side sets the
 # mark after it commits the result, the compute side only reads it.
 
-def done_mark(key: str) -> None:
+def done_mark(*keys: str) -> None:
+    """Mark ``keys`` done, in one round trip however many there are (a failed job's every file)."""
     client = _redis()
-    if client is not None:
-        client.set(f"foundry:done:{key}", 1, ex=MARK_TTL_SECONDS)
+    if client is not None and keys:
+        with client.pipeline(transaction=False) as pipe:
+            for key in keys:
+                pipe.set(f"foundry:done:{key}", 1, ex=MARK_TTL_SECONDS)
+            pipe.execute()
 
 
 def done_clear(keys: list[str]) -> None:

@@ -202,9 +202,7 @@ def ingest_job_dropped(*, job_id: int) -> None:
     job = IngestJob.objects.filter(pk=job_id).first()
     if job is not None:
         done = _paths_done(job)
-        for rel, _ in job.options["candidates"]:
-            if rel not in done:
-                jobs.done_mark(_file_key(job_id, rel))
+        jobs.done_mark(*(_file_key(job_id, rel) for rel, _ in job.options["candidates"] if rel not in done))
 
 
 def _file_key(job_id: int, rel: str) -> str:
