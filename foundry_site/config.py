@@ -15,6 +15,8 @@ from django.core.exceptions import ImproperlyConfigured
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 LOCAL_LLM = "local/smollm2-135m"
+# The extractive reader/writer (generation.reader): quotes the sources' best units, calls no LLM.
+EXTRACTIVE = "extractive"
 LOCAL_EMBEDDER = "local/all-minilm-l6-v2"
 MODEL_PATTERN = re.compile(r"^(none|[a-z0-9_\-]+/[A-Za-z0-9_.:\-/@]+)$")
 
@@ -24,6 +26,16 @@ Unit = Annotated[float, Field(ge=0.0, le=1.0)]
 def _model_name(value: str) -> str:
     if not isinstance(value, str) or not MODEL_PATTERN.match(value):
         raise ValueError("expected 'none' or 'provider/model' (e.g. local/smollm2-135m, openai/gpt-4o)")
+    return value
+
+
+def _reader_name(value: str) -> str:
+    """A role that can also be filled by the extractive reader (no LLM)."""
+    if value == EXTRACTIVE:
+        return value
+    if not isinstance(value, str) or not MODEL_PATTERN.match(value):
+        raise ValueError("expected 'extractive' (quote the sources, no LLM), 'provider/model' "
+                         "(e.g. local/smollm2-135m, openai/gpt-4o) or 'none'")
     return value
 
 
@@ -47,7 +59,7 @@ class EmbeddingConfig(_Section):
 
 
 class IngestConfig(_Section):
-    summary_model: str = LOCAL_LLM
+    summary_model: str = EXTRACTIVE
     summary_max_tokens: Annotated[int, Field(ge=16, le=4000)] = 500
     max_file_mb: Annotated[float, Field(gt=0, le=10_000)] = 25
     include_private: bool = False
@@ -60,7 +72,7 @@ class IngestConfig(_Section):
     # rank better with MiniLM (docs/benchmarks.md, section 3).
     window_sentences: Annotated[int, Field(ge=0, le=16)] = 2
 
-    _check_model = field_validator("summary_model")(_model_name)
+    _check_model = field_validator("summary_model")(_reader_name)
 
     @model_validator(mode="after")
     def _overlap_below_size(self) -> IngestConfig:
@@ -108,7 +120,7 @@ class RetrievalConfig(_Section):
 
 
 class GenerationConfig(_Section):
-    model: str = LOCAL_LLM
+    model: str = EXTRACTIVE
     token_budget: Annotated[int, Field(ge=256, le=1_000_000)] = 8192
     max_source_summaries: Annotated[int, Field(ge=0, le=1000)] = 10
     max_passages: Annotated[int, Field(ge=1, le=100)] = 5
@@ -123,8 +135,28 @@ class GenerationConfig(_Section):
     # Between min_score and this, most questions that pass the gate are out of corpus (docs/benchmarks.md).
     low_confidence_score: Unit = 0.45
     min_coverage: Unit = 0.9
+    # The extractive reader (generation.model: extractive): the best unit scoring under reader_min_score
+    # is no answer (refusal "reader"), under reader_low_score a low-confidence one; it quotes up to
+    # reader_max_units units. Calibrated on SQuAD 2.0 dev (bench/reader_calibration.py, docs/benchmarks.md).
+    reader_min_score: Annotated[float, Field(ge=0, le=2)] = 0.5
+    reader_low_score: Annotated[float, Field(ge=0, le=2)] = 0.6
+    reader_max_units: Annotated[int, Field(ge=1, le=10)] = 3
 
-    _check_model = field_validator("model")(_model_name)
+    _check_model = field_validator("model")(_reader_name)
+
+    @field_validator("model")
+    @classmethod
+    def _not_none(cls, value: str) -> str:
+        if value == "none":
+            raise ValueError("the generation model cannot be 'none'; 'extractive' answers without an LLM")
+        return value
+
+    @model_validator(mode="after")
+    def _thresholds_ordered(self) -> GenerationConfig:
+        if self.reader_low_score < self.reader_min_score:
+            raise ValueError(f"reader_low_score ({self.reader_low_score}) must not be below reader_min_score "
+                             f"({self.reader_min_score})")
+        return self
 
 
 class LLMConfig(_Section):
@@ -180,7 +212,7 @@ class FoundryConfig(_Section):
                 "generation.model": (self.generation.model, "chat")}
         if self.retrieval.hyde:
             keys["retrieval.hyde_model"] = (self.retrieval.hyde_model, "chat")
-        return {key: value for key, value in keys.items() if value[0] != "none"}
+        return {key: value for key, value in keys.items() if value[0] not in ("none", EXTRACTIVE)}
 
     def llm_models(self) -> set[str]:
         """Every LLM model a configured role will call (``none`` roles left out)."""
@@ -192,7 +224,7 @@ class FoundryConfig(_Section):
         }
         if self.retrieval.hyde:
             roles.add(self.retrieval.hyde_model)
-        return {m for m in roles if m != "none"}
+        return {m for m in roles if m not in ("none", EXTRACTIVE)}
 
 
 def _describe(error: dict) -> str:

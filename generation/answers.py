@@ -21,7 +21,8 @@ from django.conf import settings
 from foundry_site import llm, prompts
 from foundry_site.cli.display import safe, safe_text
 from foundry_site.text import TextRejected, user_text
-from generation import audit
+from foundry_site.config import EXTRACTIVE
+from generation import audit, reader
 from generation.context import chunk_budget, context_build
 from generation.grounding import REFUSAL, Grounded, reply_text
 from generation.support import Grounder
@@ -38,10 +39,13 @@ MAX_QUESTION_CHARS = 4000
 # Part of every answer-cache key: bump it when answering or grounding changes what a stored answer
 # would be, so an upgraded install does not serve answers the old rules let through.
 # 2: numbers are grounded next to the words around them (grounding.numbers_supported).
-ANSWER_RULES = 2
+# 3: the extractive reader.
+ANSWER_RULES = 3
 LOW_CONFIDENCE_PREFIX = "Answer (LOW CONFIDENCE — limited source coverage):"
 WITHHELD = ("No answer could be verified: the model's sentences were not supported by the passages found, "
             "so they were withheld. Read the passages, or ask again in other words.")
+BELOW_READER = ("No sentence of the passages found answers this closely enough to quote (best {best:.2f}, "
+                "below the reader's threshold {threshold:.2f}). Read the passages, or ask again in other words.")
 
 
 class QueryError(ValueError):
@@ -65,7 +69,7 @@ class Answer:
     citations: list[dict] = field(default_factory=list)
     conflicts: list[dict] = field(default_factory=list)
     coverage: float | None = None
-    refusal: str = ""  # gate | relevance | grounding | model, when nothing was answered
+    refusal: str = ""  # gate | relevance | reader | grounding | model, when nothing was answered
     gate: dict = field(default_factory=dict)
     timings: dict[str, float] = field(default_factory=dict)
     llm_calls: int = 0
@@ -180,6 +184,8 @@ def _answer_from(retrieval: Retrieval, *, run_id: str, model: str, progress: Pro
         answer.hint = NO_EVIDENCE_HINT
         return answer
     answer.model = model
+    if model == EXTRACTIVE:
+        return _read(answer, retrieval, progress)
     request = prompts.render("answer_user", question=retrieval.question).strip()
     context, included = _context(retrieval, model, request)
     progress("generating")
@@ -196,6 +202,37 @@ def _answer_from(retrieval: Retrieval, *, run_id: str, model: str, progress: Pro
     answer.timings["grounding"] = round((time.perf_counter() - start) * 1000, 1)
     answer.grounding = grounded.audit(reply.text)
     return _classify(answer, grounded, included)
+
+
+def _read(answer: Answer, retrieval: Retrieval, progress: Progress) -> Answer:
+    """The extractive reader's answer: the passages' best units quoted verbatim, or a refusal below its threshold."""
+    conf = settings.FOUNDRY.generation
+    progress("reading")
+    start = time.perf_counter()
+    included = retrieval.candidates[:conf.max_passages]
+    reading = reader.read(retrieval.question, [reader_passage(c, rank) for rank, c in enumerate(included, start=1)],
+                          embedding_model=settings.FOUNDRY.embedding.model, max_units=conf.reader_max_units)
+    answer.timings["read"] = round((time.perf_counter() - start) * 1000, 1)
+    answer.grounding = reading.audit()
+    if not reading.quotes or reading.best < conf.reader_min_score:
+        answer.refusal = "reader"
+        answer.answer = (BELOW_READER.format(best=reading.best, threshold=conf.reader_min_score)
+                         + f" Passages found: {passages_found(included)}.")
+        return answer
+    by_label = {c.label: c for c in included}
+    answer.citations = [citation(by_label[label], quotes=[q for q in reading.quotes if q.passage.label == label])
+                        for label in dict.fromkeys(q.passage.label for q in reading.quotes)]
+    answer.coverage = 1.0  # every sentence is a verbatim quote of the passage it cites
+    weak = max(c.score for c in included) < conf.low_confidence_score or reading.best < conf.reader_low_score
+    answer.answer_class = QueryLog.AnswerClass.LOW_CONFIDENCE if weak else QueryLog.AnswerClass.NORMAL
+    answer.answer = reading.text
+    return answer
+
+
+def reader_passage(candidate: Candidate, rank: int) -> reader.Passage:
+    chunk = candidate.chunk
+    return reader.Passage(candidate.label, chunk.text, chunk.line_start, chunk.line_end, chunk.page_start,
+                          chunk.page_end, rank=rank, source=chunk.source.name, ordinal=chunk.ordinal)
 
 
 def _context(retrieval: Retrieval, model: str, request: str) -> tuple[str, list[Candidate]]:
@@ -225,16 +262,24 @@ def _classify(answer: Answer, grounded: Grounded, included: list[Candidate]) -> 
 def withheld_text(included: list[Candidate]) -> str:
     """The answer when grounding removed every sentence: the sources held passages, the model's
     reading of them was not supported, so say that (not "no information") and name the passages."""
-    found = "; ".join(f"{c.label} {c.chunk.source.name}"
-                      + (f", p. {c.chunk.page_start}" if c.chunk.page_start else "")
-                      + f", lines {c.chunk.line_start}-{c.chunk.line_end}" for c in included)
-    return f"{WITHHELD} Passages found: {found}."
+    return f"{WITHHELD} Passages found: {passages_found(included)}."
 
 
-def citation(candidate: Candidate) -> dict:
+def passages_found(included: list[Candidate]) -> str:
+    return "; ".join(f"{c.label} {c.chunk.source.name}"
+                     + (f", p. {c.chunk.page_start}" if c.chunk.page_start else "")
+                     + f", lines {c.chunk.line_start}-{c.chunk.line_end}" for c in included)
+
+
+def citation(candidate: Candidate, quotes: list[reader.Quote] | None = None) -> dict:
+    """A cited passage; with ``quotes`` (the extractive reader's units of it) its lines are theirs, not the chunk's."""
     chunk = candidate.chunk
+    lines = [chunk.line_start, chunk.line_end]
+    if quotes:
+        spans = [q.lines for q in quotes]
+        lines = [min(first for first, _ in spans), max(last for _, last in spans)]
     return {"id": candidate.label, "chunk_id": chunk.pk, "source": chunk.source.name, "title": chunk.source.title,
-            "heading": chunk.heading, "page": chunk.page_start, "lines": [chunk.line_start, chunk.line_end],
+            "heading": chunk.heading, "page": chunk.page_start, "lines": lines,
             "score": round(candidate.score, 4), "text": chunk.text}
 
 

@@ -22,6 +22,7 @@ Without a broker the same steps run in-process, in order (``generation_run_start
 """
 from __future__ import annotations
 
+import json
 import logging
 import time
 from collections.abc import Callable
@@ -34,15 +35,17 @@ from django.db.models import F
 from django.utils import timezone
 
 from foundry_site import jobs, llm
-from generation import grounding
+from foundry_site.config import EXTRACTIVE
+from generation import grounding, writer
 from generation.documents import (GenerationError, SpecText, document_prepare, footnote_text, footnotes_render,
                                   ground_markdown, low_coverage_note, topic_request, write_atomic)
 from generation.models import GenerationRun
+from retrieval.services.retrieve import retrieve
 from sources.vectorstore import MissingEmbeddings
 
 logger = logging.getLogger(__name__)
 
-PAYLOAD_VERSION = 2
+PAYLOAD_VERSION = 3
 Progress = Callable[[str], None]
 _OPEN = (GenerationRun.Status.PENDING, GenerationRun.Status.RUNNING)
 # Failures that end a run with their own message (no evidence, model failed, index built
@@ -116,6 +119,8 @@ def generation_run_prepare(*, run_id: int) -> dict[str, Any] | None:
 
 def _prepare(run: GenerationRun) -> dict[str, Any] | None:
     conf = settings.FOUNDRY
+    if conf.generation.model == EXTRACTIVE:
+        return _prepare_extractive(run)
     with llm.record_calls() as calls:  # HyDE and relevance scoring may call a model
         prepared = document_prepare(topic=run.topic, spec=SpecText(run.spec_name, run.spec_version, run.spec_body),
                                     collection_ids=run.collection_ids)
@@ -140,6 +145,40 @@ def _prepare(run: GenerationRun) -> dict[str, Any] | None:
         "passages": [{"label": c.label, "text": c.chunk.text, "footnote": footnote_text(c)}
                      for c in prepared.included],
     }
+
+
+def _prepare_extractive(run: GenerationRun) -> dict[str, Any]:
+    """The extractive writer's payload: per section of the spec's outline, its passages (retrieved here)."""
+    conf = settings.FOUNDRY
+    topic = retrieve(question=run.topic, collection_ids=run.collection_ids)
+    sections, found = writer.sections_prepare(topic=run.topic, body=run.spec_body, collection_ids=run.collection_ids,
+                                              max_passages=conf.generation.max_passages)
+    conflicts = {json.dumps(c.as_dict(), sort_keys=True): c.as_dict() for c in topic.conflicts}
+    GenerationRun.objects.filter(pk=run.pk).update(
+        gate=topic.gate.as_dict(), conflicts=list(conflicts.values()), timings=dict(topic.timings),
+        chunks=[{"chunk_id": c.chunk.pk, "label": c.label, "score": round(c.score, 4), "ranks": c.ranks}
+                for c in found.values()],
+        models_used={"generation": EXTRACTIVE, "embedding": conf.embedding.model},
+        prompt=json.dumps({"writer": EXTRACTIVE, "sections": sections}, indent=1), heartbeat_at=timezone.now())
+    if not topic.gate.passed or not found:
+        raise GenerationError(f"No supporting documentation found in indexed sources ({topic.gate.reason}); "
+                              "no document was generated.")
+    if not jobs.is_eager():
+        GenerationRun.objects.filter(pk=run.pk, status=GenerationRun.Status.RUNNING).update(stage="queued")
+    return {
+        "v": PAYLOAD_VERSION, "run_id": run.pk, "attempt": run.attempts, "topic": run.topic, "writer": EXTRACTIVE,
+        "sections": sections, "embedding_model": conf.embedding.model,
+        "min_score": conf.generation.reader_min_score, "min_coverage": conf.generation.min_coverage,
+        "conflicts": [conflict_markdown(c) for c in conflicts.values()],
+        "precedence": writer.precedence_notes(run.spec_body),
+        "passages": {str(cid): writer.passage_payload(c, footnote_text(c)) for cid, c in found.items()},
+    }
+
+
+def conflict_markdown(conflict: dict[str, Any]) -> str:
+    a, b = conflict["a"], conflict["b"]
+    return (f"- {a['source']} ({a['where']}): \"{a['quote']}\" — but {b['source']} ({b['where']}): "
+            f"\"{b['quote']}\"")
 
 
 def generation_run_progress(*, run_id: int, attempt: int, stage: str) -> None:
@@ -242,6 +281,8 @@ def generation_run_compute(*, payload: dict[str, Any], progress: Progress | None
 
 def _compute(payload: dict[str, Any], progress: Progress, fields: dict[str, Any]) -> str:
     """Generate, ground, add footnotes; fills ``fields`` (kept on the run even when a step fails)."""
+    if payload.get("writer") == EXTRACTIVE:
+        return _compute_extractive(payload, progress, fields)
     progress("generate")
     start = time.perf_counter()
     reply = llm.complete(messages=[{"role": "system", "content": payload["system"]},
@@ -265,6 +306,25 @@ def _compute(payload: dict[str, Any], progress: Progress, fields: dict[str, Any]
     if fields["low_confidence"]:
         document = low_coverage_note(document, kept=grounded.supported, total=grounded.total)
     return document
+
+
+def _compute_extractive(payload: dict[str, Any], progress: Progress, fields: dict[str, Any]) -> str:
+    """The extractive writer: every section's best units quoted verbatim, with a footnote each (no LLM)."""
+    progress("reading")
+    start = time.perf_counter()
+    body, notes, audit = writer.document_write(
+        topic=payload["topic"], title=payload["topic"], sections=payload["sections"], passages=payload["passages"],
+        conflicts=payload["conflicts"], notes=payload["precedence"], embedding_model=payload["embedding_model"],
+        min_score=payload["min_score"])
+    fields["timings"]["read"] = round((time.perf_counter() - start) * 1000, 1)
+    quoted = len(notes)
+    empty = sum(1 for s in audit["sections"] if not s["quoted"])
+    fields.update(sentences_total=quoted, sentences_kept=quoted, coverage=1.0 if quoted else None,
+                  grounding={"writer": EXTRACTIVE, **audit},
+                  low_confidence=bool(quoted) and empty * 2 > len(audit["sections"]))
+    if not quoted:
+        raise GenerationError("No section of the outline has a passage close enough to quote; no document was written.")
+    return footnotes_render(body, notes, title=payload["topic"])
 
 
 # --------------------------------------------------------------------------- shared

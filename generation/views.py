@@ -8,6 +8,7 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
+from django.conf import settings
 from django.core.paginator import Paginator
 from django.db import connections
 from django.http import FileResponse, Http404, HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
@@ -16,6 +17,7 @@ from django.template.loader import render_to_string
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
+from foundry_site.config import EXTRACTIVE
 from foundry_site.ratelimit import RateLimited
 from generation import selectors
 from generation.answers import QueryError, QueryFailed, answer_question, question_clean
@@ -31,6 +33,12 @@ logger = logging.getLogger(__name__)
 
 STAGES = {"retrieving": "Retrieving sources", "generating": "Writing the answer",
           "checking": "Checking every sentence against the sources"}
+READER_STAGES = {"retrieving": "Retrieving sources", "reading": "Choosing the sentences to quote"}
+
+
+def stages() -> dict[str, str]:
+    """The stages an answer goes through with the configured ``generation.model``."""
+    return READER_STAGES if settings.FOUNDRY.generation.model == EXTRACTIVE else STAGES
 KEEPALIVE_SECONDS = 15
 
 
@@ -65,7 +73,7 @@ def ask_result(request: HttpRequest, query_id: int) -> HttpResponse:
 def _render_ask(request: HttpRequest, form: AskForm, *, row: QueryLog | None = None, error: str = "",
                 status: int = 200) -> HttpResponse:
     recent = visible_queries(request.user).filter(user=request.user).only("pk", "question", "created_at")[:6]
-    context: dict[str, Any] = {"form": form, "error": error, "recent": recent, "stages": STAGES}
+    context: dict[str, Any] = {"form": form, "error": error, "recent": recent, "stages": stages()}
     if row is not None:
         context.update(answer_context(row, request.user), may_feedback=may_give_feedback(request.user, row))
     return render(request, "ask/ask.html", context, status=status)
@@ -105,7 +113,7 @@ def _answer_events(request: HttpRequest, question: str, scope: list[int] | None)
             yield ": keep-alive\n\n"
             continue
         if kind == "stage":
-            yield _sse("stage", {"stage": value, "label": STAGES.get(value, value)})
+            yield _sse("stage", {"stage": value, "label": stages().get(value, value)})
         elif kind == "done":
             row = visible_queries(request.user).get(run_id=value)
             context = {**answer_context(row, request.user), "may_feedback": may_give_feedback(request.user, row)}

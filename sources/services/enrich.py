@@ -9,6 +9,8 @@ from dataclasses import dataclass, replace
 from django.conf import settings
 
 from foundry_site import llm, prompts
+from foundry_site.config import EXTRACTIVE
+from foundry_site.units import passage_units
 from sources.services.chunking import ChunkDraft
 
 # Room kept for the heading/title line and the LLM prefix in front of each chunk.
@@ -69,7 +71,8 @@ def context_prefixes(*, title: str, document: str, drafts: list[ChunkDraft]) -> 
     return out
 
 
-def source_summary(*, title: str, drafts: list[ChunkDraft]) -> llm.Completion | None:
+def source_summary(*, title: str, drafts: list[ChunkDraft], chunk_vectors: list[list[float]] | None = None
+                   ) -> llm.Completion | None:
     """A global summary of the source from ``ingest.summary_model``, holding only what the source supports.
 
     The generation prompt hands summaries to the model as background from the sources, so a
@@ -80,6 +83,8 @@ def source_summary(*, title: str, drafts: list[ChunkDraft]) -> llm.Completion | 
     conf = settings.FOUNDRY.ingest
     if conf.summary_model == "none":
         return None
+    if conf.summary_model == EXTRACTIVE:
+        return extractive_summary(drafts=drafts, chunk_vectors=chunk_vectors, max_tokens=conf.summary_max_tokens)
     read, size = [], 0
     for draft in drafts:  # the chunks that fit in the summariser's excerpt
         if size >= SUMMARY_EXCERPT_CHARS:
@@ -97,3 +102,36 @@ def source_summary(*, title: str, drafts: list[ChunkDraft]) -> llm.Completion | 
     kept = " ".join(s.text for s in grounded.sentences if s.supported_by)
     logger.info("source summary: %s of %s sentences supported", grounded.supported, grounded.total)
     return replace(reply, text=kept) if kept else None
+
+
+SUMMARY_SENTENCES = 5
+
+
+def extractive_summary(*, drafts: list[ChunkDraft], chunk_vectors: list[list[float]] | None,
+                       max_tokens: int) -> llm.Completion | None:
+    """The source's lead sentence and its most central ones, verbatim, in source order (no LLM).
+
+    Central: closest to the centroid of the source's chunk vectors (the whole source), among the
+    sentences of the excerpt an LLM summariser would read. At most SUMMARY_SENTENCES sentences and
+    about ``max_tokens`` tokens (4 tokens for 3 words).
+    """
+    units, size = [], 0
+    for draft in drafts:
+        if size >= SUMMARY_EXCERPT_CHARS:
+            break
+        units += [u.text for u in passage_units(draft.text) if u.kind == "sentence" and len(u.text.split()) >= 4]
+        size += len(draft.text) + 2
+    if not units:
+        return None
+    model = settings.FOUNDRY.embedding.model
+    vectors = llm.embed(units, model=model)
+    centroid = [sum(column) / len(column) for column in zip(*(chunk_vectors or vectors))]
+    central = sorted(range(1, len(units)), key=lambda i: -sum(a * b for a, b in zip(vectors[i], centroid)))
+    chosen, words = [0], len(units[0].split())
+    for i in central:
+        if len(chosen) >= SUMMARY_SENTENCES or words + len(units[i].split()) > max_tokens * 3 // 4:
+            break
+        chosen.append(i)
+        words += len(units[i].split())
+    text = " ".join(dict.fromkeys(units[i] for i in sorted(chosen)))
+    return llm.Completion(text=text, model=EXTRACTIVE, prompt_tokens=0, completion_tokens=0, cost=0.0)

@@ -284,7 +284,7 @@ def _prepare(path: Path, data: bytes) -> _Prepared:
             owners.append(ordinal)
             texts.append(_with_context(contexts[ordinal], window))
     vectors = llm.embed(texts, model=conf.embedding.model, batch_size=conf.embedding.batch_size)
-    summary = enrich.source_summary(title=extracted.title, drafts=drafts)
+    summary = enrich.source_summary(title=extracted.title, drafts=drafts, chunk_vectors=vectors[:len(drafts)])
     return _Prepared(extracted.title, kind_of(path) or "", drafts, contexts, vectors[:len(drafts)], summary,
                      chunking, owners, vectors[len(drafts):])
 

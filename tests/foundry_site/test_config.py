@@ -11,7 +11,8 @@ from foundry_site.config import FoundryConfig, load_config, parse_config
 
 def test_defaults_are_offline() -> None:
     conf = FoundryConfig()
-    assert conf.embedding.model == "local/all-minilm-l6-v2" and conf.generation.model == "local/smollm2-135m"
+    assert conf.embedding.model == "local/all-minilm-l6-v2" and conf.generation.model == "extractive"
+    assert conf.ingest.summary_model == "extractive" and conf.llm_models() == set()
     assert conf.retrieval.mode == "hybrid" and conf.retrieval.top_k == 10 and conf.ingest.max_file_mb == 25
 
 

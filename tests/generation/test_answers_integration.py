@@ -15,6 +15,12 @@ from sources.services.ingest import knowledge_base_ingest
 pytestmark = [pytest.mark.integration, pytest.mark.django_db]
 
 
+@pytest.fixture(autouse=True)
+def local_llm(foundry_config) -> None:
+    """These tests take the LLM path: the local model, not the extractive default."""
+    foundry_config(generation={"model": "local/smollm2-135m"})
+
+
 @pytest.fixture
 def sample_kb(foundry_config) -> None:
     # Summaries are not used by answers; switching them off keeps the fixture quick.

@@ -19,7 +19,7 @@ SPEC = SpecText("product-note", 1, "# Product note\n\nWrite a one-page technical
 
 
 def test_real_model_writes_grounded_document_with_footnotes(foundry_config, tmp_path: Path) -> None:
-    foundry_config(ingest={"summary_model": "none"})
+    foundry_config(ingest={"summary_model": "none"}, generation={"model": "local/smollm2-135m"})
     knowledge_base_ingest(target=Path(settings.BASE_DIR) / "knowledge_base")
     out = tmp_path / "firmware.md"
     run = generation_run_create(topic="updating the firmware", spec=SPEC, output_path=str(out))

@@ -1,0 +1,170 @@
+"""A passage split into the units an extractive reader quotes: sentences, list items, table rows.
+
+Every unit is a verbatim slice of the passage text (``text == passage[start:end]``) and
+knows which of the passage's lines it covers, so a quote cites its own lines, not the
+whole chunk's. Sentence ends are found by punctuation, except where the period belongs
+to an abbreviation ("e.g.", "approx.", "Fig."), an initial, or a numbered reference
+("Section 3. …" is one sentence); decimals and versions ("3.3 V", "2.4.1") never split,
+since no space follows their points.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+# Lower-cased words that end with a period without ending the sentence.
+ABBREVIATIONS = frozenset("""
+    e.g i.e etc approx appr ca cf vs incl excl resp max min no nos nr fig figs tab eq eqs ref refs sec
+    sect ch chap vol pp p para art mr mrs ms dr prof st jr sr inc ltd co corp dept est al
+    jan feb mar apr jun jul aug sep sept oct nov dec mon tue wed thu fri sat sun
+""".split())
+# A number after one of these words is a reference ("Section 3. Wiring", "step 2."), not a sentence end.
+NUMBERED = frozenset("section sec chapter ch step table tab figure fig item version v rev revision page p no "
+                     "part appendix annex clause article art".split())
+_END = re.compile(r"[.!?][\"')\]]*(?=\s+[\"'(\[]?[A-Z0-9À-Ý])")
+_LIST_ITEM = re.compile(r"^\s*(?:[-*+•]|\d{1,3}[.)]|[a-z][.)])\s+\S")
+_HEADING = re.compile(r"^\s{0,3}#{1,6}\s")
+_TABLE_ROW = re.compile(r"^\s*\|.*\|\s*$")
+_TABLE_RULE = re.compile(r"^\s*\|?[\s:|-]*-[\s:|-]*\|?\s*$")
+_WORD_BEFORE = re.compile(r"([A-Za-zÀ-ÿ.]+)$")
+_MEASURE_BEFORE = re.compile(r"\d\s?[A-Za-zµΩ°%]{1,4}$")
+_NUMBER_BEFORE = re.compile(r"([A-Za-zÀ-ÿ]+)\.?\s+\(?\d+(?:\.\d+)*$")
+SHORT_LINE = 60  # characters: a shorter line without closing punctuation is not wrapped prose
+MAX_ITEM_WORDS = 60  # a longer list item is quoted sentence by sentence
+
+
+@dataclass(frozen=True)
+class Unit:
+    text: str  # verbatim: passage[start:end]
+    kind: str  # sentence | item | row
+    start: int
+    end: int
+    line_first: int  # 0-based lines of the passage text the unit covers
+    line_last: int
+    context: str = ""  # read with the unit when scoring (a table's header row), never quoted
+
+    @property
+    def scored_text(self) -> str:
+        return f"{self.context}\n{self.text}" if self.context else self.text
+
+
+def passage_units(text: str) -> list[Unit]:
+    """The units of ``text`` in order; headings, table rules and blank lines are none."""
+    lines = _lines(text)
+    units: list[Unit] = []
+    paragraph: list[tuple[int, int]] = []  # (line index, start offset) of the open paragraph's lines
+    header = ""
+    i = 0
+    while i < len(lines):
+        start, end = lines[i]
+        line = text[start:end]
+        if not line.strip() or _HEADING.match(line) or _TABLE_ROW.match(line) or _LIST_ITEM.match(line):
+            units += _paragraph_units(text, lines, paragraph)
+            paragraph = []
+        if not line.strip() or _HEADING.match(line):
+            header = ""
+        elif _TABLE_ROW.match(line):
+            if i + 1 < len(lines) and _TABLE_RULE.match(text[slice(*lines[i + 1])]) and "-" in text[slice(*lines[i + 1])]:
+                header, i = line.strip(), i + 2
+                continue
+            if not (_TABLE_RULE.match(line) and "-" in line):
+                units.append(_unit(text, lines, i, i, "row", context=header))
+        elif _LIST_ITEM.match(line):
+            last = _item_end(text, lines, i)
+            units += _item_units(text, lines, i, last)
+            i = last
+        else:
+            paragraph.append((i, start))
+        i += 1
+    return units + _paragraph_units(text, lines, paragraph)
+
+
+def _lines(text: str) -> list[tuple[int, int]]:
+    spans, start = [], 0
+    for match in re.finditer(r"\n", text):
+        spans.append((start, match.start()))
+        start = match.end()
+    spans.append((start, len(text)))
+    return spans
+
+
+def _unit(text: str, lines: list[tuple[int, int]], first: int, last: int, kind: str, *,
+          start: int | None = None, end: int | None = None, context: str = "") -> Unit:
+    """The unit from ``start`` (default: line ``first``'s start) to ``end`` (line ``last``'s end), trimmed."""
+    start = lines[first][0] if start is None else start
+    end = lines[last][1] if end is None else end
+    while start < end and text[start].isspace():
+        start += 1
+    while end > start and text[end - 1].isspace():
+        end -= 1
+    return Unit(text[start:end], kind, start, end, _line_of(lines, start), _line_of(lines, max(start, end - 1)),
+                context)
+
+
+def _line_of(lines: list[tuple[int, int]], offset: int) -> int:
+    for index, (_, end) in enumerate(lines):
+        if offset <= end:
+            return index
+    return len(lines) - 1
+
+
+def _item_end(text: str, lines: list[tuple[int, int]], first: int) -> int:
+    """The last line of the list item starting at ``first``: indented continuation lines belong to it."""
+    last = first
+    for j in range(first + 1, len(lines)):
+        line = text[slice(*lines[j])]
+        if not line.strip() or _LIST_ITEM.match(line) or not line[:1].isspace():
+            break
+        last = j
+    return last
+
+
+def _item_units(text: str, lines: list[tuple[int, int]], first: int, last: int) -> list[Unit]:
+    item = _unit(text, lines, first, last, "item")
+    if len(item.text.split()) <= MAX_ITEM_WORDS:
+        return [item]
+    return [Unit(u.text, "item", u.start, u.end, u.line_first, u.line_last)
+            for u in _sentences(text, lines, item.start, item.end)]
+
+
+def _paragraph_units(text: str, lines: list[tuple[int, int]], paragraph: list[tuple[int, int]]) -> list[Unit]:
+    """A paragraph's sentences; a short line without closing punctuation followed by a capitalised one
+    (``Version 2.4.1 - released 2026-06-09`` / ``Maintenance release.``) is a line of its own, not wrapped prose."""
+    out: list[Unit] = []
+    first = paragraph[0][0] if paragraph else 0
+    for (index, _), nxt in zip(paragraph, paragraph[1:] + [(-1, -1)]):
+        line = text[slice(*lines[index])].rstrip()
+        follower = text[slice(*lines[nxt[0]])].lstrip() if nxt[0] >= 0 else ""
+        if nxt[0] >= 0 and not (len(line) < SHORT_LINE and line[-1:].isalnum() and follower[:1].isupper()):
+            continue
+        out += _sentences(text, lines, lines[first][0], lines[index][1])
+        first = nxt[0]
+    return out
+
+
+def _sentences(text: str, lines: list[tuple[int, int]], start: int, end: int) -> list[Unit]:
+    out: list[Unit] = []
+    cursor = start
+    for match in _END.finditer(text, start, end):
+        if not sentence_ends(text[cursor:match.start() + 1]):
+            continue
+        out.append(_unit(text, lines, 0, 0, "sentence", start=cursor, end=match.end()))
+        cursor = match.end()
+    if text[cursor:end].strip():
+        out.append(_unit(text, lines, 0, 0, "sentence", start=cursor, end=end))
+    return [u for u in out if u.text]
+
+
+def sentence_ends(head: str) -> bool:
+    """Whether the punctuation mark closing ``head`` ends a sentence (see the module docstring)."""
+    if not head.endswith("."):
+        return True
+    if _MEASURE_BEFORE.search(head[:-1]):  # "… 3600 s." and "… 5 min." end with a unit, not an abbreviation
+        return True
+    word = _WORD_BEFORE.search(head[:-1])
+    if word:
+        token = word.group(1).lower().strip(".")
+        if token in ABBREVIATIONS or (len(token) == 1 and token.isalpha()) or "." in token:
+            return False
+    numbered = _NUMBER_BEFORE.search(head[:-1])
+    return not (numbered and numbered.group(1).lower() in NUMBERED)

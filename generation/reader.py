@@ -1,0 +1,153 @@
+"""The extractive reader: answers by quoting the passages' best units verbatim, with no LLM.
+
+The passages that passed the retrieval gate are split into units (``generation.units``):
+sentences, list items and table rows. Each unit is scored against the question with the
+embedding model already loaded (cosine of question and unit), plus the share of the
+question's content words the unit (or its neighbour) holds and a small prior for the
+passage's fused rank. The best unit and up to ``reader_max_units - 1`` more that score
+nearly as well are quoted, grouped per passage in source order, each with its ``[S#]``.
+
+Two calibrated thresholds (``generation.reader_min_score``, ``reader_low_score``) turn the
+best unit's score into refuse / low confidence / normal: the in-corpus "unanswerable"
+case the chunk gate cannot see. The reader works on plain passage data, so the same code
+runs next to the database and on a compute worker.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from foundry_site import llm
+from generation.grounding import content_words
+from foundry_site.units import Unit, passage_units
+
+# Weights of the unit score, fitted on SQuAD 2.0 dev (bench/reader_calibration.py,
+# docs/benchmarks.md "Extractive reader"): cosine carries most of it; the question's words
+# tell the sentence that names the asked-for thing apart from its neighbours.
+LEXICAL_WEIGHT = 0.35
+NEIGHBOUR_WEIGHT = 0.1
+RANK_WEIGHT = 0.05
+NEAR_BEST = 0.08  # a further unit is quoted only when it scores within this of the best one
+
+
+@dataclass(frozen=True)
+class Passage:
+    """A passage as the reader needs it: its label, verbatim text and where it sits in its source."""
+
+    label: str
+    text: str
+    line_start: int
+    line_end: int
+    page_start: int | None = None
+    page_end: int | None = None
+    rank: int = 1  # 1 = the best fused rank among the passages
+    source: str = ""
+    ordinal: int = 0  # the chunk's position in its source, for source order
+
+
+@dataclass(frozen=True)
+class Quote:
+    passage: Passage
+    unit: Unit
+    score: float
+    cosine: float
+    lexical: float
+
+    @property
+    def quoted(self) -> str:
+        """The unit as quoted: its text verbatim, line breaks of the source made spaces."""
+        return " ".join(self.unit.text.split())
+
+    @property
+    def lines(self) -> tuple[int, int]:
+        """The unit's own lines in the source; the passage's whole span when its text does not map line by line.
+
+        A chunk's text keeps its paragraphs' line breaks and one blank line between them, so its
+        n-th line is source line ``line_start + n`` exactly when its line count matches its span
+        (a PDF chunk across pages, or paragraphs further apart, do not: those cite the whole chunk).
+        """
+        p = self.passage
+        if p.text.count("\n") != p.line_end - p.line_start or p.page_start != p.page_end:
+            return p.line_start, p.line_end
+        return p.line_start + self.unit.line_first, p.line_start + self.unit.line_last
+
+    def as_dict(self) -> dict:
+        first, last = self.lines
+        return {"label": self.passage.label, "text": self.unit.text, "kind": self.unit.kind,
+                "lines": [first, last], "score": round(self.score, 4), "cosine": round(self.cosine, 4),
+                "lexical": round(self.lexical, 4)}
+
+
+@dataclass
+class Reading:
+    quotes: list[Quote]  # chosen, in answer order
+    best: float  # best unit score (0 when no unit)
+    scored: list[Quote]  # every unit, best first (audit, calibration)
+
+    @property
+    def text(self) -> str:
+        """The answer: each quote verbatim, followed by its passage label; one line per passage."""
+        lines: list[str] = []
+        for label in dict.fromkeys(q.passage.label for q in self.quotes):
+            lines.append(" ".join(f"{q.quoted} [{label}]" for q in self.quotes if q.passage.label == label))
+        return "\n".join(lines)
+
+    def audit(self, limit: int = 10) -> dict:
+        return {"reader": "extractive", "best": round(self.best, 4),
+                "quoted": [q.as_dict() for q in self.quotes], "top_units": [q.as_dict() for q in self.scored[:limit]]}
+
+
+def units_score(question: str, passages: list[Passage], *, embedding_model: str) -> list[Quote]:
+    """Every unit of ``passages`` with its score against ``question``, best first (ties: passage rank, position)."""
+    units = [(p, u) for p in passages for u in passage_units(p.text) if content_words(u.text) or _has_number(u)]
+    if not units:
+        return []
+    vectors = llm.embed([question] + [u.scored_text for _, u in units], model=embedding_model)
+    asked = content_words(question)
+    cosines = [_dot(vectors[0], v) for v in vectors[1:]]
+    lexical = [_overlap(asked, u.scored_text) for _, u in units]
+    quotes = []
+    for i, (passage, unit) in enumerate(units):
+        same = [j for j in (i - 1, i + 1) if 0 <= j < len(units) and units[j][0] is passage]
+        neighbour = max((lexical[j] for j in same), default=0.0)
+        score = (cosines[i] + LEXICAL_WEIGHT * lexical[i] + NEIGHBOUR_WEIGHT * neighbour
+                 + RANK_WEIGHT / passage.rank)
+        quotes.append(Quote(passage, unit, score, cosines[i], lexical[i]))
+    return sorted(quotes, key=lambda q: (-q.score, q.passage.rank, q.unit.start))
+
+
+def read(question: str, passages: list[Passage], *, embedding_model: str, max_units: int,
+         exclude: set[str] | None = None) -> Reading:
+    """The best units to quote for ``question`` (see the module docstring).
+
+    ``exclude``: unit texts already quoted elsewhere (a document's earlier sections), never quoted again.
+    """
+    scored = units_score(question, passages, embedding_model=embedding_model)
+    fresh = [q for q in scored if not exclude or _key(q.unit.text) not in exclude]
+    if not fresh:
+        return Reading([], 0.0, scored)
+    best = fresh[0].score
+    chosen: list[Quote] = []
+    for quote in fresh:
+        if len(chosen) >= max_units or quote.score < best - NEAR_BEST:
+            break
+        if all(_key(quote.unit.text) != _key(c.unit.text) for c in chosen):
+            chosen.append(quote)
+    order = {p.label: i for i, p in enumerate(passages)}
+    chosen.sort(key=lambda q: (order[q.passage.label], q.unit.start))
+    return Reading(chosen, best, scored)
+
+
+def _key(text: str) -> str:
+    return " ".join(text.lower().split())
+
+
+def _has_number(unit: Unit) -> bool:
+    return any(ch.isdigit() for ch in unit.text)
+
+
+def _overlap(asked: set[str], text: str) -> float:
+    return len(asked & content_words(text)) / len(asked) if asked else 0.0
+
+
+def _dot(a: list[float], b: list[float]) -> float:
+    return sum(x * y for x, y in zip(a, b))

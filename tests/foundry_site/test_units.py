@@ -1,0 +1,71 @@
+"""Splitting passages into the units the extractive reader quotes."""
+from __future__ import annotations
+
+import pytest
+
+from foundry_site.units import passage_units, sentence_ends
+
+
+def texts(text: str) -> list[str]:
+    return [u.text for u in passage_units(text)]
+
+
+def test_every_unit_is_a_verbatim_slice_with_its_lines() -> None:
+    text = ("The gateway polls up to 8 sensors.\nIt stores readings\nin a buffer.\n\n"
+            "- Item one\n- Item two\n  continues here\n\n| Key | Value |\n|---|---|\n| VCC | 3.3 V |\n")
+    units = passage_units(text)
+    assert all(text[u.start:u.end] == u.text for u in units)
+    assert [(u.kind, u.line_first, u.line_last) for u in units] == [
+        ("sentence", 0, 0), ("sentence", 1, 2), ("item", 4, 4), ("item", 5, 6), ("row", 10, 10)]
+    assert units[3].text == "- Item two\n  continues here"
+
+
+def test_table_rows_carry_their_header_for_scoring_but_quote_only_the_row() -> None:
+    units = passage_units("| Parameter | Value |\n| --- | --- |\n| Supply | 24 V |\n| Current | 1 A |")
+    assert [u.text for u in units] == ["| Supply | 24 V |", "| Current | 1 A |"]
+    assert units[0].context == "| Parameter | Value |"
+    assert units[0].scored_text == "| Parameter | Value |\n| Supply | 24 V |"
+
+
+@pytest.mark.parametrize("text,expected", [
+    ("The logic supply is 3.3 V. The main input is 24 V.", ["The logic supply is 3.3 V.", "The main input is 24 V."]),
+    ("Firmware 2.4.1 fixes it. Install 2.2.0 first.", ["Firmware 2.4.1 fixes it.", "Install 2.2.0 first."]),
+    ("Use a DIN rail, e.g. EN 60715 rails. Then wire it.", ["Use a DIN rail, e.g. EN 60715 rails.", "Then wire it."]),
+    ("See Section 3. Wiring rules apply there.", ["See Section 3. Wiring rules apply there."]),
+    ("Consumption is approx. 2 W at most. Done.", ["Consumption is approx. 2 W at most.", "Done."]),
+    ("The interval ranges up to 3600 s. New: TLS.", ["The interval ranges up to 3600 s.", "New: TLS."]),
+    ("Written by J. Smith in 2024. Revised later.", ["Written by J. Smith in 2024.", "Revised later."]),
+    ("Is it isolated? Yes! It is.", ["Is it isolated?", "Yes!", "It is."]),
+])
+def test_sentences_split_on_ends_not_on_abbreviations_numbers_or_references(text: str, expected: list[str]) -> None:
+    assert texts(text) == expected
+
+
+def test_a_short_line_without_punctuation_is_its_own_unit_not_wrapped_prose() -> None:
+    text = "Version 2.4.1 - released 2026-06-09\nMaintenance release. Fixed: a bug."
+    assert texts(text) == ["Version 2.4.1 - released 2026-06-09", "Maintenance release.", "Fixed: a bug."]
+
+
+def test_headings_and_table_rules_are_not_units() -> None:
+    assert texts("## Power\n\nThe input is 24 V.\n\n|---|---|") == ["The input is 24 V."]
+
+
+def test_a_long_list_item_is_quoted_sentence_by_sentence() -> None:
+    item = "- " + " ".join(f"Sentence number {i} says something about the wiring." for i in range(12))
+    units = passage_units(item)
+    assert len(units) == 12 and all(u.kind == "item" for u in units)
+    assert units[0].text.startswith("- Sentence number 0")
+
+
+def test_numbered_and_lettered_list_items() -> None:
+    assert texts("1. Hook the housing.\n2) Press it.\na. Check it.") == [
+        "1. Hook the housing.", "2) Press it.", "a. Check it."]
+
+
+def test_sentence_end_rule() -> None:
+    assert sentence_ends("It is 5 V.") and sentence_ends("Really?") and not sentence_ends("see Fig.")
+    assert not sentence_ends("the U.S.") and sentence_ends("after 5 min.")
+
+
+def test_empty_and_blank_text_has_no_units() -> None:
+    assert passage_units("") == [] and passage_units("\n \n") == []

@@ -1,0 +1,92 @@
+"""The extractive reader: scoring order, quoting, thresholds, unit line spans (scripted embeddings)."""
+from __future__ import annotations
+
+import pytest
+
+from foundry_site import llm
+from generation import reader
+from generation.reader import Passage
+
+MANUAL = ("The sensor bus is RS-485.\nA maximum of 8 sensors can be connected to the bus.\n"
+          "The cable shield connects to SH.")
+DATASHEET = "The housing is IP20.\nIt weighs 210 g."
+
+
+@pytest.fixture
+def embed(monkeypatch: pytest.MonkeyPatch) -> dict[str, list[float]]:
+    """Vectors by text; an unknown text gets a vector orthogonal to every question."""
+    table: dict[str, list[float]] = {}
+
+    def fake(texts: list[str], *, model: str, batch_size: int = 64) -> list[list[float]]:
+        return [table.get(t, [0.0, 0.0, 1.0]) for t in texts]
+
+    monkeypatch.setattr(llm, "embed", fake)
+    return table
+
+
+def passages() -> list[Passage]:
+    return [Passage("S1", MANUAL, 40, 42, rank=1, source="manual.md"),
+            Passage("S2", DATASHEET, 7, 8, page_start=2, page_end=2, rank=2, source="datasheet.pdf")]
+
+
+def test_best_unit_is_quoted_verbatim_with_its_own_lines(embed: dict) -> None:
+    q = "How many sensors can be connected?"
+    embed.update({q: [1.0, 0.0, 0.0], "A maximum of 8 sensors can be connected to the bus.": [0.9, 0.1, 0.0]})
+    reading = reader.read(q, passages(), embedding_model="m", max_units=3)
+    assert reading.quotes[0].unit.text == "A maximum of 8 sensors can be connected to the bus."
+    assert reading.quotes[0].lines == (41, 41)
+    assert reading.text.startswith("A maximum of 8 sensors can be connected to the bus. [S1]")
+
+
+def test_lexical_overlap_breaks_a_cosine_tie(embed: dict) -> None:
+    q = "What does the housing weigh?"
+    embed.update({q: [1.0, 0.0, 0.0], "The housing is IP20.": [0.5, 0.5, 0.0], "It weighs 210 g.": [0.5, 0.5, 0.0]})
+    scored = reader.units_score(q, passages(), embedding_model="m")
+    assert scored[0].unit.text == "The housing is IP20." and scored[0].lexical == 0.5
+    assert scored[0].score > scored[1].score
+
+
+def test_only_units_near_the_best_are_added_and_grouped_per_passage_in_source_order(embed: dict) -> None:
+    q = "zzz"  # no word in common: cosine decides
+    embed.update({q: [1.0, 0.0, 0.0], "The cable shield connects to SH.": [0.8, 0.0, 0.6],
+                  "The sensor bus is RS-485.": [0.78, 0.0, 0.62], "The housing is IP20.": [0.3, 0.0, 0.95]})
+    reading = reader.read(q, passages(), embedding_model="m", max_units=3)
+    assert [x.unit.text for x in reading.quotes] == ["The sensor bus is RS-485.", "The cable shield connects to SH."]
+    assert reading.text == "The sensor bus is RS-485. [S1] The cable shield connects to SH. [S1]"
+
+
+def test_max_units_caps_the_quotes(embed: dict) -> None:
+    q = "anything"
+    embed[q] = [0.0, 0.0, 1.0]  # every unit scores the same
+    assert len(reader.read(q, passages(), embedding_model="m", max_units=2).quotes) == 2
+
+
+def test_excluded_units_are_never_quoted_again(embed: dict) -> None:
+    q = "How many sensors can be connected?"
+    best = "A maximum of 8 sensors can be connected to the bus."
+    embed.update({q: [1.0, 0.0, 0.0], best: [1.0, 0.0, 0.0]})
+    reading = reader.read(q, passages(), embedding_model="m", max_units=1, exclude={best.lower()})
+    assert reading.quotes and reading.quotes[0].unit.text != best
+
+
+def test_a_chunk_whose_lines_do_not_map_cites_its_whole_span(embed: dict) -> None:
+    q = "weight"
+    embed.update({q: [1.0, 0.0, 0.0], "It weighs 210 g.": [1.0, 0.0, 0.0]})
+    across_pages = Passage("S1", DATASHEET, 30, 2, page_start=1, page_end=2)
+    spread = Passage("S2", DATASHEET, 7, 12)  # two lines of text over six source lines
+    for passage in (across_pages, spread):
+        quote = reader.read(q, [passage], embedding_model="m", max_units=1).quotes[0]
+        assert quote.lines == (passage.line_start, passage.line_end)
+
+
+def test_no_units_means_no_quotes(embed: dict) -> None:
+    reading = reader.read("q", [Passage("S1", "## Heading only", 1, 1)], embedding_model="m", max_units=3)
+    assert reading.quotes == [] and reading.best == 0.0 and reading.text == ""
+
+
+def test_quoted_text_is_the_unit_with_line_breaks_made_spaces(embed: dict) -> None:
+    q = "buffer"
+    text = "Readings are stored\nin an internal buffer of the gateway."
+    embed.update({q: [1.0, 0.0, 0.0]})
+    quote = reader.read(q, [Passage("S1", text, 1, 2)], embedding_model="m", max_units=1).quotes[0]
+    assert quote.quoted == "Readings are stored in an internal buffer of the gateway." and quote.lines == (1, 2)
