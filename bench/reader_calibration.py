@@ -31,10 +31,11 @@ from generation.reader import Passage
 from retrieval.evaluation.squad import load_squad, normalize_answer
 from retrieval.services.retrieve import retrieve
 
-LEXICAL = (0.0, 0.15, 0.25, 0.35, 0.5, 0.75)
+LEXICAL = (0.0, 0.15, 0.25, 0.35, 0.5, 0.75, 1.0)
 NEIGHBOUR = (0.0, 0.1, 0.2)
 RANK = (0.0, 0.05, 0.1)
-THRESHOLDS = [round(0.30 + 0.025 * i, 3) for i in range(21)]
+THRESHOLDS = [round(0.40 + 0.025 * i, 3) for i in range(29)]  # 0.40 … 1.10
+MARGINS = (0.0, 0.04, 0.08, 0.12)
 
 
 def features(question: str, golds: list[str]) -> dict | None:
@@ -88,17 +89,26 @@ def weight_sweep(answerable: list[dict], seed: int) -> list[dict]:
     return sorted(rows, key=lambda r: -r["top1_tune"])
 
 
-def threshold_curve(data: dict[str, list[dict | None]]) -> list[dict]:
-    w = (reader.LEXICAL_WEIGHT, reader.NEIGHBOUR_WEIGHT, reader.RANK_WEIGHT)
+def quoted_hit(item: dict, weights: tuple[float, float, float], margin: float, max_units: int) -> bool:
+    """Whether the units the reader would quote (best, then those within ``margin``) hold a gold answer."""
+    ranked = sorted(item["units"], key=lambda r: -score(r, *weights))
+    best = score(ranked[0], *weights)
+    return any(r["gold"] for r in ranked[:max_units] if score(r, *weights) >= best - margin)
+
+
+def threshold_curve(data: dict[str, list[dict | None]], weights: tuple[float, float, float],
+                    max_units: int) -> list[dict]:
     rows = []
-    for t in THRESHOLDS:
-        row: dict = {"threshold": t}
-        for kind, items in data.items():
-            answered = [x for x in items if x and max(score(r, *w) for r in x["units"]) >= t]
-            row[f"answered_{kind}"] = round(len(answered) / len(items), 4) if items else None
-            if kind == "answerable":
-                row["holds_gold"] = round(sum(top_hit(x, w) for x in answered) / len(items), 4)
-        rows.append(row)
+    for margin in MARGINS:
+        for t in THRESHOLDS:
+            row: dict = {"margin": margin, "threshold": t}
+            for kind, items in data.items():
+                answered = [x for x in items if x and max(score(r, *weights) for r in x["units"]) >= t]
+                row[f"answered_{kind}"] = round(len(answered) / len(items), 4) if items else None
+                if kind == "answerable":
+                    row["holds_gold"] = round(sum(quoted_hit(x, weights, margin, max_units)
+                                                  for x in answered) / len(items), 4)
+            rows.append(row)
     return rows
 
 
@@ -110,6 +120,7 @@ def main() -> None:
     parser.add_argument("--eval-limit", type=int, default=300, help="the eval's --limit whose questions are left out")
     parser.add_argument("--limit", type=int, default=400, help="calibration questions per kind at most")
     parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument("--features", type=Path, default=None, help="also write every unit's features here")
     args = parser.parse_args()
     start = time.perf_counter()
     articles = load_squad(args.squad)
@@ -124,9 +135,12 @@ def main() -> None:
             chosen = rng.sample(pool, min(args.limit, len(pool)))
             data[kind] = [features(q.question, list(q.answers)) for q in chosen]
             print(f"  {kind}: {len(chosen)} questions", flush=True)
+    if args.features:
+        args.features.write_text(json.dumps(data))
     answerable = [x for x in data["answerable"] if x]
     weights = weight_sweep(answerable, args.seed)
-    curve = threshold_curve(data)
+    shipped = (reader.LEXICAL_WEIGHT, 0.0, 0.0)  # the reader scores cosine + lexical only
+    curve = threshold_curve(data, shipped, settings.FOUNDRY.generation.reader_max_units)
     passed = len(answerable) / len(data["answerable"])
     in_passages = sum(x["passage_gold"] for x in answerable) / len(data["answerable"])
     print(f"machine: {_common.machine_line()}; {time.perf_counter() - start:.0f} s")
@@ -135,10 +149,10 @@ def main() -> None:
     for r in weights[:12]:
         print(f"  {r['lexical']:.2f}    {r['neighbour']:.2f}    {r['rank']:.2f}   {r['top1_tune']:.3f}     "
               f"{r['top1_held']:.3f}")
-    print("threshold  answered(answerable)  holds gold  answered(unanswerable in corpus)")
+    print(f"weights {shipped}; margin threshold  answered(answerable)  holds gold  answered(unanswerable in corpus)")
     for r in curve:
-        print(f"  {r['threshold']:.3f}     {r['answered_answerable']:.3f}              {r['holds_gold']:.3f}"
-              f"       {r['answered_impossible']:.3f}")
+        print(f"  {r['margin']:.2f}  {r['threshold']:.3f}     {r['answered_answerable']:.3f}              "
+              f"{r['holds_gold']:.3f}       {r['answered_impossible']:.3f}")
     if args.json:
         args.json.write_text(json.dumps({"weights": weights, "thresholds": curve, "gate_passed": passed,
                                          "passage_holds_gold": in_passages, "machine": _common.machine_line(),

@@ -47,6 +47,7 @@ class Outcome:
     timings: dict[str, float]
     em: float = 0.0
     f1: float = 0.0
+    holds_gold: bool = False  # answerable: the answer contains a gold answer (both normalised as the scorer does)
 
     @property
     def abstained(self) -> bool:
@@ -149,7 +150,15 @@ def question_ask(question: Question, kind: str) -> Outcome:
                    answer_class=answer.answer_class, refusal=answer.refusal, llm_calls=answer.llm_calls,
                    coverage=answer.coverage, gate_max_score=float(answer.gate.get("max_score", 0.0)),
                    citations=citations, timings=dict(answer.timings),
-                   em=exact_match(prediction, golds), f1=f1_score(prediction, golds))
+                   em=exact_match(prediction, golds), f1=f1_score(prediction, golds),
+                   holds_gold=holds_gold(prediction, golds))
+
+
+def holds_gold(prediction: str, golds: list[str]) -> bool:
+    """Whether ``prediction`` contains one of ``golds``, both normalised as the official scorer does
+    (lower case, no punctuation or articles): the measure of an answer that quotes a sentence."""
+    said = f" {normalize_answer(prediction)} "
+    return bool(prediction) and any(f" {g} " in said for g in map(normalize_answer, golds) if g)
 
 
 def _rate(hits: int, total: int) -> float | None:
@@ -171,6 +180,8 @@ def answers_summary(outcomes: list[Outcome]) -> dict:
         "f1": round(100 * metrics.mean([o.f1 for o in outcomes]), 2),
         "HasAns_exact": round(100 * metrics.mean([o.em for o in has_ans]), 2),
         "HasAns_f1": round(100 * metrics.mean([o.f1 for o in has_ans]), 2),
+        "HasAns_holds_gold": _rate(sum(o.holds_gold for o in has_ans), len(has_ans)),
+        "llm_calls": sum(o.llm_calls for o in outcomes),
         "NoAns_exact": round(100 * metrics.mean([o.em for o in no_ans]), 2),
         "NoAns_f1": round(100 * metrics.mean([o.f1 for o in no_ans]), 2),
         "refusal_rate_out_of_corpus": _rate(sum(o.abstained for o in ooc), len(ooc)),
@@ -190,6 +201,8 @@ def answers_summary(outcomes: list[Outcome]) -> dict:
         # 95 % intervals: bootstrap for the mean F1, Wilson for the rates (a few dozen questions a kind)
         "ci95": {"f1": metrics.rounded(metrics.mean_interval([o.f1 for o in outcomes]), 100),
                  "HasAns_f1": metrics.rounded(metrics.mean_interval([o.f1 for o in has_ans]), 100),
+                 "HasAns_holds_gold": metrics.rounded(metrics.proportion_interval(
+                     sum(o.holds_gold for o in has_ans), len(has_ans))),
                  "refusal_rate_out_of_corpus": metrics.rounded(metrics.proportion_interval(
                      sum(o.abstained for o in ooc), len(ooc))),
                  "false_refusal_rate": metrics.rounded(metrics.proportion_interval(
@@ -259,12 +272,14 @@ def answers_report(result: AnswersEvaluation, *, articles: list[Article], folder
                                                           ("exact", "f1", "HasAns_f1", "NoAns_f1")}})
     report.latency_plot(folder / "latency.png", title="Latency per stage",
                         series={s: [o.timings[s] for o in result.outcomes if s in o.timings]
-                                for s in ("search", "generate", "grounding", "total")})
+                                for s in ("search", "read", "generate", "grounding", "total")})
     host = {**report.machine(), "loadavg_start": result.load_start}
     conf = settings.FOUNDRY
     config = {"generation.model": conf.generation.model, "retrieval.mode": conf.retrieval.mode,
               "min_score": conf.retrieval.min_score, "min_chunks": conf.retrieval.min_chunks,
-              "min_support": conf.generation.min_support, "hyde": conf.retrieval.hyde}
+              "min_support": conf.generation.min_support, "hyde": conf.retrieval.hyde,
+              "reader_min_score": conf.generation.reader_min_score,
+              "reader_low_score": conf.generation.reader_low_score}
     payload = {"eval_id": eval_id, "kind": "answers", **summary, "dataset": result.dataset,
                "kb_articles": result.kb_articles, "index": result.index, "config": config, "machine": host,
                "outcomes": [outcome_dict(o) for o in result.outcomes]}
@@ -298,6 +313,8 @@ def answers_markdown(eval_id: str, result: AnswersEvaluation, summary: dict, con
              "| metric | value |", "|---|---|",
              f"| EM / F1 (all) | {summary['exact']:.2f} / {summary['f1']:.2f}{ci('f1', 1)} |",
              f"| HasAns EM / F1 | {summary['HasAns_exact']:.2f} / {summary['HasAns_f1']:.2f}{ci('HasAns_f1', 1)} |",
+             f"| answerable: answer holds a gold answer | {pct(summary['HasAns_holds_gold'])}"
+             f"{ci('HasAns_holds_gold')} |",
              f"| NoAns EM / F1 | {summary['NoAns_exact']:.2f} / {summary['NoAns_f1']:.2f} |",
              f"| refusal rate, out of corpus | {pct(summary['refusal_rate_out_of_corpus'])}"
              f"{ci('refusal_rate_out_of_corpus')} (LLM calls: {summary['llm_calls_out_of_corpus']}) |",

@@ -1,10 +1,10 @@
 """The extractive reader: answers by quoting the passages' best units verbatim, with no LLM.
 
-The passages that passed the retrieval gate are split into units (``generation.units``):
+The passages that passed the retrieval gate are split into units (``foundry_site.units``):
 sentences, list items and table rows. Each unit is scored against the question with the
 embedding model already loaded (cosine of question and unit), plus the share of the
-question's content words the unit (or its neighbour) holds and a small prior for the
-passage's fused rank. The best unit and up to ``reader_max_units - 1`` more that score
+question's content words the unit holds (a neighbour's words and the passage's fused rank
+were measured too, and did not help: bench/reader_calibration.py). The best unit and up to ``reader_max_units - 1`` more that score
 nearly as well are quoted, grouped per passage in source order, each with its ``[S#]``.
 
 Two calibrated thresholds (``generation.reader_min_score``, ``reader_low_score``) turn the
@@ -20,12 +20,10 @@ from foundry_site import llm
 from generation.grounding import content_words
 from foundry_site.units import Unit, passage_units
 
-# Weights of the unit score, fitted on SQuAD 2.0 dev (bench/reader_calibration.py,
-# docs/benchmarks.md "Extractive reader"): cosine carries most of it; the question's words
-# tell the sentence that names the asked-for thing apart from its neighbours.
-LEXICAL_WEIGHT = 0.35
-NEIGHBOUR_WEIGHT = 0.1
-RANK_WEIGHT = 0.05
+# Weight of the question's words in the unit score, fitted on SQuAD 2.0 dev (bench/reader_calibration.py,
+# docs/benchmarks.md "Extractive reader"): they tell the sentence that names the asked-for thing
+# apart from its neighbours, which embed alike.
+LEXICAL_WEIGHT = 0.5
 NEAR_BEST = 0.08  # a further unit is quoted only when it scores within this of the best one
 
 
@@ -105,13 +103,8 @@ def units_score(question: str, passages: list[Passage], *, embedding_model: str)
     asked = content_words(question)
     cosines = [_dot(vectors[0], v) for v in vectors[1:]]
     lexical = [_overlap(asked, u.scored_text) for _, u in units]
-    quotes = []
-    for i, (passage, unit) in enumerate(units):
-        same = [j for j in (i - 1, i + 1) if 0 <= j < len(units) and units[j][0] is passage]
-        neighbour = max((lexical[j] for j in same), default=0.0)
-        score = (cosines[i] + LEXICAL_WEIGHT * lexical[i] + NEIGHBOUR_WEIGHT * neighbour
-                 + RANK_WEIGHT / passage.rank)
-        quotes.append(Quote(passage, unit, score, cosines[i], lexical[i]))
+    quotes = [Quote(passage, unit, cosine + LEXICAL_WEIGHT * lex, cosine, lex)
+              for (passage, unit), cosine, lex in zip(units, cosines, lexical)]
     return sorted(quotes, key=lambda q: (-q.score, q.passage.rank, q.unit.start))
 
 

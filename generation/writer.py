@@ -105,7 +105,7 @@ def _passage(payload: dict[str, Any], rank: int) -> Passage:
 
 
 def _section_lines(quotes: list[Quote], footnotes: dict[str, str], passages: dict[str, dict[str, Any]]) -> list[str]:
-    """Quotes in source order, as blocks: sentences of one passage run on as a paragraph, list items
+    """Quotes in source order, as blocks: consecutive sentences of a passage run on as a paragraph, list items
     stay a list, table rows stay a table under their header row."""
     if not quotes:
         return [NOTHING_FOUND]
@@ -116,7 +116,8 @@ def _section_lines(quotes: list[Quote], footnotes: dict[str, str], passages: dic
         footnotes[label] = unit_footnote(quote, passages[quote.passage.label]["footnote"])
         marked = f"{quote.quoted if kind == 'sentence' else quote.unit.text} [{label}]"
         continues = previous is not None and previous.unit.kind == kind and (
-            kind == "item" or (kind == "sentence" and previous.passage is quote.passage)
+            kind == "item" or (kind == "sentence" and previous.passage is quote.passage
+                               and not quote.passage.text[previous.unit.end:quote.unit.start].strip())
             or (kind == "row" and previous.unit.context == quote.unit.context))
         if continues:
             blocks[-1] += (" " if kind == "sentence" else "\n") + marked

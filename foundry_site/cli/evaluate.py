@@ -32,6 +32,9 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     a.add_argument("--kb-articles", type=int, default=5, help="articles that form the knowledge base")
     a.add_argument("--limit", type=int, default=60, help="questions asked, split across the three kinds")
     a.add_argument("--seed", type=int, default=0, help="seed of the article and question sample")
+    a.add_argument("--reader", default=None,
+                   help="comma-separated generation.model values to compare on the same questions, e.g. "
+                        "extractive,local/smollm2-135m (default: the configured one)")
     a.add_argument("--official-scorer", type=Path, default=None,
                    help="also score with the official evaluate-v2.0.py at this path")
     a.add_argument("--json", action="store_true", help="print one JSON summary")
@@ -99,10 +102,41 @@ def retrieval_command(opts: argparse.Namespace, out: TextIO) -> int:
 
 
 def answers_command(opts: argparse.Namespace, out: TextIO) -> int:
+    from django.core.exceptions import ImproperlyConfigured
+    from django.test.utils import override_settings
+
+    from foundry_site import llm
+
+    report.report_folder_check(opts.report)
+    readers = [r.strip() for r in (opts.reader or settings.FOUNDRY.generation.model).split(",") if r.strip()]
+    configs = {}
+    for name in readers:
+        try:
+            configs[name] = settings.FOUNDRY.with_overrides(generation={"model": name})
+        except ValueError as exc:
+            raise ImproperlyConfigured(f"--reader {name!r}: {exc}") from None
+        problems = llm.validate_models(configs[name].llm_models() & {name}, role="chat")
+        if problems:
+            raise ImproperlyConfigured(f"--reader {name!r}: {'; '.join(problems)}")
+    summaries: dict[str, dict] = {}
+    for name, conf in configs.items():
+        with override_settings(FOUNDRY=conf):
+            summaries[name] = _answers_one(opts, out, report_folder=_reader_folder(opts.report, name, len(configs)))
+    if len(summaries) > 1:
+        out.write(readers_table(summaries) if not opts.json else json.dumps({"readers": summaries}) + "\n")
+    return 0
+
+
+def _reader_folder(folder: Path | None, reader: str, readers: int) -> Path | None:
+    if folder is None or readers == 1:
+        return folder
+    return folder / reader.replace("/", "_")
+
+
+def _answers_one(opts: argparse.Namespace, out: TextIO, *, report_folder: Path | None) -> dict:
     from generation.evaluation import answers_evaluate, answers_report
     from retrieval.evaluation.squad import load_squad
 
-    report.report_folder_check(opts.report)
     progress = Progress(quiet=opts.json)
     try:
         result = answers_evaluate(squad=opts.squad, kb_articles=opts.kb_articles, limit=opts.limit, seed=opts.seed,
@@ -111,12 +145,37 @@ def answers_command(opts: argparse.Namespace, out: TextIO) -> int:
     finally:
         progress.close()
     eval_id = report.eval_id_new()
-    folder = report.report_folder("answers", eval_id, opts.report)
+    folder = report.report_folder("answers", eval_id, report_folder)
     summary = answers_report(result, articles=load_squad(opts.squad), folder=folder, eval_id=eval_id,
                              official_scorer=opts.official_scorer)
     if opts.json:
-        out.write(json.dumps({**summary, "report": str(folder)}) + "\n")
+        out.write(json.dumps({**summary, "reader": settings.FOUNDRY.generation.model, "report": str(folder)}) + "\n")
     else:
         out.write((folder / "report.md").read_text(encoding="utf-8").split("![")[0])
         out.write(f"Report: {folder}/report.md\n")
-    return 0
+    return {**summary, "report": str(folder)}
+
+
+READER_COLUMNS = (("holds gold (answerable)", "HasAns_holds_gold"), ("HasAns F1", "HasAns_f1"),
+                  ("refused, out of corpus", "refusal_rate_out_of_corpus"),
+                  ("answered, unanswerable in corpus", "hallucination_rate_impossible"),
+                  ("LLM calls", "llm_calls"))
+
+
+def readers_table(summaries: dict[str, dict]) -> str:
+    """One row per reader: the headline numbers side by side."""
+    lines = ["", "| reader | " + " | ".join(title for title, _ in READER_COLUMNS) + " | P95 total ms |",
+             "|---" * (len(READER_COLUMNS) + 2) + "|"]
+    for name, s in summaries.items():
+        cells = [_cell(s.get(key), key) for _, key in READER_COLUMNS]
+        p95 = s.get("latency_ms", {}).get("total", {}).get("p95_ms")
+        lines.append(f"| {name} | " + " | ".join(cells) + f" | {p95 if p95 is not None else 'n/a'} |")
+    return "\n".join(lines) + "\n"
+
+
+def _cell(value: float | int | None, key: str) -> str:
+    if value is None:
+        return "n/a"
+    if key in ("HasAns_f1", "llm_calls"):
+        return f"{value:g}"
+    return f"{100 * value:.1f}%"

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
@@ -180,7 +181,7 @@ def test_eval_answers_writes_official_predictions(tmp_path: Path, foundry_config
                 "hallucination_rate", "citation_precision", "attribution_coverage", "latency_ms"):
         assert key in summary
     assert set(summary["ci95"]) == {"f1", "HasAns_f1", "refusal_rate_out_of_corpus", "false_refusal_rate",
-                                    "hallucination_rate", "citation_precision"}
+                                    "hallucination_rate", "citation_precision", "HasAns_holds_gold"}
     for key, interval in summary["ci95"].items():  # each on its number's own scale (F1 0-100, rates 0-1)
         if interval is not None:
             assert interval[0] - 0.01 <= summary[key] <= interval[1] + 0.01, key
@@ -190,6 +191,38 @@ def test_eval_answers_writes_official_predictions(tmp_path: Path, foundry_config
     rows = list(csv.DictReader((Path(settings.FOUNDRY_HOME) / "eval.csv").open()))
     assert rows[-1]["kind"] == "answers"
     assert not (Path(settings.FOUNDRY_HOME) / "runs.csv").exists()  # per-question rows stay with the eval index
+
+
+def test_eval_answers_compares_readers_on_the_same_questions(tmp_path: Path, foundry_config,
+                                                             scripted_llm: ScriptedLLM) -> None:
+    foundry_config(retrieval={"min_chunks": 1, "min_score": 0.3}, generation={"reader_min_score": 0.0,
+                                                                               "reader_low_score": 0.0})
+    scripted_llm.reply = echo_first_passage
+    squad = tmp_path / "squad.json"
+    squad.write_text(json.dumps(SQUAD))
+    out = io.StringIO()
+    call_command("foundry", "eval", "answers", "--squad", str(squad), "--kb-articles", "2", "--limit", "6",
+                 "--seed", "1", "--reader", "extractive,scripted/generator", "--report", str(tmp_path / "r"),
+                 stdout=out)
+    table = out.getvalue().split("| reader |")[1]
+    rows = {line.split("|")[1].strip(): line for line in table.splitlines() if line.startswith("| ")}
+    assert set(rows) == {"extractive", "scripted/generator"}
+    extractive = json.loads((tmp_path / "r" / "extractive" / "report.json").read_text())
+    scripted = json.loads((tmp_path / "r" / "scripted_generator" / "report.json").read_text())
+    assert extractive["config"]["generation.model"] == "extractive" and extractive["llm_calls"] == 0
+    assert scripted["llm_calls"] > 0
+    assert [o["qid"] for o in extractive["outcomes"]] == [o["qid"] for o in scripted["outcomes"]]
+    for outcome in extractive["outcomes"]:
+        if outcome["kind"] == "answerable" and outcome["prediction"]:
+            golds = [g.lower() for g in outcome["golds"]]
+            assert outcome["holds_gold"] == any(g in outcome["prediction"].lower() for g in golds)
+
+
+def test_eval_answers_refuses_an_unknown_reader(tmp_path: Path) -> None:
+    squad = tmp_path / "squad.json"
+    squad.write_text(json.dumps(SQUAD))
+    with pytest.raises(ImproperlyConfigured, match="--reader 'bogus'"):
+        run_eval("answers", "--squad", str(squad), "--kb-articles", "1", "--reader", "bogus")
 
 
 def test_eval_answers_needs_an_article_outside_the_corpus(tmp_path: Path) -> None:
