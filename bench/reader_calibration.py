@@ -24,34 +24,47 @@ from pathlib import Path
 
 import _common  # noqa: F401  (Django set-up)
 from django.conf import settings
+from django.test.utils import override_settings
 
 from generation import reader
 from generation.evaluation import sample, squad_index
+from generation.grounding import content_words
 from generation.reader import Passage
 from retrieval.evaluation.squad import load_squad, normalize_answer
 from retrieval.services.retrieve import retrieve
 
 LEXICAL = (0.0, 0.15, 0.25, 0.35, 0.5, 0.75, 1.0)
-NEIGHBOUR = (0.0, 0.1, 0.2)
-RANK = (0.0, 0.05, 0.1)
+NOVELTY = (0.0, 0.1, 0.2, 0.3, 0.5)
+NEIGHBOUR = (0.0, 0.1)
+RANK = (0.0, 0.05)
 THRESHOLDS = [round(0.40 + 0.025 * i, 3) for i in range(29)]  # 0.40 … 1.10
 MARGINS = (0.0, 0.04, 0.08, 0.12)
 
 
+GATE_FLOOR = 0.2  # features are taken with the gate this low, so the gate can be replayed above it
+GATES = (0.3, 0.325, 0.35, 0.375, 0.4)
+
+
 def features(question: str, golds: list[str]) -> dict | None:
-    found = retrieve(question=question, collection_ids=None)
+    with override_settings(FOUNDRY=settings.FOUNDRY.with_overrides(retrieval={"min_score": GATE_FLOOR})):
+        found = retrieve(question=question, collection_ids=None)
     if not found.gate.passed or not found.candidates:
         return None
     conf = settings.FOUNDRY.generation
+    chosen = found.candidates[:conf.max_passages]
+    pscore = {c.label: round(c.score, 4) for c in chosen}
     passages = [Passage(c.label, c.chunk.text, c.chunk.line_start, c.chunk.line_end, rank=i)
-                for i, c in enumerate(found.candidates[:conf.max_passages], start=1)]
+                for i, c in enumerate(chosen, start=1)]
     quotes = reader.units_score(question, passages, embedding_model=settings.FOUNDRY.embedding.model)
     norm = [normalize_answer(g) for g in golds if normalize_answer(g)]
+    asked = content_words(question)
     by_unit = {(q.passage.label, q.unit.start): q for q in quotes}
     rows = []
     for q in quotes:
         neighbours = [by_unit.get((q.passage.label, s)) for s in _neighbour_starts(q, quotes)]
-        rows.append({"cos": round(q.cosine, 5), "lex": round(q.lexical, 4),
+        words = content_words(q.unit.scored_text)
+        rows.append({"cos": round(q.cosine, 5), "lex": round(q.lexical, 4), "pscore": pscore[q.passage.label],
+                     "novel": round(len(words - asked) / len(words), 4) if words else 0.0,
                      "nb": round(max((n.lexical for n in neighbours if n), default=0.0), 4),
                      "rank": q.passage.rank, "gold": any(g in normalize_answer(q.unit.text) for g in norm)})
     return {"units": rows, "passage_gold": any(g in normalize_answer(p.text) for p in passages for g in norm)}
@@ -63,11 +76,11 @@ def _neighbour_starts(quote: reader.Quote, quotes: list[reader.Quote]) -> list[i
     return [starts[j] for j in (i - 1, i + 1) if 0 <= j < len(starts)]
 
 
-def score(row: dict, lex: float, nb: float, rank: float) -> float:
-    return row["cos"] + lex * row["lex"] + nb * row["nb"] + rank / row["rank"]
+def score(row: dict, lex: float, nb: float, rank: float, novel: float = 0.0) -> float:
+    return row["cos"] + lex * row["lex"] + nb * row["nb"] + rank / row["rank"] + novel * row.get("novel", 0.0)
 
 
-def top_hit(item: dict, weights: tuple[float, float, float]) -> bool:
+def top_hit(item: dict, weights: tuple[float, ...]) -> bool:
     best = max(item["units"], key=lambda r: score(r, *weights))
     return best["gold"]
 
@@ -82,34 +95,44 @@ def weight_sweep(answerable: list[dict], seed: int) -> list[dict]:
     for lex in LEXICAL:
         for nb in NEIGHBOUR:
             for rank in RANK:
-                w = (lex, nb, rank)
-                rows.append({"lexical": lex, "neighbour": nb, "rank": rank,
-                             "top1_tune": round(sum(top_hit(x, w) for x in tune) / len(tune), 4),
-                             "top1_held": round(sum(top_hit(x, w) for x in held) / len(held), 4)})
+                for novel in NOVELTY:
+                    w = (lex, nb, rank, novel)
+                    rows.append({"lexical": lex, "neighbour": nb, "rank": rank, "novelty": novel,
+                                 "top1_tune": round(sum(top_hit(x, w) for x in tune) / len(tune), 4),
+                                 "top1_held": round(sum(top_hit(x, w) for x in held) / len(held), 4)})
     return sorted(rows, key=lambda r: -r["top1_tune"])
 
 
-def quoted_hit(item: dict, weights: tuple[float, float, float], margin: float, max_units: int) -> bool:
+def quoted_hit(item: dict, weights: tuple[float, ...], margin: float, max_units: int) -> bool:
     """Whether the units the reader would quote (best, then those within ``margin``) hold a gold answer."""
     ranked = sorted(item["units"], key=lambda r: -score(r, *weights))
     best = score(ranked[0], *weights)
     return any(r["gold"] for r in ranked[:max_units] if score(r, *weights) >= best - margin)
 
 
-def threshold_curve(data: dict[str, list[dict | None]], weights: tuple[float, float, float],
+def threshold_curve(data: dict[str, list[dict | None]], weights: tuple[float, ...],
                     max_units: int) -> list[dict]:
+    """Gate (min_score) x reader threshold x quoting margin, replayed on the features: a question is
+    answered when a passage reaches the gate and the best unit of the passages that do reaches the threshold."""
     rows = []
-    for margin in MARGINS:
-        for t in THRESHOLDS:
-            row: dict = {"margin": margin, "threshold": t}
-            for kind, items in data.items():
-                answered = [x for x in items if x and max(score(r, *weights) for r in x["units"]) >= t]
-                row[f"answered_{kind}"] = round(len(answered) / len(items), 4) if items else None
-                if kind == "answerable":
-                    row["holds_gold"] = round(sum(quoted_hit(x, weights, margin, max_units)
-                                                  for x in answered) / len(items), 4)
-            rows.append(row)
+    for gate in GATES:
+        for margin in MARGINS:
+            for t in THRESHOLDS:
+                row: dict = {"gate": gate, "margin": margin, "threshold": t}
+                for kind, items in data.items():
+                    kept = [_above_gate(x, gate) for x in items]
+                    answered = [x for x in kept if x and max(score(r, *weights) for r in x["units"]) >= t]
+                    row[f"answered_{kind}"] = round(len(answered) / len(items), 4) if items else None
+                    if kind == "answerable":
+                        row["holds_gold"] = round(sum(quoted_hit(x, weights, margin, max_units)
+                                                      for x in answered) / len(items), 4)
+                rows.append(row)
     return rows
+
+
+def _above_gate(item: dict | None, gate: float) -> dict | None:
+    units = [r for r in item["units"] if r["pscore"] >= gate] if item else []
+    return {**item, "units": units} if units else None
 
 
 def main() -> None:
@@ -127,7 +150,8 @@ def main() -> None:
     kb, asked = sample(articles, kb_articles=args.kb_articles, limit=args.eval_limit, seed=args.seed)
     left_out = {q.qid for qs in asked.values() for q in qs}
     pools = {"answerable": [q for a in kb for q in a.questions if not q.impossible and q.qid not in left_out],
-             "impossible": [q for a in kb for q in a.questions if q.impossible and q.qid not in left_out]}
+             "impossible": [q for a in kb for q in a.questions if q.impossible and q.qid not in left_out],
+             "out_of_corpus": [q for a in articles if a not in kb for q in a.questions if q.qid not in left_out]}
     rng = random.Random(args.seed + 1)
     data: dict[str, list[dict | None]] = {}
     with squad_index(args.squad, kb):
@@ -137,22 +161,23 @@ def main() -> None:
             print(f"  {kind}: {len(chosen)} questions", flush=True)
     if args.features:
         args.features.write_text(json.dumps(data))
-    answerable = [x for x in data["answerable"] if x]
+    answerable = [x for x in (_above_gate(x, settings.FOUNDRY.retrieval.min_score) for x in data["answerable"]) if x]
     weights = weight_sweep(answerable, args.seed)
-    shipped = (reader.LEXICAL_WEIGHT, 0.0, 0.0)  # the reader scores cosine + lexical only
+    shipped = (reader.LEXICAL_WEIGHT, 0.0, 0.0, reader.NOVELTY_WEIGHT)  # the reader's own score
     curve = threshold_curve(data, shipped, settings.FOUNDRY.generation.reader_max_units)
-    passed = len(answerable) / len(data["answerable"])
+    passed = len(answerable) / len(data["answerable"])  # at the configured gate
     in_passages = sum(x["passage_gold"] for x in answerable) / len(data["answerable"])
     print(f"machine: {_common.machine_line()}; {time.perf_counter() - start:.0f} s")
     print(f"answerable: gate passed {passed:.3f}; a passage holds a gold answer {in_passages:.3f}")
-    print("lexical neighbour rank  top1(tune) top1(held-out)")
-    for r in weights[:12]:
-        print(f"  {r['lexical']:.2f}    {r['neighbour']:.2f}    {r['rank']:.2f}   {r['top1_tune']:.3f}     "
-              f"{r['top1_held']:.3f}")
-    print(f"weights {shipped}; margin threshold  answered(answerable)  holds gold  answered(unanswerable in corpus)")
+    print("lexical neighbour rank novelty  top1(tune) top1(held-out)")
+    for r in weights[:15]:
+        print(f"  {r['lexical']:.2f}    {r['neighbour']:.2f}    {r['rank']:.2f}   {r['novelty']:.2f}   {r['top1_tune']:.3f}"
+              f"     {r['top1_held']:.3f}")
+    print(f"weights {shipped}; gate margin threshold  answered(answerable)  holds gold  "
+          "answered(unanswerable in corpus)  answered(out of corpus)")
     for r in curve:
-        print(f"  {r['margin']:.2f}  {r['threshold']:.3f}     {r['answered_answerable']:.3f}              "
-              f"{r['holds_gold']:.3f}       {r['answered_impossible']:.3f}")
+        print(f"  {r['gate']:.3f} {r['margin']:.2f}  {r['threshold']:.3f}     {r['answered_answerable']:.3f}              "
+              f"{r['holds_gold']:.3f}       {r['answered_impossible']:.3f}       {r['answered_out_of_corpus']:.3f}")
     if args.json:
         args.json.write_text(json.dumps({"weights": weights, "thresholds": curve, "gate_passed": passed,
                                          "passage_holds_gold": in_passages, "machine": _common.machine_line(),

@@ -29,6 +29,7 @@ _TABLE_RULE = re.compile(r"^\s*\|?[\s:|-]*-[\s:|-]*\|?\s*$")
 _WORD_BEFORE = re.compile(r"([A-Za-zÀ-ÿ.]+)$")
 _MEASURE_BEFORE = re.compile(r"\d\s?[A-Za-zµΩ°%]{1,4}$")
 _NUMBER_BEFORE = re.compile(r"([A-Za-zÀ-ÿ]+)\.?\s+\(?\d+(?:\.\d+)*$")
+_OPEN_ENDS = set(",;:-–—(/&+=")  # a line ending in one of these goes on in the next
 SHORT_LINE = 60  # characters: a shorter line without closing punctuation is not wrapped prose
 MAX_ITEM_WORDS = 60  # a longer list item is quoted sentence by sentence
 
@@ -128,14 +129,16 @@ def _item_units(text: str, lines: list[tuple[int, int]], first: int, last: int) 
 
 
 def _paragraph_units(text: str, lines: list[tuple[int, int]], paragraph: list[tuple[int, int]]) -> list[Unit]:
-    """A paragraph's sentences; a short line without closing punctuation followed by a capitalised one
-    (``Version 2.4.1 - released 2026-06-09`` / ``Maintenance release.``) is a line of its own, not wrapped prose."""
+    """A paragraph's sentences. A short line that does not run on (no comma, colon, hyphen … at its end)
+    followed by a capitalised one is a line of its own, not wrapped prose: ``Version 2.4.1 - released
+    2026-06-09`` above ``Maintenance release.``, or a table row of a PDF (``Weight 210 g``)."""
     out: list[Unit] = []
     first = paragraph[0][0] if paragraph else 0
     for (index, _), nxt in zip(paragraph, paragraph[1:] + [(-1, -1)]):
         line = text[slice(*lines[index])].rstrip()
         follower = text[slice(*lines[nxt[0]])].lstrip() if nxt[0] >= 0 else ""
-        if nxt[0] >= 0 and not (len(line) < SHORT_LINE and line[-1:].isalnum() and follower[:1].isupper()):
+        if nxt[0] >= 0 and not (len(line) < SHORT_LINE and line[-1:] not in _OPEN_ENDS
+                                and (follower[:1].isupper() or follower[:1].isdigit())):
             continue
         out += _sentences(text, lines, lines[first][0], lines[index][1])
         first = nxt[0]

@@ -24,6 +24,9 @@ from foundry_site.units import Unit, passage_units
 # docs/benchmarks.md "Extractive reader"): they tell the sentence that names the asked-for thing
 # apart from its neighbours, which embed alike.
 LEXICAL_WEIGHT = 0.5
+# Weight of the share of a unit's words the question does not have: a unit that only restates the
+# question ("RS-485 sensor bus" for "How many sensors can the RS-485 bus take?") tells nothing.
+NOVELTY_WEIGHT = 0.0
 NEAR_BEST = 0.08  # a further unit is quoted only when it scores within this of the best one
 
 
@@ -103,14 +106,16 @@ def units_score(question: str, passages: list[Passage], *, embedding_model: str)
     asked = content_words(question)
     cosines = [_dot(vectors[0], v) for v in vectors[1:]]
     lexical = [_overlap(asked, u.scored_text) for _, u in units]
-    quotes = [Quote(passage, unit, cosine + LEXICAL_WEIGHT * lex, cosine, lex)
-              for (passage, unit), cosine, lex in zip(units, cosines, lexical)]
+    novelty = [_novelty(asked, u.scored_text) for _, u in units]
+    quotes = [Quote(passage, unit, cosine + LEXICAL_WEIGHT * lex + NOVELTY_WEIGHT * new, cosine, lex)
+              for (passage, unit), cosine, lex, new in zip(units, cosines, lexical, novelty)]
     return sorted(quotes, key=lambda q: (-q.score, q.passage.rank, q.unit.start))
 
 
 def read(question: str, passages: list[Passage], *, embedding_model: str, max_units: int,
-         exclude: set[str] | None = None) -> Reading:
-    """The best units to quote for ``question`` (see the module docstring).
+         exclude: set[str] | None = None, margin: float = NEAR_BEST) -> Reading:
+    """The best units to quote for ``question`` (see the module docstring): the best one and those within
+    ``margin`` of it, at most ``max_units``.
 
     ``exclude``: unit texts already quoted elsewhere (a document's earlier sections), never quoted again.
     """
@@ -121,7 +126,7 @@ def read(question: str, passages: list[Passage], *, embedding_model: str, max_un
     best = fresh[0].score
     chosen: list[Quote] = []
     for quote in fresh:
-        if len(chosen) >= max_units or quote.score < best - NEAR_BEST:
+        if len(chosen) >= max_units or quote.score < best - margin:
             break
         if all(_key(quote.unit.text) != _key(c.unit.text) for c in chosen):
             chosen.append(quote)
@@ -140,6 +145,11 @@ def _has_number(unit: Unit) -> bool:
 
 def _overlap(asked: set[str], text: str) -> float:
     return len(asked & content_words(text)) / len(asked) if asked else 0.0
+
+
+def _novelty(asked: set[str], text: str) -> float:
+    words = content_words(text)
+    return len(words - asked) / len(words) if words else 0.0
 
 
 def _dot(a: list[float], b: list[float]) -> float:

@@ -18,7 +18,8 @@ from generation.reader import Passage, Quote, Reading, read
 from retrieval.services.retrieve import Candidate, retrieve
 
 DEFAULT_OUTLINE = ("Overview", "Details", "Requirements and limits")
-SECTION_UNITS = 6  # units quoted per section at most
+SECTION_UNITS = 6  # units quoted per section at most: those within SECTION_MARGIN of the best and above the threshold
+SECTION_MARGIN = 0.3
 NOTHING_FOUND = "_The sources hold nothing on this section closely enough to quote._"
 _HEADING = re.compile(r"^##\s+(.+?)\s*#*\s*$")
 _FENCE = re.compile(r"^\s*(```|~~~)")
@@ -90,7 +91,8 @@ def document_write(*, topic: str, title: str, sections: Sequence[dict[str, Any]]
         ranked = [passages[str(cid)] for cid in section["chunks"]]
         reading = read(section_question(topic, section["heading"]),
                        [_passage(p, rank) for rank, p in enumerate(ranked, start=1)],
-                       embedding_model=embedding_model, max_units=SECTION_UNITS, exclude=quoted)
+                       embedding_model=embedding_model, max_units=SECTION_UNITS, exclude=quoted,
+                       margin=SECTION_MARGIN)
         kept = [q for q in reading.quotes if q.score >= min_score]
         quoted.update(" ".join(q.unit.text.lower().split()) for q in kept)
         lines += [f"## {section['heading']}", "", *_section_lines(kept, footnotes, passages), ""]
