@@ -21,6 +21,7 @@ from typing import Any
 from django.conf import settings
 
 from foundry_site import llm, prompts
+from foundry_site.config import EXTRACTIVE
 from foundry_site.text import TextRejected, user_text
 from generation.context import chunk_budget, context_build, fence_escape
 from generation.grounding import Grounded, Sentence, content_words, split_sentences
@@ -91,6 +92,8 @@ def document_prepare(*, topic: str, spec: SpecText, collection_ids: list[int] | 
     retrieval = retrieve(question=topic, collection_ids=collection_ids)
     if not retrieval.gate.passed or not retrieval.candidates:
         return Prepared(retrieval, [], "")
+    if conf.generation.model == EXTRACTIVE:  # the writer quotes; there is no prompt (generation.writer)
+        return Prepared(retrieval, retrieval.candidates, "")
     summaries = _summaries(retrieval.candidates, conf.generation.max_source_summaries)
     frame = dict(feature_spec_content=spec.body, max_source_summaries=conf.generation.max_source_summaries,
                  source_summaries=summaries or "(none)")

@@ -7,10 +7,13 @@ import time
 from pathlib import Path
 from typing import TextIO
 
+from django.conf import settings
 from django.core.management.base import CommandError
 
 from foundry_site.cli.display import output_file_check, safe, safe_json
 from foundry_site.cli.query import collection_ids
+from foundry_site.config import EXTRACTIVE
+from generation import writer
 from generation.documents import GenerationError, SpecText, document_prepare, generation_run_create, topic_request
 from generation.models import GenerationRun
 from generation.tasks import generate_document
@@ -104,10 +107,23 @@ def _dry_run(topic: str, spec: SpecText, scope: list[int] | None, out: TextIO) -
                   f"fused {c.fused:.4f}  ({ranks})\n")
     for conflict in r.conflicts:
         out.write("\n" + conflict_format(conflict.as_dict()) + "\n")
-    if prepared.system:
+    if settings.FOUNDRY.generation.model == EXTRACTIVE:
+        _dry_run_outline(topic, spec, scope, out)
+    elif prepared.system:
         out.write(f"\n--- system prompt ---\n{prepared.system}\n--- user ---\n{topic_request(topic)}\n")
     out.write("\n(dry run: no generation model was called)\n")
     return 0
+
+
+def _dry_run_outline(topic: str, spec: SpecText, scope: list[int] | None, out: TextIO) -> None:
+    """The extractive writer's plan: each section of the outline with the passages it would quote from."""
+    sections, found = writer.sections_prepare(topic=topic, body=spec.body, collection_ids=scope,
+                                              max_passages=settings.FOUNDRY.generation.max_passages)
+    out.write("\n--- outline (extractive writer: quotes, no model) ---\n")
+    for section in sections:
+        out.write(f"## {safe(section['heading'])}: gate {'passed' if section['gate']['passed'] else 'REFUSED'}\n")
+        for cid in section["chunks"]:
+            out.write(f"  {safe(found[cid].chunk.source.name)}, {safe(found[cid].where)}\n")
 
 
 def run_summary(run: GenerationRun) -> dict:

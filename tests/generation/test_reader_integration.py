@@ -1,0 +1,79 @@
+"""The extractive reader and writer on the sample knowledge base, with the real embedding model (MiniLM).
+
+``tests/data/sample_kb_questions.json`` holds questions about ``knowledge_base/`` with what a correct
+answer must say: every string of ``all_of`` and one of ``any_of``.
+"""
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+
+from generation.answers import answer_question
+from generation.documents import SpecText, generation_run_create, generation_run_execute
+from generation.models import GenerationRun
+from sources.models import Chunk, Source
+from sources.services.ingest import knowledge_base_ingest
+
+pytestmark = [pytest.mark.integration, pytest.mark.django_db]
+
+QUESTIONS = json.loads((Path(__file__).parents[1] / "data" / "sample_kb_questions.json").read_text())
+KB = Path(settings.BASE_DIR) / "knowledge_base"
+SPEC = SpecText("wiring-guide", 1, "# Wiring guide\n\nThe user manual takes precedence over the datasheet.\n\n"
+                                   "## Power supply\n\n## Sensor bus wiring\n")
+
+
+@pytest.fixture
+def sample_kb(foundry_config) -> None:
+    foundry_config(generation={"model": "extractive", "cache_answers": False})
+    knowledge_base_ingest(target=KB)
+
+
+def correct(answer_text: str, expected: dict) -> bool:
+    return (all(s in answer_text for s in expected.get("all_of", []))
+            and (not expected.get("any_of") or any(s in answer_text for s in expected["any_of"])))
+
+
+def test_sample_questions_are_answered_with_quotes_at_their_cited_lines(sample_kb: None) -> None:
+    right, wrong = 0, []
+    for expected in QUESTIONS:
+        answer = answer_question(question=expected["question"])
+        assert answer.llm_calls == 0
+        if answer.answer_class != "no_evidence" and answer.citations and correct(answer.answer, expected):
+            right += 1
+        else:
+            wrong.append((expected["question"], answer.refusal, answer.answer[:200]))
+        for line in answer.answer.splitlines() if answer.citations else []:
+            quote, label = re.match(r"(.+) \[(S\d+)\]$", line).groups()
+            citation = next(c for c in answer.citations if c["id"] == label)
+            _assert_quoted_at(quote.split(f" [{label}] ")[0], citation["source"], *citation["lines"])
+    assert right >= 14, f"{right} of {len(QUESTIONS)} right; wrong: {wrong}"
+
+
+def _assert_quoted_at(quote: str, source: str, first: int, last: int) -> None:
+    """The quote is in the text of a chunk of ``source`` covering the cited lines, and for Markdown and
+    text sources in the file itself at exactly those lines."""
+    chunks = Chunk.objects.filter(source__path=source, line_start__lte=first, line_end__gte=last)
+    assert any(" ".join(quote.split()) in " ".join(c.text.split()) for c in chunks), (quote, source, first, last)
+    if source.endswith((".md", ".txt")):
+        lines = (KB / source).read_text(encoding="utf-8").splitlines()[first - 1:last]
+        assert " ".join(quote.split()).lstrip("-* ") in " ".join(" ".join(lines).split()), (quote, first, last)
+
+
+def test_extractive_document_quotes_the_sources_verbatim(sample_kb: None, tmp_path: Path) -> None:
+    out = tmp_path / "wiring.md"
+    run = generation_run_create(topic="wiring the sensor bus", spec=SPEC, output_path=str(out))
+    generation_run_execute(run_id=run.pk)
+    run = GenerationRun.objects.get(pk=run.pk)
+    assert run.status == "succeeded" and run.llm_calls == 0, run.error
+    text = out.read_text()
+    notes = dict(re.findall(r"^\[\^(\d+)\]: (.+)$", text, re.MULTILINE))
+    quotes = re.findall(r"([^\n\]]+?) \[\^(\d+)\]", text.split("\n## Sources")[0])
+    assert len(quotes) >= 6
+    for quote, number in quotes:
+        source, first, last = re.match(r"(\S+) .*lines (\d+)-(\d+)$", notes[number]).groups()
+        assert Source.objects.filter(path=source).exists()
+        _assert_quoted_at(quote, source, int(first), int(last))
