@@ -161,3 +161,51 @@ def test_ask_works_without_javascript(browser_page: Any, live_server: Any, site:
         shot(page, "web-7-nojs")
     finally:
         context.close()
+
+
+@pytest.fixture
+def extractive_site(site: ScriptedLLM, foundry_config: Callable[..., Any]) -> ScriptedLLM:
+    """The same site on the shipped default reader: quotes, no LLM."""
+    foundry_config(generation={"model": "extractive"})
+    services.spec_create(name="bus-guide", title="Bus guide", body="# Bus guide\n\n## Power supply\n\n## Sensor bus\n",
+                         by=User.objects.get(username="author"))
+    services.spec_submit(name="bus-guide", by=User.objects.get(username="author"))
+    services.spec_approve(name="bus-guide", by=User.objects.get(username="rita"))
+    return site
+
+
+def test_ask_and_generate_with_the_extractive_reader(browser_page: Any, live_server: Any,
+                                                     extractive_site: ScriptedLLM) -> None:
+    from playwright.sync_api import expect
+
+    expect.set_options(timeout=60_000)
+    page = browser_page
+    errors: list[str] = []
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    page.goto(f"{live_server.url}/accounts/login/")
+    page.fill("#id_username", "alice")
+    page.fill("#id_password", PASSWORD)
+    page.click("button[type=submit]")
+    expect(page.locator("#stages li[data-stage=reading]")).to_have_text("Choosing the sentences to quote")
+    page.fill("#id_question", "How many sensors can be connected to the RS-485 bus?")
+    page.click("#ask-form button[type=submit]")
+    expect(page.locator("#answer")).to_be_visible()
+    row = QueryLog.objects.get()
+    assert row.model == "extractive" and row.llm_calls == 0 and not extractive_site.calls
+    expect(page.locator(".answer-body")).to_contain_text("Up to 8 sensors can be connected to the RS-485 bus.")
+    manual = next(c for c in row.citations if c["source"] == "manual.md")
+    expect(page.locator(f"#source-{manual['id']}")).to_contain_text(f"lines {manual['lines'][0]}–{manual['lines'][1]}")
+    shot(page, "web-8-extractive-answer")
+    page.click(f"#source-{manual['id']} a")
+    chunk = Chunk.objects.get(pk=manual["chunk_id"])
+    expect(page.locator(f"#chunk-{chunk.pk}")).to_contain_text("Up to 8 sensors can be connected")
+
+    page.click("nav >> text=Generate")
+    page.fill("#id_topic", "sensors on the RS-485 bus")
+    page.select_option("#id_feature", "bus-guide")
+    page.click("button:has-text('Generate')")
+    expect(page.locator("#run-status")).to_have_text("Succeeded")
+    expect(page.locator("#document h2").first).to_have_text("Power supply")
+    expect(page.locator("#document")).to_contain_text("Up to 8 sensors can be connected to the RS-485 bus.")
+    shot(page, "web-9-extractive-document", full=True)
+    assert errors == []
