@@ -163,7 +163,7 @@ def main() -> None:
         args.features.write_text(json.dumps(data))
     answerable = [x for x in (_above_gate(x, settings.FOUNDRY.retrieval.min_score) for x in data["answerable"]) if x]
     weights = weight_sweep(answerable, args.seed)
-    shipped = (reader.LEXICAL_WEIGHT, 0.0, 0.0, reader.NOVELTY_WEIGHT)  # the reader's own score
+    shipped = (reader.LEXICAL_WEIGHT, 0.0, 0.0, 0.0)  # the reader's own score: cosine + lexical
     curve = threshold_curve(data, shipped, settings.FOUNDRY.generation.reader_max_units)
     passed = len(answerable) / len(data["answerable"])  # at the configured gate
     in_passages = sum(x["passage_gold"] for x in answerable) / len(data["answerable"])

@@ -168,7 +168,7 @@ def _prepare_extractive(run: GenerationRun) -> dict[str, Any]:
     return {
         "v": PAYLOAD_VERSION, "run_id": run.pk, "attempt": run.attempts, "topic": run.topic, "writer": EXTRACTIVE,
         "sections": sections, "embedding_model": conf.embedding.model,
-        "min_score": conf.generation.reader_min_score, "min_coverage": conf.generation.min_coverage,
+        "min_score": conf.generation.writer_min_score, "min_coverage": conf.generation.min_coverage,
         "conflicts": [conflict_markdown(c) for c in conflicts.values()],
         "precedence": writer.precedence_notes(run.spec_body),
         "passages": {str(cid): writer.passage_payload(c, footnote_text(c)) for cid, c in found.items()},

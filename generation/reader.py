@@ -3,8 +3,9 @@
 The passages that passed the retrieval gate are split into units (``foundry_site.units``):
 sentences, list items and table rows. Each unit is scored against the question with the
 embedding model already loaded (cosine of question and unit), plus the share of the
-question's content words the unit holds (a neighbour's words and the passage's fused rank
-were measured too, and did not help: bench/reader_calibration.py). The best unit and up to ``reader_max_units - 1`` more that score
+question's content words the unit holds (a neighbour's words, the passage's fused rank and
+the share of the unit's words the question lacks were measured too, and did not help:
+bench/reader_calibration.py). The best unit and up to ``reader_max_units - 1`` more that score
 nearly as well are quoted, grouped per passage in source order, each with its ``[S#]``.
 
 Two calibrated thresholds (``generation.reader_min_score``, ``reader_low_score``) turn the
@@ -24,10 +25,7 @@ from foundry_site.units import Unit, passage_units
 # docs/benchmarks.md "Extractive reader"): they tell the sentence that names the asked-for thing
 # apart from its neighbours, which embed alike.
 LEXICAL_WEIGHT = 0.5
-# Weight of the share of a unit's words the question does not have: a unit that only restates the
-# question ("RS-485 sensor bus" for "How many sensors can the RS-485 bus take?") tells nothing.
-NOVELTY_WEIGHT = 0.0
-NEAR_BEST = 0.08  # a further unit is quoted only when it scores within this of the best one
+NEAR_BEST = 0.12  # a further unit is quoted only when it scores within this of the best one (calibrated)
 
 
 @dataclass(frozen=True)
@@ -106,9 +104,8 @@ def units_score(question: str, passages: list[Passage], *, embedding_model: str)
     asked = content_words(question)
     cosines = [_dot(vectors[0], v) for v in vectors[1:]]
     lexical = [_overlap(asked, u.scored_text) for _, u in units]
-    novelty = [_novelty(asked, u.scored_text) for _, u in units]
-    quotes = [Quote(passage, unit, cosine + LEXICAL_WEIGHT * lex + NOVELTY_WEIGHT * new, cosine, lex)
-              for (passage, unit), cosine, lex, new in zip(units, cosines, lexical, novelty)]
+    quotes = [Quote(passage, unit, cosine + LEXICAL_WEIGHT * lex, cosine, lex)
+              for (passage, unit), cosine, lex in zip(units, cosines, lexical)]
     return sorted(quotes, key=lambda q: (-q.score, q.passage.rank, q.unit.start))
 
 
@@ -145,11 +142,6 @@ def _has_number(unit: Unit) -> bool:
 
 def _overlap(asked: set[str], text: str) -> float:
     return len(asked & content_words(text)) / len(asked) if asked else 0.0
-
-
-def _novelty(asked: set[str], text: str) -> float:
-    words = content_words(text)
-    return len(words - asked) / len(words) if words else 0.0
 
 
 def _dot(a: list[float], b: list[float]) -> float:

@@ -63,7 +63,7 @@ def test_a_section_the_sources_do_not_cover_says_so(extractive: ScriptedLLM, tmp
 
 def test_no_section_above_the_threshold_fails_the_run(extractive: ScriptedLLM, tmp_path: Path,
                                                       foundry_config) -> None:
-    foundry_config(generation={"model": "extractive", "reader_min_score": 1.9, "reader_low_score": 1.9})
+    foundry_config(generation={"model": "extractive", "writer_min_score": 1.9})
     run, text = run_document(tmp_path, "AX-200 gateway installation")
     assert run.status == "failed" and text == "" and "close enough to quote" in run.error["message"]
 

@@ -79,6 +79,8 @@ def out_of_range(section: str, key: str, info: Any) -> list[tuple[Any, str]]:
             cases.append((rule.le * 2 + 1, f"less than or equal to {shown(rule.le)}"))
     if typing.get_origin(kind) is typing.Literal:
         cases.append(("bogus", "Input should be"))
+    elif (section, key) in (("generation", "model"), ("ingest", "summary_model")):  # also the extractive reader
+        cases.append(("gpt4", "expected 'extractive' (quote the sources, no LLM), 'provider/model'"))
     elif key.endswith("model"):
         cases.append(("gpt4", "expected 'none' or 'provider/model'"))
     elif (section, key) == ("llm", "api_base"):
