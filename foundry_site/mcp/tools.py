@@ -18,8 +18,9 @@ from django.conf import settings
 from django.db.models import Count
 
 from foundry_site.ratelimit import rate_limit_enforce
+from foundry_site.text import TextRejected, user_text
 from generation import audit
-from generation.answers import question_clean
+from generation.answers import MAX_QUESTION_CHARS, question_clean
 from generation.asking import NO_COLLECTIONS, query_answer
 from retrieval.models import QueryLog
 from retrieval.services.retrieve import Candidate, retrieve
@@ -48,7 +49,7 @@ def search(user: Any, *, query: str, collection: str | None = None, k: int | Non
 
     Counts one query against the rate limit and records one ``QueryLog`` row of kind ``search``.
     """
-    query = question_clean(query)
+    query = query_clean(query)
     top_k = k_check(k)
     within = collection_id(user, collection)
     rate_limit_enforce(user.pk)
@@ -80,6 +81,14 @@ def ask(user: Any, *, question: str, collection: str | None = None) -> dict[str,
             "refusal": answer.refusal, "hint": answer.hint, "citations": answer.citations,
             "conflicts": answer.conflicts, "coverage": answer.coverage, "gate": answer.gate,
             "cached": answer.cached}
+
+
+def query_clean(query: str) -> str:
+    """The query as search reads it (as a question: whitespace collapsed); ToolInputError when unusable."""
+    try:
+        return user_text(query, what="query", max_chars=MAX_QUESTION_CHARS)
+    except TextRejected as exc:
+        raise ToolInputError(str(exc)) from None
 
 
 def k_check(k: int | None) -> int | None:
