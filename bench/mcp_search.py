@@ -98,6 +98,7 @@ def main() -> dict:
     rounds = parser.parse_args().rounds
     settings.FOUNDRY = config_with(settings.FOUNDRY, ingest={"summary_model": "none"})
     settings.FOUNDRY_QUERY_RATE = 0
+    settings.ALLOWED_HOSTS = [*settings.ALLOWED_HOSTS, "testserver"]  # Django's test client's host
     call_command("migrate", verbosity=0)
     knowledge_base_ingest(target=ROOT / "knowledge_base")
     user = User.objects.create_user("bench")
