@@ -6,8 +6,8 @@ request is a self-contained ASGI exchange, so this view runs it on a short-lived
 in the request's own thread: a fresh session manager per request (a manager runs once), the
 request body handed over in one piece, the response collected and returned as a Django
 ``HttpResponse``. Nothing outlives the request, so gunicorn's workers, threads and timeouts
-work as for every other view. GET (a server-to-client stream) and DELETE (ending a session)
-get the SDK's own answers for a stateless server.
+work as for every other view. Only POST is served: GET (a server-to-client stream) and DELETE
+(ending a session) have nothing to do without sessions and are answered 405.
 
 Authentication is the API's: ``Authorization: Bearer <token>`` (``foundry tokens create``);
 no token, or a revoked one, is 401 before the SDK sees the request. Django's ALLOWED_HOSTS
@@ -47,6 +47,13 @@ def mcp_endpoint(request: HttpRequest) -> HttpResponse:
     if user is None:
         response = JsonResponse({"detail": NEEDS_TOKEN}, status=401)
         response["WWW-Authenticate"] = 'Bearer realm="foundry"'
+        return response
+    if request.method != "POST":
+        # A stateless server has no stream to open (GET) and no session to end (DELETE); the spec's answer
+        # is 405. (Passed to the SDK, a GET would open an event stream that never ends.)
+        response = JsonResponse({"detail": "This MCP endpoint is stateless: send JSON-RPC messages with POST."},
+                                status=405)
+        response["Allow"] = "POST"
         return response
     reply = asgi_exchange(asgi_scope(request), request.body, user=user)
     response = HttpResponse(bytes(reply.body), status=reply.status)

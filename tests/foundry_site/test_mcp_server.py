@@ -130,3 +130,20 @@ def test_http_endpoint_runs_the_sdk_transport_as_the_tokens_user(users: dict[str
                          content_type="application/json")
     assert {t["name"] for t in listed.json()["result"]["tools"]} >= {"search", "ask"}
     assert not QueryLog.objects.exists()
+
+
+def test_http_endpoint_serves_post_only_and_reports_protocol_errors(users: dict[str, Any]) -> None:
+    """GET would open a never-ending event stream in the SDK: a stateless endpoint answers 405 instead."""
+    client = DjangoClient(HTTP_AUTHORIZATION=f"Bearer {token_create(username='alice').plain}", **JSONRPC_HEADERS)
+    for method in ("get", "delete", "put"):
+        response = getattr(client, method)("/mcp")
+        assert response.status_code == 405 and response["Allow"] == "POST", method
+    notified = client.post("/mcp", json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+                           content_type="application/json")
+    assert notified.status_code == 202
+    garbled = client.post("/mcp", "not json", content_type="application/json")
+    assert garbled.status_code == 400 and garbled.json()["error"]["code"] == -32700
+    unknown = client.post("/mcp", json.dumps({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                                              "params": {"name": "nope", "arguments": {}}}),
+                          content_type="application/json")
+    assert unknown.json()["result"]["isError"] is True and "Unknown tool: nope" in unknown.content.decode()
