@@ -2,7 +2,7 @@
 ``foundry serve`` (gunicorn, its own FOUNDRY_HOME, real MiniLM embeddings and the shipped
 answering model) and ``foundry mcp`` over stdio as a subprocess.
 
-alice and rita read ``docs`` (knowledge_base/); bob reads only ``secret``. Every tool and
+alice, carol and rita read ``docs`` (knowledge_base/); bob reads only ``secret``. Every tool and
 the resources are called; bob never sees ``docs``; every bad input is a tool error and
 the server keeps serving.
 """
@@ -17,6 +17,7 @@ import sys
 import urllib.error
 import urllib.request
 from collections.abc import Awaitable, Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -48,14 +49,14 @@ from sources.services.collections import collection_create, collection_grant
 from sources.services.ingest import knowledge_base_ingest
 
 call_command("migrate", verbosity=0, interactive=False)
-for name, readers in (("docs", ["alice", "rita"]), ("secret", ["bob"])):
+for name, readers in (("docs", ["alice", "carol", "rita"]), ("secret", ["bob"])):
     collection_create(name=name)
     for user in readers:
         User.objects.get_or_create(username=user)
         collection_grant(collection=name, username=user)
 knowledge_base_ingest(target=sys.argv[1], collection="docs")
 knowledge_base_ingest(target=sys.argv[2], collection="secret")
-print(json.dumps({user: token_create(username=user, name="mcp test").plain for user in ("alice", "bob", "rita")}))
+print(json.dumps({user: token_create(username=user, name="mcp test").plain for user in ("alice", "bob", "carol", "rita")}))
 """
 
 
@@ -234,6 +235,19 @@ def test_http_rate_limit_is_a_tool_error(live: Live) -> None:
     results = live.http("rita", hammer)
     assert "Too many queries" in error(results[-2]) and "Try again in" in error(results[-2])
     assert not any(r.is_error for r in results[:-2]) and data(results[-1])["collections"]
+
+
+def test_http_concurrent_clients(live: Live) -> None:
+    """gunicorn's threads each run their request's own event loop: concurrent sessions do not interfere."""
+    async def session(client: Client) -> list[bool]:
+        calls = [await client.call_tool("search", {"query": f"RS-485 sensor wiring {i}", "k": 2}) for i in range(3)]
+        calls.append(await client.call_tool("list_sources", {}))
+        return [c.is_error for c in calls]
+
+    with ThreadPoolExecutor(4) as pool:
+        outcomes = list(pool.map(lambda _: live.http("carol", session), range(4)))
+    assert outcomes == [[False] * 4] * 4
+    assert sum(1 for r in live.log_rows() if r["username"] == "carol" and r["kind"] == "search") == 12
 
 
 def test_http_without_a_token_is_401(live: Live) -> None:
