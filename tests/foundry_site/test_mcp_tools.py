@@ -15,6 +15,7 @@ from foundry_site.mcp import tools
 from foundry_site.ratelimit import RateLimited
 from generation.answers import QueryError
 from retrieval.models import QueryLog
+from retrieval.selectors import dashboard_stats
 from sources.models import Chunk, Source
 from sources.services.collections import collection_create, collection_grant
 from sources.services.ingest import knowledge_base_ingest
@@ -77,6 +78,12 @@ def test_search_leaves_a_search_row_without_an_answer(scene: Scene) -> None:
     assert [c["chunk_id"] for c in row.citations] == [r["chunk_id"] for r in found["results"]]
     assert all("text" not in c for c in row.citations) and row.gate["passed"] is True
     assert row.collection_ids == [scene.a_source.collection_id]
+
+
+def test_search_rows_stay_out_of_the_answer_dashboard(scene: Scene) -> None:
+    tools.search(scene.alice, query=QUESTION)
+    tools.ask(scene.alice, question=QUESTION)
+    assert dashboard_stats(QueryLog.objects.all()).total == 1
 
 
 def test_search_never_calls_a_language_model(scene: Scene, foundry_config: Any, scripted_llm: ScriptedLLM) -> None:
