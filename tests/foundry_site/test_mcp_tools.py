@@ -207,3 +207,11 @@ def test_source_resource_holds_every_chunk_in_order(scene: Scene) -> None:
     for source_id in (str(scene.a_source.pk), "abc", "1e3", "99999999999999999999"):
         with pytest.raises(tools.ToolInputError, match="not found"):
             tools.read_source(scene.bob, source_id=source_id)
+
+
+def test_query_log_page_labels_a_search(scene: Scene, client: Any) -> None:
+    found = tools.search(scene.alice, query=QUESTION)
+    client.force_login(scene.alice)
+    for url in ("/query-log/", f"/query-log/{found['query_id']}/"):
+        response = client.get(url)
+        assert response.status_code == 200 and "Search (passages only)" in response.content.decode(), url
