@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import json
+import logging
 from collections.abc import Callable
 from contextvars import ContextVar
 from typing import Annotated, Any
@@ -28,6 +29,8 @@ from foundry_site.mcp import tools
 from foundry_site.ratelimit import RateLimited
 from generation.answers import MAX_QUESTION_CHARS, QueryError, QueryFailed
 from sources.vectorstore import MissingEmbeddings
+
+logger = logging.getLogger(__name__)
 
 ACTING_USER: ContextVar[Any] = ContextVar("foundry_mcp_acting_user")
 
@@ -67,7 +70,10 @@ async def run_as_user(fn: Callable[..., Any], /, **kwargs: Any) -> Any:
 
 def _in_thread(fn: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
     try:
-        return fn(acting_user(), **kwargs)
+        user = acting_user()
+        # Queries also get their QueryLog row; this line records the reads (ids only, never text).
+        logger.info("mcp %s user=%s", fn.__name__, user.pk)
+        return fn(user, **kwargs)
     finally:
         connections.close_all()  # this thread's connections only (they are thread-local)
 
