@@ -246,7 +246,7 @@ def source_ingest(*, root: str, rel: str, collection_id: int) -> FileResult:
 
 # --------------------------------------------------------------------------- compute side (no database)
 
-PAYLOAD_VERSION = 2  # 2: window vectors
+PAYLOAD_VERSION = 3  # 2: window vectors; 3: chunks carry ocr_confidence
 
 
 @dataclass
@@ -444,7 +444,7 @@ def _store(*, root: str, rel: str, collection_id: int, digest: str, data_size: i
         chunks = Chunk.objects.bulk_create([
             Chunk(source=source, ordinal=i, text=d.text, heading=" > ".join(d.heading),
                   page_start=d.page_start, page_end=d.page_end, line_start=d.line_start, line_end=d.line_end,
-                  token_count=d.token_count, context=ctx, created_at=now)
+                  token_count=d.token_count, context=ctx, ocr_confidence=d.ocr_confidence, created_at=now)
             for i, (d, ctx) in enumerate(zip(prepared.drafts, prepared.contexts))
         ])
         vectorstore.vectors_insert(model, [(c.pk, collection_id, v) for c, v in zip(chunks, prepared.vectors)])
