@@ -5,6 +5,7 @@ import csv
 import io
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -208,3 +209,21 @@ def test_texts_are_embedded_shortest_first_and_returned_in_input_order(monkeypat
     texts = ["a chunk of some length", "w1", "another, longer chunk of text here", "win"]
     assert ingest._embed_by_length(texts, model="m", batch_size=2) == [[22.0], [2.0], [34.0], [3.0]]
     assert sent == [["w1", "win", "a chunk of some length", "another, longer chunk of text here"]]
+
+
+@pytest.mark.django_db
+def test_viewer_shows_each_kinds_location_and_download_serves_the_original(kb: Path, make_user: Any) -> None:
+    from tests.conftest import login
+
+    build_kb(kb)
+    knowledge_base_ingest(target=kb)
+    client = login(make_user("root", superuser=True))
+    for path, text, where in (("review.pptx", "South | 95", "§ Figures, slide 2, lines 3-4"),
+                              ("pumps.xlsx", "P-10 |", "sheet Pumps, rows "),
+                              ("manual.docx", "2 A fuse", "§ Installation &gt; Power supply, paragraphs 2-3"),
+                              ("hosts.csv", "camera", "rows 2-3")):
+        chunk = Chunk.objects.get(source__path=path, text__contains=text)
+        page = client.get(f"/sources/{chunk.source_id}/?chunk={chunk.pk}").content.decode()
+        assert f"Showing chunk {chunk.ordinal + 1} of" in page and where in page, (path, where)
+        download = client.get(f"/sources/{chunk.source_id}/download")
+        assert b"".join(download.streaming_content) == (kb / path).read_bytes()
