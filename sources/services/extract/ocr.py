@@ -62,8 +62,9 @@ def image_open(data: bytes, *, what: str) -> object:
             image = Image.open(io.BytesIO(data))
         except (Image.DecompressionBombError, Image.DecompressionBombWarning) as exc:
             raise ExtractionError(f"{what} is too large to OCR ({exc})") from None
-        except UnidentifiedImageError as exc:
-            raise ExtractionError(f"{what} cannot be read as an image ({exc})") from None
+        except UnidentifiedImageError:
+            raise ExtractionError(f"{what} cannot be read as an image: not a PNG, JPEG or TIFF image, or a "
+                                  "damaged one") from None
         except (OSError, ValueError, SyntaxError) as exc:
             raise ExtractionError(f"damaged {what}: {exc}") from None
     width, height = image.size
