@@ -138,3 +138,35 @@ def test_a_million_empty_rows_are_read_in_bounded_time(stocked_kb: Path, tmp_pat
     assert row["status"] == "ingested", row
     chunk = Chunk.objects.get(source__path="sparse.xlsx")
     assert chunk.text == "Note\nfirst row\n\nlast row" and (chunk.line_start, chunk.line_end) == (2, 1048576)
+
+
+def test_external_links_and_remote_images_are_never_fetched(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A Word file linking a remote image and a web page, and an HTML page full of remote
+    references, are read without a single network connection."""
+    import socket
+
+    import docx
+    from docx.opc.constants import RELATIONSHIP_TYPE as RT
+    from docx.oxml import parse_xml
+
+    from sources.services.extract import extract
+
+    document = docx.Document()
+    paragraph = document.add_paragraph("See the ")
+    link = document.part.relate_to("http://example.invalid/datasheet", RT.HYPERLINK, is_external=True)
+    document.part.relate_to("http://example.invalid/tracker.png", RT.IMAGE, is_external=True)
+    paragraph._p.append(parse_xml(
+        f'<w:hyperlink xmlns:w="http://schemas.openxmlformats.org/wordprocessingml/2006/main" '
+        f'xmlns:r="http://schemas.openxmlformats.org/officeDocument/2006/relationships" r:id="{link}">'
+        '<w:r><w:t>online datasheet</w:t></w:r></w:hyperlink>'))
+    document.save(str(tmp_path / "links.docx"))
+    page = (b'<html><head><link rel="stylesheet" href="http://example.invalid/s.css"><base href="http://x.invalid/">'
+            b'<meta http-equiv="refresh" content="0; url=http://example.invalid/"></head><body>'
+            b'<img src="http://example.invalid/a.png"><iframe src="http://example.invalid/f"></iframe>'
+            b'<object data="http://example.invalid/o.swf"></object><p>Relay K1 switches 230 V.</p></body></html>')
+    attempts: list[object] = []
+    monkeypatch.setattr(socket.socket, "connect", lambda self, address: attempts.append(address))
+    words = extract(Path("links.docx"), (tmp_path / "links.docx").read_bytes()).blocks[0].text
+    html_text = [b.text for b in extract(Path("page.html"), page).blocks]
+    assert words == "See the online datasheet" and html_text == ["Relay K1 switches 230 V."]
+    assert attempts == []
