@@ -227,3 +227,15 @@ def test_viewer_shows_each_kinds_location_and_download_serves_the_original(kb: P
         assert f"Showing chunk {chunk.ordinal + 1} of" in page and where in page, (path, where)
         download = client.get(f"/sources/{chunk.source_id}/download")
         assert b"".join(download.streaming_content) == (kb / path).read_bytes()
+
+
+@pytest.mark.parametrize("data", [
+    "<html><body><p>Range 12–24 V at 40 °C</p></body></html>".encode(),  # UTF-8, no charset declared
+    "\ufeff<html><body><p>Range 12–24 V at 40 °C</p></body></html>".encode(),  # UTF-8 with a BOM
+    '<?xml version="1.0" encoding="utf-8"?><html xmlns="http://www.w3.org/1999/xhtml"><body><p>Range 12–24 V at '
+    '40 °C</p></body></html>'.encode(),  # XHTML declaring its encoding
+    '<html><head><meta charset="windows-1252"></head><body><p>Range 12–24 V at 40 °C</p></body></html>'
+    .encode("cp1252"),  # another charset, declared
+])
+def test_html_text_is_decoded_as_the_page_says(data: bytes) -> None:
+    assert [b.text for b in extract(Path("p.html"), data).blocks] == ["Range 12–24 V at 40 °C"]

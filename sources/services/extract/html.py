@@ -25,6 +25,7 @@ BLOCKS = {"p", "div", "section", "article", "main", "li", "ul", "ol", "dl", "dt"
           "figcaption", "address", "details", "summary", "hr", "br", "caption", "body", "header", "footer", "center"}
 MAX_DEPTH = 200
 _SPACE = re.compile(r"\s+")
+_XML_DECLARATION = re.compile(r"^\s*<\?xml[^>]*\?>")
 
 
 def extract_html(data: bytes, *, fallback_title: str) -> Extracted:
@@ -33,7 +34,7 @@ def extract_html(data: bytes, *, fallback_title: str) -> Extracted:
         raise ExtractionError("binary content (NUL bytes) in an HTML file")
     parser = lxml_html.HTMLParser(remove_comments=True, remove_pis=True, no_network=True, huge_tree=False)
     try:
-        root = lxml_html.document_fromstring(data, parser=parser)
+        root = lxml_html.document_fromstring(_text(data), parser=parser)
     except (etree.ParserError, etree.XMLSyntaxError, ValueError) as exc:
         raise ExtractionError(f"HTML cannot be parsed: {exc}") from None
     title = " ".join((root.findtext(".//title") or "").split())
@@ -49,6 +50,21 @@ def extract_html(data: bytes, *, fallback_title: str) -> Extracted:
         raise ExtractionError("HTML page has no text in its main content (scripts, styles and navigation "
                               "are not read)")
     return Extracted(title=title or walker.first_h1 or fallback_title, blocks=walker.blocks)
+
+
+def _text(data: bytes) -> str | bytes:
+    """The page as text when it is UTF-8 (with or without a BOM), else its bytes for the parser to decode.
+
+    Given bytes without a ``<meta charset>``, libxml2 assumes Latin-1, and a UTF-8 page without one
+    (most hand-written and exported pages) came out as mojibake (``12â\x80\x9324 V``). A page that is
+    not valid UTF-8 keeps the parser's detection (meta charset, BOM, else Latin-1).
+    """
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        return data
+    # lxml refuses a str that still declares its encoding (<?xml version="1.0" encoding="…"?>).
+    return _XML_DECLARATION.sub("", text, count=1)
 
 
 def _main(root: lxml_html.HtmlElement) -> lxml_html.HtmlElement:
