@@ -1,8 +1,8 @@
 """Word (.docx) with python-docx: headings from paragraph styles, paragraphs, lists and tables.
 
 Location: the heading path, and a paragraph range in ``line_start``/``line_end``. The
-body's non-empty paragraphs are numbered from 1 in reading order and each table row counts
-as one, so "paragraphs 12-15" points to the same text in any copy of the file. Headers,
+body's non-empty paragraphs other than headings are numbered from 1 in reading order and each
+table row counts as one, so "paragraphs 12-15" points to the same text in any copy of the file. Headers,
 footers, comments and embedded objects are not read; macros are never run; links and
 linked images are never fetched (python-docx does not resolve external relationships).
 """
