@@ -260,6 +260,7 @@ class _Prepared:
     chunking: str  # the settings the chunks were built with; "" from a payload of a worker that predates them
     window_owners: list[int]  # the chunk (index into drafts) of each window vector
     window_vectors: list[list[float]]
+    notes: list[str] = field(default_factory=list)  # Extracted.notes: parts of the file left out, and why
 
 
 def _prepare(path: Path, data: bytes) -> _Prepared:
@@ -286,7 +287,7 @@ def _prepare(path: Path, data: bytes) -> _Prepared:
     vectors = _embed_by_length(texts, model=conf.embedding.model, batch_size=conf.embedding.batch_size)
     summary = enrich.source_summary(title=extracted.title, drafts=drafts)
     return _Prepared(extracted.title, kind_of(path) or "", drafts, contexts, vectors[:len(drafts)], summary,
-                     chunking, owners, vectors[len(drafts):])
+                     chunking, owners, vectors[len(drafts):], list(extracted.notes))
 
 
 def _embed_by_length(texts: list[str], *, model: str, batch_size: int) -> list[list[float]]:
@@ -385,6 +386,7 @@ def _encode_payload(rel: str, prepared: _Prepared, *, digest: str, size: int, mt
         "dim": dim, "vectors": _vectors_encode(prepared.vectors),
         "summary": asdict(prepared.summary) if prepared.summary else None, "chunking": prepared.chunking,
         "window_owners": prepared.window_owners, "window_vectors": _vectors_encode(prepared.window_vectors),
+        "notes": prepared.notes,
     }
 
 
@@ -408,7 +410,7 @@ def _decode_payload(payload: dict[str, Any]) -> _Prepared:
         raise ValueError(f"payload has {len(window_vectors)} window vectors for {len(payload['window_owners'])} "
                          "windows")
     return _Prepared(payload["title"], payload["kind"], drafts, payload["contexts"], vectors, summary,
-                     payload.get("chunking", ""), payload["window_owners"], window_vectors)
+                     payload.get("chunking", ""), payload["window_owners"], window_vectors, payload.get("notes", []))
 
 
 # --------------------------------------------------------------------------- database side
@@ -436,7 +438,8 @@ def source_store_prepared(*, root: str, rel: str, collection_id: int, payload: d
     prepared = _decode_payload(payload)
     previous = (Source.objects.filter(root=root, path=rel, status=Source.Status.INGESTED, sha256=payload["sha256"])
                 .values_list("chunking", flat=True).first())
-    reason = rechunk_reason(previous=previous, prepared=prepared.chunking, configured=chunking_configured())
+    reason = "; ".join(filter(None, [*prepared.notes, rechunk_reason(previous=previous, prepared=prepared.chunking,
+                                                                     configured=chunking_configured())]))
     source = _store(root=root, rel=rel, collection_id=collection_id, digest=payload["sha256"],
                     data_size=payload["size"], mtime=payload["mtime"], prepared=prepared)
     logger.info("ingested source=%s chunks=%s", source.pk, source.chunk_count)

@@ -41,23 +41,35 @@ def extract_pdf(data: bytes, *, fallback_title: str) -> Extracted:
             for para, start, end in _paragraphs(segment, segment_start):
                 blocks.append(Block(para, heading, number, start, end))
     if not any(b.text.strip() for b in blocks):
+        if scanned.unread:
+            raise ExtractionError(f"PDF page {scanned.unread[0]} is a scanned image and {scanned.no_ocr}")
         if scanned.pages:
             raise ExtractionError(f"PDF has no text layer, and OCR found no text in its {scanned.pages} scanned "
                                   "page(s)")
         raise ExtractionError(f"PDF has no extractable text in {len(pages)} page(s), and no scanned page images")
-    return Extracted(title=_title(reader) or fallback_title, blocks=blocks)
+    return Extracted(title=_title(reader) or fallback_title, blocks=blocks, notes=scanned.notes())
 
 
 class _Scans:
     """OCR of the pages that have no text layer but images (scanned pages); pages with text are never OCR'd.
 
-    Without tesseract a scanned page fails the file with a reason naming the packages; a page with
-    neither text nor images is blank and gives nothing.
+    Without tesseract, a PDF whose every page is scanned fails with a reason naming the packages;
+    in a PDF with a text layer elsewhere, its image-only pages (a scan, a full-page figure) are left
+    out and the file's report says which and why (``notes``). A page with neither text nor images
+    is blank and gives nothing.
     """
 
     def __init__(self) -> None:
         self.pages = 0
         self.checked = False
+        self.no_ocr = ""  # why OCR cannot run here, once found out
+        self.unread: list[int] = []  # image-only pages left unread for that reason
+
+    def notes(self) -> tuple[str, ...]:
+        if not self.unread:
+            return ()
+        listed = ", ".join(map(str, self.unread[:20])) + (" …" if len(self.unread) > 20 else "")
+        return (f"PDF page(s) {listed} hold only images and were not read; reading them {self.no_ocr}",)
 
     def page_blocks(self, page: object, *, number: int, heading: tuple[str, ...]) -> list[Block]:
         from sources.services.extract import ocr
@@ -77,8 +89,11 @@ class _Scans:
             try:
                 ocr.ocr_check()
             except ExtractionError as exc:
-                raise ExtractionError(f"PDF page {number} is a scanned image and {exc}") from None
+                self.no_ocr = str(exc)
             self.checked = True
+        if self.no_ocr:
+            self.unread.append(number)
+            return []
         blocks: list[Block] = []
         for index, found in enumerate(images, start=1):
             what = f"page {number}" + (f" (image {index})" if len(images) > 1 else "")

@@ -93,6 +93,29 @@ def test_without_tesseract_a_scanned_page_fails_naming_the_packages(kb: Path, mo
     assert report["notes.txt"] == ("ingested", "")
 
 
+@pytest.mark.django_db
+def test_without_tesseract_image_only_pages_of_a_text_pdf_are_left_out_and_reported(
+        kb: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A datasheet with a full-page figure stays searchable without OCR; its report names the page and why."""
+    from pypdf import PdfReader, PdfWriter
+
+    monkeypatch.setattr(ocr.shutil, "which", lambda name: None)
+    text = make_pdf(tmp_path / "text.pdf", [("1 Intro", "The gateway has four relay outputs.")])
+    scanned_page().convert("RGB").save(tmp_path / "figure.pdf", "PDF", resolution=200.0)
+    writer = PdfWriter()
+    for part in (text, tmp_path / "figure.pdf"):
+        for page in PdfReader(part).pages:
+            writer.add_page(page)
+    with (kb / "datasheet.pdf").open("wb") as handle:
+        writer.write(handle)
+    (result,) = knowledge_base_ingest(target=kb).files
+    assert result.status == "ingested"
+    assert result.reason == ("PDF page(s) 2 hold only images and were not read; reading them needs OCR, and the "
+                             "tesseract program is not installed: install Debian's tesseract-ocr and "
+                             "tesseract-ocr-eng (make ocr)")
+    assert [c.page_start for c in Chunk.objects.filter(source__path="datasheet.pdf")] == [1]
+
+
 def test_a_huge_image_is_refused_from_its_header() -> None:
     """20,000 × 20,000 pixels: refused before a byte of it is decoded (no OCR run, no memory spike)."""
     header = Image.new("1", (20_000, 20_000))  # 1-bit: 50 MB in memory here, a few hundred KB as PNG

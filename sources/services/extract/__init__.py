@@ -43,8 +43,11 @@ class Block:
 
 @dataclass(frozen=True)
 class Extracted:
+    """``notes``: what the file's report must say although it was read (parts left out, and why)."""
+
     title: str
     blocks: list[Block]
+    notes: tuple[str, ...] = ()
 
 
 def kind_of(path: Path) -> str | None:
