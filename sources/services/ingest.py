@@ -474,7 +474,7 @@ def _store(*, root: str, rel: str, collection_id: int, digest: str, data_size: i
         Source.objects.filter(pk=source.pk).update(
             collection_id=collection_id, title=prepared.title[:500], kind=prepared.kind, sha256=digest,
             size=data_size, mtime=datetime.fromtimestamp(mtime, tz=dt_timezone.utc), status=Source.Status.INGESTED,
-            reason="", chunk_count=len(chunks), embedding_model=model, chunking=prepared.chunking,
+            reason="; ".join(prepared.notes), chunk_count=len(chunks), embedding_model=model, chunking=prepared.chunking,
             updated_at=now, ingested_at=now)
         source.refresh_from_db()
     return source

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from PIL import Image, ImageDraw, ImageFont
 
-from sources.models import Chunk
+from sources.models import Chunk, Source
 from sources.services.extract import ExtractionError, extract
 from sources.services.extract import ocr
 from sources.services.ingest import knowledge_base_ingest
@@ -114,6 +114,7 @@ def test_without_tesseract_image_only_pages_of_a_text_pdf_are_left_out_and_repor
                              "tesseract program is not installed: install Debian's tesseract-ocr and "
                              "tesseract-ocr-eng (make ocr)")
     assert [c.page_start for c in Chunk.objects.filter(source__path="datasheet.pdf")] == [1]
+    assert Source.objects.get(path="datasheet.pdf").reason == result.reason  # shown on the sources page
 
 
 def test_a_huge_image_is_refused_from_its_header() -> None:
