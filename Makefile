@@ -15,7 +15,7 @@ export TOKENIZERS_PARALLELISM := false
 # 135M model writes: it answered none of the sample questions.)
 LLAMA_CFLAGS := -mno-amx-tile -mno-amx-int8 -mno-amx-bf16
 
-.PHONY: install run test test-unit migrate browser clean serve worker
+.PHONY: install run test test-unit migrate browser ocr clean serve worker
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -52,7 +52,13 @@ worker: migrate
 browser:
 	@command -v chromium >/dev/null || (apt-get update -qq && apt-get install -y -qq chromium >/dev/null)
 
-test: install browser
+# Debian's Tesseract with its English model, for OCR of scanned PDF pages and images
+# (optional at run time: without it such a file fails with a reason naming these packages).
+ocr:
+	@command -v tesseract >/dev/null && tesseract --list-langs 2>/dev/null | grep -qx eng || \
+		(apt-get update -qq && apt-get install -y -qq tesseract-ocr tesseract-ocr-eng >/dev/null)
+
+test: install browser ocr
 	$(PY) -m pytest
 
 test-unit: install

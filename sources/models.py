@@ -40,6 +40,12 @@ class Source(models.Model):
         MD = "md", "Markdown"
         PDF = "pdf", "PDF"
         JSON = "json", "JSON"
+        DOCX = "docx", "Word"
+        HTML = "html", "HTML"
+        PPTX = "pptx", "PowerPoint"
+        XLSX = "xlsx", "Excel"
+        CSV = "csv", "CSV"
+        IMAGE = "image", "Image"
 
     class Status(models.TextChoices):
         PENDING = "pending", "Pending"
@@ -88,6 +94,10 @@ class Source(models.Model):
         return f"{self.root.rstrip('/')}/{self.path}"
 
 
+# What Chunk.line_start/line_end count for each kind of source (every other kind counts lines).
+LINE_UNITS = {"docx": "paragraphs", "xlsx": "rows", "csv": "rows"}
+
+
 class Chunk(models.Model):
     """A passage of a source. ``text`` is verbatim source text; ``context`` is only embedded."""
 
@@ -101,6 +111,9 @@ class Chunk(models.Model):
     line_end = models.PositiveIntegerField()
     token_count = models.PositiveIntegerField()
     context = models.TextField(blank=True, help_text="Contextual prefix embedded with the text; never shown as source.")
+    ocr_confidence = models.FloatField(null=True, blank=True, editable=False,
+                                       help_text="Read by OCR from an image: the lowest mean word confidence "
+                                                 "(0-100) of its pages. Empty for text the file holds as text.")
     created_at = models.DateTimeField(default=timezone.now, editable=False)
 
     class Meta:
@@ -112,14 +125,30 @@ class Chunk(models.Model):
 
     @property
     def location(self) -> str:
-        """Human citation of where the chunk sits: section, page, lines."""
+        """Human citation of where the chunk sits, in the terms of its kind of file.
+
+        ``§ Install > Power, p. 7, lines 4-15`` (PDF); ``§ Agenda, slide 3, lines 2-4`` (PowerPoint);
+        ``sheet Pumps, rows 20-45`` (Excel); ``rows 20-45`` (CSV); ``§ Safety, paragraphs 12-15`` (Word);
+        and ``OCR, confidence 91 %`` after the rest when the text was read from an image.
+        """
+        kind = self.source.kind
         parts = []
-        if self.heading:
+        if kind == Source.Kind.XLSX:
+            parts.append(f"sheet {self.heading}")
+        elif self.heading:
             parts.append(f"§ {self.heading}")
         if self.page_start:
             pages = self.page_start if self.page_end in (None, self.page_start) else f"{self.page_start}-{self.page_end}"
-            parts.append(f"p. {pages}")
-        parts.append(f"lines {self.line_start}-{self.line_end}")
+            parts.append(f"{'slide' if kind == Source.Kind.PPTX else 'p.'} {pages}")
+        unit = LINE_UNITS.get(kind)
+        if unit is None:
+            parts.append(f"lines {self.line_start}-{self.line_end}")
+        elif self.line_start == self.line_end:
+            parts.append(f"{unit.removesuffix('s')} {self.line_start}")
+        else:
+            parts.append(f"{unit} {self.line_start}-{self.line_end}")
+        if self.ocr_confidence is not None:
+            parts.append(f"OCR, confidence {self.ocr_confidence:.0f} %")
         return ", ".join(parts)
 
 

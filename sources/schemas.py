@@ -58,6 +58,7 @@ class ChunkOut(Schema):
     line_start: int
     line_end: int
     location: str
+    ocr_confidence: float | None  # set when the text was read by OCR (0-100)
 
     @staticmethod
     def resolve_source_path(obj: Chunk) -> str:

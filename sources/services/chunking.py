@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import re
 from collections import deque
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, replace
 
 from sources.services.extract import Block
 
@@ -29,6 +29,7 @@ class ChunkDraft:
     line_start: int
     line_end: int
     token_count: int
+    ocr_confidence: float | None = None  # lowest OCR confidence of its blocks; None when no block was OCR'd
 
 
 # A word-piece count says nothing about length for text the tokenizer cannot split:
@@ -52,19 +53,24 @@ def chunk_blocks(blocks: Iterable[Block], *, max_tokens: int, count: TokenCounte
     max_chars = max_chars or max_tokens * CHARS_PER_TOKEN_CAP
     drafts: list[ChunkDraft] = []
     pending: deque[_Piece] = deque()
-    tokens = chars = 0  # of the pending pieces
+    tokens = chars = 0  # of the pending pieces, with their lead
+    leads: dict[str, int] = {"": 0}  # tokens of each lead (a table header repeated in every chunk of its rows)
 
     def fits(size: int, length: int) -> bool:
         return tokens + size + len(pending) <= max_tokens and chars + length + 2 <= max_chars
 
-    for block in blocks:
-        for piece in _fit(block, max_tokens=max_tokens, max_chars=max_chars, count=count,
-                          sentences=overlap_tokens > 0):
-            same_section = not pending or pending[-1].block.heading == piece.block.heading
+    for block in _bounded_leads(blocks, leads, max_tokens=max_tokens, max_chars=max_chars, count=count):
+        lead_size, lead_chars = leads[block.lead], len(block.lead) + 1 if block.lead else 0
+        for piece in _fit(block, max_tokens=max(1, max_tokens - lead_size), max_chars=max(16, max_chars - lead_chars),
+                          count=count, sentences=overlap_tokens > 0):
+            same_section = not pending or _same_section(pending[-1].block, piece.block)
+            if not pending:
+                tokens, chars = lead_size, lead_chars
             if pending and (not same_section or not fits(piece.size, len(piece.block.text))):
                 drafts.append(_merge(pending, count))
                 pending = deque(_tail(pending, overlap_tokens) if same_section else ())
-                tokens, chars = sum(p.size for p in pending), sum(len(p.block.text) + 2 for p in pending)
+                tokens = lead_size + sum(p.size for p in pending)
+                chars = lead_chars + sum(len(p.block.text) + 2 for p in pending)
                 while pending and not fits(piece.size, len(piece.block.text)):
                     dropped = pending.popleft()
                     tokens, chars = tokens - dropped.size, chars - len(dropped.block.text) - 2
@@ -74,6 +80,25 @@ def chunk_blocks(blocks: Iterable[Block], *, max_tokens: int, count: TokenCounte
     if pending:
         drafts.append(_merge(pending, count))
     return drafts
+
+
+def _bounded_leads(blocks: Iterable[Block], leads: dict[str, int], *, max_tokens: int, max_chars: int,
+                   count: TokenCounter) -> Iterator[Block]:
+    """The blocks, each lead's size counted once into ``leads``. A lead that would take more than half
+    of a chunk (a header row of hundreds of columns) is not repeated: it stands once, as a block of
+    its own before the first block that had it, and those blocks go on without it."""
+    for block in blocks:
+        if block.lead not in leads:
+            size = count(block.lead) + 1
+            small = size <= max_tokens // 2 and len(block.lead) <= max_chars // 2
+            leads[block.lead] = size if small else -1
+            if not small:
+                yield replace(block, text=block.lead, lead="", line_end=block.line_start)
+        yield block if leads[block.lead] >= 0 else replace(block, lead="")
+
+
+def _same_section(a: Block, b: Block) -> bool:
+    return a.heading == b.heading and a.lead == b.lead and a.unit == b.unit
 
 
 @dataclass(frozen=True)
@@ -99,7 +124,10 @@ def _tail(parts: deque[_Piece], budget: int) -> list[_Piece]:
 def _merge(parts: deque[_Piece], count: TokenCounter) -> ChunkDraft:
     blocks = [p.block for p in parts]
     text = blocks[0].text + "".join((" " if p.continues else "\n\n") + p.block.text for p in list(parts)[1:])
+    if blocks[0].lead:
+        text = f"{blocks[0].lead}\n{text}"
     pages = [b.page for b in blocks if b.page is not None]
+    confidences = [b.ocr for b in blocks if b.ocr is not None]
     return ChunkDraft(
         text=text,
         heading=blocks[0].heading,
@@ -107,7 +135,8 @@ def _merge(parts: deque[_Piece], count: TokenCounter) -> ChunkDraft:
         page_end=max(pages) if pages else None,
         line_start=blocks[0].line_start,
         line_end=blocks[-1].line_end,
-        token_count=count(text) if len(parts) > 1 else parts[0].size,
+        token_count=count(text) if len(parts) > 1 or blocks[0].lead else parts[0].size,
+        ocr_confidence=min(confidences) if confidences else None,
     )
 
 
@@ -161,7 +190,8 @@ class _LineCounter:
             self.line = self.block.line_start + self.block.text.count("\n", 0, offset)
         self.offset = offset
         return Block(text, self.block.heading, self.block.page, self.line,
-                     self.line + self.block.text.count("\n", offset, end))
+                     self.line + self.block.text.count("\n", offset, end), self.block.lead, self.block.unit,
+                     self.block.ocr)
 
 
 def _sentences(text: str) -> list[tuple[int, str]]:

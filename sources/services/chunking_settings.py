@@ -19,6 +19,10 @@ from foundry_site.config import FoundryConfig
 from sources.selectors import ChunkingDrift
 
 UNKNOWN = "unknown"
+# Keys that only old recorded strings carry, marking how those sources were built (migration
+# 0006 marks JSON sources built before values were labelled with their keys); the value is
+# what every source is built with now.
+RETIRED = {"json_values": "labelled"}
 
 
 def chunking_encode(*, chunk_tokens: int, chunk_overlap_tokens: int, context_model: str,
@@ -50,7 +54,8 @@ def chunking_changes(old: str, new: str) -> list[tuple[str, str, str]]:
     """``(key, old value, new value)`` for every setting that differs, in the string's order."""
     before, after = chunking_parse(old), chunking_parse(new)
     keys = list(dict.fromkeys([*after, *before]))
-    return [(k, before.get(k, UNKNOWN), after.get(k, UNKNOWN)) for k in keys if before.get(k) != after.get(k)]
+    return [(k, before.get(k, UNKNOWN), after.get(k, RETIRED.get(k, UNKNOWN))) for k in keys
+            if before.get(k) != after.get(k)]
 
 
 def chunking_changes_text(old: str, new: str) -> str:

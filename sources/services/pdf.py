@@ -22,11 +22,15 @@ def extract_pdf(data: bytes, *, fallback_title: str) -> Extracted:
     except (PdfReadError, ValueError, KeyError, TypeError) as exc:
         raise ExtractionError(f"damaged PDF: cannot read its pages ({exc})") from None
     heading: tuple[str, ...] = ()
+    scanned = _Scans()
     for number, page in enumerate(pages, start=1):
         try:
             text = page.extract_text() or ""
         except Exception as exc:  # pypdf raises many types on damaged content streams; skip the page, say so
             logger.warning("pdf page %s not extracted: %s", number, type(exc).__name__)
+            continue
+        if not text.strip():
+            blocks += scanned.page_blocks(page, number=number, heading=starts.get(number, [("", heading)])[-1][1])
             continue
         entries = starts.get(number, [])
         lines = text.splitlines()
@@ -37,9 +41,68 @@ def extract_pdf(data: bytes, *, fallback_title: str) -> Extracted:
             for para, start, end in _paragraphs(segment, segment_start):
                 blocks.append(Block(para, heading, number, start, end))
     if not any(b.text.strip() for b in blocks):
-        raise ExtractionError(f"PDF has no extractable text in {len(pages)} page(s) "
-                              "(scanned images need OCR, which Foundry does not do)")
-    return Extracted(title=_title(reader) or fallback_title, blocks=blocks)
+        if scanned.unread:
+            raise ExtractionError(f"PDF page {scanned.unread[0]} is a scanned image and {scanned.no_ocr}")
+        if scanned.pages:
+            raise ExtractionError(f"PDF has no text layer, and OCR found no text in its {scanned.pages} scanned "
+                                  "page(s)")
+        raise ExtractionError(f"PDF has no extractable text in {len(pages)} page(s), and no scanned page images")
+    return Extracted(title=_title(reader) or fallback_title, blocks=blocks, notes=scanned.notes())
+
+
+class _Scans:
+    """OCR of the pages that have no text layer but images (scanned pages); pages with text are never OCR'd.
+
+    Without tesseract, a PDF whose every page is scanned fails with a reason naming the packages;
+    in a PDF with a text layer elsewhere, its image-only pages (a scan, a full-page figure) are left
+    out and the file's report says which and why (``notes``). A page with neither text nor images
+    is blank and gives nothing.
+    """
+
+    def __init__(self) -> None:
+        self.pages = 0
+        self.checked = False
+        self.no_ocr = ""  # why OCR cannot run here, once found out
+        self.unread: list[int] = []  # image-only pages left unread for that reason
+
+    def notes(self) -> tuple[str, ...]:
+        if not self.unread:
+            return ()
+        listed = ", ".join(map(str, self.unread[:20])) + (" …" if len(self.unread) > 20 else "")
+        return (f"PDF page(s) {listed} hold only images and were not read; reading them {self.no_ocr}",)
+
+    def page_blocks(self, page: object, *, number: int, heading: tuple[str, ...]) -> list[Block]:
+        from sources.services.extract import ocr
+
+        try:
+            _image_sizes_check(page, number=number, limit=ocr.MAX_PIXELS)
+            images = list(page.images)  # type: ignore[attr-defined]
+        except ExtractionError:
+            raise
+        except Exception as exc:  # damaged image streams raise many types; the page is then unreadable
+            raise ExtractionError(f"PDF page {number} has no text layer and its images cannot be read "
+                                  f"({type(exc).__name__})") from None
+        if not images:
+            return []
+        self.pages += 1
+        if not self.checked:
+            try:
+                ocr.ocr_check()
+            except ExtractionError as exc:
+                self.no_ocr = str(exc)
+            self.checked = True
+        if self.no_ocr:
+            self.unread.append(number)
+            return []
+        blocks: list[Block] = []
+        for index, found in enumerate(images, start=1):
+            what = f"page {number}" + (f" (image {index})" if len(images) > 1 else "")
+            image = ocr.image_open(found.data, what=what)
+            result = ocr.ocr_page(image, what=what)
+            start = (blocks[-1].line_end + 2) if blocks else 1
+            blocks += [Block(b.text, heading, number, b.line_start + start - 1, b.line_end + start - 1, ocr=b.ocr)
+                       for b in ocr.page_blocks(result, number=number)]
+        return blocks
 
 
 def _open(data: bytes) -> PdfReader:
@@ -115,3 +178,18 @@ def _outline_starts(reader: PdfReader) -> dict[int, list[tuple[str, tuple[str, .
         logger.info("pdf outline unreadable")
         return {}
     return starts
+
+
+def _image_sizes_check(page: object, *, number: int, limit: int) -> None:
+    """Refuse a page whose image XObjects declare more than ``limit`` pixels, before pypdf decodes them
+    (it inflates an image whole to hand it over)."""
+    resources = page.get("/Resources") or {}  # type: ignore[attr-defined]
+    objects = resources.get("/XObject") or {}
+    for name in list(objects.keys())[:1000]:
+        xobject = objects[name].get_object()
+        if xobject.get("/Subtype") != "/Image":
+            continue
+        width, height = int(xobject.get("/Width", 0)), int(xobject.get("/Height", 0))
+        if width * height > limit:
+            raise ExtractionError(f"PDF page {number} is a scanned image of {width:,} × {height:,} pixels, too "
+                                  f"large to OCR (more than {limit // 1_000_000} million pixels)")

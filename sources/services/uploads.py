@@ -28,6 +28,14 @@ from sources.services.ingest import FileResult, knowledge_base_ingest, source_de
 logger = logging.getLogger(__name__)
 
 ALLOWED_SUFFIXES = tuple(sorted(KINDS))
+# The first bytes of each binary kind. Office files are zip archives; a password-protected one is an
+# OLE container instead, let through so that ingest can say why it cannot be read.
+_ZIP_OR_OLE = (b"PK\x03\x04", b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1")
+MAGIC: dict[str, tuple[bytes, ...] | bytes] = {"pdf": b"%PDF-", "docx": _ZIP_OR_OLE, "pptx": _ZIP_OR_OLE,
+                                               "xlsx": _ZIP_OR_OLE,
+                                               "image": (b"\x89PNG\r\n\x1a\n", b"\xff\xd8\xff", b"II*\x00", b"MM\x00*")}
+MAGIC_NAMES = {"pdf": "a PDF", "docx": "a Word document", "pptx": "a PowerPoint presentation",
+               "xlsx": "an Excel workbook", "image": "a PNG, JPEG or TIFF image"}
 MAX_NAME_LENGTH = 150
 _SNIFF_BYTES = 8192
 
@@ -85,11 +93,16 @@ def upload_check(*, name: str, size: int, head: bytes) -> str:
                              "(ingest.max_file_mb)")
     if size == 0 or not head:
         raise UploadRejected("the file is empty")
-    if safe.endswith(".pdf"):
-        if not head.startswith(b"%PDF-"):
-            raise UploadRejected("the file is named .pdf but is not a PDF")
+    suffix = safe[safe.rindex('.'):]
+    kind = KINDS[suffix]
+    if kind in MAGIC:
+        if not head.startswith(MAGIC[kind]):
+            raise UploadRejected(f"the file is named {suffix} but is not {MAGIC_NAMES[kind]}")
+    elif kind == "html":
+        if b"\x00" in head:  # HTML may declare another charset; only binary content is refused here
+            raise UploadRejected(f"{suffix} files must be text (this one has NUL bytes)")
     elif b"\x00" in head or not _is_utf8_start(head):
-        raise UploadRejected(f"{safe[safe.rindex('.'):]} files must be UTF-8 text")
+        raise UploadRejected(f"{suffix} files must be UTF-8 text")
     return safe
 
 

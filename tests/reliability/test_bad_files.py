@@ -377,7 +377,8 @@ def test_file_vanishing_during_scan_is_skipped_and_the_run_goes_on(stocked_kb: P
 
 
 # Reasons a PDF may legitimately fail with: each names the problem and what it means.
-PDF_REASONS = ("encrypted PDF:", "PDF has no extractable text", "damaged PDF:", "not a PDF file")
+PDF_REASONS = ("encrypted PDF:", "PDF has no extractable text", "damaged PDF:", "not a PDF file",
+               "PDF has no text layer, and OCR found no text", "PDF page ")
 
 
 @pytest.mark.parametrize("name", EDGE_PDF_NAMES)

@@ -83,7 +83,8 @@ def test_chunk_is_readable_in_scope_only(world: World, api: Callable[[str], Api]
     body = api("alice").get(f"/sources/{chunk.source_id}/chunks/{chunk.pk}").json()
     assert body == {"id": chunk.pk, "source_id": chunk.source_id, "source_path": "alpha.md", "source_title": "alpha.md",
                     "collection": "alpha", "ordinal": 0, "text": chunk.text, "heading": "Alpha", "page_start": None,
-                    "page_end": None, "line_start": 1, "line_end": 1, "location": "§ Alpha, lines 1-1"}
+                    "page_end": None, "line_start": 1, "line_end": 1, "location": "§ Alpha, lines 1-1",
+                    "ocr_confidence": None}
     beta = world.chunks["beta"][0]
     bob_cannot = api("alice").get(f"/sources/{beta.source_id}/chunks/{beta.pk}")
     assert bob_cannot.status_code == 404 and bob_cannot.json() == {"detail": "Not Found"}

@@ -325,3 +325,32 @@ def test_migration_0004_makes_the_next_ingest_read_json_sources_again(kb: Path) 
         "notes.txt": "unchanged", "spec.json": "ingested"}
     assert reasons(ingest.knowledge_base_ingest(target=kb))["spec.json"] == ("unchanged", "")
     index_agrees()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_migration_0006_makes_the_next_ingest_rechunk_json_sources_with_labelled_values(kb: Path) -> None:
+    with connection.cursor() as cur:  # as above
+        for table in vectorstore.all_tables() + vectorstore.all_tables(kind="windows"):
+            cur.execute(f"DROP TABLE {table}")
+    (kb / "notes.txt").write_text("Firmware 2.4.1 fixes the alarm hysteresis bug.\n")
+    (kb / "spec.json").write_text('{"network": {"ip_address": "192.168.10.50"}}')
+    ingest.knowledge_base_ingest(target=kb)
+    executor = MigrationExecutor(connection)
+    executor.migrate([("sources", "0005_source_cited_name")])
+    with connection.cursor() as cur:
+        cur.execute("SELECT name FROM pragma_table_info('sources_chunk') WHERE name = 'ocr_confidence'")
+        assert cur.fetchone() is None
+    executor = MigrationExecutor(connection)
+    executor.migrate(executor.loader.graph.leaf_nodes())
+    recorded = dict(Source.objects.values_list("path", "chunking"))
+    assert recorded == {"notes.txt": DEFAULTS, "spec.json": DEFAULTS + " json_values=unlabelled"}
+    assert reasons(ingest.knowledge_base_ingest(target=kb)) == {
+        "notes.txt": ("unchanged", ""),
+        "spec.json": ("ingested", "re-chunked: chunking settings changed (json_values unlabelled → labelled)")}
+    assert Chunk.objects.get(source__path="spec.json").text == "network.ip_address: 192.168.10.50"
+    assert reasons(ingest.knowledge_base_ingest(target=kb))["spec.json"] == ("unchanged", "")
+    with connection.cursor() as cur:
+        cur.execute("SELECT name FROM sqlite_master WHERE type = 'trigger' AND name LIKE 'chunks_fts_%' ORDER BY 1")
+        assert [r[0] for r in cur.fetchall()] == ["chunks_fts_delete", "chunks_fts_insert", "chunks_fts_title",
+                                                  "chunks_fts_update"]
+    index_agrees()

@@ -56,9 +56,10 @@ def test_json_values_only_with_key_path() -> None:
            "enabled": True}
     result = extract(Path("s.json"), json.dumps(doc, indent=2).encode())
     texts = {b.heading: b.text for b in result.blocks}
-    assert texts[("electrical",)] == "3.3 V\n120"
-    assert texts[("ports",)] == "RS-485\nEthernet"
-    assert all("vcc" not in b.text and "electrical" not in b.text for b in result.blocks)
+    assert texts[("electrical",)] == "electrical.vcc: 3.3 V\nelectrical.current_ma: 120"
+    assert texts[("ports",)] == "ports[0]: RS-485\nports[1]: Ethernet"
+    assert texts[()] == "title: Spec"  # booleans and nulls say nothing a reader can cite
+    assert not any(mark in b.text for b in result.blocks for mark in '{}"')
     assert result.title == "Spec"
     assert next(b for b in result.blocks if b.heading == ("electrical",)).line_start == 4
 
@@ -68,13 +69,37 @@ def test_json_block_lines_are_where_the_values_are() -> None:
     text = ('{\n  "main": {\n    "range": {"min": 12, "max": 24},\n    "type": "DC",\n    "fuse": "1 A"\n  },\n'
             '  "logic": {\n    "name": "VCC",\n    "volts": 3.3\n  },\n  "bus": {"termination": "120 Ohm"}\n}\n')
     blocks = {b.heading: (b.text, b.line_start, b.line_end) for b in extract(Path("s.json"), text.encode()).blocks}
-    assert blocks == {("main",): ("DC\n1 A", 4, 5), ("main", "range"): ("12\n24", 3, 3),
-                      ("logic",): ("VCC\n3.3", 8, 9), ("bus",): ("120 Ohm", 11, 11)}
+    assert blocks == {("main",): ("main.type: DC\nmain.fuse: 1 A", 4, 5),
+                      ("main", "range"): ("main.range.min: 12\nmain.range.max: 24", 3, 3),
+                      ("logic",): ("logic.name: VCC\nlogic.volts: 3.3", 8, 9),
+                      ("bus",): ("bus.termination: 120 Ohm", 11, 11)}
 
 
 def test_json_numbers_keep_their_written_form() -> None:
     result = extract(Path("n.json"), b'{"max_w": 4.0, "big": 1e400, "rate": 1E3, "n": -0, "id": 12345678901234567890}')
-    assert result.blocks[0].text == "4.0\n1e400\n1E3\n-0\n12345678901234567890"
+    assert result.blocks[0].text == "max_w: 4.0\nbig: 1e400\nrate: 1E3\nn: -0\nid: 12345678901234567890"
+
+
+def test_json_values_keep_their_key_paths_through_lists_and_odd_keys() -> None:
+    """The sample specs' default IP settings: each value says which setting it is (issue #28)."""
+    doc = {"network": {"ip_address": "192.168.10.50", "subnet mask": "255.255.255.0",
+                       "servers": [{"host": "ntp1"}, "10.0.0.1"]}, "k" * 500: {"v": "x"}}
+    blocks = {b.heading: b.text for b in extract(Path("s.json"), json.dumps(doc).encode()).blocks}
+    assert blocks[("network",)] == "network.ip_address: 192.168.10.50\nnetwork.subnet mask: 255.255.255.0"
+    assert blocks[("network", "servers")] == "network.servers[1]: 10.0.0.1"
+    assert blocks[("network", "servers", "[0]")] == "network.servers[0].host: ntp1"
+    long_key = next(text for heading, text in blocks.items() if heading and heading[0].startswith("kkk"))
+    assert long_key == "k" * 79 + "….v: x"  # a key is cut, never a value
+
+
+def test_json_label_of_a_deep_path_keeps_its_end() -> None:
+    doc: object = "deep value"
+    for level in range(40):
+        doc = {f"level_{level:02d}_" + "x" * 20: doc}
+    (block,) = extract(Path("d.json"), json.dumps(doc).encode()).blocks
+    label, value = block.text.split(": ")
+    assert value == "deep value" and label.startswith("…") and label.endswith("level_00_" + "x" * 20)
+    assert len(label) == 160
 
 
 @pytest.mark.parametrize("constant", ["NaN", "Infinity", "-Infinity"])

@@ -109,14 +109,14 @@ def test_skips_with_reasons(kb: Path, foundry_config) -> None:
     foundry_config(ingest={"max_file_mb": 0.001})
     (kb / "big.txt").write_text("x " * 2000)
     (kb / "small.txt").write_text("A small note about pumps.")
-    (kb / "image.png").write_bytes(b"\x89PNG")
+    (kb / "tool.exe").write_bytes(b"MZ")
     (kb / "private").mkdir()
     (kb / "private" / "secret.txt").write_text("salary data")
     os.symlink("/etc/passwd", kb / "link.txt")
     report = {f.path: f for f in knowledge_base_ingest(target=kb).files}
     assert report["small.txt"].status == "ingested"
     assert report["big.txt"].status == "skipped" and "max_file_mb" in report["big.txt"].reason
-    assert "unsupported file type '.png'" in report["image.png"].reason
+    assert "unsupported file type '.exe'" in report["tool.exe"].reason
     assert "private/" in report["private/secret.txt"].reason
     assert "symbolic link" in report["link.txt"].reason
     assert not Chunk.objects.filter(text__contains="salary").exists()

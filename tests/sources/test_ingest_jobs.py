@@ -30,7 +30,7 @@ def write_notes(kb: Path, count: int = 3) -> None:
 
 def test_job_records_progress_and_report(kb: Path) -> None:
     write_notes(kb)
-    (kb / "image.png").write_bytes(b"\x89PNG")
+    (kb / "archive.zip").write_bytes(b"PK\x05\x06" + b"\x00" * 18)
     seen: list[str] = []
     report = ingest.knowledge_base_ingest(target=kb, progress=lambda r: seen.append(f"{r.path}:{r.status}"))
     job = IngestJob.objects.get()
@@ -38,8 +38,8 @@ def test_job_records_progress_and_report(kb: Path) -> None:
     assert (job.files_total, job.files_done) == (4, 4)
     assert job.chunks_done == Chunk.objects.count() == report.as_dict()["chunks"]
     assert job.attempts == 1 and job.started_at and job.finished_at
-    assert sorted(seen) == ["image.png:skipped", "note0.md:ingested", "note1.md:ingested", "note2.md:ingested"]
-    assert [f.path for f in report.files] == ["image.png", "note0.md", "note1.md", "note2.md"]
+    assert sorted(seen) == ["archive.zip:skipped", "note0.md:ingested", "note1.md:ingested", "note2.md:ingested"]
+    assert [f.path for f in report.files] == ["archive.zip", "note0.md", "note1.md", "note2.md"]
 
 
 def test_cli_json_shape_unchanged(kb: Path) -> None:
@@ -81,11 +81,13 @@ def test_payload_of_another_release_fails_the_file_and_keeps_the_stored_version(
     payload = ingest.source_prepare(root=str(kb), rel="note0.md")
     assert ingest_jobs.ingest_job_file_store(job_id=job.pk, rel="note0.md", payload=payload).status == "ingested"
     old = {key: value for key, value in payload.items() if not key.startswith("window_")}
-    old["v"], old["sha256"] = 1, "0" * 64
+    old["v"], old["sha256"] = 2, "0" * 64  # a release before chunks carried ocr_confidence
+    for chunk in old["chunks"]:
+        del chunk["ocr_confidence"]
     result = ingest.source_store_prepared(root=str(kb), rel="note0.md", collection_id=job.collection_id,
                                           payload=old)
     assert result.status == "failed"
-    assert "payload version 1, but this one reads 2; every worker must run the same Foundry release" in result.reason
+    assert "payload version 2, but this one reads 3; every worker must run the same Foundry release" in result.reason
     assert Chunk.objects.filter(source__path="note0.md").count() > 0  # the stored version stays
     index_agrees()
 

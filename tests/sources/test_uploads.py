@@ -49,6 +49,16 @@ def test_content_must_match_the_type(foundry_config: Callable[..., Any]) -> None
         upload_check(name="x.txt", size=10, head=b"\xff\xfe\x00h\x00i")
     with pytest.raises(UploadRejected, match="empty"):
         upload_check(name="x.txt", size=0, head=b"")
+    with pytest.raises(UploadRejected, match="named .docx but is not a Word document"):
+        upload_check(name="x.docx", size=10, head=b"<html>")
+    with pytest.raises(UploadRejected, match="named .png but is not a PNG, JPEG or TIFF image"):
+        upload_check(name="x.png", size=10, head=b"GIF89a")
+    with pytest.raises(UploadRejected, match=".csv files must be UTF-8 text"):
+        upload_check(name="x.csv", size=10, head=b"a;b\n\xfc;1")
+    assert upload_check(name="x.xlsx", size=10, head=b"PK\x03\x04rest") == "x.xlsx"
+    assert upload_check(name="locked.docx", size=10, head=b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1") == "locked.docx"
+    assert upload_check(name="scan.JPG", size=10, head=b"\xff\xd8\xff\xe0") == "scan.jpg"
+    assert upload_check(name="page.htm", size=10, head="<p>M\xfcnchen</p>".encode("latin-1")) == "page.htm"
     # A multi-byte character cut off by the sniff window is fine.
     assert upload_check(name="x.md", size=3, head="aé".encode()[:2]) == "x.md"
     foundry_config(ingest={"max_file_mb": 0.001})
@@ -122,6 +132,16 @@ def test_pdf_upload(world: World, tmp_path: Path) -> None:
     result = source_upload(collection=world.collections["beta"], upload=upload("sheet.pdf", pdf.read_bytes()))
     assert result.result.status == "ingested"
     assert Chunk.objects.get(source=result.source, text__contains="VCC").page_start == 2
+
+
+def test_office_uploads_are_ingested(world: World, tmp_path: Path) -> None:
+    from tests.sources.office_files import make_docx, make_xlsx
+
+    for name, path in (("manual.docx", make_docx(tmp_path / "m.docx")), ("pumps.xlsx", make_xlsx(tmp_path / "p.xlsx"))):
+        result = source_upload(collection=world.collections["beta"], upload=upload(name, path.read_bytes()))
+        assert result.result.status == "ingested" and result.source.kind == name.rsplit(".", 1)[1]
+    assert Chunk.objects.get(source__path="manual.docx", text__contains="2 A fuse").heading == \
+        "Installation > Power supply"
 
 
 def test_remove_deletes_uploaded_file_but_not_knowledge_base_files(world: World, settings: Any) -> None:

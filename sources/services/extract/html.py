@@ -1,0 +1,160 @@
+"""HTML (.html, .htm) with lxml: the main content's text under its heading path, and its tables.
+
+Main content is ``<main>`` (or ``role="main"``), else the only ``<article>``, else ``<body>``;
+navigation, scripts, styles, forms, frames and embedded objects are dropped, and so are
+the page's own ``<header>``/``<footer>`` when the whole body is read. Nothing is fetched:
+links, images, frames and data URIs are never followed, and the parser is told not to
+touch the network. Location: the heading path, and lines of the HTML file (the line each
+block's element starts on through the last line its text reaches).
+"""
+from __future__ import annotations
+
+import re
+
+from lxml import etree, html as lxml_html
+
+from sources.services.extract import MAX_HEADING_CHARS, Block, Extracted, ExtractionError
+from sources.services.extract.tables import table_blocks
+
+DROP = {"script", "style", "noscript", "template", "iframe", "frame", "frameset", "object", "embed", "applet",
+        "svg", "math", "canvas", "nav", "aside", "form", "button", "select", "textarea", "input", "head",
+        "audio", "video", "picture", "img", "map", "dialog", "menu"}
+PAGE_CHROME = {"header", "footer"}
+HEADINGS = {"h1": 1, "h2": 2, "h3": 3, "h4": 4, "h5": 5, "h6": 6}
+BLOCKS = {"p", "div", "section", "article", "main", "li", "ul", "ol", "dl", "dt", "dd", "blockquote", "figure",
+          "figcaption", "address", "details", "summary", "hr", "br", "caption", "body", "header", "footer", "center"}
+MAX_DEPTH = 200
+_SPACE = re.compile(r"\s+")
+_XML_DECLARATION = re.compile(r"^\s*<\?xml[^>]*\?>")
+
+
+def extract_html(data: bytes, *, fallback_title: str) -> Extracted:
+    """Blocks of the page's main content; tables as one block per row led by the header row."""
+    if b"\x00" in data[:8192] and not data.startswith((b"\xff\xfe", b"\xfe\xff")):
+        raise ExtractionError("binary content (NUL bytes) in an HTML file")
+    parser = lxml_html.HTMLParser(remove_comments=True, remove_pis=True, no_network=True, huge_tree=False)
+    try:
+        root = lxml_html.document_fromstring(_text(data), parser=parser)
+    except (etree.ParserError, etree.XMLSyntaxError, ValueError) as exc:
+        raise ExtractionError(f"HTML cannot be parsed: {exc}") from None
+    title = " ".join((root.findtext(".//title") or "").split())
+    # Dropped before anything reads text: a cell's or heading's text_content() must not include a script.
+    for element in list(root.iter(*DROP)):
+        if element.getparent() is not None:
+            element.drop_tree()
+    main = _main(root)
+    walker = _Walker(chrome=main.tag == "body")
+    walker.walk(main, depth=0)
+    walker.flush()
+    if not walker.blocks:
+        raise ExtractionError("HTML page has no text in its main content (scripts, styles and navigation "
+                              "are not read)")
+    return Extracted(title=title or walker.first_h1 or fallback_title, blocks=walker.blocks)
+
+
+def _text(data: bytes) -> str | bytes:
+    """The page as text when it is UTF-8 (with or without a BOM), else its bytes for the parser to decode.
+
+    Given bytes without a ``<meta charset>``, libxml2 assumes Latin-1, and a UTF-8 page without one
+    (most hand-written and exported pages) came out as mojibake (``12â\x80\x9324 V``). A page that is
+    not valid UTF-8 keeps the parser's detection (meta charset, BOM, else Latin-1).
+    """
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        return data
+    # lxml refuses a str that still declares its encoding (<?xml version="1.0" encoding="…"?>).
+    return _XML_DECLARATION.sub("", text, count=1)
+
+
+def _main(root: lxml_html.HtmlElement) -> lxml_html.HtmlElement:
+    for query in ("//main", "//*[@role='main']"):
+        found = root.xpath(query)
+        if found:
+            return found[0]
+    articles = root.xpath("//article")
+    if len(articles) == 1:
+        return articles[0]
+    body = root.find("body")
+    return body if body is not None else root
+
+
+class _Walker:
+    """Collects inline text into paragraphs, flushed at block boundaries, under the current heading path."""
+
+    def __init__(self, *, chrome: bool) -> None:
+        self.chrome = chrome  # reading the whole body: drop its page header and footer
+        self.blocks: list[Block] = []
+        self.path: list[tuple[int, str]] = []
+        self.first_h1 = ""
+        self.buf: list[str] = []
+        self.start = self.end = 1
+        self.tables = 0
+
+    def walk(self, el: lxml_html.HtmlElement, *, depth: int) -> None:
+        tag = el.tag if isinstance(el.tag, str) else ""
+        if not tag or tag in DROP or (self.chrome and tag in PAGE_CHROME and depth <= 2):
+            return
+        if depth > MAX_DEPTH:
+            raise ExtractionError(f"HTML nested deeper than {MAX_DEPTH} elements")
+        line = el.sourceline or self.end
+        if tag in HEADINGS:
+            self._heading(HEADINGS[tag], " ".join(el.text_content().split()))
+        elif tag == "table":
+            self._table(el)
+        elif tag == "pre":
+            self.flush()
+            self._add(el.text_content(), line, keep_lines=True)
+            self.flush()
+        else:
+            block = tag in BLOCKS
+            if block:
+                self.flush()
+            self._add(("- " if tag == "li" else "") + (el.text or ""), line)
+            for child in el:
+                self.walk(child, depth=depth + 1)
+                self._add(child.tail or "", child.sourceline or line)
+            if block:
+                self.flush()
+
+    def _add(self, text: str, line: int, *, keep_lines: bool = False) -> None:
+        if not text.strip() and not self.buf:
+            return
+        if not self.buf:
+            self.start = self.end = line
+            text = text.lstrip("\n") if keep_lines else text  # <pre> ignores a newline right after its tag
+        self.buf.append(text if keep_lines else _SPACE.sub(" ", text))
+        self.end = max(self.end, line + text.rstrip().count("\n"))
+
+    def flush(self) -> None:
+        text = "".join(self.buf).strip()
+        if "\n" not in text:
+            text = _SPACE.sub(" ", text)
+        if text and text != "-":
+            heading = tuple(name for _, name in self.path)
+            self.blocks.append(Block(text, heading, None, self.start, max(self.start, self.end)))
+        self.buf = []
+
+    def _heading(self, level: int, name: str) -> None:
+        self.flush()
+        if not name or len(name) > MAX_HEADING_CHARS:
+            return
+        self.path = [(lvl, h) for lvl, h in self.path if lvl < level] + [(level, name)]
+        if level == 1 and not self.first_h1:
+            self.first_h1 = name
+
+    def _table(self, table: lxml_html.HtmlElement) -> None:
+        self.flush()
+        self.tables += 1
+        rows: list[list[str]] = []
+        lines: list[int] = []
+        for tr in table.iter("tr"):
+            if next(tr.iterancestors("table"), None) is not table:
+                continue  # a nested table's rows are read as the text of the outer cell
+            rows.append([" ".join(cell.text_content().split()) for cell in tr if cell.tag in ("td", "th")])
+            lines.append(tr.sourceline or table.sourceline or 1)
+        heading = tuple(name for _, name in self.path)
+        self.blocks += table_blocks(rows, heading=heading, first_line=table.sourceline or 1, unit=-self.tables,
+                                    lines=lines)
+        if lines:
+            self.end = max(self.end, lines[-1])
