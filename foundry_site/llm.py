@@ -461,9 +461,14 @@ def embed(texts: list[str], *, model: str, batch_size: int = 64) -> list[list[fl
     if not texts:
         return []
     conf = _settings_llm()
+    # Sent shortest first: a batch is padded to its longest text, so batches of texts of similar
+    # length cost far less than mixed ones (ingest: 55 % -> 99 % of the raw encode rate on
+    # table-heavy files; the reader's units: ~3x faster in batches of 16; docs/benchmarks.md).
+    order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+    ordered = [texts[i] for i in order]
     vectors: list[list[float]] = []
-    for start in range(0, len(texts), batch_size):
-        batch = texts[start:start + batch_size]
+    for start in range(0, len(ordered), batch_size):
+        batch = ordered[start:start + batch_size]
 
         def call(batch: list[str] = batch) -> Any:
             return litellm.embedding(model=model, input=batch, **_call_kwargs(model))
@@ -476,7 +481,10 @@ def embed(texts: list[str], *, model: str, batch_size: int = 64) -> list[list[fl
         record = _recorder.get()
         if record is not None:
             record.embedding_calls += 1
-    return vectors
+    in_order: list[list[float]] = [[] for _ in texts]
+    for position, index in enumerate(order):
+        in_order[index] = vectors[position]
+    return in_order
 
 
 def _normalise(vector: list[float]) -> list[float]:

@@ -25,6 +25,8 @@ from foundry_site.units import Unit, passage_units
 # docs/benchmarks.md "Extractive reader"): they tell the sentence that names the asked-for thing
 # apart from its neighbours, which embed alike.
 LEXICAL_WEIGHT = 0.5
+# Units are embedded in batches of this many (sorted by length, llm.embed): small batches pad less.
+EMBED_BATCH = 16
 NEAR_BEST = 0.12  # a further unit is quoted only when it scores within this of the best one (calibrated)
 
 
@@ -100,7 +102,8 @@ def units_score(question: str, passages: list[Passage], *, embedding_model: str)
     units = [(p, u) for p in passages for u in passage_units(p.text) if content_words(u.text) or _has_number(u)]
     if not units:
         return []
-    vectors = llm.embed([question] + [u.scored_text for _, u in units], model=embedding_model)
+    vectors = llm.embed([question] + [u.scored_text for _, u in units], model=embedding_model,
+                        batch_size=EMBED_BATCH)
     asked = content_words(question)
     cosines = [_dot(vectors[0], v) for v in vectors[1:]]
     lexical = [_overlap(asked, u.scored_text) for _, u in units]

@@ -284,26 +284,10 @@ def _prepare(path: Path, data: bytes) -> _Prepared:
                                     limit=vectorstore.WINDOW_SLOTS - 1):
             owners.append(ordinal)
             texts.append(_with_context(contexts[ordinal], window))
-    vectors = _embed_by_length(texts, model=conf.embedding.model, batch_size=conf.embedding.batch_size)
+    vectors = llm.embed(texts, model=conf.embedding.model, batch_size=conf.embedding.batch_size)
     summary = enrich.source_summary(title=extracted.title, drafts=drafts, chunk_vectors=vectors[:len(drafts)])
     return _Prepared(extracted.title, kind_of(path) or "", drafts, contexts, vectors[:len(drafts)], summary,
                      chunking, owners, vectors[len(drafts):], list(extracted.notes))
-
-
-def _embed_by_length(texts: list[str], *, model: str, batch_size: int) -> list[list[float]]:
-    """``llm.embed`` of ``texts`` in input order, sent shortest first.
-
-    A batch is padded to its longest text, so a batch that mixes 200-token chunks with their
-    20-token sentence windows costs ten times what it needs; batches of texts of similar
-    length do not (what ``encode()`` does when it is handed all texts at once). Measured on
-    table-heavy files: ingest went from 55 % to 99 % of the raw encode rate (docs/benchmarks.md).
-    """
-    order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
-    embedded = llm.embed([texts[i] for i in order], model=model, batch_size=batch_size)
-    vectors: list[list[float]] = [[] for _ in texts]
-    for position, index in enumerate(order):
-        vectors[index] = embedded[position]
-    return vectors
 
 
 def _with_context(context: str, text: str) -> str:

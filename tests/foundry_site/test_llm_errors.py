@@ -53,3 +53,22 @@ def test_local_model_generates_without_crashing_the_process(tmp_path: Any) -> No
                           text=True, timeout=600)
     assert done.returncode == 0, f"exit {done.returncode}:\n{done.stderr[-2000:]}"
     assert int(done.stdout.split("completion_tokens")[1]) > 5
+
+
+def test_texts_are_embedded_shortest_first_and_returned_in_input_order(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Batches of similar length are padded little: a chunk's 20-token windows do not wait for its 200 tokens."""
+    import math
+    from types import SimpleNamespace
+
+    sent: list[list[str]] = []
+
+    def fake(*, model: str, input: list[str], **kwargs: object) -> SimpleNamespace:
+        sent.append(list(input))
+        return SimpleNamespace(data=[{"index": i, "embedding": [math.cos(len(t) / 100), math.sin(len(t) / 100)]}
+                                     for i, t in enumerate(input)])
+
+    monkeypatch.setattr(llm.litellm, "embedding", fake)
+    texts = ["a chunk of some length", "w1", "another, longer chunk of text here", "win"]
+    vectors = llm.embed(texts, model="local/all-minilm-l6-v2", batch_size=2)
+    assert sent == [["w1", "win"], ["a chunk of some length", "another, longer chunk of text here"]]
+    assert [round(v[1], 6) for v in vectors] == [round(math.sin(len(t) / 100), 6) for t in texts]

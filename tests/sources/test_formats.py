@@ -194,23 +194,6 @@ def test_json_chunks_label_values_with_their_keys(kb: Path) -> None:
     assert found[0].chunk.pk == chunk.pk and found[0].where == "§ network, lines 4-6"
 
 
-def test_texts_are_embedded_shortest_first_and_returned_in_input_order(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Batches of similar length are padded little: a chunk's 20-token windows do not wait for its 200 tokens."""
-    from foundry_site import llm
-    from sources.services import ingest
-
-    sent: list[list[str]] = []
-
-    def fake(texts: list[str], **kwargs: object) -> list[list[float]]:
-        sent.append(list(texts))
-        return [[float(len(text))] for text in texts]
-
-    monkeypatch.setattr(llm, "embed", fake)
-    texts = ["a chunk of some length", "w1", "another, longer chunk of text here", "win"]
-    assert ingest._embed_by_length(texts, model="m", batch_size=2) == [[22.0], [2.0], [34.0], [3.0]]
-    assert sent == [["w1", "win", "a chunk of some length", "another, longer chunk of text here"]]
-
-
 @pytest.mark.django_db
 def test_viewer_shows_each_kinds_location_and_download_serves_the_original(kb: Path, make_user: Any) -> None:
     from tests.conftest import login
