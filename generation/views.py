@@ -64,7 +64,9 @@ def ask_result(request: HttpRequest, query_id: int) -> HttpResponse:
 
 def _render_ask(request: HttpRequest, form: AskForm, *, row: QueryLog | None = None, error: str = "",
                 status: int = 200) -> HttpResponse:
-    recent = visible_queries(request.user).filter(user=request.user).only("pk", "question", "created_at")[:6]
+    # select_related(None): visible_queries() joins the user, which .only() would defer (a FieldError).
+    recent = (visible_queries(request.user).filter(user=request.user).select_related(None)
+              .only("pk", "question", "created_at").order_by("-created_at", "-pk")[:6])
     context: dict[str, Any] = {"form": form, "error": error, "recent": recent, "stages": STAGES}
     if row is not None:
         context.update(answer_context(row, request.user), may_feedback=may_give_feedback(request.user, row))

@@ -188,3 +188,20 @@ def test_stream_needs_login_and_csrf(world: World) -> None:
     strict = Client(enforce_csrf_checks=True)
     strict.force_login(world.users["alice"])
     assert strict.post("/ask/stream", {"question": QUESTION}).status_code == 403
+
+
+def test_recent_questions_list_the_askers_own_newest_first(world: World) -> None:
+    alice, bob = world.users["alice"], world.users["bob"]
+    for n in range(8):
+        record(alice, question=f"Alice question {n}?")
+    record(bob, question="Bob's question?")
+    page = login(alice).get("/ask/").content.decode()
+    assert "Your recent questions" in page
+    shown = [f"Alice question {n}?" for n in range(8) if f"Alice question {n}?" in page]
+    assert shown == [f"Alice question {n}?" for n in range(2, 8)]  # the six newest
+    assert page.index("Alice question 7?") < page.index("Alice question 2?")
+    assert "Bob&#x27;s question?" not in page and "Bob's question?" not in page
+
+
+def test_no_recent_questions_box_before_the_first_question(world: World) -> None:
+    assert "Your recent questions" not in login(world.users["alice"]).get("/ask/").content.decode()
