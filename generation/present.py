@@ -18,7 +18,7 @@ from django.utils.safestring import SafeString, mark_safe
 
 from retrieval.models import QueryLog
 from retrieval.services.gate import NO_EVIDENCE_HINT
-from sources.selectors import readable_chunks
+from sources.selectors import access_contacts, readable_chunks, readable_collections
 
 _MARKER = re.compile(r"\[(S\d+)\]")
 _FOOTNOTE_ID = re.compile(r"^fn(?:ref\d*)?:\d+$")  # fnref2:1 is the second reference to footnote 1
@@ -83,6 +83,13 @@ def answer_context(row: QueryLog, viewer: Any) -> dict[str, Any]:
             "answer_html": answer_html(row.answer, {e.label for e in entries}),
             "hint": NO_EVIDENCE_HINT if row.refusal == "gate" else "",
             "feedback": list(row.feedback.select_related("user").order_by("-created_at", "-pk"))}
+
+
+def access_context(viewer: Any) -> dict[str, Any]:
+    """What the ask page says before a question: the collections the viewer reads, and whom to ask for more."""
+    names = list(readable_collections(viewer).order_by("name").values_list("name", flat=True))
+    return {"readable_names": names, "reads_everything": bool(getattr(viewer, "is_superuser", False)),
+            "access_contacts": [n for n in access_contacts() if n != viewer.get_username()]}
 
 
 ALLOWED_TAGS = {"h1", "h2", "h3", "h4", "h5", "h6", "p", "br", "hr", "ul", "ol", "li", "strong", "em", "code", "pre",

@@ -205,3 +205,26 @@ def test_recent_questions_list_the_askers_own_newest_first(world: World) -> None
 
 def test_no_recent_questions_box_before_the_first_question(world: World) -> None:
     assert "Your recent questions" not in login(world.users["alice"]).get("/ask/").content.decode()
+
+
+def test_ask_page_names_the_readable_collections_and_whom_to_ask(world: World, make_user: Any) -> None:
+    page = login(world.users["alice"]).get("/ask/").content.decode()
+    assert "You can read: alpha, handbook." in page and "For access to more, ask root." in page
+    assert "beta" not in page
+    assert "You can read every collection." in login(world.users["root"]).get("/ask/").content.decode()
+    from sources.models import Collection
+
+    Collection.objects.filter(public=True).update(public=False)
+    newcomer = login(make_user("dora")).get("/ask/").content.decode()
+    assert "You cannot read any collection yet" in newcomer and "For access to a collection, ask root." in newcomer
+
+
+def test_a_team_install_lets_every_signed_in_user_read_default(make_user: Any) -> None:
+    from foundry_site.services.setup import team_collection_open
+    from sources.selectors import readable_collections
+
+    dora = make_user("dora")
+    collection, changed = team_collection_open()
+    assert changed and collection.public and list(readable_collections(dora)) == [collection]
+    assert team_collection_open() == (collection, False)  # idempotent
+    assert "You can read: default." in login(dora).get("/ask/").content.decode()
