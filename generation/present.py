@@ -17,7 +17,6 @@ from django.utils.html import escape, format_html
 from django.utils.safestring import SafeString, mark_safe
 
 from retrieval.models import QueryLog
-from retrieval.services.gate import NO_EVIDENCE_HINT
 from sources.selectors import access_contacts, readable_chunks, readable_collections
 
 _MARKER = re.compile(r"\[(S\d+)\]")
@@ -28,6 +27,70 @@ BADGES = {
     QueryLog.AnswerClass.LOW_CONFIDENCE: ("low", "Low confidence: limited source coverage"),
     QueryLog.AnswerClass.NO_EVIDENCE: ("none", "No evidence in your sources"),
 }
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """How the page names a withheld answer: its badge and what happened, in words for a web user."""
+
+    badge_class: str
+    badge_label: str
+    explanation: str
+    upload_hint: bool = False  # offer the sources page's upload (the web's "run foundry ingest")
+
+
+# Why nothing was answered (QueryLog.refusal), told apart: nothing found, found but not
+# verified, below the extractive reader's threshold, or the model said the sources lack it.
+REFUSALS = {
+    "gate": Outcome("none", "No evidence in your sources",
+                    "Nothing in the collections you can read matched the question closely enough, so no answer "
+                    "was written.", upload_hint=True),
+    "relevance": Outcome("none", "No evidence in your sources",
+                         "The passages the search found were judged not relevant to the question, so no answer "
+                         "was written.", upload_hint=True),
+    "grounding": Outcome("unverified", "Found, but could not verify",
+                         "Passages were found, but no sentence the model wrote could be verified against them, "
+                         "so nothing was shown. Read the passages yourself:"),
+    "reader": Outcome("unverified", "Below the reader's threshold",
+                      "The reader found no passage that answers the question with enough confidence, so nothing "
+                      "was shown. The closest passages:"),
+    "model": Outcome("declined", "Not in your sources",
+                     "The model read the passages found and said they do not contain the answer, so nothing "
+                     "else was shown."),
+}
+PASSAGES_FOUND = " Passages found: "
+_PASSAGE = re.compile(r"^(S\d+) (.+?)(?:, p\. (\d+)(?:[–-]\d+)?)?, lines (\d+)[–-](\d+)$")
+
+
+@dataclass(frozen=True)
+class FoundPassage:
+    label: str
+    text: str  # as the answer names it: source, page, lines
+    url: str  # the source viewer at the chunk; "" when it cannot be matched or read
+
+
+def found_passages(row: QueryLog, viewer: Any) -> tuple[str, list[FoundPassage]]:
+    """A withheld answer's lead text and its "Passages found", each linked to the viewer at its chunk.
+
+    The stored answer names the passages (``S1 manual.md, p. 2, lines 4-15; …``); the chunk
+    is the one among the row's retrieved chunks with that source name and those lines.
+    """
+    if PASSAGES_FOUND not in row.answer:
+        return row.answer, []
+    lead, listing = row.answer.split(PASSAGES_FOUND, 1)
+    retrieved = {int(hit[0]) for hits in (row.channels or {}).values() for hit in hits if hit}
+    chunks = readable_chunks(viewer).filter(pk__in=retrieved).values_list(
+        "pk", "source_id", "source__name", "line_start", "line_end")
+    where = {(name, start, end): (pk, source_id) for pk, source_id, name, start, end in chunks}
+    found = []
+    for part in listing.rstrip(".").split("; "):
+        match = _PASSAGE.match(part.strip())
+        key = (match.group(2), int(match.group(4)), int(match.group(5))) if match else None
+        target = where.get(key) if key else None
+        url = (f"{reverse('sources:detail', args=[target[1]])}?chunk={target[0]}#chunk-{target[0]}"
+               if target else "")
+        found.append(FoundPassage(label=match.group(1) if match else "", text=part.strip(), url=url))
+    return lead.strip(), found
 
 
 @dataclass(frozen=True)
@@ -75,13 +138,18 @@ def answer_context(row: QueryLog, viewer: Any) -> dict[str, Any]:
     """Everything the answer partial shows for one query-log row."""
     entries = source_entries(row.citations, viewer)
     badge_class, badge_label = BADGES.get(row.answer_class, ("failed", "Failed"))
+    outcome = REFUSALS.get(row.refusal) if row.answer_class == QueryLog.AnswerClass.NO_EVIDENCE else None
+    if outcome is not None:
+        badge_class, badge_label = outcome.badge_class, outcome.badge_label
+    lead, passages = found_passages(row, viewer) if outcome is not None else (row.answer, [])
     # A source without a link is one the viewer cannot read now. Only the asker could read it when
     # the question was asked; an auditor looking at someone else's answer perhaps never could.
     unreadable = "no longer readable" if row.user_id == getattr(viewer, "pk", None) else "not readable by you"
+    shown = row.status == QueryLog.Status.OK and row.answer_class in (QueryLog.AnswerClass.NORMAL,
+                                                                      QueryLog.AnswerClass.LOW_CONFIDENCE)
     return {"row": row, "sources": entries, "badge_class": badge_class, "badge_label": badge_label,
-            "unreadable_label": unreadable,
-            "answer_html": answer_html(row.answer, {e.label for e in entries}),
-            "hint": NO_EVIDENCE_HINT if row.refusal == "gate" else "",
+            "unreadable_label": unreadable, "outcome": outcome, "passages_found": passages, "shown": shown,
+            "answer_html": answer_html(lead, {e.label for e in entries}),
             "feedback": list(row.feedback.select_related("user").order_by("-created_at", "-pk"))}
 
 

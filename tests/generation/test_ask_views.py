@@ -228,3 +228,50 @@ def test_a_team_install_lets_every_signed_in_user_read_default(make_user: Any) -
     assert changed and collection.public and list(readable_collections(dora)) == [collection]
     assert team_collection_open() == (collection, False)  # idempotent
     assert "You can read: default." in login(dora).get("/ask/").content.decode()
+
+
+def refusal_page(world: World, refusal: str, answer: str, *, channels: dict | None = None) -> str:
+    row = record(world.users["alice"], answer_class="no_evidence", refusal=refusal, answer=answer,
+                 channels=channels or {})
+    return login(world.users["alice"]).get(f"/ask/{row.pk}/").content.decode()
+
+
+def test_gate_refusal_says_nothing_was_found_and_offers_the_upload(world: World) -> None:
+    page = refusal_page(world, "gate", "No supporting documentation found in indexed sources.")
+    assert "No evidence in your sources" in page and 'data-refusal="gate"' in page
+    assert 'href="/sources/#upload-title"' in page
+    assert "foundry ingest" not in page  # CLI text stays on the command line
+    assert "before it was shown" not in page
+
+
+def test_grounding_refusal_says_found_but_unverified_and_links_each_passage(world: World) -> None:
+    alpha = world.chunks["alpha"]
+    answer = ("No answer could be verified: the model's sentences were not supported by the passages found, so "
+              f"they were withheld. Read the passages, or ask again in other words. Passages found: S1 alpha.md, "
+              "lines 1-1; S2 alpha.md, lines 3-3; S3 gone.md, lines 5-9.")
+    page = refusal_page(world, "grounding", answer, channels={"bm25": [[alpha[0].pk, 1.0], [alpha[1].pk, 0.5]]})
+    assert "Found, but could not verify" in page and "No evidence in your sources" not in page
+    assert "before it was shown" not in page and "nothing was shown" in page
+    for chunk in alpha:
+        assert f'href="/sources/{chunk.source_id}/?chunk={chunk.pk}#chunk-{chunk.pk}"' in page
+    assert "S3 gone.md, lines 5-9 <span" in page  # named, not linked: no such readable chunk
+
+
+def test_grounding_refusal_never_links_a_chunk_the_viewer_cannot_read(world: World) -> None:
+    beta = world.chunks["beta"][0]
+    page = refusal_page(world, "grounding", "No answer could be verified. Passages found: S1 beta.txt, lines 1-1.",
+                        channels={"bm25": [[beta.pk, 1.0]]})
+    assert f"chunk={beta.pk}" not in page
+
+
+@pytest.mark.parametrize(("refusal", "badge"), [("model", "Not in your sources"),
+                                                ("reader", "Below the reader&#x27;s threshold"),
+                                                ("relevance", "No evidence in your sources")])
+def test_each_refusal_has_its_own_badge(world: World, refusal: str, badge: str) -> None:
+    page = refusal_page(world, refusal, "The sources do not contain this.")
+    assert badge in page and f'data-refusal="{refusal}"' in page and "before it was shown" not in page
+
+
+def test_an_answer_that_was_shown_says_it_was_checked(world: World) -> None:
+    row = record(world.users["alice"], answer="Alpha power is 24 V. [S1]")
+    assert "before it was shown" in login(world.users["alice"]).get(f"/ask/{row.pk}/").content.decode()
