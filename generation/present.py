@@ -1,8 +1,9 @@
 """Turning answers and documents into safe HTML for the pages.
 
-Everything that reaches a page from a model or a document is escaped (answers)
-or sanitised with nh3 after the Markdown conversion (documents). The only
-markup we add ourselves is the ``[S#]`` links, built around already-escaped text.
+Everything that reaches a page from a model or a document is rendered as Markdown
+with raw HTML escaped (answers, foundry_site.markup) or sanitised with nh3 after the
+Markdown conversion (documents). The only markup we add ourselves is the ``[S#]``
+links, put into text that is already safe.
 """
 from __future__ import annotations
 
@@ -13,9 +14,10 @@ from typing import Any
 import markdown
 import nh3
 from django.urls import reverse
-from django.utils.html import escape, format_html
+from django.utils.html import format_html
 from django.utils.safestring import SafeString, mark_safe
 
+from foundry_site.markup import markdown_html
 from retrieval.models import QueryLog
 from sources.selectors import access_contacts, readable_chunks, readable_collections
 
@@ -123,15 +125,15 @@ def source_entries(citations: list[dict], viewer: Any) -> list[SourceEntry]:
 
 
 def answer_html(text: str, labels: set[str]) -> SafeString:
-    """The answer, escaped, with each known ``[S#]`` marker turned into a link to its source entry."""
+    """The answer as safe Markdown (raw HTML shown as text), each known ``[S#]`` marker a link to its source entry."""
     def link(match: re.Match) -> str:
         label = match.group(1)
         if label not in labels:
             return match.group(0)
         return format_html('<a class="cite" href="#source-{0}">[{0}]</a>', label)
 
-    paragraphs = [p for p in escape(text).split("\n\n") if p.strip()]
-    return mark_safe("".join(f"<p>{_MARKER.sub(link, p).replace(chr(10), '<br>')}</p>" for p in paragraphs))  # noqa: S308
+    # The sanitised HTML has no attributes (no links, classes or ids), so a marker can only be in text.
+    return mark_safe(_MARKER.sub(link, markdown_html(text, line_breaks=True)))  # noqa: S308
 
 
 def answer_context(row: QueryLog, viewer: Any) -> dict[str, Any]:
