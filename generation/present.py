@@ -19,6 +19,7 @@ from django.utils.safestring import SafeString, mark_safe
 
 from foundry_site.markup import markdown_html
 from retrieval.models import QueryLog
+from sources.models import place_text
 from sources.selectors import access_contacts, readable_chunks, readable_collections
 
 _MARKER = re.compile(r"\[(S\d+)\]")
@@ -105,12 +106,20 @@ class SourceEntry:
     lines: tuple[int, int]
     score: float
     url: str  # the source viewer at this chunk; "" if the viewer may no longer read it
+    page_end: int | None = None  # known while the viewer can read the chunk
+
+    @property
+    def place(self) -> str:
+        """``p. 2, lines 4-15``, or ``pp. 1–2, lines 26–4`` for a chunk that crosses a page."""
+        return place_text(self.page, self.page_end, self.lines[0], self.lines[1])
 
 
 def source_entries(citations: list[dict], viewer: Any) -> list[SourceEntry]:
     """The cited chunks, each with a link to the viewer when ``viewer`` can still read that source."""
     ids = [c.get("chunk_id") for c in citations]
-    readable = dict(readable_chunks(viewer).filter(pk__in=ids).values_list("pk", "source_id"))
+    rows = list(readable_chunks(viewer).filter(pk__in=ids).values_list("pk", "source_id", "page_end"))
+    readable = {pk: source_id for pk, source_id, _ in rows}
+    page_ends = {pk: page_end for pk, _, page_end in rows}
     entries = []
     for c in citations:
         source_id = readable.get(c.get("chunk_id"))
@@ -120,7 +129,8 @@ def source_entries(citations: list[dict], viewer: Any) -> list[SourceEntry]:
         entries.append(SourceEntry(label=str(c.get("id", "")), title=str(c.get("title") or c.get("source", "")),
                                    path=str(c.get("source", "")), heading=str(c.get("heading") or ""),
                                    page=c.get("page"), lines=(lines[0], lines[-1]),
-                                   score=float(c.get("score") or 0.0), url=url))
+                                   score=float(c.get("score") or 0.0), url=url,
+                                   page_end=page_ends.get(c.get("chunk_id"))))
     return entries
 
 

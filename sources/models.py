@@ -88,6 +88,16 @@ class Source(models.Model):
         return f"{self.root.rstrip('/')}/{self.path}"
 
 
+def place_text(page_start: int | None, page_end: int | None, line_start: int, line_end: int) -> str:
+    """``p. 2, lines 4-15``; a chunk that crosses pages numbers its lines per page, so it names
+    both pages: ``pp. 1–2, lines 26–4`` (line 26 of page 1 to line 4 of page 2)."""
+    if page_start and page_end and page_end != page_start:
+        return f"pp. {page_start}–{page_end}, lines {line_start}–{line_end}"
+    if page_start:
+        return f"p. {page_start}, lines {line_start}-{line_end}"
+    return f"lines {line_start}-{line_end}"
+
+
 class Chunk(models.Model):
     """A passage of a source. ``text`` is verbatim source text; ``context`` is only embedded."""
 
@@ -112,15 +122,14 @@ class Chunk(models.Model):
 
     @property
     def location(self) -> str:
-        """Human citation of where the chunk sits: section, page, lines."""
-        parts = []
-        if self.heading:
-            parts.append(f"§ {self.heading}")
-        if self.page_start:
-            pages = self.page_start if self.page_end in (None, self.page_start) else f"{self.page_start}-{self.page_end}"
-            parts.append(f"p. {pages}")
-        parts.append(f"lines {self.line_start}-{self.line_end}")
-        return ", ".join(parts)
+        """Human citation of where the chunk sits: section, page(s), lines."""
+        place = place_text(self.page_start, self.page_end, self.line_start, self.line_end)
+        return f"§ {self.heading}, {place}" if self.heading else place
+
+    @property
+    def place(self) -> str:
+        """Page(s) and lines, without the section."""
+        return place_text(self.page_start, self.page_end, self.line_start, self.line_end)
 
 
 class SourceSummary(models.Model):
