@@ -138,6 +138,10 @@ class SourceSummary(models.Model):
     model = models.CharField(max_length=200)
     created_at = models.DateTimeField(default=timezone.now, editable=False)
 
+    class Meta:
+        verbose_name = "source summary"
+        verbose_name_plural = "source summaries"
+
     def __str__(self) -> str:
         return f"Summary of {self.source.path}"
 

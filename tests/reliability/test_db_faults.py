@@ -287,8 +287,8 @@ def test_a_home_one_migration_behind_names_it_before_any_command_runs(tmp_path: 
                    capture_output=True)
     for command in ("status", "check"):  # `check` too: it said OK while every ingest failed on the missing column
         done = foundry(env, command)
-        assert done.returncode == 1 and "needs 1 migration(s) this version brings (sources.0005_source_cited_name): " \
-            "run `.venv/bin/python manage.py migrate`" in done.stderr, done.stderr
+        assert done.returncode == 1 and "migration(s) this version brings (sources.0005_source_cited_name" in \
+            done.stderr and "run `.venv/bin/python manage.py migrate`" in done.stderr, done.stderr
     assert foundry(env, "ingest", str(tmp_path), "--collection", "new").returncode == 1
     migrate(env)
     assert foundry(env, "collections", "list").stdout.count("new") == 0  # the refused ingest left nothing behind
