@@ -247,7 +247,7 @@ def test_gate_refusal_says_nothing_was_found_and_offers_the_upload(world: World)
 def test_grounding_refusal_says_found_but_unverified_and_links_each_passage(world: World) -> None:
     alpha = world.chunks["alpha"]
     answer = ("No answer could be verified: the model's sentences were not supported by the passages found, so "
-              f"they were withheld. Read the passages, or ask again in other words. Passages found: S1 alpha.md, "
+              "they were withheld. Read the passages, or ask again in other words. Passages found: S1 alpha.md, "
               "lines 1-1; S2 alpha.md, lines 3-3; S3 gone.md, lines 5-9.")
     page = refusal_page(world, "grounding", answer, channels={"bm25": [[alpha[0].pk, 1.0], [alpha[1].pk, 0.5]]})
     assert "Found, but could not verify" in page and "No evidence in your sources" not in page
