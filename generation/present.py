@@ -40,6 +40,7 @@ class Outcome:
     badge_label: str
     explanation: str
     upload_hint: bool = False  # offer the sources page's upload (the web's "run foundry ingest")
+    replaces_text: bool = False  # the explanation says all the stored text says (shown whole in the audit record)
 
 
 # Why nothing was answered (QueryLog.refusal), told apart: nothing found, found but not
@@ -53,7 +54,7 @@ REFUSALS = {
                          "was written.", upload_hint=True),
     "grounding": Outcome("unverified", "Found, but could not verify",
                          "Passages were found, but no sentence the model wrote could be verified against them, "
-                         "so nothing was shown. Read the passages yourself:"),
+                         "so nothing was shown. Read the passages yourself:", replaces_text=True),
     "reader": Outcome("unverified", "Below the reader's threshold",
                       "The reader found no passage that answers the question with enough confidence, so nothing "
                       "was shown. The closest passages:"),
@@ -154,6 +155,8 @@ def answer_context(row: QueryLog, viewer: Any) -> dict[str, Any]:
     if outcome is not None:
         badge_class, badge_label = outcome.badge_class, outcome.badge_label
     lead, passages = found_passages(row, viewer) if outcome is not None else (row.answer, [])
+    if outcome is not None and outcome.replaces_text and passages:
+        lead = ""
     # A source without a link is one the viewer cannot read now. Only the asker could read it when
     # the question was asked; an auditor looking at someone else's answer perhaps never could.
     unreadable = "no longer readable" if row.user_id == getattr(viewer, "pk", None) else "not readable by you"

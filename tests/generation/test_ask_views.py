@@ -252,6 +252,7 @@ def test_grounding_refusal_says_found_but_unverified_and_links_each_passage(worl
     page = refusal_page(world, "grounding", answer, channels={"bm25": [[alpha[0].pk, 1.0], [alpha[1].pk, 0.5]]})
     assert "Found, but could not verify" in page and "No evidence in your sources" not in page
     assert "before it was shown" not in page and "nothing was shown" in page
+    assert "No answer could be verified" not in page  # said once, in the page's own words
     for chunk in alpha:
         assert f'href="/sources/{chunk.source_id}/?chunk={chunk.pk}#chunk-{chunk.pk}"' in page
     assert "S3 gone.md, lines 5-9 <span" in page  # named, not linked: no such readable chunk
