@@ -39,6 +39,9 @@ run: migrate
 	$(VENV)/bin/foundry ingest knowledge_base
 	$(VENV)/bin/foundry status
 	$(VENV)/bin/foundry query "$(SAMPLE_QUESTION)"
+	@echo
+	@echo "Web UI: $(VENV)/bin/foundry init --admin NAME   (once: your account; FOUNDRY_ADMIN_PASSWORD or a prompt)"
+	@echo "        $(VENV)/bin/foundry serve               then open http://127.0.0.1:8000/ and sign in"
 
 # Production-style web server (gunicorn + WhiteNoise) for a single-machine install.
 serve: migrate

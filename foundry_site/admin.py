@@ -7,6 +7,10 @@ from django.http import HttpRequest
 from foundry_site.models import ApiToken
 from foundry_site.services.tokens import TokenError, token_revoke
 
+admin.site.site_header = "Foundry administration"
+admin.site.site_title = "Foundry administration"
+admin.site.index_title = "Administration"
+
 
 @admin.register(ApiToken)
 class ApiTokenAdmin(admin.ModelAdmin):

@@ -2,17 +2,24 @@
 
 Every operation needs authentication by default: an ``Authorization: Bearer``
 token (``foundry tokens create``) or the signed-in browser session (CSRF is
-enforced for unsafe methods). The docs at /api/v1/docs need a signed-in user.
+enforced for unsafe methods). The docs at /api/v1/docs and /api/v1/openapi.json take
+either as well (a bearer token, or a signed-in user).
 """
 from __future__ import annotations
 
+from collections.abc import Callable
+from functools import wraps
+from typing import Any
+
 from django.contrib.auth.decorators import login_required
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse
 from ninja import NinjaAPI
+from ninja.errors import ValidationError
 
 from foundry_site import llm
 from foundry_site.auth import BearerTokenAuth, SessionCsrfAuth
 from foundry_site.ratelimit import RateLimited
+from foundry_site.services.tokens import token_authenticate
 from generation.answers import QueryError, QueryFailed
 from generation.api import router as generation_router
 from generation.documents import GenerationError
@@ -25,8 +32,42 @@ from specs.api import generate_router
 from specs.api import router as specs_router
 from specs.errors import SpecError
 
+
+
+def docs_access(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
+    """The docs page and openapi.json: for a bearer token (as every API call), else a signed-in session."""
+    session_view = login_required(view)
+
+    @wraps(view)
+    def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        scheme, _, token = request.headers.get("Authorization", "").partition(" ")
+        if scheme.lower() != "bearer":
+            return session_view(request, *args, **kwargs)
+        user = token_authenticate(token.strip())
+        if user is None:
+            return JsonResponse({"detail": "Unauthorized"}, status=401)
+        request.user = user
+        return view(request, *args, **kwargs)
+
+    return wrapper
+
+
 api = NinjaAPI(title="Foundry API", version="1", urls_namespace="api",
-               auth=[BearerTokenAuth(), SessionCsrfAuth()], docs_decorator=login_required)
+               auth=[BearerTokenAuth(), SessionCsrfAuth()], docs_decorator=docs_access)
+
+
+def field_location(loc: list[Any]) -> list[Any]:
+    """``["body", "body", "question"]`` → ``["body", "question"]``: django-ninja puts the view's
+    argument name between the part of the request and the field; clients need the field once."""
+    if len(loc) >= 3 and loc[0] == "body":
+        return [loc[0], *loc[2:]]
+    return list(loc)
+
+
+@api.exception_handler(ValidationError)
+def validation_failed(request: HttpRequest, exc: ValidationError) -> HttpResponse:
+    errors = [{**error, "loc": field_location(list(error.get("loc", [])))} for error in exc.errors]
+    return api.create_response(request, {"detail": errors}, status=422)
 
 
 @api.exception_handler(llm.ModelUnavailable)

@@ -21,6 +21,7 @@ def _api_urls() -> tuple[list[URLPattern | URLResolver], str, str]:
 
 urlpatterns = [
     path("", views.home, name="home"),
+    path("favicon.ico", views.favicon),
     path("accounts/login/", auth_views.LoginView.as_view(redirect_authenticated_user=True), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("sources/", include("sources.urls")),
@@ -31,3 +32,5 @@ urlpatterns = [
     path("api/v1/", _api_urls()),
     path("mcp", mcp_endpoint, name="mcp"),  # MCP Streamable HTTP (bearer token), foundry_site/mcp/http.py
 ]
+
+handler500 = "foundry_site.views.server_error"

@@ -1,8 +1,9 @@
 """Turning answers and documents into safe HTML for the pages.
 
-Everything that reaches a page from a model or a document is escaped (answers)
-or sanitised with nh3 after the Markdown conversion (documents). The only
-markup we add ourselves is the ``[S#]`` links, built around already-escaped text.
+Everything that reaches a page from a model or a document is rendered as Markdown
+with raw HTML escaped (answers, foundry_site.markup) or sanitised with nh3 after the
+Markdown conversion (documents). The only markup we add ourselves is the ``[S#]``
+links, put into text that is already safe.
 """
 from __future__ import annotations
 
@@ -13,12 +14,13 @@ from typing import Any
 import markdown
 import nh3
 from django.urls import reverse
-from django.utils.html import escape, format_html
+from django.utils.html import format_html
 from django.utils.safestring import SafeString, mark_safe
 
+from foundry_site.markup import markdown_html
 from retrieval.models import QueryLog
-from retrieval.services.gate import NO_EVIDENCE_HINT
-from sources.selectors import readable_chunks
+from sources.models import place_text
+from sources.selectors import access_contacts, readable_chunks, readable_collections
 
 _MARKER = re.compile(r"\[(S\d+)\]")
 _FOOTNOTE_ID = re.compile(r"^fn(?:ref\d*)?:\d+$")  # fnref2:1 is the second reference to footnote 1
@@ -31,6 +33,71 @@ BADGES = {
 
 
 @dataclass(frozen=True)
+class Outcome:
+    """How the page names a withheld answer: its badge and what happened, in words for a web user."""
+
+    badge_class: str
+    badge_label: str
+    explanation: str
+    upload_hint: bool = False  # offer the sources page's upload (the web's "run foundry ingest")
+    replaces_text: bool = False  # the explanation says all the stored text says (shown whole in the audit record)
+
+
+# Why nothing was answered (QueryLog.refusal), told apart: nothing found, found but not
+# verified, below the extractive reader's threshold, or the model said the sources lack it.
+REFUSALS = {
+    "gate": Outcome("none", "No evidence in your sources",
+                    "Nothing in the collections you can read matched the question closely enough, so no answer "
+                    "was written.", upload_hint=True),
+    "relevance": Outcome("none", "No evidence in your sources",
+                         "The passages the search found were judged not relevant to the question, so no answer "
+                         "was written.", upload_hint=True),
+    "grounding": Outcome("unverified", "Found, but could not verify",
+                         "Passages were found, but no sentence the model wrote could be verified against them, "
+                         "so nothing was shown. Read the passages yourself:", replaces_text=True),
+    "reader": Outcome("unverified", "Below the reader's threshold",
+                      "The reader found no passage that answers the question with enough confidence, so nothing "
+                      "was shown. The closest passages:"),
+    "model": Outcome("declined", "Not in your sources",
+                     "The model read the passages found and said they do not contain the answer, so nothing "
+                     "else was shown."),
+}
+PASSAGES_FOUND = " Passages found: "
+_PASSAGE = re.compile(r"^(S\d+) (.+?)(?:, p\. (\d+)(?:[–-]\d+)?)?, lines (\d+)[–-](\d+)$")
+
+
+@dataclass(frozen=True)
+class FoundPassage:
+    label: str
+    text: str  # as the answer names it: source, page, lines
+    url: str  # the source viewer at the chunk; "" when it cannot be matched or read
+
+
+def found_passages(row: QueryLog, viewer: Any) -> tuple[str, list[FoundPassage]]:
+    """A withheld answer's lead text and its "Passages found", each linked to the viewer at its chunk.
+
+    The stored answer names the passages (``S1 manual.md, p. 2, lines 4-15; …``); the chunk
+    is the one among the row's retrieved chunks with that source name and those lines.
+    """
+    if PASSAGES_FOUND not in row.answer:
+        return row.answer, []
+    lead, listing = row.answer.split(PASSAGES_FOUND, 1)
+    retrieved = {int(hit[0]) for hits in (row.channels or {}).values() for hit in hits if hit}
+    chunks = readable_chunks(viewer).filter(pk__in=retrieved).values_list(
+        "pk", "source_id", "source__name", "line_start", "line_end")
+    where = {(name, start, end): (pk, source_id) for pk, source_id, name, start, end in chunks}
+    found = []
+    for part in listing.rstrip(".").split("; "):
+        match = _PASSAGE.match(part.strip())
+        key = (match.group(2), int(match.group(4)), int(match.group(5))) if match else None
+        target = where.get(key) if key else None
+        url = (f"{reverse('sources:detail', args=[target[1]])}?chunk={target[0]}#chunk-{target[0]}"
+               if target else "")
+        found.append(FoundPassage(label=match.group(1) if match else "", text=part.strip(), url=url))
+    return lead.strip(), found
+
+
+@dataclass(frozen=True)
 class SourceEntry:
     label: str
     title: str
@@ -40,12 +107,20 @@ class SourceEntry:
     lines: tuple[int, int]
     score: float
     url: str  # the source viewer at this chunk; "" if the viewer may no longer read it
+    page_end: int | None = None  # known while the viewer can read the chunk
+
+    @property
+    def place(self) -> str:
+        """``p. 2, lines 4-15``, or ``pp. 1–2, lines 26–4`` for a chunk that crosses a page."""
+        return place_text(self.page, self.page_end, self.lines[0], self.lines[1])
 
 
 def source_entries(citations: list[dict], viewer: Any) -> list[SourceEntry]:
     """The cited chunks, each with a link to the viewer when ``viewer`` can still read that source."""
     ids = [c.get("chunk_id") for c in citations]
-    readable = dict(readable_chunks(viewer).filter(pk__in=ids).values_list("pk", "source_id"))
+    rows = list(readable_chunks(viewer).filter(pk__in=ids).values_list("pk", "source_id", "page_end"))
+    readable = {pk: source_id for pk, source_id, _ in rows}
+    page_ends = {pk: page_end for pk, _, page_end in rows}
     entries = []
     for c in citations:
         source_id = readable.get(c.get("chunk_id"))
@@ -55,34 +130,49 @@ def source_entries(citations: list[dict], viewer: Any) -> list[SourceEntry]:
         entries.append(SourceEntry(label=str(c.get("id", "")), title=str(c.get("title") or c.get("source", "")),
                                    path=str(c.get("source", "")), heading=str(c.get("heading") or ""),
                                    page=c.get("page"), lines=(lines[0], lines[-1]),
-                                   score=float(c.get("score") or 0.0), url=url))
+                                   score=float(c.get("score") or 0.0), url=url,
+                                   page_end=page_ends.get(c.get("chunk_id"))))
     return entries
 
 
 def answer_html(text: str, labels: set[str]) -> SafeString:
-    """The answer, escaped, with each known ``[S#]`` marker turned into a link to its source entry."""
+    """The answer as safe Markdown (raw HTML shown as text), each known ``[S#]`` marker a link to its source entry."""
     def link(match: re.Match) -> str:
         label = match.group(1)
         if label not in labels:
             return match.group(0)
         return format_html('<a class="cite" href="#source-{0}">[{0}]</a>', label)
 
-    paragraphs = [p for p in escape(text).split("\n\n") if p.strip()]
-    return mark_safe("".join(f"<p>{_MARKER.sub(link, p).replace(chr(10), '<br>')}</p>" for p in paragraphs))  # noqa: S308
+    # The sanitised HTML has no attributes (no links, classes or ids), so a marker can only be in text.
+    return mark_safe(_MARKER.sub(link, markdown_html(text, line_breaks=True)))  # noqa: S308
 
 
 def answer_context(row: QueryLog, viewer: Any) -> dict[str, Any]:
     """Everything the answer partial shows for one query-log row."""
     entries = source_entries(row.citations, viewer)
     badge_class, badge_label = BADGES.get(row.answer_class, ("failed", "Failed"))
+    outcome = REFUSALS.get(row.refusal) if row.answer_class == QueryLog.AnswerClass.NO_EVIDENCE else None
+    if outcome is not None:
+        badge_class, badge_label = outcome.badge_class, outcome.badge_label
+    lead, passages = found_passages(row, viewer) if outcome is not None else (row.answer, [])
+    if outcome is not None and outcome.replaces_text and passages:
+        lead = ""
     # A source without a link is one the viewer cannot read now. Only the asker could read it when
     # the question was asked; an auditor looking at someone else's answer perhaps never could.
     unreadable = "no longer readable" if row.user_id == getattr(viewer, "pk", None) else "not readable by you"
+    shown = row.status == QueryLog.Status.OK and row.answer_class in (QueryLog.AnswerClass.NORMAL,
+                                                                      QueryLog.AnswerClass.LOW_CONFIDENCE)
     return {"row": row, "sources": entries, "badge_class": badge_class, "badge_label": badge_label,
-            "unreadable_label": unreadable,
-            "answer_html": answer_html(row.answer, {e.label for e in entries}),
-            "hint": NO_EVIDENCE_HINT if row.refusal == "gate" else "",
+            "unreadable_label": unreadable, "outcome": outcome, "passages_found": passages, "shown": shown,
+            "answer_html": answer_html(lead, {e.label for e in entries}),
             "feedback": list(row.feedback.select_related("user").order_by("-created_at", "-pk"))}
+
+
+def access_context(viewer: Any) -> dict[str, Any]:
+    """What the ask page says before a question: the collections the viewer reads, and whom to ask for more."""
+    names = list(readable_collections(viewer).order_by("name").values_list("name", flat=True))
+    return {"readable_names": names, "reads_everything": bool(getattr(viewer, "is_superuser", False)),
+            "access_contacts": [n for n in access_contacts() if n != viewer.get_username()]}
 
 
 ALLOWED_TAGS = {"h1", "h2", "h3", "h4", "h5", "h6", "p", "br", "hr", "ul", "ol", "li", "strong", "em", "code", "pre",

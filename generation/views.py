@@ -24,7 +24,7 @@ from generation.answers import QueryError, QueryFailed, answer_question, questio
 from generation.asking import query_admit, query_answer
 from generation.forms import AskForm
 from generation.models import GenerationRun
-from generation.present import answer_context, document_html
+from generation.present import access_context, answer_context, document_html
 from retrieval.models import QueryLog
 from retrieval.selectors import may_give_feedback, visible_queries
 from sources.vectorstore import MissingEmbeddings
@@ -72,8 +72,11 @@ def ask_result(request: HttpRequest, query_id: int) -> HttpResponse:
 
 def _render_ask(request: HttpRequest, form: AskForm, *, row: QueryLog | None = None, error: str = "",
                 status: int = 200) -> HttpResponse:
-    recent = visible_queries(request.user).filter(user=request.user).only("pk", "question", "created_at")[:6]
-    context: dict[str, Any] = {"form": form, "error": error, "recent": recent, "stages": stages()}
+    # select_related(None): visible_queries() joins the user, which .only() would defer (a FieldError).
+    recent = (visible_queries(request.user).filter(user=request.user).select_related(None)
+              .only("pk", "question", "created_at").order_by("-created_at", "-pk")[:6])
+    context: dict[str, Any] = {"form": form, "error": error, "recent": recent, "stages": stages(),
+                               **access_context(request.user)}
     if row is not None:
         context.update(answer_context(row, request.user), may_feedback=may_give_feedback(request.user, row))
     return render(request, "ask/ask.html", context, status=status)

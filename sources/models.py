@@ -98,6 +98,21 @@ class Source(models.Model):
 LINE_UNITS = {"docx": "paragraphs", "xlsx": "rows", "csv": "rows"}
 
 
+def place_text(page_start: int | None, page_end: int | None, line_start: int, line_end: int, kind: str = "") -> str:
+    """``p. 2, lines 4-15``; a chunk that crosses pages numbers its lines per page, so it names
+    both pages: ``pp. 1–2, lines 26–4`` (line 26 of page 1 to line 4 of page 2). A slide stands
+    where a page would (``slide 3``), and Word, Excel and CSV sources count paragraphs and rows."""
+    unit = LINE_UNITS.get(kind, "lines")
+    if page_start and page_end and page_end != page_start:
+        pages = "slides" if kind == Source.Kind.PPTX else "pp."
+        return f"{pages} {page_start}–{page_end}, {unit} {line_start}–{line_end}"
+    lines = (f"{unit.removesuffix('s')} {line_start}" if unit != "lines" and line_start == line_end
+             else f"{unit} {line_start}-{line_end}")
+    if page_start:
+        return f"{'slide' if kind == Source.Kind.PPTX else 'p.'} {page_start}, {lines}"
+    return lines
+
+
 class Chunk(models.Model):
     """A passage of a source. ``text`` is verbatim source text; ``context`` is only embedded."""
 
@@ -131,25 +146,18 @@ class Chunk(models.Model):
         ``sheet Pumps, rows 20-45`` (Excel); ``rows 20-45`` (CSV); ``§ Safety, paragraphs 12-15`` (Word);
         and ``OCR, confidence 91 %`` after the rest when the text was read from an image.
         """
-        kind = self.source.kind
         parts = []
-        if kind == Source.Kind.XLSX:
-            parts.append(f"sheet {self.heading}")
-        elif self.heading:
-            parts.append(f"§ {self.heading}")
-        if self.page_start:
-            pages = self.page_start if self.page_end in (None, self.page_start) else f"{self.page_start}-{self.page_end}"
-            parts.append(f"{'slide' if kind == Source.Kind.PPTX else 'p.'} {pages}")
-        unit = LINE_UNITS.get(kind)
-        if unit is None:
-            parts.append(f"lines {self.line_start}-{self.line_end}")
-        elif self.line_start == self.line_end:
-            parts.append(f"{unit.removesuffix('s')} {self.line_start}")
-        else:
-            parts.append(f"{unit} {self.line_start}-{self.line_end}")
+        if self.heading:
+            parts.append(f"sheet {self.heading}" if self.source.kind == Source.Kind.XLSX else f"§ {self.heading}")
+        parts.append(self.place)
         if self.ocr_confidence is not None:
             parts.append(f"OCR, confidence {self.ocr_confidence:.0f} %")
         return ", ".join(parts)
+
+    @property
+    def place(self) -> str:
+        """Page(s) or slide(s) and lines (rows, paragraphs), without the section."""
+        return place_text(self.page_start, self.page_end, self.line_start, self.line_end, self.source.kind)
 
 
 class SourceSummary(models.Model):
@@ -157,6 +165,10 @@ class SourceSummary(models.Model):
     text = models.TextField()
     model = models.CharField(max_length=200)
     created_at = models.DateTimeField(default=timezone.now, editable=False)
+
+    class Meta:
+        verbose_name = "source summary"
+        verbose_name_plural = "source summaries"
 
     def __str__(self) -> str:
         return f"Summary of {self.source.path}"

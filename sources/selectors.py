@@ -142,6 +142,14 @@ def readable_collections(user: AbstractBaseUser | AnonymousUser) -> QuerySet[Col
     return Collection.objects.filter(Q(public=True) | Q(readers=user)).distinct()
 
 
+def access_contacts(*, limit: int = 3) -> list[str]:
+    """Whom to ask for access to more collections: active superusers (they grant it), by name."""
+    from django.contrib.auth import get_user_model
+
+    users = get_user_model().objects.filter(is_active=True, is_superuser=True).order_by("username")
+    return list(users.values_list("username", flat=True)[:limit])
+
+
 def readable_collection_ids(user: AbstractBaseUser | AnonymousUser) -> list[int]:
     """Ids of the readable collections, e.g. for filtering vec0 rows by their collection column."""
     return list(readable_collections(user).order_by("pk").values_list("pk", flat=True))

@@ -15,6 +15,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
+from foundry_site.markup import markdown_html
 from sources import selectors
 from sources.forms import UploadForm
 from sources.models import Source
@@ -74,7 +75,9 @@ def source_detail(request: HttpRequest, source_id: int) -> HttpResponse:
         target = next((c for c in chunks if str(c.pk) == wanted), None)
         if target is None:
             raise Http404("No such chunk in this source.")
-    return render(request, "sources/detail.html", {"source": source, "chunks": chunks, "target": target})
+    # Markdown sources read as formatted text (raw HTML in them shown as text); other kinds verbatim.
+    rendered = [(c, markdown_html(c.text, links=True) if source.kind == Source.Kind.MD else None) for c in chunks]
+    return render(request, "sources/detail.html", {"source": source, "chunks": rendered, "target": target})
 
 
 @require_GET

@@ -12,6 +12,10 @@ from django.utils import timezone
 
 from foundry_site import llm
 from foundry_site.config import FoundryConfig
+from tests import strict_templates
+
+# A template that uses an undefined variable, or an {% if %} whose operand raises, fails the test.
+strict_templates.enable()
 
 
 @dataclass

@@ -88,6 +88,7 @@ def ingest_command(opts: argparse.Namespace, out: TextIO) -> int:
         out.write(safe_json(report.as_dict()) + "\n")
     else:
         out.write(format_report(report, target=target, collection=opts.collection))
+        out.write(next_step())
     return 1 if report.count("failed") else 0  # a script sees that a file is missing; the others stay stored
 
 
@@ -118,6 +119,18 @@ def _sigterm_as_interrupt() -> Iterator[None]:
         yield
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+def next_step() -> str:
+    """What to do after an ingest: ask, on the command line or in the web UI (after creating an account)."""
+    from django.contrib.auth import get_user_model
+
+    from foundry_site.cli.init import WEB_URL
+
+    account = ("" if get_user_model().objects.filter(is_active=True).exists()
+               else " (create an account first: foundry init --admin NAME)")
+    return (f"\nNext: ask a question: foundry query \"your question\"\n"
+            f"      or in the web UI: foundry serve, then open {WEB_URL}{account}\n")
 
 
 def format_report(report: IngestReport, *, target: Path, collection: str) -> str:

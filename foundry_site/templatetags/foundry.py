@@ -28,3 +28,10 @@ def ms(value: Any) -> str:
 @register.filter
 def get_item(mapping: Any, key: str) -> Any:
     return mapping.get(key) if isinstance(mapping, dict) else None
+
+
+@register.filter
+def verdict_of(feedback: Any, user: Any) -> str:
+    """The newest verdict ``user`` gave in ``feedback`` (newest first), or "" if none."""
+    user_id = getattr(user, "pk", None)
+    return next((f.verdict for f in feedback if user_id is not None and f.user_id == user_id), "")

@@ -188,3 +188,91 @@ def test_stream_needs_login_and_csrf(world: World) -> None:
     strict = Client(enforce_csrf_checks=True)
     strict.force_login(world.users["alice"])
     assert strict.post("/ask/stream", {"question": QUESTION}).status_code == 403
+
+
+def test_recent_questions_list_the_askers_own_newest_first(world: World) -> None:
+    alice, bob = world.users["alice"], world.users["bob"]
+    for n in range(8):
+        record(alice, question=f"Alice question {n}?")
+    record(bob, question="Bob's question?")
+    page = login(alice).get("/ask/").content.decode()
+    assert "Your recent questions" in page
+    shown = [f"Alice question {n}?" for n in range(8) if f"Alice question {n}?" in page]
+    assert shown == [f"Alice question {n}?" for n in range(2, 8)]  # the six newest
+    assert page.index("Alice question 7?") < page.index("Alice question 2?")
+    assert "Bob&#x27;s question?" not in page and "Bob's question?" not in page
+
+
+def test_no_recent_questions_box_before_the_first_question(world: World) -> None:
+    assert "Your recent questions" not in login(world.users["alice"]).get("/ask/").content.decode()
+
+
+def test_ask_page_names_the_readable_collections_and_whom_to_ask(world: World, make_user: Any) -> None:
+    page = login(world.users["alice"]).get("/ask/").content.decode()
+    assert "You can read: alpha, handbook." in page and "For access to more, ask root." in page
+    assert "beta" not in page
+    assert "You can read every collection." in login(world.users["root"]).get("/ask/").content.decode()
+    from sources.models import Collection
+
+    Collection.objects.filter(public=True).update(public=False)
+    newcomer = login(make_user("dora")).get("/ask/").content.decode()
+    assert "You cannot read any collection yet" in newcomer and "For access to a collection, ask root." in newcomer
+
+
+def test_a_team_install_lets_every_signed_in_user_read_default(make_user: Any) -> None:
+    from foundry_site.services.setup import team_collection_open
+    from sources.selectors import readable_collections
+
+    dora = make_user("dora")
+    collection, changed = team_collection_open()
+    assert changed and collection.public and list(readable_collections(dora)) == [collection]
+    assert team_collection_open() == (collection, False)  # idempotent
+    assert "You can read: default." in login(dora).get("/ask/").content.decode()
+
+
+def refusal_page(world: World, refusal: str, answer: str, *, channels: dict | None = None) -> str:
+    row = record(world.users["alice"], answer_class="no_evidence", refusal=refusal, answer=answer,
+                 channels=channels or {})
+    return login(world.users["alice"]).get(f"/ask/{row.pk}/").content.decode()
+
+
+def test_gate_refusal_says_nothing_was_found_and_offers_the_upload(world: World) -> None:
+    page = refusal_page(world, "gate", "No supporting documentation found in indexed sources.")
+    assert "No evidence in your sources" in page and 'data-refusal="gate"' in page
+    assert 'href="/sources/#upload-title"' in page
+    assert "foundry ingest" not in page  # CLI text stays on the command line
+    assert "before it was shown" not in page
+
+
+def test_grounding_refusal_says_found_but_unverified_and_links_each_passage(world: World) -> None:
+    alpha = world.chunks["alpha"]
+    answer = ("No answer could be verified: the model's sentences were not supported by the passages found, so "
+              "they were withheld. Read the passages, or ask again in other words. Passages found: S1 alpha.md, "
+              "lines 1-1; S2 alpha.md, lines 3-3; S3 gone.md, lines 5-9.")
+    page = refusal_page(world, "grounding", answer, channels={"bm25": [[alpha[0].pk, 1.0], [alpha[1].pk, 0.5]]})
+    assert "Found, but could not verify" in page and "No evidence in your sources" not in page
+    assert "before it was shown" not in page and "nothing was shown" in page
+    assert "No answer could be verified" not in page  # said once, in the page's own words
+    for chunk in alpha:
+        assert f'href="/sources/{chunk.source_id}/?chunk={chunk.pk}#chunk-{chunk.pk}"' in page
+    assert "S3 gone.md, lines 5-9 <span" in page  # named, not linked: no such readable chunk
+
+
+def test_grounding_refusal_never_links_a_chunk_the_viewer_cannot_read(world: World) -> None:
+    beta = world.chunks["beta"][0]
+    page = refusal_page(world, "grounding", "No answer could be verified. Passages found: S1 beta.txt, lines 1-1.",
+                        channels={"bm25": [[beta.pk, 1.0]]})
+    assert f"chunk={beta.pk}" not in page
+
+
+@pytest.mark.parametrize(("refusal", "badge"), [("model", "Not in your sources"),
+                                                ("reader", "Below the reader&#x27;s threshold"),
+                                                ("relevance", "No evidence in your sources")])
+def test_each_refusal_has_its_own_badge(world: World, refusal: str, badge: str) -> None:
+    page = refusal_page(world, refusal, "The sources do not contain this.")
+    assert badge in page and f'data-refusal="{refusal}"' in page and "before it was shown" not in page
+
+
+def test_an_answer_that_was_shown_says_it_was_checked(world: World) -> None:
+    row = record(world.users["alice"], answer="Alpha power is 24 V. [S1]")
+    assert "before it was shown" in login(world.users["alice"]).get(f"/ask/{row.pk}/").content.decode()

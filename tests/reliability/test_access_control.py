@@ -186,6 +186,13 @@ def _home(world: World) -> None:
     assert world.web("bob").get("/").status_code == 302
 
 
+@web_case("favicon.ico")
+def _favicon(world: World) -> None:
+    # Public like the login page: browsers ask for it unasked; it redirects to a static file and holds no data.
+    response = Client().get("/favicon.ico")
+    assert response.status_code == 301 and response["Location"].startswith("/static/")
+
+
 @web_case("accounts/login/")
 def _login(world: World) -> None:
     assert Client().get("/accounts/login/").status_code == 200  # the one public page
@@ -358,7 +365,8 @@ def test_anonymous_visitor_is_sent_to_login(world: World) -> None:
             response = getattr(Client(), method)(url)
             assert response.status_code == 302 and response["Location"].startswith("/accounts/login/"), method
     # /mcp answers 401 (it is an API for agents, like /api/v1/): its case checks that.
-    each(WEB_CASES, world, check, keys=sorted(r for r in WEB_CASES if r not in ("accounts/login/", "admin/", "mcp")))
+    each(WEB_CASES, world, check,
+         keys=sorted(r for r in WEB_CASES if r not in ("accounts/login/", "admin/", "mcp", "favicon.ico")))
 
 
 # --------------------------------------------------------------------------- API cases

@@ -221,7 +221,14 @@ def test_hostile_content_stays_inert_on_every_reader_page(browser_page: Any, liv
     for source in Source.objects.filter(status=Source.Status.INGESTED):
         chunk = Chunk.objects.filter(source=source).first()
         trip.visit(page, f"{base}/sources/{source.pk}/?chunk={chunk.pk}#chunk-{chunk.pk}")
-    expect(page.locator("pre").first).to_contain_text("__xss")
+    expect(page.locator(".chunk").first).to_contain_text("__xss")
+    # A Markdown source reads formatted (its links are Markdown, not text), its raw HTML shown as text.
+    relay = Source.objects.get(path="relay.md")
+    trip.visit(page, f"{base}/sources/{relay.pk}/")
+    expect(page.locator(".chunk .md p").first).to_be_visible()
+    expect(page.locator("main")).to_contain_text('<img src=x onerror=__xss("md-img")>')
+    expect(page.locator("main")).to_contain_text("Read the relay wiring guide")
+    expect(page.locator("main")).not_to_contain_text("[relay wiring guide]")
     trip.visit(page, f"{base}/sources/")
     expect(page.locator("table")).to_contain_text(BROKEN_NAME)
     trip.visit(page, f"{base}/sources/?collection=hostile")

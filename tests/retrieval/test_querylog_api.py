@@ -104,7 +104,7 @@ def test_feedback_permissions_and_validation(world: World) -> None:
     auditor(world.users["carol"])  # a staff auditor judges anyone's answer, as staff did before
     assert post(api("carol"), url, {"verdict": "correct"}).status_code == 201
     bad = post(api("alice"), url, {"verdict": "meh"})
-    assert bad.status_code == 422 and bad.json()["detail"][0]["loc"] == ["body", "body", "verdict"]
+    assert bad.status_code == 422 and bad.json()["detail"][0]["loc"] == ["body", "verdict"]
     assert post(api("alice"), url, {"verdict": "correct", "note": "x" * 4001}).status_code == 400
     assert post(api("alice"), url, {"note": "no verdict"}).status_code == 422
     assert QueryFeedback.objects.count() == 3

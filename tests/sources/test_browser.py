@@ -69,7 +69,7 @@ def test_login_upload_view_chunk_logout(browser_page: Any, live_server: Any, mak
     expect(highlighted).to_be_in_viewport()
     expect(page.locator(f"#chunk-{Chunk.objects.get(source=source, ordinal=0).pk}")).not_to_be_in_viewport()
     expect(highlighted).to_contain_text(target.heading.split(" > ")[-1])
-    expect(highlighted).to_contain_text(f"lines {target.line_start}–{target.line_end}")
+    expect(highlighted).to_contain_text(target.place)
     shot(page, "3-viewer")
 
     with page.expect_download() as download:

@@ -6,34 +6,35 @@ from typing import Any
 
 from django.conf import settings
 from django.core.checks.registry import registry as check_registry
-from django.core.management.base import BaseCommand, CommandError
-from django.db import DatabaseError, connection
-from django.db.migrations.executor import MigrationExecutor
+from django.core.management.base import BaseCommand, CommandError, OutputWrapper
+from django.db import DatabaseError
 
 from foundry_site.cli.display import TerminalSafe, database_error_message, safe_text
-from foundry_site.cli import collections, evaluate, generate, ingest, jobs, mcp_server, query, serve, specs, tokens
+from foundry_site.cli import (collections, evaluate, generate, ingest, init, jobs, mcp_server, query, serve, specs,
+                              tokens)
 from foundry_site.db.checks import INDEX_TAG
+from foundry_site.services.setup import DatabaseNotReady, database_prepare
 
 # Each module adds its sub-commands with add_parsers(sub); append new modules here.
-COMMAND_MODULES = [ingest, query, generate, specs, tokens, collections, jobs, serve, evaluate, mcp_server]
+COMMAND_MODULES = [init, ingest, query, generate, specs, tokens, collections, jobs, serve, evaluate, mcp_server]
 # Sub-commands that search the index: they refuse to start when it was embedded with
 # another model than foundry.yaml names (check foundry.E004). Every other sub-command
 # must still run then: `ingest` is the fix, `check` and `status` report the problem.
 SEARCHING_COMMANDS = {"query", "generate", "serve", "mcp"}
 
 
-def migrations_check() -> None:
-    """CommandError naming the migrations the default database lacks: the code expects their tables and columns."""
-    executor = MigrationExecutor(connection)
-    pending = [f"{migration.app_label}.{migration.name}"
-               for migration, _ in executor.migration_plan(executor.loader.graph.leaf_nodes())]
-    if not pending:
+def database_ready(stderr: Any) -> None:
+    """Create and migrate a new (empty or absent) database; refuse, naming the command, one that lacks migrations."""
+    if settings.FOUNDRY_COMPUTE_ONLY:  # a compute worker never opens the database
         return
-    state = (f"needs {len(pending)} migration(s) this version brings ({', '.join(pending[:3])}"
-             f"{', …' if len(pending) > 3 else ''})" if executor.loader.applied_migrations else "is not set up")
-    raise CommandError(f"The knowledge base {settings.DATABASES['default']['NAME']} {state}: run "
-                       "`.venv/bin/python manage.py migrate` with the same FOUNDRY_HOME first "
-                       "(`make run` does it for the default home).")
+    try:
+        state = database_prepare()
+    except DatabaseNotReady as exc:
+        raise CommandError(str(exc)) from None
+    except DatabaseError as exc:  # a damaged file, a full disk, a lock held too long
+        raise CommandError(database_error_message(exc)) from None
+    if state.created:
+        stderr.write(f"Created a new knowledge base at {state.path}.")
 
 
 class Command(BaseCommand):
@@ -47,6 +48,8 @@ class Command(BaseCommand):
             module.add_parsers(sub)
 
     def execute(self, *args: Any, **options: Any) -> Any:
+        # Before the system checks, which read tables: a new home gets its database here.
+        database_ready(OutputWrapper(options["stderr"]) if options.get("stderr") else self.stderr)
         if options.get("command") not in SEARCHING_COMMANDS:
             self.requires_system_checks = sorted(check_registry.tags_available() - {INDEX_TAG})
         return super().execute(*args, **options)
@@ -54,7 +57,6 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         opts = argparse.Namespace(**options)
         try:
-            migrations_check()  # after the configuration checks, before anything reads a table
             # Every command prints documents' text, names or titles somewhere: the one filter
             # on stdout keeps their control characters off the terminal (display.py).
             code = opts.handler(opts, TerminalSafe(self.stdout))
