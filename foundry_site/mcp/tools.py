@@ -63,7 +63,8 @@ def search(user: Any, *, query: str, collection: str | None = None, k: int | Non
     row = QueryLog.objects.record(
         run_id=run_id, kind=QueryLog.Kind.SEARCH, user=user, question=query, mode=found.mode,
         collection_ids=scope, channels=found.channels_dict(), gate=found.gate.as_dict() if found.gate else {},
-        citations=[{key: value for key, value in r.items() if key != "text"} for r in results], timings=timings)
+        citations=[{"id": f"#{rank}", **{key: value for key, value in r.items() if key != "text"}}
+                   for rank, r in enumerate(results, start=1)], timings=timings)
     audit.runs_append(run_id=run_id, task_name="mcp_search", status="ok", answer_class="", llm_calls=0,
                       latency_ms=timings["total"], model="", user=user)
     return {"query_id": row.pk, "query": query, "mode": found.mode, "gate": row.gate, "results": results}
