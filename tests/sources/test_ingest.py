@@ -190,6 +190,24 @@ def test_summary_keeps_what_the_source_supports_and_prefix_uses_configured_llm(k
     assert not SourceSummary.objects.exists()  # nothing supported: no background rather than a made-up one
 
 
+def test_extractive_summary_quotes_the_lead_and_central_sentences_without_an_llm(
+        kb: Path, foundry_config, scripted_llm: ScriptedLLM) -> None:
+    foundry_config(ingest={"summary_model": "extractive", "summary_max_tokens": 40})
+    sentences = ["The V200 valve controls cooling water in the plant.", "It opens at 2 bar and closes at 1 bar.",
+                 "The valve body is made of bronze.", "Valves must be inspected every year.",
+                 "The cafeteria serves lunch at noon.", "The V200 valve has a manual override lever.",
+                 "Replace the valve seal every five years."]
+    (kb / "valve.md").write_text("# V200 valve\n\n" + " ".join(sentences) + "\n")
+    knowledge_base_ingest(target=kb)
+    summary = SourceSummary.objects.get()
+    assert summary.model == "extractive" and not scripted_llm.calls
+    assert summary.text.startswith(sentences[0])  # the lead
+    quoted = [s for s in sentences if s in summary.text]
+    assert 2 <= len(quoted) <= 5 and len(summary.text.split()) <= 30  # about 40 tokens: 30 words
+    assert summary.text == " ".join(quoted)  # verbatim, in source order
+    assert "cafeteria" not in summary.text  # the least central sentence
+
+
 def test_llm_failure_fails_the_source_only(kb: Path, foundry_config, scripted_llm: ScriptedLLM) -> None:
     foundry_config(ingest={"summary_model": "scripted/summariser"}, llm={"retries": 0})
     scripted_llm.reply = lambda m: ""
