@@ -23,6 +23,9 @@ NUMBERED = frozenset("section sec chapter ch step table tab figure fig item vers
                      "part appendix annex clause article art".split())
 _END = re.compile(r"[.!?][\"')\]]*(?=\s+[\"'(\[]?[A-Z0-9À-Ý])")
 _LIST_ITEM = re.compile(r"^\s*(?:[-*+•]|\d{1,3}[.)]|[a-z][.)])\s+\S")
+# A labelled value on its own line (``interfaces[0].max_sensors: 8``, ``voltage_v: 3.3``): a key path or a
+# lower-case key, then a colon. Each is a unit, like a list item (JSON sources are written this way).
+_FIELD = re.compile(r"^\s*(?:[a-z_][\w-]*|[A-Za-z_][\w-]*[.\[][\w.\[\]-]*):\s+\S")
 _HEADING = re.compile(r"^\s{0,3}#{1,6}\s")
 _TABLE_ROW = re.compile(r"^\s*\|.*\|\s*$")
 _TABLE_RULE = re.compile(r"^\s*\|?[\s:|-]*-[\s:|-]*\|?\s*$")
@@ -50,7 +53,8 @@ class Unit:
 
 
 def passage_units(text: str) -> list[Unit]:
-    """The units of ``text`` in order; headings, table rules and blank lines are none."""
+    """The units of ``text`` in order: sentences, list items and labelled values, table rows; headings,
+    table rules and blank lines are none."""
     lines = _lines(text)
     units: list[Unit] = []
     paragraph: list[tuple[int, int]] = []  # (line index, start offset) of the open paragraph's lines
@@ -59,7 +63,8 @@ def passage_units(text: str) -> list[Unit]:
     while i < len(lines):
         start, end = lines[i]
         line = text[start:end]
-        if not line.strip() or _HEADING.match(line) or _TABLE_ROW.match(line) or _LIST_ITEM.match(line):
+        item = _LIST_ITEM.match(line) or _FIELD.match(line)
+        if not line.strip() or _HEADING.match(line) or _TABLE_ROW.match(line) or item:
             units += _paragraph_units(text, lines, paragraph)
             paragraph = []
         if not line.strip() or _HEADING.match(line):
@@ -70,7 +75,7 @@ def passage_units(text: str) -> list[Unit]:
                 continue
             if not (_TABLE_RULE.match(line) and "-" in line):
                 units.append(_unit(text, lines, i, i, "row", context=header))
-        elif _LIST_ITEM.match(line):
+        elif item:
             last = _item_end(text, lines, i)
             units += _item_units(text, lines, i, last)
             i = last
@@ -114,7 +119,7 @@ def _item_end(text: str, lines: list[tuple[int, int]], first: int) -> int:
     last = first
     for j in range(first + 1, len(lines)):
         line = text[slice(*lines[j])]
-        if not line.strip() or _LIST_ITEM.match(line) or not line[:1].isspace():
+        if not line.strip() or _LIST_ITEM.match(line) or _FIELD.match(line) or not line[:1].isspace():
             break
         last = j
     return last

@@ -69,3 +69,11 @@ def test_sentence_end_rule() -> None:
 
 def test_empty_and_blank_text_has_no_units() -> None:
     assert passage_units("") == [] and passage_units("\n \n") == []
+
+
+def test_labelled_values_are_units_of_their_own() -> None:
+    text = ("interfaces[0].name: RS-485 sensor bus\ninterfaces[0].max_bus_length_m_at_9600_baud: 1000\n"
+            "product: Aurora AX-200\nFixed: the alarm bug. It works.")
+    assert [(u.kind, u.text) for u in passage_units(text)] == [
+        ("item", "interfaces[0].name: RS-485 sensor bus"), ("item", "interfaces[0].max_bus_length_m_at_9600_baud: 1000"),
+        ("item", "product: Aurora AX-200"), ("sentence", "Fixed: the alarm bug."), ("sentence", "It works.")]
