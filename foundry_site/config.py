@@ -142,6 +142,9 @@ class GenerationConfig(_Section):
     reader_min_score: Annotated[float, Field(ge=0, le=2)] = 0.8
     reader_low_score: Annotated[float, Field(ge=0, le=2)] = 1.0
     reader_max_units: Annotated[int, Field(ge=1, le=10)] = 3
+    # Passages the extractive reader reads (best first): its time is embedding their units, and the
+    # 4th and 5th passage add 0.007 to the answers holding a gold answer on SQuAD 2.0 dev (docs/benchmarks.md).
+    reader_passages: Annotated[int, Field(ge=1, le=100)] = 3
     # The extractive writer (documents) quotes a section's units scoring at least this against "topic: heading".
     # Lower than reader_min_score: a section heading asks for a topic, not one fact (docs/benchmarks.md).
     writer_min_score: Annotated[float, Field(ge=0, le=2)] = 0.5

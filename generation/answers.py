@@ -209,7 +209,7 @@ def _read(answer: Answer, retrieval: Retrieval, progress: Progress) -> Answer:
     conf = settings.FOUNDRY.generation
     progress("reading")
     start = time.perf_counter()
-    included = retrieval.candidates[:conf.max_passages]
+    included = retrieval.candidates[:conf.reader_passages]
     reading = reader.read(retrieval.question, [reader_passage(c, rank) for rank, c in enumerate(included, start=1)],
                           embedding_model=settings.FOUNDRY.embedding.model, max_units=conf.reader_max_units)
     answer.timings["read"] = round((time.perf_counter() - start) * 1000, 1)
