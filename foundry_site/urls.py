@@ -7,6 +7,7 @@ from django.urls import URLPattern, URLResolver, include, path
 
 from foundry_site import views
 from foundry_site.api import api
+from foundry_site.mcp.http import mcp_endpoint
 
 
 def _api_urls() -> tuple[list[URLPattern | URLResolver], str, str]:
@@ -28,4 +29,5 @@ urlpatterns = [
     path("", include("specs.urls")),
     path("admin/", admin.site.urls),
     path("api/v1/", _api_urls()),
+    path("mcp", mcp_endpoint, name="mcp"),  # MCP Streamable HTTP (bearer token), foundry_site/mcp/http.py
 ]

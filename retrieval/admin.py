@@ -14,7 +14,7 @@ class QueryLogAdmin(ReadOnlyAdmin):
     show_full_result_count = False
     list_display = ["created_at", "user", "short_question", "answer_class", "status", "coverage", "llm_calls",
                     "model", "cached"]
-    list_filter = ["answer_class", "status", "mode", "cached", "model"]
+    list_filter = ["kind", "answer_class", "status", "mode", "cached", "model"]
     search_fields = ["question", "answer", "run_id"]
     date_hierarchy = "created_at"
     # The whole audit row, read-only: without this the page would show none of its fields (all editable=False).

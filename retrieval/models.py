@@ -52,7 +52,13 @@ class QueryLog(models.Model):
         OK = "ok", "Answered"
         FAILED = "failed", "Failed"
 
+    class Kind(models.TextChoices):
+        ANSWER = "answer", "Answer"
+        SEARCH = "search", "Search (passages only, no answer)"
+
     run_id = models.CharField(max_length=40, unique=True, editable=False)
+    kind = models.CharField(max_length=8, choices=Kind.choices, default=Kind.ANSWER, editable=False,
+                            help_text="A question answered (or refused), or a search that returned passages only.")
     user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
                              related_name="queries", editable=False)
     question = models.TextField(editable=False)

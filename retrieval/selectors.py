@@ -119,8 +119,9 @@ def dashboard_stats(rows: QuerySet[QueryLog], *, days: int = 30, today: date | N
     """Per-day counts over the last ``days`` days, refusal share, mean coverage and latency percentiles."""
     today = today or timezone.localdate()
     first = today - timedelta(days=days - 1)
-    values = rows.filter(created_at__date__gte=first).values_list("created_at", "answer_class", "coverage",
-                                                                  "timings", "status")
+    # Searches (MCP ``search``) return passages, not answers: they would dilute the refusal share.
+    answers = rows.filter(created_at__date__gte=first).exclude(kind=QueryLog.Kind.SEARCH)
+    values = answers.values_list("created_at", "answer_class", "coverage", "timings", "status")
     by_day = {first + timedelta(days=n): DayCount(first + timedelta(days=n)) for n in range(days)}
     stats = Dashboard(days=list(by_day.values()))
     coverages, latencies = [], []

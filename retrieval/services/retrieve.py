@@ -96,14 +96,19 @@ def embeddings_check(collection_ids: Sequence[int] | None = None) -> None:
 
 
 def retrieve(*, question: str, collection_ids: Sequence[int] | None, mode: str | None = None,
-             top_k: int | None = None) -> Retrieval:
-    """Find evidence for ``question`` within ``collection_ids`` (None: every collection)."""
+             top_k: int | None = None, model_steps: bool = True) -> Retrieval:
+    """Find evidence for ``question`` within ``collection_ids`` (None: every collection).
+
+    ``model_steps=False`` skips every step that calls a language model (HyDE, relevance
+    scoring, the LLM conflict check), whatever foundry.yaml says: a plain search (MCP ``search``).
+    """
     conf = settings.FOUNDRY
     embeddings_check(collection_ids)
     result = Retrieval(question=question, mode=mode or conf.retrieval.mode)
     timer = _Timer(result.timings)
     top_k = top_k or conf.retrieval.top_k
-    if conf.retrieval.hyde and result.mode != "bm25":
+    scorer_model = conf.retrieval.scorer_model if model_steps else "none"
+    if model_steps and conf.retrieval.hyde and result.mode != "bm25":
         with timer("hyde"):
             result.hyde_text = hyde_generate(question)
     matrix = None
@@ -126,13 +131,13 @@ def retrieve(*, question: str, collection_ids: Sequence[int] | None, mode: str |
         result.candidates = []
         return result
     result.candidates = [c for c in result.candidates if c.score >= conf.retrieval.min_score]
-    if conf.retrieval.scorer_model != "none":
+    if scorer_model != "none":
         with timer("relevance"):
-            _apply_relevance(result, conf.retrieval.scorer_model, conf.retrieval.relevance_threshold)
+            _apply_relevance(result, scorer_model, conf.retrieval.relevance_threshold)
     for index, candidate in enumerate(result.candidates, start=1):
         candidate.label = f"S{index}"
     with timer("conflicts"):
-        result.conflicts = conflicts_detect(passages(result.candidates), model=conf.retrieval.scorer_model)
+        result.conflicts = conflicts_detect(passages(result.candidates), model=scorer_model)
     return result
 
 

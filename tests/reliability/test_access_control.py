@@ -315,6 +315,20 @@ def _api_docs(world: World) -> None:
     assert world.web("bob").get("/api/v1/openapi.json").status_code == 200  # describes, holds no data
 
 
+@web_case("mcp")
+def _mcp(world: World) -> None:
+    """The MCP endpoint takes bearer tokens only (401 otherwise, never the login page); what a token's
+    user reaches through its tools and resources is in test_mcp_access_control.py."""
+    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
+    revoked = token_create(username="bob")
+    token_revoke(token_id=revoked.token.pk)
+    for client in (Client(), world.web("alice"), Client(HTTP_AUTHORIZATION=f"Bearer {revoked.plain}")):
+        assert client.post("/mcp", body, content_type="application/json").status_code == 401
+    listed = world.api("bob").post("/mcp", body, content_type="application/json",
+                                   HTTP_ACCEPT="application/json, text/event-stream")
+    assert listed.status_code == 200 and "search" in {t["name"] for t in listed.json()["result"]["tools"]}
+
+
 def test_every_page_has_a_case(world: World) -> None:
     missing = web_routes() - set(WEB_CASES)
     assert not missing, f"pages without an access-control case in {__name__}: {sorted(missing)}"
@@ -343,7 +357,8 @@ def test_anonymous_visitor_is_sent_to_login(world: World) -> None:
         for method in ("get", "post"):
             response = getattr(Client(), method)(url)
             assert response.status_code == 302 and response["Location"].startswith("/accounts/login/"), method
-    each(WEB_CASES, world, check, keys=sorted(r for r in WEB_CASES if r not in ("accounts/login/", "admin/")))
+    # /mcp answers 401 (it is an API for agents, like /api/v1/): its case checks that.
+    each(WEB_CASES, world, check, keys=sorted(r for r in WEB_CASES if r not in ("accounts/login/", "admin/", "mcp")))
 
 
 # --------------------------------------------------------------------------- API cases

@@ -11,15 +11,15 @@ from django.db import DatabaseError, connection
 from django.db.migrations.executor import MigrationExecutor
 
 from foundry_site.cli.display import TerminalSafe, database_error_message, safe_text
-from foundry_site.cli import collections, evaluate, generate, ingest, jobs, query, serve, specs, tokens
+from foundry_site.cli import collections, evaluate, generate, ingest, jobs, mcp_server, query, serve, specs, tokens
 from foundry_site.db.checks import INDEX_TAG
 
 # Each module adds its sub-commands with add_parsers(sub); append new modules here.
-COMMAND_MODULES = [ingest, query, generate, specs, tokens, collections, jobs, serve, evaluate]
+COMMAND_MODULES = [ingest, query, generate, specs, tokens, collections, jobs, serve, evaluate, mcp_server]
 # Sub-commands that search the index: they refuse to start when it was embedded with
 # another model than foundry.yaml names (check foundry.E004). Every other sub-command
 # must still run then: `ingest` is the fix, `check` and `status` report the problem.
-SEARCHING_COMMANDS = {"query", "generate", "serve"}
+SEARCHING_COMMANDS = {"query", "generate", "serve", "mcp"}
 
 
 def migrations_check() -> None:
