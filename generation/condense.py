@@ -1,0 +1,108 @@
+"""Turning a follow-up message into a standalone question, with no LLM (the offline default).
+
+A conversation's later messages lean on earlier ones: "And its storage temperature?",
+"How do I reset it?", "What about firmware 2.4?". Retrieval, the gate and grounding only ever
+see one question, so a follow-up is rewritten before retrieval by a deterministic rule:
+
+1. A message is a follow-up when it is short (at most ``SHORT_WORDS`` content words), starts
+   with an elliptical lead ("and", "what about", "also" …) or a demonstrative ("this", "those" …),
+   or holds a third-person pronoun ("it", "its", "they", "them", "their" …) anywhere.
+   Anything else is taken as a new, standalone question and passes through unchanged.
+2. The antecedent is the earlier turn (as a standalone question itself) sharing the most
+   content words with the message, the latest one on a tie: a third question may go back to the
+   first. With no shared word it is the previous turn.
+3. The standalone question is the message followed by the antecedent's key terms it lacks (its
+   content words, in their original spelling and order), e.g. "And its storage temperature?
+   (AX-200 operating temperature range)".
+
+Measured on tests/data/followups.json by bench/followups.py (docs/benchmarks.md, "Follow-up questions").
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from retrieval.search import STOPWORDS
+
+SHORT_WORDS = 3
+# Question words and fillers that carry no topic: never carried over, never counted as content.
+NON_TOPIC = frozenset("""
+about also again any anything else explain tell more much many please say same does mean means
+something give show list exactly one ones there here thing things way ways
+""".split())
+LEADS = ("and ", "and,", "but ", "or ", "also ", "what about", "how about", "same for", "then ", "so ",
+         "what if", "why ", "which one", "and what", "and how")
+DEMONSTRATIVES = frozenset({"this", "that", "these", "those", "such"})
+PRONOUNS = frozenset({"it", "its", "it's", "itself", "they", "them", "their", "theirs", "themselves", "he", "she",
+                      "his", "her", "one"})
+_TOKEN = re.compile(r"[A-Za-zÀ-ÿ0-9][A-Za-zÀ-ÿ0-9'.\-]*[A-Za-zÀ-ÿ0-9]|[A-Za-zÀ-ÿ0-9]")
+
+
+@dataclass(frozen=True)
+class Condensed:
+    """A message and the standalone question made of it; ``carried`` is empty when it stood alone."""
+
+    message: str
+    question: str
+    carried: tuple[str, ...] = ()
+    antecedent: int | None = None  # index of the earlier turn whose terms were carried
+
+    @property
+    def rewritten(self) -> bool:
+        return bool(self.carried)
+
+
+def condense(message: str, history: list[str]) -> Condensed:
+    """The standalone question for ``message`` after the earlier user turns ``history`` (oldest first).
+
+    Pure and deterministic: the same message and history always give the same question. Each earlier
+    turn is first made standalone itself, so a chain of follow-ups keeps the topic of the turn that
+    started it.
+    """
+    message = " ".join(message.split())
+    standalone: list[str] = []
+    for turn in history:
+        standalone.append(_condense_one(" ".join(turn.split()), standalone).question)
+    return _condense_one(message, standalone)
+
+
+def is_followup(message: str) -> bool:
+    """Whether ``message`` needs an earlier turn to be understood (rule 1 of the module docstring)."""
+    lowered = message.lower().strip()
+    tokens = [t.lower() for t in _TOKEN.findall(message)]
+    if not tokens:
+        return False
+    if len(key_terms(message)) <= SHORT_WORDS:
+        return True
+    if lowered.startswith(LEADS) or tokens[0] in DEMONSTRATIVES:
+        return True
+    return any(t in PRONOUNS for t in tokens)
+
+
+def key_terms(text: str) -> list[str]:
+    """The topic words of ``text``, in order, once each: no stop words, question words or fillers."""
+    seen: dict[str, str] = {}
+    for token in _TOKEN.findall(text):
+        low = token.lower().rstrip(".")
+        if low in STOPWORDS or low in NON_TOPIC or low in PRONOUNS or low in DEMONSTRATIVES or len(low) < 2:
+            continue
+        seen.setdefault(_stem(low), token.rstrip("."))
+    return list(seen.values())
+
+
+def _condense_one(message: str, standalone: list[str]) -> Condensed:
+    if not standalone or not is_followup(message):
+        return Condensed(message, message)
+    own = {_stem(t.lower()) for t in key_terms(message)}
+    overlaps = [len(own & {_stem(t.lower()) for t in key_terms(q)}) for q in standalone]
+    best = max(overlaps)
+    index = max(i for i, n in enumerate(overlaps) if n == best) if best else len(standalone) - 1
+    carried = tuple(t for t in key_terms(standalone[index]) if _stem(t.lower()) not in own)
+    if not carried:
+        return Condensed(message, message)
+    return Condensed(message, f"{message} ({' '.join(carried)})", carried, index)
+
+
+def _stem(word: str) -> str:
+    """Crude stem so that "sensor" and "sensors", "reset" and "resetting" match (6 letters, as grounding does)."""
+    return word[:6]
