@@ -33,7 +33,7 @@ from sources.vectorstore import MissingEmbeddings
 
 NEEDS_TOKEN = ("Authentication required: send Authorization: Bearer <token> "
                "(an administrator creates one with `foundry tokens create USER`).")
-CHUNK_URL = "/api/v1/sources/{source_id}/chunks/{chunk_id}"
+CHUNK_PATH = "sources/{source_id}/chunks/{chunk_id}"  # under /api/v1/: the chunk endpoint of the API
 View = Callable[..., HttpResponse]
 
 
@@ -95,7 +95,7 @@ def chat_completions(request: HttpRequest) -> HttpResponse:
     except Exception as exc:  # re-raised unless it is a known answering failure
         raise _answer_error(exc) from exc
     reply = reply_build(answer, query_id=_query_id(answer.run_id), condensed=prepared.condensed,
-                        chunk_url=request.build_absolute_uri(CHUNK_URL))
+                        chunk_url=request.build_absolute_uri("/api/v1/") + CHUNK_PATH)
     return JsonResponse(completion_body(reply, completion_id=completion_id, model=chat.model))
 
 
@@ -109,7 +109,7 @@ def _events(request: HttpRequest, chat: ChatRequest, prepared: Prepared, complet
         yield _sse({"error": {"message": str(error), "type": error.type, "param": error.param, "code": error.code}})
         return
     reply = reply_build(answer, query_id=_query_id(answer.run_id), condensed=prepared.condensed,
-                        chunk_url=request.build_absolute_uri(CHUNK_URL))
+                        chunk_url=request.build_absolute_uri("/api/v1/") + CHUNK_PATH)
     for event in chunk_events(reply, completion_id=completion_id, model=chat.model, created=created,
                               include_usage=chat.include_usage):
         yield _sse(event)
