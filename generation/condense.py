@@ -10,10 +10,12 @@ see one question, so a follow-up is rewritten before retrieval by a deterministi
    Anything else is taken as a new, standalone question and passes through unchanged.
 2. The antecedent is the earlier turn (as a standalone question itself) sharing the most
    content words with the message, the latest one on a tie: a third question may go back to the
-   first. With no shared word it is the previous turn.
+   first. A code counts as shared with any code of the same shape ("E06" with "E05"). With no
+   shared word it is the previous turn.
 3. The standalone question is the message followed by the antecedent's key terms it lacks (its
    content words, in their original spelling and order), e.g. "And its storage temperature?
-   (AX-200 operating temperature range)".
+   (AX-200 operating temperature range)". A code in the message replaces the antecedent's codes
+   of its shape: "And E04?" after "What does error code E03 mean?" carries "error code", not "E03".
 
 Measured on tests/data/followups.json by bench/followups.py (docs/benchmarks.md, "Follow-up questions").
 """
@@ -24,7 +26,7 @@ from dataclasses import dataclass
 
 from retrieval.search import STOPWORDS
 
-SHORT_WORDS = 3
+SHORT_WORDS = 2
 # Question words and fillers that carry no topic: never carried over, never counted as content.
 NON_TOPIC = frozenset("""
 about also again any anything else explain tell more much many please say same does mean means
@@ -93,14 +95,27 @@ def key_terms(text: str) -> list[str]:
 def _condense_one(message: str, standalone: list[str]) -> Condensed:
     if not standalone or not is_followup(message):
         return Condensed(message, message)
-    own = {_stem(t.lower()) for t in key_terms(message)}
-    overlaps = [len(own & {_stem(t.lower()) for t in key_terms(q)}) for q in standalone]
+    own = {_stem(t.lower()) for t in key_terms(message)} | {_shape(t) for t in key_terms(message) if _shape(t)}
+    overlaps = [len(own & _keys(q)) for q in standalone]
     best = max(overlaps)
     index = max(i for i, n in enumerate(overlaps) if n == best) if best else len(standalone) - 1
-    carried = tuple(t for t in key_terms(standalone[index]) if _stem(t.lower()) not in own)
+    carried = tuple(t for t in key_terms(standalone[index])
+                    if _stem(t.lower()) not in own and (not _shape(t) or _shape(t) not in own))
     if not carried:
         return Condensed(message, message)
     return Condensed(message, f"{message} ({' '.join(carried)})", carried, index)
+
+
+def _keys(text: str) -> set[str]:
+    terms = key_terms(text)
+    return {_stem(t.lower()) for t in terms} | {_shape(t) for t in terms if _shape(t)}
+
+
+def _shape(term: str) -> str:
+    """A code's shape ("E06" and "E05": "A9"; "X3": "A9"; "2.4.1": "9.9.9"), or "" for a plain word."""
+    if not any(ch.isdigit() for ch in term) or not any(ch.isalpha() for ch in term) and "." not in term:
+        return ""
+    return "#" + re.sub(r"[0-9]+", "9", re.sub(r"[A-Za-z]+", "A", term))
 
 
 def _stem(word: str) -> str:
