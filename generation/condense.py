@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 from retrieval.search import STOPWORDS
 
-SHORT_WORDS = 2
+SHORT_WORDS = 1
 # Question words and fillers that carry no topic: never carried over, never counted as content.
 NON_TOPIC = frozenset("""
 about also again any anything else explain tell more much many please say same does mean means
