@@ -5,8 +5,8 @@ A conversation's later messages lean on earlier ones: "And its storage temperatu
 see one question, so a follow-up is rewritten before retrieval by a deterministic rule:
 
 1. A message is a follow-up when it is short (at most ``SHORT_WORDS`` content words), starts
-   with an elliptical lead ("and", "what about", "also" …) or a demonstrative ("this", "those" …),
-   or holds a third-person pronoun ("it", "its", "they", "them", "their" …) anywhere.
+   with an elliptical lead ("and", "what about", "also" …), or holds a demonstrative ("that
+   version", "those ports") or a third-person pronoun ("it", "its", "they", "them", "their" …) anywhere.
    Anything else is taken as a new, standalone question and passes through unchanged.
 2. The antecedent is the earlier turn (as a standalone question itself) sharing the most
    content words with the message, the latest one on a tie: a third question may go back to the
@@ -76,9 +76,9 @@ def is_followup(message: str) -> bool:
         return False
     if len(key_terms(message)) <= SHORT_WORDS:
         return True
-    if lowered.startswith(LEADS) or tokens[0] in DEMONSTRATIVES:
+    if lowered.startswith(LEADS):
         return True
-    return any(t in PRONOUNS for t in tokens)
+    return any(t in PRONOUNS or t in DEMONSTRATIVES for t in tokens)
 
 
 def key_terms(text: str) -> list[str]:

@@ -20,7 +20,7 @@ def test_first_message_is_never_rewritten_even_when_short() -> None:
 def test_short_pronoun_led_and_elliptical_messages_are_follow_ups() -> None:
     assert is_followup("And E04?") and is_followup("How must it be terminated?")
     assert is_followup("What about firmware updates and their signatures on the device?")  # elliptical lead
-    assert is_followup("Those ports, which are enabled by default on the gateway?")  # demonstrative lead
+    assert is_followup("What else was new in that firmware version?")  # a demonstrative
     assert not is_followup("Which port does MQTT over TLS use on the gateway?")
     assert not is_followup("")
 
