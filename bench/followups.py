@@ -8,7 +8,7 @@ extractive, offline) reader and the answer cache off. For every conversation of 
 the last turn is asked (a) as typed, (b) as the standalone question ``generation.condense`` makes of it and
 (c) as the standalone question written by hand (the ceiling: what the reader answers when condensing is perfect).
 A turn counts as answered from the right source when the answer is not a refusal, cites one of the
-expected sources and holds the expected fragment.
+expected sources and holds the expected fragment (``*_source_only``: the first two without the fragment).
 
 Streaming is timed in-process through Django's test client (warm: models loaded, no network), from the
 request to the first chunk with content and to ``[DONE]``.
@@ -51,10 +51,11 @@ STREAM_QUESTIONS = ["How many sensors can be connected to the RS-485 bus?", "Wha
                     "How many measurements does the internal buffer hold?"]
 
 
-def right_source(answer: Answer, case: dict) -> bool:
+def right_source(answer: Answer, case: dict, *, fragment: bool = True) -> bool:
+    """Answered (not refused), citing an expected source and (``fragment``) holding the expected text."""
     cited = {c["source"] for c in answer.citations}
     return (not answer.refusal and bool(cited & set(case["sources"]))
-            and case["fragment"].casefold() in answer.answer.casefold())
+            and (not fragment or case["fragment"].casefold() in answer.answer.casefold()))
 
 
 def followups() -> dict:
@@ -68,14 +69,19 @@ def followups() -> dict:
         ideal = answer_question(question=case["standalone"])
         rows.append({"id": case["id"], "question": condensed.question, "rewritten": condensed.rewritten,
                      "raw_ok": right_source(raw, case), "condensed_ok": right_source(rewritten, case),
-                     "standalone_ok": right_source(ideal, case), "answer": rewritten.answer[:160]})
+                     "standalone_ok": right_source(ideal, case), "answer": rewritten.answer[:160],
+                     "raw_source": right_source(raw, case, fragment=False),
+                     "condensed_source": right_source(rewritten, case, fragment=False),
+                     "standalone_source": right_source(ideal, case, fragment=False)})
         marks = " ".join(f"{k}={'ok' if rows[-1][k + '_ok'] else '--'}" for k in ("raw", "condensed", "standalone"))
         print(f"{case['id']:20} {marks}  {condensed.question}", flush=True)
     n = len(rows)
     return {"conversations": n, "rewritten": sum(r["rewritten"] for r in rows),
             "raw_right_source": round(sum(r["raw_ok"] for r in rows) / n, 3),
             "condensed_right_source": round(sum(r["condensed_ok"] for r in rows) / n, 3),
-            "standalone_right_source": round(sum(r["standalone_ok"] for r in rows) / n, 3), "rows": rows}
+            "standalone_right_source": round(sum(r["standalone_ok"] for r in rows) / n, 3),
+            **{f"{k}_source_only": round(sum(r[f"{k}_source"] for r in rows) / n, 3)
+               for k in ("raw", "condensed", "standalone")}, "rows": rows}
 
 
 def streaming() -> dict:
