@@ -1,7 +1,7 @@
 """Follow-up questions answered from the right source, with and without the condensing rule; and the
 time to the first streamed sentence of ``/v1/chat/completions`` against the time to the full answer.
 
-    PYTHONPATH=. .venv/bin/python bench/followups.py [--json bench/results/followups.json]
+    PYTHONPATH=. .venv/bin/python bench/followups.py [--json docs/results/followups_DATE.json]
 
 Ingests knowledge_base/ into a throw-away FOUNDRY_HOME (summaries off) with the configured (default:
 extractive, offline) reader and the answer cache off. For every conversation of tests/data/followups.json
@@ -38,7 +38,7 @@ from django.conf import settings  # noqa: E402
 from django.core.management import call_command  # noqa: E402
 
 from generation.answers import Answer, answer_question  # noqa: E402
-from generation.condense import condense  # noqa: E402
+from generation.condense import condense, is_followup  # noqa: E402
 from sources.services.ingest import knowledge_base_ingest  # noqa: E402
 from tests.conftest import config_with  # noqa: E402
 
@@ -76,7 +76,9 @@ def followups() -> dict:
         marks = " ".join(f"{k}={'ok' if rows[-1][k + '_ok'] else '--'}" for k in ("raw", "condensed", "standalone"))
         print(f"{case['id']:20} {marks}  {condensed.question}", flush=True)
     n = len(rows)
-    return {"conversations": n, "rewritten": sum(r["rewritten"] for r in rows),
+    # The other side of the rule: a standalone question asked mid-conversation should pass unchanged.
+    flagged = [c["standalone"] for c in cases if is_followup(c["standalone"])]
+    return {"conversations": n, "standalone_flagged": f"{len(flagged)}/{n}", "rewritten": sum(r["rewritten"] for r in rows),
             "raw_right_source": round(sum(r["raw_ok"] for r in rows) / n, 3),
             "condensed_right_source": round(sum(r["condensed_ok"] for r in rows) / n, 3),
             "standalone_right_source": round(sum(r["standalone_ok"] for r in rows) / n, 3),
