@@ -18,12 +18,19 @@ see one question, so a follow-up is rewritten before retrieval by a deterministi
    of its shape: "And E04?" after "What does error code E03 mean?" carries "error code", not "E03".
 
 Measured on tests/data/followups.json by bench/followups.py (docs/benchmarks.md, "Follow-up questions").
+
+``retrieval.condense_model`` chooses who condenses (``question_standalone``): ``rule`` (this rule,
+the default), an LLM with the ``condense`` prompt template, or ``none`` (follow-ups asked as typed).
 """
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
 
+from django.conf import settings
+
+from foundry_site import llm, prompts
+from foundry_site.config import CONDENSE_RULE
 from retrieval.search import STOPWORDS
 
 SHORT_WORDS = 1
@@ -51,7 +58,7 @@ class Condensed:
 
     @property
     def rewritten(self) -> bool:
-        return bool(self.carried)
+        return self.question != self.message
 
 
 def condense(message: str, history: list[str]) -> Condensed:
@@ -66,6 +73,27 @@ def condense(message: str, history: list[str]) -> Condensed:
     for turn in history:
         standalone.append(_condense_one(" ".join(turn.split()), standalone).question)
     return _condense_one(message, standalone)
+
+
+def question_standalone(*, message: str, history: list[str]) -> Condensed:
+    """The question to answer for ``message`` after ``history``, by the configured ``retrieval.condense_model``.
+
+    With an LLM the model's first line is the question; a model failure raises ``llm.LLMError`` (the
+    caller reports it), never a silent fall back to the message as typed. Without history nothing is
+    condensed and no model is called.
+    """
+    model = settings.FOUNDRY.retrieval.condense_model
+    message = " ".join(message.split())
+    if model == CONDENSE_RULE:
+        return condense(message, history)
+    if model == "none" or not history:
+        return Condensed(message, message)
+    earlier = "\n".join(f"- {' '.join(turn.split())}" for turn in history)
+    reply = llm.complete(messages=[{"role": "user", "content": prompts.render("condense", history=earlier,
+                                                                            message=message)}],
+                         purpose="condense", model=model, max_tokens=120)
+    question = next((line.strip().strip('"') for line in reply.text.splitlines() if line.strip()), message)
+    return Condensed(message, question or message)
 
 
 def is_followup(message: str) -> bool:

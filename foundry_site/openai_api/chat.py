@@ -15,7 +15,7 @@ from foundry_site.openai_api.errors import OpenAIError, invalid
 from foundry_site.ratelimit import RateLimited
 from generation.answers import Answer, QueryError, answer_question
 from generation.asking import query_admit
-from generation.condense import Condensed, condense
+from generation.condense import Condensed, question_standalone
 from sources.selectors import readable_collections
 
 ALL_MODEL = "foundry"
@@ -43,7 +43,8 @@ class ChatRequest:
 @dataclass(frozen=True)
 class Prepared:
     scope: list[int] | None
-    condensed: Condensed
+    message: str
+    history: list[str]
 
 
 def model_ids(user: Any) -> list[tuple[str, str]]:
@@ -116,13 +117,12 @@ def _text(content: Any, i: int) -> str:
 
 
 def chat_prepare(*, user: Any, chat: ChatRequest) -> Prepared:
-    """Resolve the model (404), make the question standalone, and count it against the rate limit (429).
+    """Resolve the model (404), check there is a question (400), and count it against the rate limit (429).
 
     Runs before any response is started, so every refusal of the request is an HTTP status.
     """
     within = model_scope(user, chat.model)
-    condensed = condense(chat.question, chat.history)
-    if not condensed.message:
+    if not chat.question.strip():
         raise invalid("The last user message is empty: send a question.", param=f"messages[{len(chat.messages) - 1}]")
     try:
         scope = query_admit(user=user)
@@ -131,11 +131,13 @@ def chat_prepare(*, user: Any, chat: ChatRequest) -> Prepared:
                           retry_after=exc.retry_after) from None
     except QueryError as exc:
         raise OpenAIError(str(exc), status=403, type="permission_error", code="no_collections") from None
-    return Prepared([within] if within is not None else scope, condensed)
+    return Prepared([within] if within is not None else scope, chat.question, chat.history)
 
 
-def chat_answer(*, user: Any, prepared: Prepared) -> Answer:
-    """Answer the standalone question within the prepared scope; one QueryLog row holds it and the raw message."""
-    condensed = prepared.condensed
-    return answer_question(question=condensed.question, user=user, collection_ids=prepared.scope,
-                           message=condensed.message if condensed.rewritten else "")
+def chat_answer(*, user: Any, prepared: Prepared) -> tuple[Answer, Condensed]:
+    """Make the question standalone (``retrieval.condense_model``) and answer it within the prepared scope;
+    one QueryLog row holds the question answered and, when it was rewritten, the message as typed."""
+    condensed = question_standalone(message=prepared.message, history=prepared.history)
+    answer = answer_question(question=condensed.question, user=user, collection_ids=prepared.scope,
+                             message=condensed.message if condensed.rewritten else "")
+    return answer, condensed

@@ -91,10 +91,10 @@ def chat_completions(request: HttpRequest) -> HttpResponse:
         response["X-Accel-Buffering"] = "no"
         return response
     try:
-        answer = chat_answer(user=request.auth, prepared=prepared)
+        answer, condensed = chat_answer(user=request.auth, prepared=prepared)
     except Exception as exc:  # re-raised unless it is a known answering failure
         raise _answer_error(exc) from exc
-    reply = reply_build(answer, query_id=_query_id(answer.run_id), condensed=prepared.condensed,
+    reply = reply_build(answer, query_id=_query_id(answer.run_id), condensed=condensed,
                         chunk_url=request.build_absolute_uri("/api/v1/") + CHUNK_PATH)
     return JsonResponse(completion_body(reply, completion_id=completion_id, model=chat.model))
 
@@ -103,12 +103,12 @@ def _events(request: HttpRequest, chat: ChatRequest, prepared: Prepared, complet
     created = int(time.time())
     yield _sse(chunk(completion_id, chat.model, created, {"role": "assistant", "content": ""}))
     try:
-        answer = chat_answer(user=request.auth, prepared=prepared)
+        answer, condensed = chat_answer(user=request.auth, prepared=prepared)
     except Exception as exc:  # the status line is sent: an error event, as OpenAI's stream does
         error = _answer_error(exc)
         yield _sse({"error": {"message": str(error), "type": error.type, "param": error.param, "code": error.code}})
         return
-    reply = reply_build(answer, query_id=_query_id(answer.run_id), condensed=prepared.condensed,
+    reply = reply_build(answer, query_id=_query_id(answer.run_id), condensed=condensed,
                         chunk_url=request.build_absolute_uri("/api/v1/") + CHUNK_PATH)
     for event in chunk_events(reply, completion_id=completion_id, model=chat.model, created=created,
                               include_usage=chat.include_usage):

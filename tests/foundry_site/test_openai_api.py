@@ -14,7 +14,7 @@ from foundry_site.ratelimit import rate_limit_check
 from foundry_site.services.tokens import token_create
 from retrieval.models import QueryLog
 from tests.conftest import ScriptedLLM
-from tests.generation.conftest import scoped, world_users  # noqa: F401 (fixtures)
+from tests.generation.conftest import echo_reply, scoped, world_users  # noqa: F401 (fixtures)
 
 pytestmark = pytest.mark.django_db
 
@@ -150,3 +150,31 @@ def test_sentences_split_joins_back_to_the_text() -> None:
     text = "Up to 8 sensors. [1] The bus needs 120 Ohm. [1][2]\nVCC is 3.3 V. [2]"
     assert sentences_split(text) == ["Up to 8 sensors. [1] ", "The bus needs 120 Ohm. [1][2]\n", "VCC is 3.3 V. [2]"]
     assert sentences_split("No source holds this. Ask again.") == ["No source holds this. ", "Ask again."]
+
+
+def test_an_llm_condenser_rewrites_the_follow_up(scoped: dict, scripted_llm: ScriptedLLM, foundry_config: Any) -> None:
+    foundry_config(retrieval={"condense_model": "scripted/condenser"})
+
+    def reply(messages: list[dict[str, str]]) -> str:
+        if messages[-1]["content"].startswith("Rewrite the user's last message"):
+            return "How must the RS-485 sensor bus be terminated?"
+        return echo_reply(messages)
+    scripted_llm.reply = reply
+    body = chat(api("alice"), "How many sensors can the RS-485 bus take?", "8 sensors [1]", "And its termination?")
+    assert body.status_code == 200, body.content
+    row = QueryLog.objects.get(pk=body.json()["foundry"]["query_id"])
+    assert row.message == "And its termination?" and row.question == "How must the RS-485 sensor bus be terminated?"
+
+
+def test_a_failing_condenser_is_503_in_openai_shape(scoped: dict, scripted_llm: ScriptedLLM,
+                                                    foundry_config: Any) -> None:
+    foundry_config(retrieval={"condense_model": "scripted/condenser"}, llm={"retries": 0})
+
+    def broken(messages: list[dict[str, str]]) -> str:
+        raise RuntimeError("model down")
+    scripted_llm.reply = broken
+    response = chat(api("alice"), QUESTION, "8 sensors [1]", "And its termination?")
+    assert response.status_code in (502, 503) and response.json()["error"]["type"] == "server_error"
+    streamed = chat(api("alice"), QUESTION, "8 sensors [1]", "And its termination?", stream=True)
+    text = b"".join(streamed.streaming_content).decode()
+    assert streamed.status_code == 200 and '"error": {' in text and "[DONE]" not in text
