@@ -48,8 +48,8 @@ def _condenser_name(value: str) -> str:
     if value == CONDENSE_RULE:
         return value
     if not isinstance(value, str) or not MODEL_PATTERN.match(value):
-        raise ValueError("expected 'rule' (the deterministic follow-up rule, no LLM), 'provider/model' "
-                         "(e.g. openai/gpt-4o) or 'none' (follow-ups asked as typed)")
+        raise ValueError("expected 'none' or 'provider/model' (e.g. openai/gpt-4o), "
+                         "or 'rule' (the deterministic follow-up rule, no LLM)")
     return value
 
 
