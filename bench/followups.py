@@ -78,7 +78,8 @@ def followups() -> dict:
     n = len(rows)
     # The other side of the rule: a standalone question asked mid-conversation should pass unchanged.
     flagged = [c["standalone"] for c in cases if is_followup(c["standalone"])]
-    return {"conversations": n, "standalone_flagged": f"{len(flagged)}/{n}", "rewritten": sum(r["rewritten"] for r in rows),
+    return {"conversations": n, "standalone_flagged": f"{len(flagged)}/{n}",
+            "rewritten": sum(r["rewritten"] for r in rows),
             "raw_right_source": round(sum(r["raw_ok"] for r in rows) / n, 3),
             "condensed_right_source": round(sum(r["condensed_ok"] for r in rows) / n, 3),
             "standalone_right_source": round(sum(r["standalone_ok"] for r in rows) / n, 3),
