@@ -55,7 +55,8 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
     (home / "secret" / "kestrel.md").write_text(SECRET_DOC)
     env = ingest_env({**server_env(home), "FOUNDRY_QUERY_RATE": str(RATE)}, home)  # no source summaries
     done = subprocess.run([sys.executable, "-c", SETUP, str(settings.BASE_DIR / "knowledge_base"),
-                           str(home / "secret")], env=env, cwd=settings.BASE_DIR, capture_output=True, text=True, timeout=900)
+                           str(home / "secret")],
+                          env=env, cwd=settings.BASE_DIR, capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stderr[-3000:]
     tokens = json.loads(done.stdout.strip().splitlines()[-1])
     port = free_port()
