@@ -39,6 +39,20 @@ def _reader_name(value: str) -> str:
     return value
 
 
+# retrieval.condense_model: the deterministic follow-up rule (generation.condense), no LLM.
+CONDENSE_RULE = "rule"
+
+
+def _condenser_name(value: str) -> str:
+    """The follow-up condensing role: the rule, an LLM, or none (follow-ups are asked as typed)."""
+    if value == CONDENSE_RULE:
+        return value
+    if not isinstance(value, str) or not MODEL_PATTERN.match(value):
+        raise ValueError("expected 'none' or 'provider/model' (e.g. openai/gpt-4o), "
+                         "or 'rule' (the deterministic follow-up rule, no LLM)")
+    return value
+
+
 class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
@@ -118,6 +132,9 @@ class RetrievalConfig(_Section):
     min_chunks: Annotated[int, Field(ge=1, le=100)] = 1
 
     _check_model = field_validator("hyde_model", "scorer_model")(_model_name)
+    # A follow-up in a conversation is made standalone before retrieval: by the rule, an LLM, or not at all.
+    condense_model: str = CONDENSE_RULE
+    _check_condenser = field_validator("condense_model")(_condenser_name)
 
 
 class GenerationConfig(_Section):
@@ -183,6 +200,7 @@ class PromptsConfig(_Section):
     summary: str = "templates/prompts/summary.txt"
     relevance: str = "templates/prompts/relevance.txt"
     conflicts: str = "templates/prompts/conflicts.txt"
+    condense: str = "templates/prompts/condense.txt"  # {history} and {message}: retrieval.condense_model
 
 
 class FoundryConfig(_Section):
@@ -209,10 +227,11 @@ class FoundryConfig(_Section):
                 "embedding.context_model": (self.embedding.context_model, "chat"),
                 "ingest.summary_model": (self.ingest.summary_model, "chat"),
                 "retrieval.scorer_model": (self.retrieval.scorer_model, "chat"),
+                "retrieval.condense_model": (self.retrieval.condense_model, "chat"),
                 "generation.model": (self.generation.model, "chat")}
         if self.retrieval.hyde:
             keys["retrieval.hyde_model"] = (self.retrieval.hyde_model, "chat")
-        return {key: value for key, value in keys.items() if value[0] not in ("none", EXTRACTIVE)}
+        return {key: value for key, value in keys.items() if value[0] not in ("none", EXTRACTIVE, CONDENSE_RULE)}
 
     def llm_models(self) -> set[str]:
         """Every LLM model a configured role will call (``none`` roles left out)."""
@@ -220,11 +239,12 @@ class FoundryConfig(_Section):
             self.embedding.context_model,
             self.ingest.summary_model,
             self.retrieval.scorer_model,
+            self.retrieval.condense_model,
             self.generation.model,
         }
         if self.retrieval.hyde:
             roles.add(self.retrieval.hyde_model)
-        return {m for m in roles if m not in ("none", EXTRACTIVE)}
+        return {m for m in roles if m not in ("none", EXTRACTIVE, CONDENSE_RULE)}
 
 
 def _describe(error: dict) -> str:

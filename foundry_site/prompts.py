@@ -12,7 +12,7 @@ _PLACEHOLDER = re.compile(r"\{([a-z_]+)\}")
 REQUIRED = {"answer_system": ("context",), "answer_user": ("question",),
             "generate_system": ("feature_spec_content", "retrieved_chunks"), "hyde": ("question",),
             "conflicts": ("passages",), "relevance": ("question", "passages"), "context_prefix": ("chunk",),
-            "summary": ("document",)}
+            "summary": ("document",), "condense": ("history", "message")}
 
 
 def missing_placeholders(name: str) -> list[str]:

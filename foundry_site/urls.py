@@ -8,6 +8,7 @@ from django.urls import URLPattern, URLResolver, include, path
 from foundry_site import views
 from foundry_site.api import api
 from foundry_site.mcp.http import mcp_endpoint
+from foundry_site.openai_api import views as openai_views
 
 
 def _api_urls() -> tuple[list[URLPattern | URLResolver], str, str]:
@@ -31,6 +32,10 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("api/v1/", _api_urls()),
     path("mcp", mcp_endpoint, name="mcp"),  # MCP Streamable HTTP (bearer token), foundry_site/mcp/http.py
+    # OpenAI-compatible chat API (bearer token), foundry_site/openai_api/
+    path("v1/models", openai_views.models, name="openai-models"),
+    path("v1/models/<path:model>", openai_views.model_detail, name="openai-model"),
+    path("v1/chat/completions", openai_views.chat_completions, name="openai-chat"),
 ]
 
 handler500 = "foundry_site.views.server_error"

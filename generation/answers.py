@@ -104,8 +104,12 @@ def _no_progress(stage: str) -> None:
 
 
 def answer_question(*, question: str, user: Any = None, collection_ids: list[int] | None = None,
-                    mode: str | None = None, top_k: int | None = None, progress: Progress | None = None) -> Answer:
+                    mode: str | None = None, top_k: int | None = None, progress: Progress | None = None,
+                    message: str = "") -> Answer:
     """Answer from the sources or refuse; every call leaves exactly one QueryLog row.
+
+    ``message``: the asker's raw follow-up when ``question`` is the standalone question made of it
+    (generation/condense.py); it is logged beside the question and changes nothing else.
 
     An identical question in the same scope, with the same configuration and an
     unchanged index, is answered from the log (marked ``cached``, no model call).
@@ -120,7 +124,7 @@ def answer_question(*, question: str, user: Any = None, collection_ids: list[int
     key = cache_key(question, collection_ids, mode, top_k)
     if settings.FOUNDRY.generation.cache_answers:
         cached = _from_cache(key, question=question, run_id=run_id, started=started, user=user,
-                             collection_ids=collection_ids)
+                             collection_ids=collection_ids, message=message)
         if cached is not None:
             return cached
     with llm.record_calls() as calls:
@@ -130,13 +134,13 @@ def answer_question(*, question: str, user: Any = None, collection_ids: list[int
             retrieval = retrieve(question=question, collection_ids=collection_ids, mode=mode, top_k=top_k)
             answer = _answer_from(retrieval, run_id=run_id, model=model, progress=progress)
         except llm.LLMError as exc:
-            _record_failure(run_id, question, user, collection_ids, retrieval, calls, exc, started, mode)
+            _record_failure(run_id, question, user, collection_ids, retrieval, calls, exc, started, mode, message)
             raise QueryFailed(f"The model failed while answering: {exc}", run_id=run_id) from exc
     answer.timings["total"] = round((time.perf_counter() - started) * 1000, 1)
     answer.llm_calls = calls.llm_calls
     answer.tokens = {"prompt": calls.prompt_tokens, "completion": calls.completion_tokens}
     answer.cost = round(calls.cost, 6)
-    _record(answer, retrieval, user, collection_ids, key)
+    _record(answer, retrieval, user, collection_ids, key, message)
     return answer
 
 
@@ -151,7 +155,7 @@ def cache_key(question: str, collection_ids: list[int] | None, mode: str | None,
 
 
 def _from_cache(key: str, *, question: str, run_id: str, started: float, user: Any,
-                collection_ids: list[int] | None) -> Answer | None:
+                collection_ids: list[int] | None, message: str = "") -> Answer | None:
     hit = QueryLog.objects.filter(cache_key=key, status=QueryLog.Status.OK).order_by("-created_at").first()
     if hit is None:
         return None
@@ -165,8 +169,8 @@ def _from_cache(key: str, *, question: str, run_id: str, started: float, user: A
                     refusal=hit.refusal, hint=NO_EVIDENCE_HINT if hit.refusal == "gate" else "")
     answer.timings = {"total": round((time.perf_counter() - started) * 1000, 1)}
     QueryLog.objects.record(
-        run_id=run_id, user=_user(user), question=question, mode=hit.mode, collection_ids=collection_ids,
-        hyde_text=hit.hyde_text, channels=hit.channels, gate=hit.gate, answer_class=hit.answer_class,
+        run_id=run_id, user=_user(user), question=question, message=message, mode=hit.mode,
+        collection_ids=collection_ids, hyde_text=hit.hyde_text, channels=hit.channels, gate=hit.gate, answer_class=hit.answer_class,
         answer=hit.answer, citations=hit.citations, conflicts=hit.conflicts, coverage=hit.coverage,
         model=hit.model, timings=answer.timings, cached=True, cache_key=key, refusal=hit.refusal)
     audit.runs_append(run_id=run_id, task_name="rag_query", status="ok", answer_class=answer.answer_class,
@@ -283,9 +287,10 @@ def citation(candidate: Candidate, quotes: list[reader.Quote] | None = None) -> 
             "score": round(candidate.score, 4), "text": chunk.text}
 
 
-def _record(answer: Answer, retrieval: Retrieval, user: Any, collection_ids: list[int] | None, key: str) -> None:
+def _record(answer: Answer, retrieval: Retrieval, user: Any, collection_ids: list[int] | None, key: str,
+            message: str = "") -> None:
     QueryLog.objects.record(
-        cache_key=key, refusal=answer.refusal,
+        cache_key=key, refusal=answer.refusal, message=message,
         run_id=answer.run_id, user=_user(user), question=answer.question, mode=answer.mode,
         collection_ids=collection_ids, hyde_text=answer.hyde_text, channels=retrieval.channels_dict(),
         gate=answer.gate, answer_class=answer.answer_class, answer=answer.answer,
@@ -302,11 +307,12 @@ def _record(answer: Answer, retrieval: Retrieval, user: Any, collection_ids: lis
 
 def _record_failure(run_id: str, question: str, user: Any, collection_ids: list[int] | None,
                     retrieval: Retrieval | None, calls: llm.CallRecord, exc: Exception, started: float,
-                    mode: str | None) -> None:
+                    mode: str | None, message: str = "") -> None:
     total = round((time.perf_counter() - started) * 1000, 1)
     QueryLog.objects.record(
-        run_id=run_id, user=_user(user), question=question, mode=mode or settings.FOUNDRY.retrieval.mode,
-        collection_ids=collection_ids, channels=retrieval.channels_dict() if retrieval else {},
+        run_id=run_id, user=_user(user), question=question, message=message,
+        mode=mode or settings.FOUNDRY.retrieval.mode, collection_ids=collection_ids,
+        channels=retrieval.channels_dict() if retrieval else {},
         gate=retrieval.gate.as_dict() if retrieval and retrieval.gate else {}, status=QueryLog.Status.FAILED,
         error=str(exc), llm_calls=calls.llm_calls, prompt_tokens=calls.prompt_tokens,
         completion_tokens=calls.completion_tokens, model=getattr(exc, "model", ""),

@@ -62,6 +62,9 @@ class QueryLog(models.Model):
     user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
                              related_name="queries", editable=False)
     question = models.TextField(editable=False)
+    message = models.TextField(blank=True, editable=False,
+                               help_text="The asker's own words when they were a follow-up in a conversation; "
+                                         "question is then the standalone question that was answered.")
     mode = models.CharField(max_length=10, editable=False)
     collection_ids = models.JSONField(null=True, blank=True, default=None, editable=False,
                                       help_text="Collections searched; null means every collection.")

@@ -336,6 +336,31 @@ def _mcp(world: World) -> None:
     assert listed.status_code == 200 and "search" in {t["name"] for t in listed.json()["result"]["tools"]}
 
 
+@web_case("v1/models", "v1/models/<path:model>", "v1/chat/completions")
+def _openai_api(world: World) -> None:
+    """The OpenAI-compatible API takes bearer tokens only (401 in OpenAI's shape, never the login page or a
+    session); B's models are B's collections, A's collection is an unknown model, and B's answers cite B only."""
+    revoked = token_create(username="bob")
+    token_revoke(token_id=revoked.token.pk)
+    ask = json.dumps({"model": "foundry", "messages": [{"role": "user", "content": QUESTION}]})
+    for client in (Client(), world.web("alice"), Client(HTTP_AUTHORIZATION=f"Bearer {revoked.plain}")):
+        assert client.get("/v1/models").status_code == 401
+        assert client.get("/v1/models/foundry").status_code == 401
+        assert client.post("/v1/chat/completions", ask, content_type="application/json").status_code == 401
+    listed = world.api("bob").get("/v1/models")
+    assert [m["id"] for m in listed.json()["data"]] == ["foundry", "foundry/b-private"]
+    assert world.api("bob").get("/v1/models/foundry/a-private").status_code == 404
+    theirs = json.dumps({"model": "foundry/a-private", "messages": [{"role": "user", "content": QUESTION}]})
+    assert world.api("bob").post("/v1/chat/completions", theirs, content_type="application/json").status_code == 404
+    for stream in (False, True):  # the same question A asked (cached in A's scope): B gets B's answer only
+        body = json.dumps({**json.loads(ask), "stream": stream})
+        response = world.api("bob").post("/v1/chat/completions", body, content_type="application/json")
+        text = b"".join(response.streaming_content).decode() if stream else response.content.decode()
+        assert response.status_code == 200 and B_FACT in text, text[:500]
+        assert A_FACT not in text and "a-private" not in text and world.a_source.name not in text
+        assert f'"chunk_id": {world.a_chunk.pk},' not in text
+
+
 def test_every_page_has_a_case(world: World) -> None:
     missing = web_routes() - set(WEB_CASES)
     assert not missing, f"pages without an access-control case in {__name__}: {sorted(missing)}"
@@ -364,9 +389,10 @@ def test_anonymous_visitor_is_sent_to_login(world: World) -> None:
         for method in ("get", "post"):
             response = getattr(Client(), method)(url)
             assert response.status_code == 302 and response["Location"].startswith("/accounts/login/"), method
-    # /mcp answers 401 (it is an API for agents, like /api/v1/): its case checks that.
+    # /mcp and /v1/ answer 401 (APIs for agents and chat clients, like /api/v1/): their cases check that.
     each(WEB_CASES, world, check,
-         keys=sorted(r for r in WEB_CASES if r not in ("accounts/login/", "admin/", "mcp", "favicon.ico")))
+         keys=sorted(r for r in WEB_CASES if r not in ("accounts/login/", "admin/", "mcp", "favicon.ico")
+                     and not r.startswith("v1/")))
 
 
 # --------------------------------------------------------------------------- API cases

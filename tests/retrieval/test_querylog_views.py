@@ -129,6 +129,13 @@ def test_detail_shows_the_full_record(world: World) -> None:
     assert f"/sources/{chunk.source_id}/?chunk={chunk.pk}#chunk-{chunk.pk}" in page
     # The beta chunk id is shown, but alice gets no link into a source she cannot read.
     assert f"?chunk={beta_chunk.pk}" not in page and f">{beta_chunk.pk}<" in page
+    assert "Asked as" not in page  # asked standalone: no follow-up message
+
+
+def test_detail_shows_a_follow_up_as_typed_beside_the_question_answered(world: World) -> None:
+    row = record(world.users["alice"], question="And E04? (error code)", message="And E04?")
+    page = login(world.users["alice"]).get(f"/query-log/{row.pk}/").content.decode()
+    assert "Asked as" in page and "And E04?</pre>" in page and "And E04? (error code)</pre>" in page
 
 
 def test_grounding_verdicts_are_shown_to_staff_and_auditors_only(world: World) -> None:

@@ -1,0 +1,105 @@
+"""An ``Answer`` as OpenAI chat-completion bodies: the whole message, or ``chat.completion.chunk`` events.
+
+The content is the answer with ``[1]``-style markers and a "Sources:" list, so any chat client shows
+the citations without knowing Foundry; the ``foundry`` object carries them as data (chunk URL, lines,
+answer class, refusal reason, ``query_id``). A refusal is an ordinary assistant message.
+"""
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from generation.answers import Answer
+from generation.condense import Condensed
+from sources.models import Chunk
+
+_LABEL = re.compile(r"\[(S\d+)\]")
+# A sentence ends after a citation marker (and any markers right after it), or, in a text without
+# markers (a refusal), after . ! or ? followed by white space.
+_AFTER_MARKER = re.compile(r"(?<=\])(\s+)(?!\[)")
+_AFTER_STOP = re.compile(r"(?<=[.!?])(\s+)")
+
+
+@dataclass(frozen=True)
+class Reply:
+    """One answer as a chat client gets it: its sentences (joined, the content), the Sources list and the data."""
+
+    sentences: list[str]
+    sources: str
+    foundry: dict[str, Any]
+    usage: dict[str, int]
+
+    @property
+    def content(self) -> str:
+        return "".join(self.sentences) + self.sources
+
+
+def reply_build(answer: Answer, *, query_id: int, condensed: Condensed, chunk_url: str) -> Reply:
+    """``chunk_url`` is a template with ``{source_id}`` and ``{chunk_id}`` (the API's chunk endpoint)."""
+    numbers = {c["id"]: n for n, c in enumerate(answer.citations, start=1)}
+    text = _LABEL.sub(lambda m: f"[{numbers[m.group(1)]}]" if m.group(1) in numbers else m.group(0), answer.answer)
+    if answer.hint:
+        text = f"{text}\n\n{answer.hint}"
+    sources_of = dict(Chunk.objects.filter(pk__in=[c["chunk_id"] for c in answer.citations])
+                      .values_list("pk", "source_id"))
+    citations = [{"id": numbers[c["id"]], "label": c["id"], "chunk_id": c["chunk_id"], "source": c["source"],
+                  "title": c["title"], "heading": c["heading"], "page": c["page"], "lines": c["lines"],
+                  "url": chunk_url.format(source_id=sources_of.get(c["chunk_id"], 0), chunk_id=c["chunk_id"])}
+                 for c in answer.citations]
+    sources = ""
+    if citations:
+        sources = "\n\nSources:\n" + "\n".join(f"[{c['id']}] {_where(c)}" for c in citations)
+    foundry = {"query_id": query_id, "answer_class": answer.answer_class, "refusal": answer.refusal or None,
+               "cached": answer.cached, "question": condensed.question, "message": condensed.message,
+               "citations": citations}
+    prompt, completion = answer.tokens.get("prompt", 0), answer.tokens.get("completion", 0)
+    usage = {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+    return Reply(sentences_split(text), sources, foundry, usage)
+
+
+def sentences_split(text: str) -> list[str]:
+    """``text`` cut after each sentence, every piece keeping the white space after it: the pieces join to ``text``."""
+    pattern = _AFTER_MARKER if re.search(r"\[\d+\]", text) else _AFTER_STOP
+    parts = pattern.split(text)
+    pieces = [parts[i] + (parts[i + 1] if i + 1 < len(parts) else "") for i in range(0, len(parts), 2)]
+    return [p for p in pieces if p]
+
+
+def _where(citation: dict[str, Any]) -> str:
+    parts = [citation["source"]]
+    if citation["heading"]:
+        parts.append(f"§ {citation['heading']}")
+    if citation["page"]:
+        parts.append(f"p. {citation['page']}")
+    parts.append(f"lines {citation['lines'][0]}-{citation['lines'][1]}")
+    return ", ".join(parts)
+
+
+def completion_body(reply: Reply, *, completion_id: str, model: str) -> dict[str, Any]:
+    """A ``chat.completion`` object."""
+    message = {"role": "assistant", "content": reply.content, "refusal": None}
+    return {"id": completion_id, "object": "chat.completion", "created": int(time.time()), "model": model,
+            "choices": [{"index": 0, "message": message, "finish_reason": "stop", "logprobs": None}],
+            "usage": reply.usage, "system_fingerprint": None, "foundry": reply.foundry}
+
+
+def chunk_events(reply: Reply, *, completion_id: str, model: str, created: int, include_usage: bool) -> Iterator[dict]:
+    """The ``chat.completion.chunk`` objects after the first (role) chunk: one per verified sentence, the
+    Sources list, the final one (finish_reason, ``foundry``), and the usage chunk when asked for."""
+    for sentence in reply.sentences:
+        yield chunk(completion_id, model, created, {"content": sentence})
+    if reply.sources:
+        yield chunk(completion_id, model, created, {"content": reply.sources})
+    yield {**chunk(completion_id, model, created, {}, finish_reason="stop"), "foundry": reply.foundry}
+    if include_usage:
+        yield {**chunk(completion_id, model, created, {}), "choices": [], "usage": reply.usage}
+
+
+def chunk(completion_id: str, model: str, created: int, delta: dict[str, Any], *,
+          finish_reason: str | None = None) -> dict[str, Any]:
+    return {"id": completion_id, "object": "chat.completion.chunk", "created": created, "model": model,
+            "system_fingerprint": None,
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason, "logprobs": None}]}

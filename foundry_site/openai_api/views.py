@@ -1,0 +1,135 @@
+"""``GET /v1/models``, ``GET /v1/models/<id>`` and ``POST /v1/chat/completions``: OpenAI's API over Foundry.
+
+Bearer tokens only (``foundry tokens create``), as for ``/mcp``: a browser never sends one on its own, so
+there is no CSRF to check, and a request without one is 401 in OpenAI's error shape, never the login page.
+
+Streaming: the answer is computed and verified first (retrieval, the gate, the reader or the model, and
+grounding), then sent as one ``chat.completion.chunk`` per verified sentence. No sentence is sent before
+the whole answer has passed its check; the first chunk (the assistant role) goes out at once so a client
+sees the response start while Foundry works.
+"""
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from functools import wraps
+from typing import Any
+
+from django.contrib.auth.decorators import login_not_required
+from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
+from django.views.decorators.csrf import csrf_exempt
+
+from foundry_site import llm
+from foundry_site.openai_api.chat import (ChatRequest, Prepared, chat_answer, chat_prepare, chat_request_parse,
+                                          model_ids, model_scope)
+from foundry_site.openai_api.errors import OpenAIError, error_response, invalid
+from foundry_site.openai_api.present import chunk, chunk_events, completion_body, reply_build
+from foundry_site.services.tokens import token_authenticate
+from generation.answers import QueryError, QueryFailed
+from retrieval.models import QueryLog
+from sources.vectorstore import MissingEmbeddings
+
+NEEDS_TOKEN = ("Authentication required: send Authorization: Bearer <token> "
+               "(an administrator creates one with `foundry tokens create USER`).")
+CHUNK_PATH = "sources/{source_id}/chunks/{chunk_id}"  # under /api/v1/: the chunk endpoint of the API
+View = Callable[..., HttpResponse]
+
+
+def openai_view(methods: tuple[str, ...]) -> Callable[[View], View]:
+    """Bearer authentication, the allowed methods, and every OpenAIError as OpenAI's error shape."""
+    def decorate(view: View) -> View:
+        @csrf_exempt
+        @login_not_required
+        @wraps(view)
+        def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+            try:
+                if request.method not in methods:
+                    raise OpenAIError(f"Use {' or '.join(methods)} for this endpoint.", status=405,
+                                      code="method_not_allowed")
+                request.auth = _bearer_user(request)
+                return view(request, *args, **kwargs)
+            except OpenAIError as exc:
+                return error_response(exc)
+        return wrapper
+    return decorate
+
+
+def _bearer_user(request: HttpRequest) -> Any:
+    scheme, _, token = request.headers.get("Authorization", "").partition(" ")
+    user = token_authenticate(token.strip()) if scheme.lower() == "bearer" and token.strip() else None
+    if user is None:
+        raise OpenAIError(NEEDS_TOKEN, status=401, code="invalid_api_key")
+    return user
+
+
+@openai_view(("GET",))
+def models(request: HttpRequest) -> HttpResponse:
+    return JsonResponse({"object": "list", "data": [_model(mid, text) for mid, text in model_ids(request.auth)]})
+
+
+@openai_view(("GET",))
+def model_detail(request: HttpRequest, model: str) -> HttpResponse:
+    model_scope(request.auth, model)  # 404 unless the caller may use it
+    return JsonResponse(_model(model, dict(model_ids(request.auth))[model]))
+
+
+def _model(model_id: str, description: str) -> dict[str, Any]:
+    return {"id": model_id, "object": "model", "created": 0, "owned_by": "foundry", "description": description}
+
+
+@openai_view(("POST",))
+def chat_completions(request: HttpRequest) -> HttpResponse:
+    chat = chat_request_parse(request.body)
+    prepared = chat_prepare(user=request.auth, chat=chat)
+    completion_id = f"chatcmpl-{uuid.uuid4().hex}"
+    if chat.stream:
+        response = StreamingHttpResponse(_events(request, chat, prepared, completion_id),
+                                         content_type="text/event-stream")
+        response["Cache-Control"] = "no-cache"
+        response["X-Accel-Buffering"] = "no"
+        return response
+    try:
+        answer, condensed = chat_answer(user=request.auth, prepared=prepared)
+    except Exception as exc:  # re-raised unless it is a known answering failure
+        raise _answer_error(exc) from exc
+    reply = reply_build(answer, query_id=_query_id(answer.run_id), condensed=condensed,
+                        chunk_url=request.build_absolute_uri("/api/v1/") + CHUNK_PATH)
+    return JsonResponse(completion_body(reply, completion_id=completion_id, model=chat.model))
+
+
+def _events(request: HttpRequest, chat: ChatRequest, prepared: Prepared, completion_id: str) -> Iterator[str]:
+    created = int(time.time())
+    yield _sse(chunk(completion_id, chat.model, created, {"role": "assistant", "content": ""}))
+    try:
+        answer, condensed = chat_answer(user=request.auth, prepared=prepared)
+    except Exception as exc:  # the status line is sent: an error event, as OpenAI's stream does
+        error = _answer_error(exc)
+        yield _sse({"error": {"message": str(error), "type": error.type, "param": error.param, "code": error.code}})
+        return
+    reply = reply_build(answer, query_id=_query_id(answer.run_id), condensed=condensed,
+                        chunk_url=request.build_absolute_uri("/api/v1/") + CHUNK_PATH)
+    for event in chunk_events(reply, completion_id=completion_id, model=chat.model, created=created,
+                              include_usage=chat.include_usage):
+        yield _sse(event)
+    yield "data: [DONE]\n\n"
+
+
+def _answer_error(exc: Exception) -> OpenAIError:
+    """A failure while answering as an OpenAIError; anything unexpected is re-raised (a 500 and a traceback)."""
+    if isinstance(exc, QueryError):
+        return invalid(str(exc), param="messages")
+    if isinstance(exc, (QueryFailed, MissingEmbeddings, llm.ModelUnavailable)):
+        return OpenAIError(str(exc), status=503, type="server_error", code="service_unavailable")
+    if isinstance(exc, llm.LLMError):
+        return OpenAIError(str(exc), status=503 if exc.transient else 502, type="server_error", code="model_error")
+    raise exc
+
+
+def _query_id(run_id: str) -> int:
+    return QueryLog.objects.values_list("pk", flat=True).get(run_id=run_id)
+
+
+def _sse(data: dict[str, Any]) -> str:
+    return f"data: {json.dumps(data, ensure_ascii=False)}\n\n"

@@ -1,0 +1,151 @@
+"""Turning a follow-up message into a standalone question, with no LLM (the offline default).
+
+A conversation's later messages lean on earlier ones: "And its storage temperature?",
+"How do I reset it?", "What about firmware 2.4?". Retrieval, the gate and grounding only ever
+see one question, so a follow-up is rewritten before retrieval by a deterministic rule:
+
+1. A message is a follow-up when it is short (at most ``SHORT_WORDS`` content words), starts
+   with an elliptical lead ("and", "what about", "also" …), or holds a demonstrative ("that
+   version", "those ports") or a third-person pronoun ("it", "its", "they", "them", "their" …) anywhere.
+   Anything else is taken as a new, standalone question and passes through unchanged.
+2. The antecedent is the earlier turn (as a standalone question itself) sharing the most
+   content words with the message, the latest one on a tie: a third question may go back to the
+   first. A code counts as shared with any code of the same shape ("E06" with "E05"). With no
+   shared word it is the previous turn.
+3. The standalone question is the message followed by the antecedent's key terms it lacks (its
+   content words, in their original spelling and order), e.g. "And its storage temperature?
+   (AX-200 operating temperature range)". A code in the message replaces the antecedent's codes
+   of its shape: "And E04?" after "What does error code E03 mean?" carries "error code", not "E03".
+
+Measured on tests/data/followups.json by bench/followups.py (docs/benchmarks.md, "Follow-up questions").
+
+``retrieval.condense_model`` chooses who condenses (``question_standalone``): ``rule`` (this rule,
+the default), an LLM with the ``condense`` prompt template, or ``none`` (follow-ups asked as typed).
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from django.conf import settings
+
+from foundry_site import llm, prompts
+from foundry_site.config import CONDENSE_RULE
+from retrieval.search import STOPWORDS
+
+SHORT_WORDS = 1
+# Question words and fillers that carry no topic: never carried over, never counted as content.
+NON_TOPIC = frozenset("""
+about also again any anything else explain tell more much many please say same does mean means
+something give show list exactly one ones there here thing things way ways
+""".split())
+LEADS = ("and ", "and,", "but ", "or ", "also ", "what about", "how about", "same for", "then ", "so ",
+         "what if", "why ", "which one", "and what", "and how")
+DEMONSTRATIVES = frozenset({"this", "that", "these", "those", "such"})
+PRONOUNS = frozenset({"it", "its", "it's", "itself", "they", "them", "their", "theirs", "themselves", "he", "she",
+                      "his", "her", "one"})
+_TOKEN = re.compile(r"[A-Za-zÀ-ÿ0-9][A-Za-zÀ-ÿ0-9'.\-]*[A-Za-zÀ-ÿ0-9]|[A-Za-zÀ-ÿ0-9]")
+
+
+@dataclass(frozen=True)
+class Condensed:
+    """A message and the standalone question made of it; ``carried`` is empty when it stood alone."""
+
+    message: str
+    question: str
+    carried: tuple[str, ...] = ()
+    antecedent: int | None = None  # index of the earlier turn whose terms were carried
+
+    @property
+    def rewritten(self) -> bool:
+        return self.question != self.message
+
+
+def condense(message: str, history: list[str]) -> Condensed:
+    """The standalone question for ``message`` after the earlier user turns ``history`` (oldest first).
+
+    Pure and deterministic: the same message and history always give the same question. Each earlier
+    turn is first made standalone itself, so a chain of follow-ups keeps the topic of the turn that
+    started it.
+    """
+    message = " ".join(message.split())
+    standalone: list[str] = []
+    for turn in history:
+        standalone.append(_condense_one(" ".join(turn.split()), standalone).question)
+    return _condense_one(message, standalone)
+
+
+def question_standalone(*, message: str, history: list[str]) -> Condensed:
+    """The question to answer for ``message`` after ``history``, by the configured ``retrieval.condense_model``.
+
+    With an LLM the model's first line is the question; a model failure raises ``llm.LLMError`` (the
+    caller reports it), never a silent fall back to the message as typed. Without history nothing is
+    condensed and no model is called.
+    """
+    model = settings.FOUNDRY.retrieval.condense_model
+    message = " ".join(message.split())
+    if model == CONDENSE_RULE:
+        return condense(message, history)
+    if model == "none" or not history:
+        return Condensed(message, message)
+    earlier = "\n".join(f"- {' '.join(turn.split())}" for turn in history)
+    reply = llm.complete(messages=[{"role": "user", "content": prompts.render("condense", history=earlier,
+                                                                            message=message)}],
+                         purpose="condense", model=model, max_tokens=120)
+    question = next((line.strip().strip('"') for line in reply.text.splitlines() if line.strip()), message)
+    return Condensed(message, question or message)
+
+
+def is_followup(message: str) -> bool:
+    """Whether ``message`` needs an earlier turn to be understood (rule 1 of the module docstring)."""
+    lowered = message.lower().strip()
+    tokens = [t.lower() for t in _TOKEN.findall(message)]
+    if not tokens:
+        return False
+    if len(key_terms(message)) <= SHORT_WORDS:
+        return True
+    if lowered.startswith(LEADS):
+        return True
+    return any(t in PRONOUNS or t in DEMONSTRATIVES for t in tokens)
+
+
+def key_terms(text: str) -> list[str]:
+    """The topic words of ``text``, in order, once each: no stop words, question words or fillers."""
+    seen: dict[str, str] = {}
+    for token in _TOKEN.findall(text):
+        low = token.lower().rstrip(".")
+        if low in STOPWORDS or low in NON_TOPIC or low in PRONOUNS or low in DEMONSTRATIVES or len(low) < 2:
+            continue
+        seen.setdefault(_stem(low), token.rstrip("."))
+    return list(seen.values())
+
+
+def _condense_one(message: str, standalone: list[str]) -> Condensed:
+    if not standalone or not is_followup(message):
+        return Condensed(message, message)
+    own = {_stem(t.lower()) for t in key_terms(message)} | {_shape(t) for t in key_terms(message) if _shape(t)}
+    overlaps = [len(own & _keys(q)) for q in standalone]
+    best = max(overlaps)
+    index = max(i for i, n in enumerate(overlaps) if n == best) if best else len(standalone) - 1
+    carried = tuple(t for t in key_terms(standalone[index])
+                    if _stem(t.lower()) not in own and (not _shape(t) or _shape(t) not in own))
+    if not carried:
+        return Condensed(message, message)
+    return Condensed(message, f"{message} ({' '.join(carried)})", carried, index)
+
+
+def _keys(text: str) -> set[str]:
+    terms = key_terms(text)
+    return {_stem(t.lower()) for t in terms} | {_shape(t) for t in terms if _shape(t)}
+
+
+def _shape(term: str) -> str:
+    """A code's shape ("E06" and "E05": "A9"; "X3": "A9"; "2.4.1": "9.9.9"), or "" for a plain word."""
+    if not any(ch.isdigit() for ch in term) or not any(ch.isalpha() for ch in term) and "." not in term:
+        return ""
+    return "#" + re.sub(r"[0-9]+", "9", re.sub(r"[A-Za-z]+", "A", term))
+
+
+def _stem(word: str) -> str:
+    """Crude stem so that "sensor" and "sensors", "reset" and "resetting" match (6 letters, as grounding does)."""
+    return word[:6]

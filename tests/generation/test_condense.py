@@ -1,0 +1,99 @@
+"""The deterministic condensing rule: which messages are follow-ups, which turn they lean on, what is carried."""
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from pydantic import ValidationError
+
+from foundry_site import llm
+from generation.condense import condense, is_followup, key_terms, question_standalone
+from tests.conftest import ScriptedLLM
+
+TEMP = "What is the operating temperature range of the AX-200?"
+BUS = "How many sensors can be connected to the RS-485 bus?"
+
+
+def test_a_standalone_question_passes_through_unchanged() -> None:
+    for history in ([], [TEMP]):
+        condensed = condense("What does error code E04 mean on the gateway display?", history)
+        assert condensed.question == condensed.message and not condensed.rewritten and condensed.carried == ()
+
+
+def test_first_message_is_never_rewritten_even_when_short() -> None:
+    assert condense("And its weight?", []).question == "And its weight?"
+
+
+def test_short_pronoun_led_and_elliptical_messages_are_follow_ups() -> None:
+    assert is_followup("And E04?") and is_followup("How must it be terminated?")
+    assert is_followup("What about firmware updates and their signatures on the device?")  # elliptical lead
+    assert is_followup("What else was new in that firmware version?")  # a demonstrative
+    assert not is_followup("Which port does MQTT over TLS use on the gateway?")
+    assert not is_followup("")
+
+
+def test_follow_up_carries_the_previous_turns_key_terms() -> None:
+    condensed = condense("How must it be terminated?", [BUS])
+    assert condensed.question == "How must it be terminated? (sensors connected RS-485 bus)"
+    assert condensed.rewritten and condensed.antecedent == 0
+
+
+def test_third_turn_goes_back_to_the_turn_it_shares_words_with() -> None:
+    condensed = condense("And the storage temperature?", [TEMP, BUS])
+    assert condensed.antecedent == 0 and "AX-200" in condensed.carried and "RS-485" not in condensed.question
+
+
+def test_no_shared_word_means_the_previous_turn() -> None:
+    assert condense("And its weight?", [TEMP, BUS]).antecedent == 1
+
+
+def test_a_chain_of_follow_ups_keeps_the_first_topic() -> None:
+    condensed = condense("And with TLS?", [BUS, "Which baud rates does it support?"])
+    assert "RS-485" in condensed.question
+
+
+def test_key_terms_drop_stop_words_and_fillers_and_repeat_nothing() -> None:
+    assert key_terms("What about the sensors, and the sensor bus? Tell me more.") == ["sensors", "bus"]
+
+
+def test_white_space_is_normalised_and_the_rule_is_deterministic() -> None:
+    first = condense("  And   E04? ", ["What does error code E03 mean?"])
+    assert first == condense("And E04?", ["What does   error code E03 mean?"])
+    assert first.message == "And E04?" and first.question == "And E04? (error code)" and first.antecedent == 0
+
+
+def test_a_code_replaces_the_earlier_code_of_its_shape_and_finds_its_turn() -> None:
+    condensed = condense("And what does E06 mean?", ["What does error code E05 mean?", "Where is the update page?"])
+    assert condensed.antecedent == 0 and condensed.question == "And what does E06 mean? (error code)"
+
+
+def test_the_configured_condenser_rule_none_or_an_llm(foundry_config: Any, scripted_llm: ScriptedLLM) -> None:
+    assert question_standalone(message="And  E04?", history=["What does error code E03 mean?"]).question == \
+        "And E04? (error code)"  # the default: the rule
+    foundry_config(retrieval={"condense_model": "none"})
+    assert not question_standalone(message="And E04?", history=["What does error code E03 mean?"]).rewritten
+    foundry_config(retrieval={"condense_model": "scripted/condenser"})
+    scripted_llm.reply = lambda messages: '"What does error code E04 mean?"\nIt asks about E04.'
+    condensed = question_standalone(message="And E04?", history=["What does error code E03 mean?"])
+    assert condensed.question == "What does error code E04 mean?" and condensed.message == "And E04?"
+    prompt = scripted_llm.calls[0][-1]["content"]
+    assert "- What does error code E03 mean?" in prompt and "Last message: And E04?" in prompt
+    assert question_standalone(message="What is E04?", history=[]).question == "What is E04?"
+    assert len(scripted_llm.calls) == 1  # no history: no model call
+
+
+def test_a_failing_condenser_model_raises(foundry_config: Any, scripted_llm: ScriptedLLM) -> None:
+    foundry_config(retrieval={"condense_model": "scripted/condenser"}, llm={"retries": 0})
+
+    def broken(messages: list[dict[str, str]]) -> str:
+        raise RuntimeError("model down")
+    scripted_llm.reply = broken
+    with pytest.raises(llm.LLMError):
+        question_standalone(message="And E04?", history=["What does error code E03 mean?"])
+
+
+def test_condense_model_must_be_rule_none_or_a_model(settings: Any) -> None:
+    for good in ("rule", "none", "openai/gpt-4o"):
+        assert settings.FOUNDRY.with_overrides(retrieval={"condense_model": good}).retrieval.condense_model == good
+    with pytest.raises(ValidationError, match="condense_model"):
+        settings.FOUNDRY.with_overrides(retrieval={"condense_model": "bogus"})
