@@ -99,7 +99,7 @@ class Reading:
 
 def units_score(question: str, passages: list[Passage], *, embedding_model: str) -> list[Quote]:
     """Every unit of ``passages`` with its score against ``question``, best first (ties: passage rank, position)."""
-    units = [(p, u) for p in passages for u in passage_units(p.text) if content_words(u.text) or _has_number(u)]
+    units = [(p, u) for p in passages for u in passage_units(p.text) if _states_something(u)]
     if not units:
         return []
     vectors = llm.embed([question] + [u.scored_text for _, u in units], model=embedding_model,
@@ -139,8 +139,10 @@ def _key(text: str) -> str:
     return " ".join(text.lower().split())
 
 
-def _has_number(unit: Unit) -> bool:
-    return any(ch.isdigit() for ch in unit.text)
+def _states_something(unit: Unit) -> bool:
+    """A unit with a content word or a number, that is not a bare label introducing what follows
+    (``Wiring rules:``, ``Key features:``): quoted alone, a label says nothing."""
+    return (bool(content_words(unit.text)) or any(ch.isdigit() for ch in unit.text)) and not unit.text.endswith(":")
 
 
 def _overlap(asked: set[str], text: str) -> float:

@@ -90,3 +90,11 @@ def test_quoted_text_is_the_unit_with_line_breaks_made_spaces(embed: dict) -> No
     embed.update({q: [1.0, 0.0, 0.0]})
     quote = reader.read(q, [Passage("S1", text, 1, 2)], embedding_model="m", max_units=1).quotes[0]
     assert quote.quoted == "Readings are stored in an internal buffer of the gateway." and quote.lines == (1, 2)
+
+
+def test_a_bare_label_is_never_quoted(embed: dict) -> None:
+    q = "wiring rules"
+    embed.update({q: [1.0, 0.0, 0.0], "Wiring rules:": [1.0, 0.0, 0.0]})
+    text = "Wiring rules:\n\n- Use shielded twisted-pair cable."
+    reading = reader.read(q, [Passage("S1", text, 1, 3)], embedding_model="m", max_units=3)
+    assert [x.unit.text for x in reading.quotes] == ["- Use shielded twisted-pair cable."]
