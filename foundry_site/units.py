@@ -25,6 +25,7 @@ _END = re.compile(r"[.!?][\"')\]]*(?=\s+[\"'(\[]?[A-Z0-9À-Ý])")
 _LIST_ITEM = re.compile(r"^\s*(?:[-*+•]|\d{1,3}[.)]|[a-z][.)])\s+\S")
 # A labelled value on its own line (``interfaces[0].max_sensors: 8``, ``voltage_v: 3.3``): a key path or a
 # lower-case key, then a colon. Each is a unit, like a list item (JSON sources are written this way).
+_KEY_PARTS = re.compile(r"[\s._\[\]]+")
 _FIELD = re.compile(r"^\s*(?:[a-z_][\w-]*|[A-Za-z_][\w-]*[.\[][\w.\[\]-]*):\s+\S")
 _HEADING = re.compile(r"^\s{0,3}#{1,6}\s")
 _TABLE_ROW = re.compile(r"^\s*\|.*\|\s*$")
@@ -40,7 +41,7 @@ MAX_ITEM_WORDS = 60  # a longer list item is quoted sentence by sentence
 @dataclass(frozen=True)
 class Unit:
     text: str  # verbatim: passage[start:end]
-    kind: str  # sentence | item | row
+    kind: str  # sentence | item (of a list) | field (a labelled value: ``key.path: value``) | row
     start: int
     end: int
     line_first: int  # 0-based lines of the passage text the unit covers
@@ -49,6 +50,11 @@ class Unit:
 
     @property
     def scored_text(self) -> str:
+        """What the unit is scored by: a table row under its header; a labelled value with its key path
+        in words (``storage_temperature_c.min`` as ``storage temperature c min``), as an embedder reads words."""
+        if self.kind == "field":
+            key, _, value = self.text.partition(":")
+            return f"{' '.join(_KEY_PARTS.split(key)).strip()}:{value}"
         return f"{self.context}\n{self.text}" if self.context else self.text
 
 
@@ -77,7 +83,7 @@ def passage_units(text: str) -> list[Unit]:
                 units.append(_unit(text, lines, i, i, "row", context=header))
         elif item:
             last = _item_end(text, lines, i)
-            units += _item_units(text, lines, i, last)
+            units += _item_units(text, lines, i, last, "item" if _LIST_ITEM.match(line) else "field")
             i = last
         else:
             paragraph.append((i, start))
@@ -125,11 +131,11 @@ def _item_end(text: str, lines: list[tuple[int, int]], first: int) -> int:
     return last
 
 
-def _item_units(text: str, lines: list[tuple[int, int]], first: int, last: int) -> list[Unit]:
-    item = _unit(text, lines, first, last, "item")
+def _item_units(text: str, lines: list[tuple[int, int]], first: int, last: int, kind: str) -> list[Unit]:
+    item = _unit(text, lines, first, last, kind)
     if len(item.text.split()) <= MAX_ITEM_WORDS:
         return [item]
-    return [Unit(u.text, "item", u.start, u.end, u.line_first, u.line_last)
+    return [Unit(u.text, kind, u.start, u.end, u.line_first, u.line_last)
             for u in _sentences(text, lines, item.start, item.end)]
 
 

@@ -118,7 +118,7 @@ def _section_lines(quotes: list[Quote], footnotes: dict[str, str], passages: dic
         footnotes[label] = unit_footnote(quote, passages[quote.passage.label]["footnote"])
         marked = f"{quote.quoted if kind == 'sentence' else quote.unit.text} [{label}]"
         continues = previous is not None and previous.unit.kind == kind and (
-            (kind == "item" and previous.passage is quote.passage)
+            (kind in ("item", "field") and previous.passage is quote.passage)
             or (kind == "sentence" and previous.passage is quote.passage
                 and not quote.passage.text[previous.unit.end:quote.unit.start].strip())
             or (kind == "row" and previous.unit.context == quote.unit.context))

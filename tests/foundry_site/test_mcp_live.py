@@ -8,6 +8,7 @@ the server keeps serving.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -94,12 +95,16 @@ class Live:
                                                 "JOIN auth_user u ON u.id = q.user_id ORDER BY q.id")]
 
 
-@pytest.fixture(scope="module")
-def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
-    home = tmp_path_factory.mktemp("mcp-home")
+@contextlib.contextmanager
+def foundry_live(tmp_path_factory: pytest.TempPathFactory, name: str, rate: int
+                 ) -> Iterator[tuple[str, Path, dict[str, str], dict[str, str]]]:
+    """A real `foundry serve` on 127.0.0.1 over a home of its own (the sample knowledge base readable by alice,
+    carol and rita, a secret collection by bob): its URL, home, environment and each user's token. On the way
+    out the server's log must hold no traceback."""
+    home = tmp_path_factory.mktemp(name)
     (home / "secret").mkdir()
     (home / "secret" / "kestrel.md").write_text(SECRET_DOC)
-    env = ingest_env({**server_env(home), "FOUNDRY_QUERY_RATE": str(RATE)}, home)  # no source summaries
+    env = ingest_env({**server_env(home), "FOUNDRY_QUERY_RATE": str(rate)}, home)  # no source summaries
     done = subprocess.run([sys.executable, "-c", SETUP, str(settings.BASE_DIR / "knowledge_base"), str(home / "secret")],
                           env=env, cwd=settings.BASE_DIR, capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stderr[-3000:]
@@ -111,12 +116,18 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
     try:
         url = f"http://127.0.0.1:{port}"
         wait_until_up(url, proc)
-        yield Live(url, home, env, tokens)
+        yield url, home, env, tokens
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
         proc.wait(timeout=60)
     log = (home / "serve.log").read_text()
     assert "Traceback" not in log, log[-3000:]
+
+
+@pytest.fixture(scope="module")
+def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
+    with foundry_live(tmp_path_factory, "mcp-home", RATE) as (url, home, env, tokens):
+        yield Live(url, home, env, tokens)
 
 
 def data(result: Any) -> dict[str, Any]:

@@ -7,22 +7,15 @@ and every error code (401, 404, 400, 429 with Retry-After).
 """
 from __future__ import annotations
 
-import json
-import os
-import signal
 import sqlite3
-import subprocess
-import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import openai
 import pytest
-from django.conf import settings
 
-from tests.foundry_site.test_mcp_live import SECRET_DOC, SETUP
-from tests.reliability.test_load import foundry_argv, free_port, ingest_env, server_env, wait_until_up
+from tests.foundry_site.test_mcp_live import foundry_live
 
 pytestmark = pytest.mark.integration
 
@@ -50,28 +43,8 @@ class Live:
 
 @pytest.fixture(scope="module")
 def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
-    home = tmp_path_factory.mktemp("openai-home")
-    (home / "secret").mkdir()
-    (home / "secret" / "kestrel.md").write_text(SECRET_DOC)
-    env = ingest_env({**server_env(home), "FOUNDRY_QUERY_RATE": str(RATE)}, home)  # no source summaries
-    done = subprocess.run([sys.executable, "-c", SETUP, str(settings.BASE_DIR / "knowledge_base"),
-                           str(home / "secret")],
-                          env=env, cwd=settings.BASE_DIR, capture_output=True, text=True, timeout=900)
-    assert done.returncode == 0, done.stderr[-3000:]
-    tokens = json.loads(done.stdout.strip().splitlines()[-1])
-    port = free_port()
-    with (home / "serve.log").open("w") as out:
-        proc = subprocess.Popen(foundry_argv("serve", "--port", str(port), "--workers", "1"), env=env,
-                                cwd=settings.BASE_DIR, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
-    try:
-        url = f"http://127.0.0.1:{port}"
-        wait_until_up(url, proc)
+    with foundry_live(tmp_path_factory, "openai-home", RATE) as (url, home, _, tokens):
         yield Live(url, home, tokens)
-    finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        proc.wait(timeout=60)
-    log = (home / "serve.log").read_text()
-    assert "Traceback" not in log, log[-3000:]
 
 
 def ask(client: openai.OpenAI, *turns: str, model: str = "foundry") -> openai.types.chat.ChatCompletion:

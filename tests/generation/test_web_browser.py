@@ -40,6 +40,17 @@ def shot(page: Any, name: str, *, full: bool = False) -> Path:
     return path
 
 
+def sign_in(page: Any, url: str) -> list[str]:
+    """Sign in as alice from the home page; returns the list the page's script errors are collected in."""
+    errors: list[str] = []
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    page.goto(f"{url}/")
+    page.fill("#id_username", "alice")
+    page.fill("#id_password", PASSWORD)
+    page.click("button[type=submit]")
+    return errors
+
+
 @pytest.fixture
 def site(foundry_config: Callable[..., Any], scripted_llm: ScriptedLLM, make_user: Callable[..., Any],
          kb: Path) -> ScriptedLLM:
@@ -67,12 +78,7 @@ def test_ask_audit_and_generate(browser_page: Any, live_server: Any, site: Scrip
 
     expect.set_options(timeout=60_000)  # a loaded shared machine; the first query warms the embedder
     page = browser_page
-    errors: list[str] = []
-    page.on("pageerror", lambda exc: errors.append(str(exc)))
-    page.goto(f"{live_server.url}/")
-    page.fill("#id_username", "alice")
-    page.fill("#id_password", PASSWORD)
-    page.click("button[type=submit]")
+    errors = sign_in(page, live_server.url)
     expect(page).to_have_url(f"{live_server.url}/ask/")
 
     # Ask (JavaScript on: the streamed stages, then the checked answer).
@@ -180,12 +186,7 @@ def test_ask_and_generate_with_the_extractive_reader(browser_page: Any, live_ser
 
     expect.set_options(timeout=60_000)
     page = browser_page
-    errors: list[str] = []
-    page.on("pageerror", lambda exc: errors.append(str(exc)))
-    page.goto(f"{live_server.url}/accounts/login/")
-    page.fill("#id_username", "alice")
-    page.fill("#id_password", PASSWORD)
-    page.click("button[type=submit]")
+    errors = sign_in(page, live_server.url)
     expect(page.locator("#stages li[data-stage=reading]")).to_have_text("Choosing the sentences to quote")
     page.fill("#id_question", "How many sensors can be connected to the RS-485 bus?")
     page.click("#ask-form button[type=submit]")
@@ -194,7 +195,7 @@ def test_ask_and_generate_with_the_extractive_reader(browser_page: Any, live_ser
     assert row.model == "extractive" and row.llm_calls == 0 and not extractive_site.calls
     expect(page.locator(".answer-body")).to_contain_text("Up to 8 sensors can be connected to the RS-485 bus.")
     manual = next(c for c in row.citations if c["source"] == "manual.md")
-    expect(page.locator(f"#source-{manual['id']}")).to_contain_text(f"lines {manual['lines'][0]}–{manual['lines'][1]}")
+    expect(page.locator(f"#source-{manual['id']}")).to_contain_text(f"lines {manual['lines'][0]}-{manual['lines'][1]}")
     shot(page, "web-8-extractive-answer")
     page.click(f"#source-{manual['id']} a")
     chunk = Chunk.objects.get(pk=manual["chunk_id"])
