@@ -84,13 +84,13 @@ def test_three_turn_conversation_third_question_needs_the_first(live: Live) -> N
     answers = [ask(client, first)]
     answers.append(ask(client, first, answers[0].choices[0].message.content, second))
     third = ask(client, first, answers[0].choices[0].message.content, second,
-                answers[1].choices[0].message.content, "And the storage temperature?")
+                answers[1].choices[0].message.content, "And what is its storage temperature range?")
     foundry = third.model_extra["foundry"]
-    assert foundry["message"] == "And the storage temperature?"
+    assert foundry["message"] == "And what is its storage temperature range?"
     assert "AX-200" in foundry["question"] and "RS-485" not in foundry["question"]
     assert "-40" in third.choices[0].message.content and foundry["citations"]
     row = live.log_row(foundry["query_id"])  # the audit keeps both the words typed and the question answered
-    assert row["message"] == "And the storage temperature?" and row["question"] == foundry["question"]
+    assert row["message"] == "And what is its storage temperature range?" and row["question"] == foundry["question"]
 
 
 def test_refusal_is_a_normal_assistant_message(live: Live) -> None:
