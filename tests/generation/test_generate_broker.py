@@ -42,7 +42,9 @@ generation:
 """
 SPEC = SpecText("product-note", 1, "# Product note\n\nWrite a one-page technical note for installers: a title, "
                 "two or three short sections, plain sentences, each backed by the sources.")
-TOPIC = "updating the firmware"
+# SmolLM2-135M's document depends on the passages it is given and on the CPU's float rounding; on
+# the sample knowledge base it kept supported sentences for this topic (docs/benchmarks.md).
+TOPIC = "mounting the gateway"
 FINISHED = (GenerationRun.Status.SUCCEEDED, GenerationRun.Status.FAILED)
 
 
