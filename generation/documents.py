@@ -165,9 +165,15 @@ def ground_markdown(text: str, included: list[Candidate] | dict[str, str], *, em
             out.append(_ground_prose(grounder, line, claims[i], seen, result))
         elif line.strip("# \t") or not line.strip():  # a heading that was only markup goes
             out.append(line.rstrip())
-    result.text = _drop_empty_sections([_HTML_START.sub("&lt;", line) for line in out if line is not None])
+    result.text = _drop_empty_sections([markup_escape(line) for line in out if line is not None])
     result.coverage = round(result.supported / result.total, 4) if result.total else None
     return result
+
+
+def markup_escape(text: str) -> str:
+    """``text`` with every ``<`` that could open a tag written ``&lt;``: source and model text never becomes
+    raw HTML in a Markdown document, whatever renders it later."""
+    return _HTML_START.sub("&lt;", text)
 
 
 def _markup_strip(line: str) -> str:
@@ -311,7 +317,7 @@ def footnotes_render(body: str, included: list[Candidate] | dict[str, str], *, t
         return f"[^{numbers[label]}]"
 
     text = _MARKER.sub(number, body)
-    notes = [f"[^{n}]: {by_label[label]}" for label, n in numbers.items()]
+    notes = [f"[^{n}]: {markup_escape(by_label[label])}" for label, n in numbers.items()]
     heading = "" if text.lstrip().startswith("# ") else f"# {title}\n\n"
     return f"{heading}{text}\n\n## Sources\n\n" + "\n".join(notes) + "\n"
 

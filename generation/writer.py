@@ -14,6 +14,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+from generation.documents import markup_escape
 from generation.reader import Passage, Quote, Reading, read
 from retrieval.services.retrieve import Candidate, retrieve
 
@@ -79,11 +80,11 @@ def document_write(*, topic: str, title: str, sections: Sequence[dict[str, Any]]
     ``passages``: payload passages by chunk id (as a string, JSON keys). Raises nothing: a document
     whose every section is empty has no markers, and the caller fails the run.
     """
-    lines = [f"# {title}", ""]
+    lines = [markup_escape(f"# {title}"), ""]
     if conflicts:
         lines += ["> **Conflicts between the sources** — check before relying on these values:", ">"]
-        lines += [f"> {line}" for text in conflicts for line in text.splitlines()]
-        lines += [">", *[f"> Spec: {note}" for note in notes], ""] if notes else [""]
+        lines += [f"> {markup_escape(line)}" for text in conflicts for line in text.splitlines()]
+        lines += [">", *[f"> Spec: {markup_escape(note)}" for note in notes], ""] if notes else [""]
     footnotes: dict[str, str] = {}
     quoted: set[str] = set()
     audit: list[dict[str, Any]] = []
@@ -95,7 +96,7 @@ def document_write(*, topic: str, title: str, sections: Sequence[dict[str, Any]]
                        margin=SECTION_MARGIN)
         kept = [q for q in reading.quotes if q.score >= min_score]
         quoted.update(" ".join(q.unit.text.lower().split()) for q in kept)
-        lines += [f"## {section['heading']}", "", *_section_lines(kept, footnotes, passages), ""]
+        lines += [markup_escape(f"## {section['heading']}"), "", *_section_lines(kept, footnotes, passages), ""]
         audit.append({"heading": section["heading"], **_audit(reading, kept)})
     return "\n".join(lines).rstrip() + "\n", footnotes, {"sections": audit}
 
@@ -116,7 +117,7 @@ def _section_lines(quotes: list[Quote], footnotes: dict[str, str], passages: dic
     for quote in sorted(quotes, key=lambda q: (q.passage.source, q.passage.ordinal, q.unit.start)):
         label, kind = f"S{len(footnotes) + 1}", quote.unit.kind
         footnotes[label] = unit_footnote(quote, passages[quote.passage.label]["footnote"])
-        marked = f"{quote.quoted if kind == 'sentence' else quote.unit.text} [{label}]"
+        marked = markup_escape(f"{quote.quoted if kind == 'sentence' else quote.unit.text} [{label}]")
         continues = previous is not None and previous.unit.kind == kind and (
             (kind in ("item", "field") and previous.passage is quote.passage)
             or (kind == "sentence" and previous.passage is quote.passage
@@ -126,7 +127,8 @@ def _section_lines(quotes: list[Quote], footnotes: dict[str, str], passages: dic
             blocks[-1] += (" " if kind == "sentence" else "\n") + marked
         elif kind == "row" and quote.unit.context:
             columns = quote.unit.context.strip().strip("|").split("|")
-            blocks.append("\n".join([quote.unit.context, "|" + "|".join("---" for _ in columns) + "|", marked]))
+            blocks.append("\n".join([markup_escape(quote.unit.context), "|" + "|".join("---" for _ in columns) + "|",
+                                     marked]))
         else:
             blocks.append(marked)
         previous = quote

@@ -148,7 +148,7 @@ class Chunk(models.Model):
         """
         parts = []
         if self.heading:
-            parts.append(f"sheet {self.heading}" if self.source.kind == Source.Kind.XLSX else f"§ {self.heading}")
+            parts.append(f"sheet {self.heading}" if self.kind == Source.Kind.XLSX else f"§ {self.heading}")
         parts.append(self.place)
         if self.ocr_confidence is not None:
             parts.append(f"OCR, confidence {self.ocr_confidence:.0f} %")
@@ -157,7 +157,12 @@ class Chunk(models.Model):
     @property
     def place(self) -> str:
         """Page(s) or slide(s) and lines (rows, paragraphs), without the section."""
-        return place_text(self.page_start, self.page_end, self.line_start, self.line_end, self.source.kind)
+        return place_text(self.page_start, self.page_end, self.line_start, self.line_end, self.kind)
+
+    @property
+    def kind(self) -> str:
+        """The kind of file the chunk comes from ("" for a chunk not yet attached to a source)."""
+        return self.source.kind if self.source_id else ""
 
 
 class SourceSummary(models.Model):

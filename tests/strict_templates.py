@@ -37,7 +37,8 @@ def _ours(context: Any) -> bool:
     origin = getattr(getattr(template, "origin", None), "name", None)
     if origin is None or origin == base.UNKNOWN_SOURCE:
         return origin == base.UNKNOWN_SOURCE
-    return Path(str(origin)).resolve().is_relative_to(Path(settings.BASE_DIR).resolve())
+    # The project's templates folder, not the whole checkout: a virtualenv inside the checkout holds Django's own.
+    return Path(str(origin)).resolve().is_relative_to((Path(settings.BASE_DIR) / "templates").resolve())
 
 
 def _template_name(context: Any) -> str:
