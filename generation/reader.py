@@ -120,7 +120,7 @@ def read(question: str, passages: list[Passage], *, embedding_model: str, max_un
     ``exclude``: unit texts already quoted elsewhere (a document's earlier sections), never quoted again.
     """
     scored = units_score(question, passages, embedding_model=embedding_model)
-    fresh = [q for q in scored if not exclude or _key(q.unit.text) not in exclude]
+    fresh = [q for q in scored if not exclude or unit_key(q.unit.text) not in exclude]
     if not fresh:
         return Reading([], 0.0, scored)
     best = fresh[0].score
@@ -128,14 +128,15 @@ def read(question: str, passages: list[Passage], *, embedding_model: str, max_un
     for quote in fresh:
         if len(chosen) >= max_units or quote.score < best - margin:
             break
-        if all(_key(quote.unit.text) != _key(c.unit.text) for c in chosen):
+        if all(unit_key(quote.unit.text) != unit_key(c.unit.text) for c in chosen):
             chosen.append(quote)
     order = {p.label: i for i, p in enumerate(passages)}
     chosen.sort(key=lambda q: (order[q.passage.label], q.unit.start))
     return Reading(chosen, best, scored)
 
 
-def _key(text: str) -> str:
+def unit_key(text: str) -> str:
+    """How two quotes are told apart: case and white space aside."""
     return " ".join(text.lower().split())
 
 

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from generation.documents import markup_escape
-from generation.reader import Passage, Quote, Reading, read
+from generation.reader import Passage, Quote, Reading, read, unit_key
 from retrieval.services.retrieve import Candidate, retrieve
 
 DEFAULT_OUTLINE = ("Overview", "Details", "Requirements and limits")
@@ -95,7 +95,7 @@ def document_write(*, topic: str, title: str, sections: Sequence[dict[str, Any]]
                        embedding_model=embedding_model, max_units=SECTION_UNITS, exclude=quoted,
                        margin=SECTION_MARGIN)
         kept = [q for q in reading.quotes if q.score >= min_score]
-        quoted.update(" ".join(q.unit.text.lower().split()) for q in kept)
+        quoted.update(unit_key(q.unit.text) for q in kept)
         lines += [markup_escape(f"## {section['heading']}"), "", *_section_lines(kept, footnotes, passages), ""]
         audit.append({"heading": section["heading"], **_audit(reading, kept)})
     return "\n".join(lines).rstrip() + "\n", footnotes, {"sections": audit}
