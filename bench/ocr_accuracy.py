@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import difflib
-import io
 import json
 import subprocess
 import sys

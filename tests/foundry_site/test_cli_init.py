@@ -1,7 +1,6 @@
 """A new home just works: every command creates its database, `foundry init` the first admin."""
 from __future__ import annotations
 
-import os
 import sqlite3
 import subprocess
 import sys

@@ -38,13 +38,11 @@ def ocr_check() -> None:
     if shutil.which("tesseract") is None:
         raise ExtractionError(f"needs OCR, and the tesseract program is not installed: {INSTALL_HINT}")
     try:
-        import pytesseract  # noqa: F401
+        import pytesseract
     except ImportError:
         raise ExtractionError("needs OCR, and the pytesseract package is not installed (pip install -r "
                               "requirements/base.txt)") from None
     try:
-        import pytesseract
-
         languages = pytesseract.get_languages(config="")
     except Exception as exc:  # pytesseract raises its own error types and OSError; say which
         raise ExtractionError(f"needs OCR, and tesseract does not run: {type(exc).__name__}: {exc}") from None
