@@ -131,11 +131,7 @@ def _prepare(run: GenerationRun) -> dict[str, Any] | None:
                 for c in r.candidates],
         models_used={"generation": conf.generation.model, "embedding": conf.embedding.model},
         prompt=prepared.system, heartbeat_at=timezone.now(), **usage_of(calls))
-    if not prepared.included:
-        raise GenerationError(f"No supporting documentation found in indexed sources ({r.gate.reason}); "
-                              "no document was generated.")
-    if not jobs.is_eager():
-        GenerationRun.objects.filter(pk=run.pk, status=GenerationRun.Status.RUNNING).update(stage="queued")
+    _evidence_check(run, found=bool(prepared.included), gate_reason=r.gate.reason)
     return {
         "v": PAYLOAD_VERSION, "run_id": run.pk, "attempt": run.attempts, "topic": run.topic,
         "system": prepared.system, "model": conf.generation.model,
@@ -160,11 +156,7 @@ def _prepare_extractive(run: GenerationRun) -> dict[str, Any]:
                 for c in found.values()],
         models_used={"generation": EXTRACTIVE, "embedding": conf.embedding.model},
         prompt=json.dumps({"writer": EXTRACTIVE, "sections": sections}, indent=1), heartbeat_at=timezone.now())
-    if not topic.gate.passed or not found:
-        raise GenerationError(f"No supporting documentation found in indexed sources ({topic.gate.reason}); "
-                              "no document was generated.")
-    if not jobs.is_eager():
-        GenerationRun.objects.filter(pk=run.pk, status=GenerationRun.Status.RUNNING).update(stage="queued")
+    _evidence_check(run, found=topic.gate.passed and bool(found), gate_reason=topic.gate.reason)
     return {
         "v": PAYLOAD_VERSION, "run_id": run.pk, "attempt": run.attempts, "topic": run.topic, "writer": EXTRACTIVE,
         "sections": sections, "embedding_model": conf.embedding.model,
@@ -173,6 +165,15 @@ def _prepare_extractive(run: GenerationRun) -> dict[str, Any]:
         "precedence": writer.precedence_notes(run.spec_body),
         "passages": {str(cid): writer.passage_payload(c, footnote_text(c)) for cid, c in found.items()},
     }
+
+
+def _evidence_check(run: GenerationRun, *, found: bool, gate_reason: str) -> None:
+    """No evidence: the run fails here, before any model work. Else, with a broker, it waits for compute."""
+    if not found:
+        raise GenerationError(f"No supporting documentation found in indexed sources ({gate_reason}); "
+                              "no document was generated.")
+    if not jobs.is_eager():
+        GenerationRun.objects.filter(pk=run.pk, status=GenerationRun.Status.RUNNING).update(stage="queued")
 
 
 def conflict_markdown(conflict: dict[str, Any]) -> str:
