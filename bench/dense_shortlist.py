@@ -31,7 +31,7 @@ from retrieval import dense
 from retrieval.dense import DenseMatrix, sign_words
 from retrieval.evaluation import metrics
 from retrieval.models import ChunkSearch
-from retrieval.search import Hit, reciprocal_rank_fusion
+from retrieval.fusion import Hit, reciprocal_rank_fusion
 from sources import vectorstore
 
 K = 50

@@ -30,7 +30,7 @@ import numpy as np
 from django.conf import settings
 
 from retrieval.evaluation import metrics
-from retrieval.search import Hit, document_rank_fusion, reciprocal_rank_fusion
+from retrieval.fusion import Hit, document_rank_fusion, reciprocal_rank_fusion
 from retrieval.services.retrieve import CANDIDATE_FACTOR, retrieve
 from sources.models import Chunk
 

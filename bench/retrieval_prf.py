@@ -17,7 +17,7 @@ from django.conf import settings
 from foundry_site import llm
 from retrieval.evaluation import metrics
 from retrieval.models import ChunkSearch
-from retrieval.search import Hit, document_rank_fusion, reciprocal_rank_fusion
+from retrieval.fusion import Hit, document_rank_fusion, reciprocal_rank_fusion
 from sources import vectorstore
 from sources.models import Chunk
 

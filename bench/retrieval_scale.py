@@ -58,7 +58,7 @@ from django.core.management import call_command  # noqa: E402
 from django.db import connection  # noqa: E402
 
 from foundry_site import llm  # noqa: E402
-from retrieval import dense  # noqa: E402
+from retrieval import dense, dense_matrix  # noqa: E402
 from retrieval.evaluation import metrics  # noqa: E402
 from retrieval.models import ChunkSearch  # noqa: E402
 from retrieval.search import NO_POSTINGS_CAP  # noqa: E402
@@ -299,7 +299,7 @@ def measure_incremental(size: int, texts: list[str], rng: np.random.Generator, w
     return out
 
 
-def build(model: str, *, fresh: bool) -> tuple[float, dense.DenseMatrix]:
+def build(model: str, *, fresh: bool) -> tuple[float, dense_matrix.DenseMatrix]:
     """Time the matrix build for the current version (from nothing when ``fresh``)."""
     if fresh:
         shutil.rmtree(dense.root_folder(model), ignore_errors=True)
@@ -310,7 +310,7 @@ def build(model: str, *, fresh: bool) -> tuple[float, dense.DenseMatrix]:
     return round(time.perf_counter() - start, 2), matrix
 
 
-def digest(matrix: dense.DenseMatrix) -> dict[str, str]:
+def digest(matrix: dense_matrix.DenseMatrix) -> dict[str, str]:
     """Of what the copy holds for search, per part: its live rows' vectors, sign bits, ids and collections."""
     live = np.ones(matrix.ids.size, bool) if matrix.live is None else matrix.live
     vectors, signs = hashlib.sha256(), hashlib.sha256()

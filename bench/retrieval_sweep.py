@@ -27,7 +27,8 @@ from foundry_site import llm
 from retrieval import search
 from retrieval.evaluation import metrics
 from retrieval.models import ChunkSearch
-from retrieval.search import Hit, document_rank_fusion, fts_query, query_terms, rare_terms, reciprocal_rank_fusion
+from retrieval.fusion import Hit, document_rank_fusion, reciprocal_rank_fusion
+from retrieval.search import fts_query, query_terms, rare_terms
 from retrieval.services.retrieve import retrieve
 from sources.models import Chunk
 

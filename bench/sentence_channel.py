@@ -33,7 +33,7 @@ from django.conf import settings
 
 from foundry_site import llm
 from retrieval.models import ChunkSearch
-from retrieval.search import Hit, document_rank_fusion, reciprocal_rank_fusion
+from retrieval.fusion import Hit, document_rank_fusion, reciprocal_rank_fusion
 from sources.models import Chunk
 from sources.services.chunking import _sentences
 

@@ -39,7 +39,8 @@ from django.db import connection
 from heldout import bootstrap, halving, per_claim
 
 from foundry_site import llm
-from retrieval.search import STOPWORDS, Hit, reciprocal_rank_fusion
+from foundry_site.text import STOPWORDS
+from retrieval.fusion import Hit, reciprocal_rank_fusion
 from sources.models import Chunk
 from sources.services.ingest import _with_context
 

@@ -39,7 +39,7 @@ from heldout import per_claim
 
 from foundry_site import llm
 from retrieval.evaluation import metrics
-from retrieval.search import Hit, reciprocal_rank_fusion
+from retrieval.fusion import Hit, reciprocal_rank_fusion
 
 # name: (train, test, rebuilt exactly), nDCG@10 from the issue
 REFERENCES = {"minilm": (0.660, 0.645, True), "bm25": (0.699, 0.682, False), "hybrid": (0.7098, 0.7153, False)}

@@ -4,7 +4,7 @@ with sentence windows (``ingest.window_sentences``), so nothing is embedded here
     /work/main/.venv/bin/python bench/window_units.py [--data DIR] [--json out.json]
 
 From the product's dense matrix (every chunk vector and window vector of the index), three
-dense channels, each a chunk scored by the best of its rows (``retrieval.dense.DenseMatrix``):
+dense channels, each a chunk scored by the best of its rows (``retrieval.dense_matrix.DenseMatrix``):
 ``chunks`` (chunk vectors only: the product before windows), ``windows`` (window vectors only;
 a chunk without windows keeps its own vector) and ``chunks+windows`` (every row: what ships).
 Each is measured alone and fused with the product's BM25 channel (hybrid mode, depth 50 as
@@ -22,9 +22,9 @@ import numpy as np
 from django.conf import settings
 
 from foundry_site import llm
-from retrieval import dense
+from retrieval import dense, dense_matrix
 from retrieval.models import ChunkSearch
-from retrieval.search import document_rank_fusion, reciprocal_rank_fusion
+from retrieval.fusion import document_rank_fusion, reciprocal_rank_fusion
 from sources import vectorstore
 from sources.models import Chunk
 
@@ -33,13 +33,13 @@ from retrieval_sweep import ndcg
 DEPTH = 50  # max(top_k * CANDIDATE_FACTOR, 50) at the shipped top_k
 
 
-def subset(matrix: dense.DenseMatrix, rows: np.ndarray) -> dense.DenseMatrix:
-    return dense.DenseMatrix(folder=matrix.folder, version=matrix.version, ids=matrix.ids[rows],
+def subset(matrix: dense_matrix.DenseMatrix, rows: np.ndarray) -> dense_matrix.DenseMatrix:
+    return dense_matrix.DenseMatrix(folder=matrix.folder, version=matrix.version, ids=matrix.ids[rows],
                              collections=matrix.collections[rows], vectors=np.asarray(matrix.vectors[rows]),
                              signs=matrix.signs)
 
 
-def variants(matrix: dense.DenseMatrix) -> dict[str, dense.DenseMatrix]:
+def variants(matrix: dense_matrix.DenseMatrix) -> dict[str, dense_matrix.DenseMatrix]:
     chunk_row = matrix.ids % vectorstore.WINDOW_SLOTS == 0
     windowed = np.unique(matrix.ids[~chunk_row] // vectorstore.WINDOW_SLOTS)
     alone = chunk_row & ~np.isin(matrix.ids // vectorstore.WINDOW_SLOTS, windowed)

@@ -31,7 +31,7 @@ from django.conf import settings
 
 from foundry_site import llm, prompts
 from foundry_site.config import CONDENSE_RULE
-from retrieval.search import STOPWORDS
+from foundry_site.text import STOPWORDS
 
 SHORT_WORDS = 1
 # Question words and fillers that carry no topic: never carried over, never counted as content.

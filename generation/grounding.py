@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from retrieval.search import STOPWORDS
+from foundry_site.text import STOPWORDS
 
 if TYPE_CHECKING:
     from foundry_site.llm import Completion

@@ -7,12 +7,14 @@ slug ``sources.vectorstore`` derives from configuration and checks.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 from django.db import connection, models
 
+from foundry_site.text import STOPWORDS
+from retrieval.fusion import Hit
 from sources import vectorstore
 
 MAX_QUERY_TERMS = 64
@@ -23,18 +25,6 @@ SCOPE_OVERFETCH = 4  # a scoped keyword search first takes 4x its limit from the
 WINDOW_FETCH = 8  # vec0 nearest(): windows fetched per chunk asked for (a chunk has ~3 on average)
 VEC0_MAX_K = 4096  # the largest k sqlite-vec 0.1.9 accepts
 _TERM = re.compile(r"\w+", re.UNICODE)
-# Words that carry no topic: dropping them keeps BM25 from ranking on "what is the".
-STOPWORDS = frozenset("""
-a an and are as at be but by can could did do does for from had has have how i if in into is it its
-me my no not of on or our shall should so than that the their them then there these they this to
-was we were what when where which who whom why will with would you your
-""".split())
-
-
-@dataclass(frozen=True)
-class Hit:
-    chunk_id: int
-    score: float
 
 
 def query_terms(text: str) -> list[str]:
@@ -297,47 +287,3 @@ class ChunkSearchManager(models.Manager):
                 if row is not None:
                     found[cid] = bytes(row[0])
         return found
-
-
-def reciprocal_rank_fusion(channels: dict[str, list[Hit]], *, k: int = 60,
-                           weights: dict[str, float] | None = None) -> list[Hit]:
-    """Fuse ranked lists: score(d) = sum over channels of weight / (k + rank), rank from 1."""
-    scores: dict[int, float] = {}
-    for name, hits in channels.items():
-        weight = (weights or {}).get(name, 1.0)
-        for rank, hit in enumerate(hits, start=1):
-            scores[hit.chunk_id] = scores.get(hit.chunk_id, 0.0) + weight / (k + rank)
-    return [Hit(cid, s) for cid, s in sorted(scores.items(), key=lambda item: (-item[1], item[0]))]
-
-
-def document_rank_fusion(channels: dict[str, list[Hit]], *, source_of: Mapping[int, int], k: int = 60,
-                         weights: dict[str, float] | None = None) -> list[Hit]:
-    """Fuse ranked chunk lists per document (source), then return the chunks.
-
-    In each channel a source ranks where its best chunk ranks, counting sources
-    (the source of the channel's first hit is rank 1, the next new source rank 2, ...).
-    score(source) = sum over channels of weight / (k + rank), as in
-    ``reciprocal_rank_fusion``, so a source found by BM25 through one chunk and by
-    dense search through another gets credit from both. Chunks come out grouped by
-    source, sources best first; within a source, by their chunk-level RRF score.
-    Each hit's ``score`` is its source's fused score. A chunk missing from
-    ``source_of`` is its own source (it cannot be merged with anything).
-    """
-    doc_channels: dict[str, list[Hit]] = {}
-    for name, hits in channels.items():
-        seen: dict[int, None] = {}
-        for hit in hits:
-            seen.setdefault(_source_key(hit.chunk_id, source_of), None)
-        doc_channels[name] = [Hit(doc, 0.0) for doc in seen]
-    doc_score = {h.chunk_id: h.score for h in reciprocal_rank_fusion(doc_channels, k=k, weights=weights)}
-    chunk_fused = reciprocal_rank_fusion(channels, k=k, weights=weights)
-    within = {h.chunk_id: index for index, h in enumerate(chunk_fused)}
-    doc_order = {doc: index for index, doc in enumerate(doc_score)}
-    ordered = sorted(chunk_fused, key=lambda h: (doc_order[_source_key(h.chunk_id, source_of)], within[h.chunk_id]))
-    return [Hit(h.chunk_id, doc_score[_source_key(h.chunk_id, source_of)]) for h in ordered]
-
-
-def _source_key(chunk_id: int, source_of: Mapping[int, int]) -> int:
-    """The source of a chunk; an unknown chunk gets a key of its own (negative: never a source id)."""
-    source = source_of.get(chunk_id)
-    return source if source is not None else -chunk_id - 1

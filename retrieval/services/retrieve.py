@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 from django.conf import settings
 
 from foundry_site import llm, prompts
-from retrieval import dense
+from retrieval import dense, dense_matrix
 from retrieval.models import ChunkSearch
-from retrieval.search import Hit, document_rank_fusion, reciprocal_rank_fusion
+from retrieval.fusion import Hit, document_rank_fusion, reciprocal_rank_fusion
 from retrieval.services.conflicts import Conflict, Passage, conflicts_detect
 from retrieval.services.gate import GateDecision, gate_decide
 from retrieval.services.scoring import relevance_score
@@ -149,7 +149,7 @@ def hyde_generate(question: str) -> str:
 
 
 def _search(question: str, texts: list[str], mode: str, top_k: int, collection_ids: Sequence[int] | None,
-            matrix: dense.DenseMatrix | None, timings: dict[str, float]) -> tuple[list[list[float]], dict]:
+            matrix: dense_matrix.DenseMatrix | None, timings: dict[str, float]) -> tuple[list[list[float]], dict]:
     """The query vectors and each channel's hits (``matrix``: the dense copy to scan, None for vec0).
 
     The two channels are independent, so the query embedding and the memory-mapped

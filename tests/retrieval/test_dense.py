@@ -13,7 +13,7 @@ import pytest
 from django.db import connection
 
 from foundry_site import llm
-from retrieval import dense
+from retrieval import dense, dense_matrix
 from retrieval.models import ChunkSearch
 from retrieval.search import ChunkSearchManager
 from retrieval.services.retrieve import retrieve
@@ -137,7 +137,7 @@ def ids_read(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     return counts
 
 
-def _live_rows(matrix: dense.DenseMatrix) -> dict[str, bytes]:
+def _live_rows(matrix: dense_matrix.DenseMatrix) -> dict[str, bytes]:
     """What a copy holds for search: its live rows' vectors, sign bits, ids and collections, in row order."""
     live = np.ones(matrix.ids.size, bool) if matrix.live is None else matrix.live
     return {"vectors": np.asarray(matrix.vectors[live]).tobytes(), "signs": np.asarray(matrix.signs[:, live]).tobytes(),
@@ -196,7 +196,7 @@ def test_sign_words_pack_one_bit_per_dimension_padded_to_whole_words() -> None:
     vectors[0, [0, 7, 64, 69]] = 1.0
     vectors[1, :] = -0.5
     vectors[1, 8] = 2.0
-    words = dense.sign_words(vectors)
+    words = dense_matrix.sign_words(vectors)
     assert words.shape == (2, 2) and words.dtype == np.uint64
     bits = np.unpackbits(words.view(np.uint8), axis=1)  # bytes back to bits, in packing order
     assert np.flatnonzero(bits[0]).tolist() == [0, 7, 64, 69]
@@ -207,9 +207,9 @@ def test_contained_is_isin_for_any_order_duplicates_and_an_empty_pool() -> None:
     rng = np.random.default_rng(3)
     pool = rng.integers(0, 50, 40)
     values = rng.integers(-5, 60, 200)
-    assert dense.contained(values, pool).tolist() == np.isin(values, pool).tolist()
-    assert dense.contained(values, np.zeros(0, np.int64)).tolist() == [False] * 200
-    assert dense.contained(np.zeros(0, np.int64), pool).tolist() == []
+    assert dense_matrix.contained(values, pool).tolist() == np.isin(values, pool).tolist()
+    assert dense_matrix.contained(values, np.zeros(0, np.int64)).tolist() == [False] * 200
+    assert dense_matrix.contained(np.zeros(0, np.int64), pool).tolist() == []
 
 
 def _expected_with_shortlist(query: np.ndarray, vectors: np.ndarray, ids: np.ndarray, allowed: np.ndarray,
@@ -267,13 +267,13 @@ def test_retrieve_shortlists_only_above_dense_exact_max_rows(kb: Path, foundry_c
     for number in range(60):
         (kb / f"part{number}.md").write_text(f"# Part {number}\n\nPart {number} is rated for {number * 7} bar.\n")
     knowledge_base_ingest(target=kb)
-    real, sizes = dense.DenseMatrix._shortlist, []
+    real, sizes = dense_matrix.DenseMatrix._shortlist, []
 
-    def counting(self: dense.DenseMatrix, query: np.ndarray, size: int, allowed: np.ndarray | None) -> np.ndarray:
+    def counting(self: dense_matrix.DenseMatrix, query: np.ndarray, size: int, allowed: np.ndarray | None) -> np.ndarray:
         sizes.append(size)
         return real(self, query, size, allowed)
 
-    monkeypatch.setattr(dense.DenseMatrix, "_shortlist", counting)
+    monkeypatch.setattr(dense_matrix.DenseMatrix, "_shortlist", counting)
     exact = retrieve(question="which part is rated for 14 bar", collection_ids=None, mode="dense", top_k=2)
     assert sizes == []  # 60 vectors: under the default dense_exact_max_rows
     foundry_config(retrieval={"dense_exact_max_rows": 59, "dense_shortlist": 3})
@@ -303,7 +303,7 @@ def test_missing_table_is_the_usual_missing_embeddings_error() -> None:
 @pytest.mark.django_db
 def test_wrong_query_width_names_the_matrix() -> None:
     _tiny_index(np.random.default_rng(2))
-    with pytest.raises(dense.DenseIndexError, match="query vector has 8 dimensions .* 16-d"):
+    with pytest.raises(dense_matrix.DenseIndexError, match="query vector has 8 dimensions .* 16-d"):
         dense.nearest([0.5] * 8, model=TINY, k=5)
 
 
@@ -422,7 +422,7 @@ def test_unit_ids_and_count_are_the_ids_vec0_holds_after_inserts_and_deletions()
     check(42)
 
 
-def _file(matrix: dense.DenseMatrix) -> int:
+def _file(matrix: dense_matrix.DenseMatrix) -> int:
     return (matrix.folder / "vectors.f32").stat().st_ino
 
 
@@ -452,7 +452,7 @@ def test_deleted_rows_stay_in_the_file_as_dead_until_they_pass_the_compaction_sh
     matrix, built = dense.current(TINY)
     assert built and vectors_read == [420, 0] and _file(matrix) == inode
     assert len(matrix.ids) == 420 and int((~matrix.live).sum()) == 60
-    assert set(matrix.collections[~matrix.live].tolist()) == {dense.DEAD}
+    assert set(matrix.collections[~matrix.live].tolist()) == {dense_matrix.DEAD}
     queries = rng.standard_normal((5, 16)).astype(np.float32)
     _assert_search_same_as_vec0(TINY, queries, [None, [beta.pk], [alpha.pk, gamma.pk]])
     for shortlist in (0, 50, 1000):  # the exact scan, the sign-bit shortlist, and a shortlist wider than the rows
@@ -578,7 +578,7 @@ def test_ingest_during_the_read_makes_the_build_read_again(monkeypatch: pytest.M
     (alpha, *_) = _tiny_index(rng)
     real_write, calls = dense._write, []
 
-    def write_while_ingesting(model: str, staging: Path, base: dense.DenseMatrix | None) -> tuple[int, int, int]:
+    def write_while_ingesting(model: str, staging: Path, base: dense_matrix.DenseMatrix | None) -> tuple[int, int, int]:
         result = real_write(model, staging, base)
         calls.append(staging)
         if len(calls) == 1:  # an ingest commits after our read: this copy must not be used
@@ -610,7 +610,7 @@ def test_damaged_copy_is_a_clear_error_not_a_wrong_answer() -> None:
     matrix, _ = dense.current(TINY)
     np.save(matrix.folder / "ids.npy", matrix.ids[:-1])
     dense._loaded.clear()
-    with pytest.raises(dense.DenseIndexError, match=r"inconsistent: 360 vectors, 359 ids"):
+    with pytest.raises(dense_matrix.DenseIndexError, match=r"inconsistent: 360 vectors, 359 ids"):
         dense.nearest([1.0] * 16, model=TINY, k=5)
 
 
@@ -619,7 +619,7 @@ def test_concurrent_searches_build_the_copy_once(monkeypatch: pytest.MonkeyPatch
     _tiny_index(np.random.default_rng(6))
     real_write, builds = dense._write, []
 
-    def slow_write(model: str, staging: Path, base: dense.DenseMatrix | None) -> tuple[int, int, int]:
+    def slow_write(model: str, staging: Path, base: dense_matrix.DenseMatrix | None) -> tuple[int, int, int]:
         builds.append(staging)
         threading.Event().wait(0.3)  # widen the window in which the others find no copy
         return real_write(model, staging, base)

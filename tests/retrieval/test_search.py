@@ -5,7 +5,8 @@ from pathlib import Path
 import pytest
 
 from retrieval.models import ChunkSearch
-from retrieval.search import Hit, document_rank_fusion, fts_query, reciprocal_rank_fusion
+from retrieval.fusion import Hit, document_rank_fusion, reciprocal_rank_fusion
+from retrieval.search import fts_query
 from retrieval.services.retrieve import retrieve
 from sources.models import Chunk, Collection
 from sources.services.ingest import knowledge_base_ingest
