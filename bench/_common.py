@@ -23,8 +23,8 @@ import django  # noqa: E402
 
 django.setup()
 
-from retrieval.evaluation.beir import Document, judged_queries, load_corpus, load_qrels, load_queries  # noqa: E402
-from retrieval.evaluation.index import EvalIndex, cache_key, eval_index, file_sha256  # noqa: E402
+from foundry_site.evaluation.beir import Document, judged_queries, load_corpus, load_qrels, load_queries  # noqa: E402
+from foundry_site.evaluation.index import EvalIndex, cache_key, eval_index, file_sha256  # noqa: E402
 
 DEFAULT_DATA = Path(os.environ.get("FOUNDRY_EVAL_DATA", "/work/shared/eval")) / "scifact"
 

@@ -19,7 +19,7 @@ import _common
 import bm25s
 import Stemmer
 
-from retrieval.evaluation import metrics
+from foundry_site.evaluation import metrics
 
 K1 = (0.6, 0.9, 1.2, 1.5, 2.0)
 B = (0.3, 0.4, 0.6, 0.75, 0.9)

@@ -27,11 +27,11 @@ import numpy as np
 from django.conf import settings
 
 from foundry_site import llm
+from foundry_site.evaluation import metrics
 from retrieval import dense
 from retrieval.dense import DenseMatrix, sign_words
-from retrieval.evaluation import metrics
-from retrieval.models import ChunkSearch
 from retrieval.fusion import Hit, reciprocal_rank_fusion
+from retrieval.models import ChunkSearch
 from sources import vectorstore
 
 K = 50

@@ -21,8 +21,8 @@ from pathlib import Path
 import _common  # noqa: F401  (Django set-up)
 from django.conf import settings
 
-from generation.evaluation import sample, squad_index
-from retrieval.evaluation.squad import load_squad
+from foundry_site.evaluation.answers import sample, squad_index
+from foundry_site.evaluation.squad import load_squad
 from retrieval.services.gate import gate_decide
 from retrieval.services.retrieve import retrieve
 

@@ -27,8 +27,8 @@ import _common
 from django.conf import settings
 
 from foundry_site import llm
+from foundry_site.evaluation.answers import answers_evaluate, answers_summary
 from generation import grounding
-from generation.evaluation import answers_evaluate, answers_summary
 
 HEADLINE = ("exact", "f1", "HasAns_f1", "NoAns_exact", "false_refusal_rate", "hallucination_rate",
             "hallucination_rate_impossible", "citation_precision", "attribution_coverage", "refusals_by_reason")

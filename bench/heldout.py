@@ -29,7 +29,7 @@ import _common
 import numpy as np
 from django.conf import settings
 
-from retrieval.evaluation import metrics
+from foundry_site.evaluation import metrics
 from retrieval.fusion import Hit, document_rank_fusion, reciprocal_rank_fusion
 from retrieval.services.retrieve import CANDIDATE_FACTOR, retrieve
 from sources.models import Chunk

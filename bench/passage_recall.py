@@ -21,8 +21,8 @@ import _common  # noqa: F401  (Django set-up)
 from django.conf import settings
 from django.test.utils import override_settings
 
-from generation.evaluation import sample, squad_index
-from retrieval.evaluation.squad import load_squad, normalize_answer
+from foundry_site.evaluation.answers import sample, squad_index
+from foundry_site.evaluation.squad import load_squad, normalize_answer
 from retrieval.services.retrieve import retrieve
 
 FUSIONS = ("chunk", "document")

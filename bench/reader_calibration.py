@@ -26,11 +26,11 @@ import _common  # noqa: F401  (Django set-up)
 from django.conf import settings
 from django.test.utils import override_settings
 
+from foundry_site.evaluation.answers import sample, squad_index
+from foundry_site.evaluation.squad import load_squad, normalize_answer
 from generation import reader
-from generation.evaluation import sample, squad_index
 from generation.grounding import content_words
 from generation.reader import Passage
-from retrieval.evaluation.squad import load_squad, normalize_answer
 from retrieval.services.retrieve import retrieve
 
 LEXICAL = (0.0, 0.15, 0.25, 0.35, 0.5, 0.75, 1.0)

@@ -23,9 +23,9 @@ import _common  # noqa: F401  (Django set-up)
 from django.conf import settings
 from django.test.utils import override_settings
 
+from foundry_site.evaluation.answers import holds_gold, prediction_text, sample, squad_index
+from foundry_site.evaluation.squad import f1_score, load_squad
 from generation import answers, reader
-from generation.evaluation import holds_gold, prediction_text, sample, squad_index
-from retrieval.evaluation.squad import f1_score, load_squad
 from retrieval.services.retrieve import Candidate
 
 

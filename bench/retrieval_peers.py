@@ -25,8 +25,8 @@ from django.conf import settings
 from django.db import connection
 
 from foundry_site import llm
-from retrieval.evaluation import metrics
-from retrieval.evaluation.retrieval_run import METRIC_KEYS, mode_evaluate
+from foundry_site.evaluation import metrics
+from foundry_site.evaluation.retrieval_run import METRIC_KEYS, mode_evaluate
 from sources import vectorstore
 
 _TOKEN = re.compile(r"\w+")

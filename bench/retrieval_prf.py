@@ -15,9 +15,9 @@ import numpy as np
 from django.conf import settings
 
 from foundry_site import llm
-from retrieval.evaluation import metrics
-from retrieval.models import ChunkSearch
+from foundry_site.evaluation import metrics
 from retrieval.fusion import Hit, document_rank_fusion, reciprocal_rank_fusion
+from retrieval.models import ChunkSearch
 from sources import vectorstore
 from sources.models import Chunk
 

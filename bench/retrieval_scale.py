@@ -58,8 +58,8 @@ from django.core.management import call_command  # noqa: E402
 from django.db import connection  # noqa: E402
 
 from foundry_site import llm  # noqa: E402
+from foundry_site.evaluation import metrics  # noqa: E402
 from retrieval import dense, dense_matrix  # noqa: E402
-from retrieval.evaluation import metrics  # noqa: E402
 from retrieval.models import ChunkSearch  # noqa: E402
 from retrieval.search import NO_POSTINGS_CAP  # noqa: E402
 from retrieval.services.retrieve import retrieve  # noqa: E402
@@ -75,7 +75,7 @@ WINDOW_NOISE = 0.038
 
 
 def sentences(data: Path) -> list[str]:
-    from retrieval.evaluation.beir import load_corpus
+    from foundry_site.evaluation.beir import load_corpus
 
     out = []
     for doc in load_corpus(data / "corpus.jsonl").values():
@@ -348,7 +348,7 @@ def main() -> None:
                         help="measure only the matrix refresh after appending 1 %% (vs a full build)")
     args = parser.parse_args()
     call_command("migrate", verbosity=0)
-    from retrieval.evaluation.beir import load_queries
+    from foundry_site.evaluation.beir import load_queries
 
     queries = list(load_queries(args.data / "queries.jsonl").values())[:args.queries]
     vectors = llm.embed(queries, model=settings.FOUNDRY.embedding.model)

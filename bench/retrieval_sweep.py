@@ -24,10 +24,10 @@ from django.db import connection
 from django.test.utils import override_settings
 
 from foundry_site import llm
+from foundry_site.evaluation import metrics
 from retrieval import search
-from retrieval.evaluation import metrics
-from retrieval.models import ChunkSearch
 from retrieval.fusion import Hit, document_rank_fusion, reciprocal_rank_fusion
+from retrieval.models import ChunkSearch
 from retrieval.search import fts_query, query_terms, rare_terms
 from retrieval.services.retrieve import retrieve
 from sources.models import Chunk

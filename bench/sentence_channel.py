@@ -30,14 +30,13 @@ from pathlib import Path
 import _common  # noqa: F401  (Django set-up)
 import numpy as np
 from django.conf import settings
+from retrieval_sweep import ndcg
 
 from foundry_site import llm
-from retrieval.models import ChunkSearch
 from retrieval.fusion import Hit, document_rank_fusion, reciprocal_rank_fusion
+from retrieval.models import ChunkSearch
 from sources.models import Chunk
 from sources.services.chunking import _sentences
-
-from retrieval_sweep import ndcg
 
 DEPTH = 500
 
@@ -91,10 +90,10 @@ def sentence_hits(query: np.ndarray, owners: np.ndarray, vectors: np.ndarray) ->
 
 def squad_passages(path: Path, window: int, limit: int) -> dict:
     """hit@1/3/5 of chunk fusion on SQuAD's answerable in-corpus questions, chunk vectors vs windows."""
-    from generation.evaluation import sample, squad_index
-    from retrieval.evaluation.squad import load_squad
-
     from passage_recall import contains_answer
+
+    from foundry_site.evaluation.answers import sample, squad_index
+    from foundry_site.evaluation.squad import load_squad
 
     model, k = settings.FOUNDRY.embedding.model, settings.FOUNDRY.retrieval.rrf_k
     articles = load_squad(path)

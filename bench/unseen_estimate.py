@@ -38,7 +38,7 @@ from django.conf import settings
 from heldout import per_claim
 
 from foundry_site import llm
-from retrieval.evaluation import metrics
+from foundry_site.evaluation import metrics
 from retrieval.fusion import Hit, reciprocal_rank_fusion
 
 # name: (train, test, rebuilt exactly), nDCG@10 from the issue

@@ -20,15 +20,14 @@ from pathlib import Path
 import _common
 import numpy as np
 from django.conf import settings
+from retrieval_sweep import ndcg
 
 from foundry_site import llm
 from retrieval import dense, dense_matrix
-from retrieval.models import ChunkSearch
 from retrieval.fusion import document_rank_fusion, reciprocal_rank_fusion
+from retrieval.models import ChunkSearch
 from sources import vectorstore
 from sources.models import Chunk
-
-from retrieval_sweep import ndcg
 
 DEPTH = 50  # max(top_k * CANDIDATE_FACTOR, 50) at the shipped top_k
 

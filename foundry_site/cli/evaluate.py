@@ -10,8 +10,8 @@ from typing import TextIO
 from django.conf import settings
 from tqdm import tqdm
 
-from retrieval.evaluation import metrics, report
-from retrieval.evaluation.retrieval_run import EVAL_TOP_K, modes_parse, retrieval_evaluate, retrieval_report
+from foundry_site.evaluation import metrics, report
+from foundry_site.evaluation.retrieval_run import EVAL_TOP_K, modes_parse, retrieval_evaluate, retrieval_report
 from sources.services.ingest import FileResult
 
 
@@ -134,8 +134,8 @@ def _reader_folder(folder: Path | None, reader: str, readers: int) -> Path | Non
 
 
 def _answers_one(opts: argparse.Namespace, out: TextIO, *, report_folder: Path | None) -> dict:
-    from generation.evaluation import answers_evaluate, answers_report
-    from retrieval.evaluation.squad import load_squad
+    from foundry_site.evaluation.answers import answers_evaluate, answers_report
+    from foundry_site.evaluation.squad import load_squad
 
     progress = Progress(quiet=opts.json)
     try:

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from retrieval.evaluation.beir import EvalDataError, judged_queries, load_corpus, load_qrels, load_queries
-from retrieval.evaluation.squad import exact_match, f1_score, load_squad, normalize_answer
+from foundry_site.evaluation.beir import EvalDataError, judged_queries, load_corpus, load_qrels, load_queries
+from foundry_site.evaluation.squad import exact_match, f1_score, load_squad, normalize_answer
 
 
 def write(path: Path, text: str) -> Path:

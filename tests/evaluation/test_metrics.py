@@ -5,7 +5,7 @@ import math
 
 import pytest
 
-from retrieval.evaluation import metrics
+from foundry_site.evaluation import metrics
 
 
 def test_ndcg_binary_relevance() -> None:

@@ -20,11 +20,11 @@ from pathlib import Path
 from django.conf import settings
 from django.test.utils import override_settings
 
+from foundry_site.evaluation import metrics, report
+from foundry_site.evaluation.beir import Document, EvalDataError
+from foundry_site.evaluation.index import EvalIndex, cache_key, eval_index, file_sha256
+from foundry_site.evaluation.squad import Article, Question, exact_match, f1_score, load_squad, normalize_answer
 from generation.answers import answer_question
-from retrieval.evaluation import metrics
-from retrieval.evaluation.beir import Document, EvalDataError
-from retrieval.evaluation.index import EvalIndex, cache_key, eval_index, file_sha256
-from retrieval.evaluation.squad import Article, Question, exact_match, f1_score, load_squad, normalize_answer
 from sources.services.ingest import ProgressFn
 
 KINDS = ("answerable", "impossible", "out_of_corpus")
@@ -110,7 +110,6 @@ def answers_evaluate(*, squad: Path, kb_articles: int, limit: int, seed: int,
                      ingest_progress: ProgressFn | None = None,
                      question_progress: Callable[[Outcome], None] | None = None) -> AnswersEvaluation:
     """Build (or reuse) the knowledge base, ask every sampled question, score each answer."""
-    from retrieval.evaluation import report
 
     load_start = report.machine()["loadavg"]
     articles = load_squad(squad)
@@ -255,8 +254,6 @@ def answers_report(result: AnswersEvaluation, *, articles: list[Article], folder
                    official_scorer: Path | None) -> dict:
     """Write predictions (official format), the question subset, report.md/json and plots; append eval.csv."""
     import json
-
-    from retrieval.evaluation import report
 
     folder.mkdir(parents=True, exist_ok=True)
     summary = result.summary()

@@ -14,7 +14,7 @@ import string
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from retrieval.evaluation.beir import EvalDataError, json_error
+from foundry_site.evaluation.beir import EvalDataError, json_error
 
 _ARTICLES = re.compile(r"\b(a|an|the)\b", re.UNICODE)
 _PUNCTUATION = set(string.punctuation)

@@ -12,9 +12,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from retrieval.evaluation import metrics, report
-from retrieval.evaluation.beir import judged_queries, load_corpus, load_qrels, load_queries
-from retrieval.evaluation.index import EvalIndex, cache_key, eval_index, file_sha256
+from foundry_site.evaluation import metrics, report
+from foundry_site.evaluation.beir import judged_queries, load_corpus, load_qrels, load_queries
+from foundry_site.evaluation.index import EvalIndex, cache_key, eval_index, file_sha256
 from retrieval.services.retrieve import retrieve
 from sources.services.ingest import ProgressFn
 

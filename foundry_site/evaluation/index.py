@@ -21,7 +21,7 @@ from django.conf import settings
 from django.test.utils import override_settings
 
 from foundry_site.db.switch import database_use
-from retrieval.evaluation.beir import Document
+from foundry_site.evaluation.beir import Document
 from sources.models import Chunk
 from sources.services.ingest import IngestReport, ProgressFn, knowledge_base_ingest
 
