@@ -110,7 +110,7 @@ class RetrievalConfig(_Section):
     dense_index: Literal["matrix", "vec0"] = "matrix"
     # Matrix holding more than dense_exact_max_rows vectors: rank every row by the Hamming distance
     # of its sign bits (48 bytes a 384-d row instead of 1,536), then score only the dense_shortlist
-    # nearest by that exactly (retrieval/dense.py; docs/decisions.md, "Dense index"). dense_shortlist 0: exact always.
+    # nearest by that exactly (retrieval/dense.py; docs/decisions.md). dense_shortlist 0: exact always.
     dense_shortlist: Annotated[int, Field(ge=0, le=1_000_000)] = 8000
     dense_exact_max_rows: Annotated[int, Field(ge=0)] = 200_000
     # Hybrid mode: the BM25 query leaves out terms found in more than this share of the chunks
