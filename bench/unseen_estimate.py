@@ -3,12 +3,12 @@ reference systems whose scores on both splits are known.
 
     /work/main/.venv/bin/python bench/unseen_estimate.py [--data DIR] [--splits 2000] [--json out.json]
 
-References (nDCG@10 on the train / test claims, from the issue): MiniLM alone over whole abstracts
-(title + text, an exact scan) 0.660 / 0.645, also the MTEB paper's test number; the issue's plain
-FTS5 BM25 (porter, the claim's words OR-ed) 0.699 / 0.682; and its plain hybrid, those two fused by
+References (published nDCG@10 on the train / test claims): MiniLM alone over whole abstracts
+(title + text, an exact scan) 0.660 / 0.645, also the MTEB paper's test number; a plain
+FTS5 BM25 (porter, the claim's words OR-ed) 0.699 / 0.682; and a plain hybrid, those two fused by
 RRF(60), 0.7098 / 0.7153. The script rebuilds each over whole abstracts and scores it and the
 product's default (``retrieve()`` on the cached eval index, as ``foundry eval retrieval``) claim by
-claim. Only MiniLM is rebuilt exactly (0.6602): the issue leaves tokenising and depth unsaid for the
+claim. Only MiniLM is rebuilt exactly (0.6602): the published figures leave tokenising and depth unsaid for the
 other two, and the closest rebuilds score 0.7009 and 0.7176. Estimates that use those two assume the
 rebuild moves between the splits as the original does, and are marked ``approximate``.
 
@@ -17,11 +17,11 @@ so it is estimated by a regression (control-variate) estimator, β fitted on the
 
     test(default) ≈ mean_train(default) + Σ β_j · (test(ref_j) − train(ref_j))
 
-(β = 0 is "the default's own train score", the estimate used so far). Its standard error is
+(β = 0 is "the default's own train score"). Its standard error is
 sd(default − Σ β_j·ref_j) · sqrt(1/n_test + 1/n_train), the claims of both splits drawn alike.
 Checked on the dev claims themselves: ``--splits`` times they are cut at random into a pseudo-test
 of 300 claims and a pseudo-train of the rest, each estimator predicts the default's pseudo-test score
-from the references' pseudo-test scores, and its error is recorded. And the issue's three numbers are
+from the references' pseudo-test scores, and its error is recorded. And the three published numbers are
 checked against each other: the hybrid's train→test change predicted from its channels' changes.
 """
 from __future__ import annotations
@@ -41,7 +41,7 @@ from foundry_site import llm
 from foundry_site.evaluation import metrics
 from retrieval.fusion import Hit, reciprocal_rank_fusion
 
-# name: (train, test, rebuilt exactly), nDCG@10 from the issue
+# name: (train, test, rebuilt exactly), published nDCG@10
 REFERENCES = {"minilm": (0.660, 0.645, True), "bm25": (0.699, 0.682, False), "hybrid": (0.7098, 0.7153, False)}
 ESTIMATORS = (("own train score", ()), ("minilm", ("minilm",)), ("bm25", ("bm25",)), ("hybrid", ("hybrid",)),
               ("minilm + bm25", ("minilm", "bm25")), ("all three", ("minilm", "bm25", "hybrid")))
@@ -82,8 +82,8 @@ def fit(d: np.ndarray, refs: list[np.ndarray]) -> np.ndarray:
 
 
 def train_score(name: str, refs: dict[str, np.ndarray]) -> float:
-    """A reference's train score: the rebuild's own where it is exact (the issue gives three digits),
-    else the issue's, since an inexact rebuild is assumed to move between the splits as the original."""
+    """A reference's train score: the rebuild's own where it is exact (the published figure has three digits),
+    else the published one, since an inexact rebuild is assumed to move between the splits as the original."""
     train, _, exact = REFERENCES[name]
     return float(refs[name].mean()) if exact else train
 
@@ -116,7 +116,7 @@ def pseudo_test(d: np.ndarray, refs: dict[str, np.ndarray], splits: int, rng: np
 
 
 def consistency(refs: dict[str, np.ndarray]) -> dict:
-    """The issue's hybrid train→test change against the one its channels' changes predict (z-score)."""
+    """The published hybrid's train→test change against the one its channels' changes predict (z-score)."""
     names = ("minilm", "bm25")
     beta = fit(refs["hybrid"], [refs[n] for n in names])
     predicted = sum(b * (REFERENCES[n][1] - REFERENCES[n][0]) for b, n in zip(beta, names))

@@ -79,11 +79,11 @@ class IngestConfig(_Section):
     include_private: bool = False
     chunk_tokens: Annotated[int, Field(ge=32, le=8192)] = 200
     # A chunk continuing a section repeats the last sentences/paragraphs of the previous
-    # one, up to this many tokens (docs/benchmarks.md, section 3).
+    # one, up to this many tokens (docs/decisions.md, "Chunks of 200 tokens").
     chunk_overlap_tokens: Annotated[int, Field(ge=0, le=4096)] = 0
     # Each run of this many consecutive sentences of a chunk is embedded too, and the dense
     # channel finds a chunk by the best of its vectors (0: whole chunks only). Finer units
-    # rank better with MiniLM (docs/benchmarks.md, section 3).
+    # rank better with MiniLM (docs/decisions.md, "Sentence windows").
     window_sentences: Annotated[int, Field(ge=0, le=16)] = 2
 
     _check_model = field_validator("summary_model")(_reader_name)
@@ -102,7 +102,7 @@ class RetrievalConfig(_Section):
     # hybrid: fuse the channels' ranks per document (a source ranks at its best chunk) or per chunk.
     # Document fusion (k=3) ranks documents best on SciFact, but it fills the passages with
     # one source's chunks; chunk fusion keeps answers' passages and sources varied
-    # (docs/benchmarks.md, section 3).
+    # (docs/decisions.md, "Fusion per chunk").
     rrf_k: Annotated[int, Field(ge=1, le=1000)] = 60
     fusion: Literal["chunk", "document"] = "chunk"
     # Dense channel: "matrix" scans a memory-mapped copy of the vectors (retrieval/dense.py,
@@ -110,23 +110,23 @@ class RetrievalConfig(_Section):
     dense_index: Literal["matrix", "vec0"] = "matrix"
     # Matrix holding more than dense_exact_max_rows vectors: rank every row by the Hamming distance
     # of its sign bits (48 bytes a 384-d row instead of 1,536), then score only the dense_shortlist
-    # nearest by that exactly (retrieval/dense.py; docs/benchmarks.md 6). dense_shortlist 0: exact always.
+    # nearest by that exactly (retrieval/dense.py; docs/decisions.md). dense_shortlist 0: exact always.
     dense_shortlist: Annotated[int, Field(ge=0, le=1_000_000)] = 8000
     dense_exact_max_rows: Annotated[int, Field(ge=0)] = 200_000
     # Hybrid mode: the BM25 query leaves out terms found in more than this share of the chunks
     # and in more than 10,000 chunks (1 keeps every term; bm25 mode always does). ~4x faster
-    # BM25 at 1M chunks for -0.002 nDCG@10 (retrieval.search.rare_terms; docs/benchmarks.md 3, 6).
+    # BM25 at 1M chunks for -0.002 nDCG@10 (retrieval.search.rare_terms; docs/decisions.md).
     bm25_max_df: Annotated[float, Field(gt=0, le=1)] = 0.05
     # ... and, rarest first, keeps terms while their chunk counts add up to at most this many times
     # the number of chunks (and 10,000): a long question's BM25 P95 at 1M chunks -30 %, hybrid
-    # nDCG@10 unchanged (docs/benchmarks.md 3, 6; 64 keeps every term).
+    # nDCG@10 unchanged (docs/decisions.md; 64 keeps every term).
     bm25_max_postings: Annotated[float, Field(gt=0, le=64)] = 0.1
     hyde: bool = False
     hyde_model: str = LOCAL_LLM
     scorer_model: str = "none"
     relevance_threshold: Annotated[float, Field(ge=0, le=10)] = 4
     # Gate defaults calibrated on SQuAD 2.0 dev together with the extractive reader's thresholds
-    # (bench/reader_calibration.py, docs/benchmarks.md): the gate lets more answerable questions
+    # (bench/reader_calibration.py, docs/decisions.md): the gate lets more answerable questions
     # through and the reader's own threshold refuses the out-of-corpus ones that pass it.
     min_score: Unit = 0.3
     min_chunks: Annotated[int, Field(ge=1, le=100)] = 1
@@ -148,22 +148,22 @@ class GenerationConfig(_Section):
     temperature: Annotated[float, Field(ge=0, le=2)] = 0.0
     # Grounding: a sentence with less support than this from any passage window is removed. 0.6 with
     # the default model: a quarter fewer hallucinated answers than 0.45, the same correct ones
-    # (bench/grounding_sweep.py, docs/benchmarks.md 5); re-measure when changing generation.model.
+    # (bench/grounding_sweep.py, docs/decisions.md); re-measure when changing generation.model.
     min_support: Unit = 0.6
-    # Between min_score and this, most questions that pass the gate are out of corpus (docs/benchmarks.md).
+    # Between min_score and this, most questions that pass the gate are out of corpus (docs/decisions.md).
     low_confidence_score: Unit = 0.45
     min_coverage: Unit = 0.9
     # The extractive reader (generation.model: extractive): the best unit scoring under reader_min_score
     # is no answer (refusal "reader"), under reader_low_score a low-confidence one; it quotes up to
-    # reader_max_units units. Calibrated on SQuAD 2.0 dev (bench/reader_calibration.py, docs/benchmarks.md).
+    # reader_max_units units. Calibrated on SQuAD 2.0 dev (bench/reader_calibration.py, docs/decisions.md).
     reader_min_score: Annotated[float, Field(ge=0, le=2)] = 0.8
     reader_low_score: Annotated[float, Field(ge=0, le=2)] = 1.0
     reader_max_units: Annotated[int, Field(ge=1, le=10)] = 3
     # Passages the extractive reader reads (best first): its time is embedding their units, and the
-    # 4th and 5th passage add 0.007 to the answers holding a gold answer on SQuAD 2.0 dev (docs/benchmarks.md).
+    # 4th and 5th passage add 0.007 to the answers holding a gold answer on SQuAD 2.0 dev (docs/decisions.md).
     reader_passages: Annotated[int, Field(ge=1, le=100)] = 3
     # The extractive writer (documents) quotes a section's units scoring at least this against "topic: heading".
-    # Lower than reader_min_score: a section heading asks for a topic, not one fact (docs/benchmarks.md).
+    # Lower than reader_min_score: a section heading asks for a topic, not one fact (docs/decisions.md).
     writer_min_score: Annotated[float, Field(ge=0, le=2)] = 0.5
 
     _check_model = field_validator("model")(_reader_name)

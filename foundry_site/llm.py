@@ -463,7 +463,7 @@ def embed(texts: list[str], *, model: str, batch_size: int = 64) -> list[list[fl
     conf = _settings_llm()
     # Sent shortest first: a batch is padded to its longest text, so batches of texts of similar
     # length cost far less than mixed ones (ingest: 55 % -> 99 % of the raw encode rate on
-    # table-heavy files; the reader's units: ~3x faster in batches of 16; docs/benchmarks.md).
+    # table-heavy files; the reader's units: ~3x faster in batches of 16; docs/decisions.md).
     order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
     ordered = [texts[i] for i in order]
     vectors: list[list[float]] = []

@@ -327,7 +327,9 @@ def _user(user: Any) -> Any:
 
 
 def answer_format(answer: Answer, *, snippets: bool = False) -> str:
-    """The CLI rendering (seed 001 §4): conflicts, Answer:, Sources:.
+    """The CLI rendering: conflicts between sources first, then ``Answer:`` (or the low-confidence
+    prefix) with the answer, then ``Sources:`` with one ``- [S1] file, § heading, p. N, lines a-b
+    (score: 0.62)`` line per citation, then the attribution coverage.
 
     Document-derived text is escaped for the terminal: names and headings as one
     line each (``safe``), the answer and snippet lines as running text (``safe_text``).

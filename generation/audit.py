@@ -1,4 +1,4 @@
-"""Run records outside the database (seed 003): runs.csv and artifacts/<date>/<run_id>/retrieval.json."""
+"""Run records outside the database: runs.csv and artifacts/<date>/<run_id>/retrieval.json."""
 from __future__ import annotations
 
 import csv

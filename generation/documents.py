@@ -332,7 +332,7 @@ def low_coverage_note(document: str, *, kept: int, total: int) -> str:
 
 
 def footnote_text(candidate: Candidate) -> str:
-    """``datasheet.pdf §3.2 Power, p. 7, lines 4-15`` (seed 000 style)."""
+    """Source, section, page and lines: ``datasheet.pdf §3.2 Power, p. 7, lines 4-15``."""
     chunk = candidate.chunk
     parts = [chunk.source.name + (f" §{chunk.heading.split(' > ')[-1]}" if chunk.heading else "")]
     if chunk.page_start:

@@ -22,7 +22,7 @@ from generation.grounding import content_words
 from foundry_site.units import Unit, passage_units
 
 # Weight of the question's words in the unit score, fitted on SQuAD 2.0 dev (bench/reader_calibration.py,
-# docs/benchmarks.md "Extractive reader"): they tell the sentence that names the asked-for thing
+# docs/decisions.md, "The extractive reader"): they tell the sentence that names the asked-for thing
 # apart from its neighbours, which embed alike.
 LEXICAL_WEIGHT = 0.5
 # Units are embedded in batches of this many (sorted by length, llm.embed): small batches pad less.

@@ -4,7 +4,7 @@ Why: sqlite-vec 0.1.9's vec0 scan takes ~300 ms per query at 1M 384-d vectors, m
 per-row overhead; one BLAS matrix-vector product over the same float32 vectors takes
 ~35 ms. sqlite-vec's newer indexes (0.1.10 alphas: ``rescore``, DiskANN; IVF is not in
 the published wheel) refuse the ``collection_id`` metadata column that scopes every
-search, and DiskANN builds far too slowly (docs/benchmarks.md, section 6).
+search, and DiskANN builds far too slowly (docs/decisions.md, D0002).
 
 Design (keep it explainable):
 

@@ -63,7 +63,7 @@ def rare_terms(cursor, terms: Sequence[str], max_df: float, max_postings: float 
     FTS5 scores every chunk holding any query term, ~1 µs a chunk at 1M chunks, with no early
     termination; a word found in a large share of a large index costs most of a keyword search
     while its IDF adds little to the ranking, and a long question of mid-frequency words
-    together match a large share too (docs/benchmarks.md, sections 3 and 6). A term's chunk
+    together match a large share too (docs/decisions.md; docs/benchmarks.md, "Scale"). A term's chunk
     count is read for the stem(s) the index stores: the terms are tokenized by a
     connection-local FTS5 table with the index's own tokenizer, and counted in an fts5vocab
     view of the index.

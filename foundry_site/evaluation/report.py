@@ -1,4 +1,4 @@
-"""Eval reports: a folder with report.md, report.json and PNG plots, plus one eval.csv row per run (seed 003)."""
+"""Eval reports: a folder with report.md, report.json and PNG plots, plus one eval.csv row per run."""
 from __future__ import annotations
 
 import csv

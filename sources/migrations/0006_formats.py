@@ -1,4 +1,4 @@
-"""New document formats (issue #28): Word, HTML, PowerPoint, Excel, CSV and images (OCR).
+"""New document formats: Word, HTML, PowerPoint, Excel, CSV and images (OCR).
 
 - ``Source.kind`` gains their choices (state only: a choice list is not in the database).
 - ``Chunk.ocr_confidence``: set on chunks read by OCR, shown in citations. Added in place,

@@ -258,7 +258,7 @@ def chunk_windows(text: str, *, sentences: int, limit: int) -> list[str]:
     """Every run of ``sentences`` consecutive sentences of a chunk (stride 1), to embed beside the chunk.
 
     A chunk is then found by its best window as well as by its whole text (the dense
-    channel scores a chunk by the best of its vectors; docs/benchmarks.md, section 3).
+    channel scores a chunk by the best of its vectors; docs/decisions.md, "Sentence windows").
     A chunk of no more than ``sentences`` sentences has no window: its one window would
     be the chunk itself. ``limit`` caps the windows of one chunk (the store gives each
     chunk that many slots); past it the windows are spread evenly over the chunk, its first

@@ -81,7 +81,7 @@ def test_json_numbers_keep_their_written_form() -> None:
 
 
 def test_json_values_keep_their_key_paths_through_lists_and_odd_keys() -> None:
-    """The sample specs' default IP settings: each value says which setting it is (issue #28)."""
+    """The sample specs' default IP settings: each value says which setting it is."""
     doc = {"network": {"ip_address": "192.168.10.50", "subnet mask": "255.255.255.0",
                        "servers": [{"host": "ntp1"}, "10.0.0.1"]}, "k" * 500: {"v": "x"}}
     blocks = {b.heading: b.text for b in extract(Path("s.json"), json.dumps(doc).encode()).blocks}

@@ -1,4 +1,4 @@
-"""Word, HTML, PowerPoint, Excel and CSV sources (issue #28): what is read, where it is, and how it is cited."""
+"""Word, HTML, PowerPoint, Excel and CSV sources: what is read, where it is, and how it is cited."""
 from __future__ import annotations
 
 import csv

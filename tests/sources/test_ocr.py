@@ -1,4 +1,4 @@
-"""OCR of scanned PDF pages and image sources (issue #28), with Debian's tesseract (``make ocr``).
+"""OCR of scanned PDF pages and image sources, with Debian's tesseract (``make ocr``).
 
 Pages are rendered here with PIL from known text, so the accuracy check has an answer key.
 The tests that need tesseract are skipped, with the command that installs it, on a machine
