@@ -26,9 +26,9 @@ from pathlib import Path
 import _common
 from django.conf import settings
 
-from foundry_site import llm
+from foundry_site.core import llm
 from foundry_site.evaluation.answers import answers_evaluate, answers_summary
-from generation import grounding
+from foundry_site.core import grounding
 
 HEADLINE = ("exact", "f1", "HasAns_f1", "NoAns_exact", "false_refusal_rate", "hallucination_rate",
             "hallucination_rate_impossible", "citation_precision", "attribution_coverage", "refusals_by_reason")

@@ -29,7 +29,7 @@ from django.test.utils import override_settings
 from foundry_site.evaluation.answers import sample, squad_index
 from foundry_site.evaluation.squad import load_squad, normalize_answer
 from generation import reader
-from generation.grounding import content_words
+from foundry_site.core.grounding import content_words
 from generation.reader import Passage
 from retrieval.services.retrieve import retrieve
 

@@ -38,8 +38,8 @@ from django.conf import settings
 from django.db import connection
 from heldout import bootstrap, halving, per_claim
 
-from foundry_site import llm
-from foundry_site.text import STOPWORDS
+from foundry_site.core import llm
+from foundry_site.core.text import STOPWORDS
 from retrieval.fusion import Hit, reciprocal_rank_fusion
 from sources.models import Chunk
 from sources.services.ingest import _with_context

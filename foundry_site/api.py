@@ -16,9 +16,9 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from ninja import NinjaAPI
 from ninja.errors import ValidationError
 
-from foundry_site import llm
+from foundry_site.core import llm
 from foundry_site.auth import BearerTokenAuth, SessionCsrfAuth
-from foundry_site.ratelimit import RateLimited
+from foundry_site.core.ratelimit import RateLimited
 from foundry_site.services.tokens import token_authenticate
 from generation.answers import QueryError, QueryFailed
 from generation.api import router as generation_router
@@ -28,8 +28,7 @@ from retrieval.services.feedback import FeedbackError
 from sources.api import router as sources_router
 from sources.services.uploads import UploadRejected
 from sources.vectorstore import MissingEmbeddings
-from specs.api import generate_router
-from specs.api import router as specs_router
+from specs.api import generate_router, router as specs_router
 from specs.errors import SpecError
 
 

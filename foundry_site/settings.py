@@ -13,7 +13,7 @@ import environ
 from csp.constants import NONCE, NONE, SELF
 from kombu import Queue
 
-from foundry_site.config import load_config
+from foundry_site.core.config import load_config
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -150,7 +150,7 @@ WHITENOISE_USE_FINDERS = True
 STATIC_ROOT.mkdir(parents=True, exist_ok=True)
 MEDIA_ROOT = FOUNDRY_HOME / "uploads"
 # API lists without an explicit paginator use this one, whose page number is bounded.
-NINJA_PAGINATION_CLASS = "foundry_site.pagination.PageNumberPagination"
+NINJA_PAGINATION_CLASS = "foundry_site.core.pagination.PageNumberPagination"
 LOGIN_URL = "/accounts/login/"
 LOGIN_REDIRECT_URL = "/"
 LOGOUT_REDIRECT_URL = "/accounts/login/"
@@ -204,7 +204,7 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": env.float("FOUNDRY_SWEEP_INTERVAL", default=60.0),
     },
 }
-# Retries apply only to transient errors (foundry_site/jobs.py); everything else fails the run.
+# Retries apply only to transient errors (foundry_site/core/jobs.py); everything else fails the run.
 FOUNDRY_TASK_MAX_RETRIES = env.int("FOUNDRY_TASK_MAX_RETRIES", default=5)
 FOUNDRY_TASK_RETRY_BACKOFF = env.int("FOUNDRY_TASK_RETRY_BACKOFF", default=5)
 # A task whose worker process died this many times (segfault, OOM kill) is poison: it fails.

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from celery import shared_task
 
-from foundry_site.jobs import FoundryTask, retry_transient, stale_runs_sweep
+from foundry_site.core.jobs import FoundryTask, retry_transient, stale_runs_sweep
 
 
 @shared_task(base=FoundryTask, ignore_result=True)

@@ -18,14 +18,13 @@ from typing import Any
 
 from django.conf import settings
 
-from foundry_site import llm, prompts
+from foundry_site.core import llm, prompts
 from foundry_site.cli.display import safe, safe_text
-from foundry_site.text import TextRejected, user_text
-from foundry_site.config import EXTRACTIVE
+from foundry_site.core.text import TextRejected, user_text
+from foundry_site.core.config import EXTRACTIVE
 from generation import audit, reader
 from generation.context import chunk_budget, context_build
-from generation.grounding import REFUSAL, Grounded, reply_text
-from generation.support import Grounder
+from foundry_site.core.grounding import Grounded, Grounder, REFUSAL, reply_text
 from retrieval.models import QueryLog
 from retrieval.services.conflicts import conflict_format
 from retrieval.services.gate import NO_EVIDENCE_ANSWER, NO_EVIDENCE_HINT

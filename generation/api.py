@@ -12,8 +12,8 @@ from ninja import Router
 from ninja.errors import HttpError
 from ninja.pagination import paginate
 
-from foundry_site.pagination import PageNumberPagination
-from foundry_site.schemas import RowId
+from foundry_site.core.pagination import PageNumberPagination
+from foundry_site.core.schemas import RowId
 from generation import selectors
 from generation.asking import query_answer
 from generation.models import GenerationRun

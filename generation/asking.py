@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from foundry_site.ratelimit import rate_limit_enforce
+from foundry_site.core.ratelimit import rate_limit_enforce
 from generation.answers import Answer, Progress, QueryError, answer_question
 from retrieval.models import QueryLog
 from sources.selectors import query_scope

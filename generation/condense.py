@@ -29,9 +29,9 @@ from dataclasses import dataclass
 
 from django.conf import settings
 
-from foundry_site import llm, prompts
-from foundry_site.config import CONDENSE_RULE
-from foundry_site.text import STOPWORDS
+from foundry_site.core import llm, prompts
+from foundry_site.core.config import CONDENSE_RULE
+from foundry_site.core.text import STOPWORDS
 
 SHORT_WORDS = 1
 # Question words and fillers that carry no topic: never carried over, never counted as content.

@@ -20,13 +20,13 @@ from typing import Any
 
 from django.conf import settings
 
-from foundry_site import llm, prompts
-from foundry_site.config import EXTRACTIVE
-from foundry_site.text import TextRejected, user_text
+from foundry_site.core import llm, prompts
+from foundry_site.core.config import EXTRACTIVE
+from foundry_site.core.text import TextRejected, user_text
 from generation.context import chunk_budget, context_build, fence_escape
-from generation.grounding import Grounded, Sentence, content_words, split_sentences
+from foundry_site.core.grounding import Grounded, Sentence, content_words, split_sentences
 from generation.models import GenerationRun
-from generation.support import Grounder
+from foundry_site.core.grounding import Grounder
 from retrieval.services.retrieve import Candidate, Retrieval, retrieve
 from sources.models import SourceSummary
 

@@ -34,9 +34,9 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
-from foundry_site import jobs, llm
-from foundry_site.config import EXTRACTIVE
-from generation import grounding, writer
+from foundry_site.core import grounding, jobs, llm
+from foundry_site.core.config import EXTRACTIVE
+from generation import writer
 from generation.documents import (GenerationError, SpecText, document_prepare, footnote_text, footnotes_render,
                                   ground_markdown, low_coverage_note, topic_request, write_atomic)
 from generation.models import GenerationRun

@@ -1,7 +1,7 @@
 """Turning answers and documents into safe HTML for the pages.
 
 Everything that reaches a page from a model or a document is rendered as Markdown
-with raw HTML escaped (answers, foundry_site.markup) or sanitised with nh3 after the
+with raw HTML escaped (answers, foundry_site.core.markup) or sanitised with nh3 after the
 Markdown conversion (documents). The only markup we add ourselves is the ``[S#]``
 links, put into text that is already safe.
 """
@@ -17,7 +17,7 @@ from django.urls import reverse
 from django.utils.html import format_html
 from django.utils.safestring import SafeString, mark_safe
 
-from foundry_site.markup import markdown_html
+from foundry_site.core.markup import markdown_html
 from retrieval.models import QueryLog
 from sources.models import place_text
 from sources.selectors import access_contacts, readable_chunks, readable_collections

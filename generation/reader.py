@@ -1,6 +1,6 @@
 """The extractive reader: answers by quoting the passages' best units verbatim, with no LLM.
 
-The passages that passed the retrieval gate are split into units (``foundry_site.units``):
+The passages that passed the retrieval gate are split into units (``foundry_site.core.units``):
 sentences, list items and table rows. Each unit is scored against the question with the
 embedding model already loaded (cosine of question and unit), plus the share of the
 question's content words the unit holds (a neighbour's words, the passage's fused rank and
@@ -17,9 +17,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from foundry_site import llm
-from generation.grounding import content_words
-from foundry_site.units import Unit, passage_units
+from foundry_site.core import llm
+from foundry_site.core.grounding import content_words
+from foundry_site.core.units import Unit, passage_units
 
 # Weight of the question's words in the unit score, fitted on SQuAD 2.0 dev (bench/reader_calibration.py,
 # docs/decisions.md, "The extractive reader"): they tell the sentence that names the asked-for thing

@@ -7,7 +7,7 @@ from typing import Literal
 from django.urls import reverse
 from ninja import Field, Schema
 
-from foundry_site.schemas import InputSchema
+from foundry_site.core.schemas import InputSchema
 from generation.models import GenerationRun
 from generation.selectors import run_output_file
 

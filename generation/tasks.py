@@ -9,7 +9,7 @@ from typing import Any
 
 from celery import shared_task
 
-from foundry_site.jobs import (FoundryTask, Heartbeat, heartbeat_interval, is_eager, retry_transient,
+from foundry_site.core.jobs import (FoundryTask, Heartbeat, heartbeat_interval, is_eager, retry_transient,
                                task_failure_error)
 from generation import documents, pipeline
 

@@ -17,8 +17,8 @@ from django.template.loader import render_to_string
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from foundry_site.config import EXTRACTIVE
-from foundry_site.ratelimit import RateLimited
+from foundry_site.core.config import EXTRACTIVE
+from foundry_site.core.ratelimit import RateLimited
 from generation import selectors
 from generation.answers import QueryError, QueryFailed, answer_question, question_clean
 from generation.asking import query_admit, query_answer

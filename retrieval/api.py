@@ -8,8 +8,8 @@ from ninja import Query, Router
 from ninja.errors import HttpError
 from ninja.pagination import paginate
 
-from foundry_site.pagination import PageNumberPagination
-from foundry_site.schemas import RowId
+from foundry_site.core.pagination import PageNumberPagination
+from foundry_site.core.schemas import RowId
 from retrieval import selectors
 from retrieval.models import QueryFeedback, QueryLog
 from retrieval.schemas import FeedbackIn, FeedbackOut, QueryLogDetailOut, QueryLogFilter, QueryLogRowOut

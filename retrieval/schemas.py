@@ -6,7 +6,7 @@ from typing import Literal
 
 from ninja import Field, Schema
 
-from foundry_site.schemas import InputSchema
+from foundry_site.core.schemas import InputSchema
 
 from retrieval.models import QueryFeedback, QueryLog
 

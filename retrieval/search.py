@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 from django.db import connection, models
 
-from foundry_site.text import STOPWORDS
+from foundry_site.core.text import STOPWORDS
 from retrieval.fusion import Hit
 from sources import vectorstore
 

@@ -11,8 +11,8 @@ from ninja.errors import HttpError
 from ninja.files import UploadedFile
 from ninja.pagination import paginate
 
-from foundry_site.pagination import PageNumberPagination
-from foundry_site.schemas import RowId
+from foundry_site.core.pagination import PageNumberPagination
+from foundry_site.core.schemas import RowId
 from sources import selectors
 from sources.models import Chunk, Collection, Source
 from sources.schemas import ChunkOut, ErrorOut, SourceFilter, SourceOut, UploadOut

@@ -9,7 +9,7 @@ from typing import Any
 
 from celery import shared_task
 
-from foundry_site.jobs import FoundryTask, retry_transient, task_failure_reason
+from foundry_site.core.jobs import FoundryTask, retry_transient, task_failure_reason
 from sources.services import ingest_jobs
 
 

@@ -15,7 +15,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
-from foundry_site.markup import markdown_html
+from foundry_site.core.markup import markdown_html
 from sources import selectors
 from sources.forms import UploadForm
 from sources.models import Source

@@ -11,7 +11,7 @@ from django.urls import reverse
 from ninja import Router
 from ninja.pagination import paginate
 
-from foundry_site.pagination import PageNumberPagination
+from foundry_site.core.pagination import PageNumberPagination
 from specs import selectors
 from specs.models import SpecVersion
 from specs.runs import generation_start

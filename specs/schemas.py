@@ -5,7 +5,7 @@ from datetime import datetime
 
 from ninja import Field, Schema
 
-from foundry_site.schemas import InputSchema
+from foundry_site.core.schemas import InputSchema
 
 
 class ApprovedSpecOut(Schema):

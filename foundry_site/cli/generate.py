@@ -12,7 +12,7 @@ from django.core.management.base import CommandError
 
 from foundry_site.cli.display import output_file_check, safe, safe_json
 from foundry_site.cli.query import collection_ids
-from foundry_site.config import EXTRACTIVE
+from foundry_site.core.config import EXTRACTIVE
 from generation import writer
 from generation.documents import GenerationError, SpecText, document_prepare, generation_run_create, topic_request
 from generation.models import GenerationRun

@@ -24,9 +24,9 @@ from mcp.server.mcpserver.exceptions import ResourceNotFoundError, ToolError
 from mcp.types import Resource, ToolAnnotations
 from pydantic import Field
 
-from foundry_site import llm
+from foundry_site.core import llm
 from foundry_site.mcp import tools
-from foundry_site.ratelimit import RateLimited
+from foundry_site.core.ratelimit import RateLimited
 from generation.answers import MAX_QUESTION_CHARS, QueryError, QueryFailed
 from sources.vectorstore import MissingEmbeddings
 

@@ -17,8 +17,8 @@ from typing import Any
 from django.conf import settings
 from django.db.models import Count
 
-from foundry_site.ratelimit import rate_limit_enforce
-from foundry_site.text import TextRejected, user_text
+from foundry_site.core.ratelimit import rate_limit_enforce
+from foundry_site.core.text import TextRejected, user_text
 from generation import audit
 from generation.answers import MAX_QUESTION_CHARS, question_clean
 from generation.asking import NO_COLLECTIONS, query_answer

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from foundry_site.openai_api.errors import OpenAIError, invalid
-from foundry_site.ratelimit import RateLimited
+from foundry_site.core.ratelimit import RateLimited
 from generation.answers import Answer, QueryError, answer_question
 from generation.asking import query_admit
 from generation.condense import Condensed, question_standalone

@@ -21,7 +21,7 @@ from django.contrib.auth.decorators import login_not_required
 from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.views.decorators.csrf import csrf_exempt
 
-from foundry_site import llm
+from foundry_site.core import llm
 from foundry_site.openai_api.chat import (ChatRequest, Prepared, chat_answer, chat_prepare, chat_request_parse,
                                           model_ids, model_scope)
 from foundry_site.openai_api.errors import OpenAIError, error_response, invalid

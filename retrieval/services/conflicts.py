@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import asdict, dataclass
 
-from foundry_site import llm, prompts
+from foundry_site.core import llm, prompts
 from foundry_site.cli.display import safe
 
 UNITS: dict[str, tuple[str, float]] = {

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from foundry_site.text import unpaired_surrogates
+from foundry_site.core.text import unpaired_surrogates
 from retrieval.models import QueryFeedback, QueryLog
 
 MAX_NOTE = 4000

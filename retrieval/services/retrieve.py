@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from django.conf import settings
 
-from foundry_site import llm, prompts
+from foundry_site.core import llm, prompts
 from retrieval import dense, dense_matrix
 from retrieval.models import ChunkSearch
 from retrieval.fusion import Hit, document_rank_fusion, reciprocal_rank_fusion
@@ -40,6 +40,10 @@ class Candidate:
     @property
     def where(self) -> str:
         return self.chunk.location
+
+    @property
+    def text(self) -> str:
+        return self.chunk.text
 
     def as_dict(self) -> dict:
         return {"id": self.label, "chunk_id": self.chunk.pk, "source": self.chunk.source.name,

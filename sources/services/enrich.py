@@ -8,9 +8,10 @@ from dataclasses import dataclass, replace
 
 from django.conf import settings
 
-from foundry_site import llm, prompts
-from foundry_site.config import EXTRACTIVE
-from foundry_site.units import passage_units
+from foundry_site.core import llm, prompts
+from foundry_site.core.config import EXTRACTIVE
+from foundry_site.core.grounding import Grounder
+from foundry_site.core.units import passage_units
 from sources.services.chunking import ChunkDraft
 
 # Room kept for the heading/title line and the LLM prefix in front of each chunk.
@@ -96,8 +97,6 @@ def source_summary(*, title: str, drafts: list[ChunkDraft], chunk_vectors: list[
                             max_words=max(20, conf.summary_max_tokens * 3 // 4))
     reply = llm.complete(messages=[{"role": "user", "content": prompt}], purpose="summary",
                          model=conf.summary_model, max_tokens=conf.summary_max_tokens)
-    from generation.support import Grounder  # generation builds on sources; imported only when used
-
     grounded = Grounder({f"S{i}": text for i, text in enumerate(read, start=1)}).ground(reply.text)
     kept = " ".join(s.text for s in grounded.sentences if s.supported_by)
     logger.info("source summary: %s of %s sentences supported", grounded.supported, grounded.total)

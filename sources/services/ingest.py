@@ -31,7 +31,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from foundry_site import llm
+from foundry_site.core import llm
 from sources.models import Chunk, Collection, Source, SourceSummary, cited_names
 from sources.services import collections, enrich
 from sources.services.chunking_settings import chunking_configured, chunking_of, rechunk_reason

@@ -11,7 +11,7 @@ does no double work and leaves no duplicates):
 3. ``ingest_job_file_store`` / ``ingest_job_file_fail`` write one file and its
    result in one transaction; a file that already has a result is left alone.
    The last result finishes the job: sources whose file is gone are removed.
-4. The stale-run sweeper (``foundry_site.jobs``) re-queues a job that shows no
+4. The stale-run sweeper (``foundry_site.core.jobs``) re-queues a job that shows no
    sign of life, or fails it with a reason after too many attempts.
 
 Without a broker the same steps run in-process, in order.
@@ -32,7 +32,7 @@ from django.db.models import F
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
-from foundry_site import jobs
+from foundry_site.core import jobs
 from sources.models import IngestJob, Source
 from sources.services import ingest
 from sources.services.ingest import FileResult, IngestReport, ProgressFn

@@ -5,8 +5,8 @@ import pytest
 from django.db import OperationalError
 from redis.exceptions import ConnectionError as RedisConnectionError
 
-from foundry_site import llm
-from foundry_site.jobs import TransientError, failure_reason, is_transient, retry_transient
+from foundry_site.core import llm
+from foundry_site.core.jobs import TransientError, failure_reason, is_transient, retry_transient
 
 
 @pytest.mark.parametrize("exc, transient", [
@@ -45,7 +45,7 @@ def test_failure_reason_names_unexpected_types() -> None:
 def test_heartbeat_repeats_the_latest_stage_until_closed() -> None:
     import threading
 
-    from foundry_site.jobs import Heartbeat
+    from foundry_site.core.jobs import Heartbeat
 
     sent: list[str] = []
     twice = threading.Event()
@@ -64,7 +64,7 @@ def test_heartbeat_repeats_the_latest_stage_until_closed() -> None:
 
 
 def test_heartbeat_survives_a_failed_send() -> None:
-    from foundry_site.jobs import Heartbeat
+    from foundry_site.core.jobs import Heartbeat
 
     def send(stage: str) -> None:
         raise ConnectionError("broker gone")

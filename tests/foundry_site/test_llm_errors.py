@@ -1,4 +1,4 @@
-"""How foundry_site.llm classifies model failures (no network, no model weights)."""
+"""How foundry_site.core.llm classifies model failures (no network, no model weights)."""
 from __future__ import annotations
 
 import time
@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from foundry_site import llm
+from foundry_site.core import llm
 
 
 def test_unknown_local_model_fails_at_once_as_permanent(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from foundry_site.mcp import tools
-from foundry_site.ratelimit import RateLimited
+from foundry_site.core.ratelimit import RateLimited
 from generation.answers import QueryError
 from retrieval.models import QueryLog
 from retrieval.selectors import dashboard_stats

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from foundry_site.units import passage_units, sentence_ends
+from foundry_site.core.units import passage_units, sentence_ends
 
 
 def texts(text: str) -> list[str]:

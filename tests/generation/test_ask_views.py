@@ -8,11 +8,10 @@ import pytest
 from django.contrib.auth.models import Permission
 from django.test import Client
 
-from foundry_site.ratelimit import rate_limit_check
+from foundry_site.core.ratelimit import rate_limit_check
 from retrieval.models import QueryFeedback, QueryLog
 from sources.models import Chunk
-from tests.conftest import ScriptedLLM, World
-from tests.conftest import login, record_query as record
+from tests.conftest import ScriptedLLM, World, login, record_query as record
 
 pytestmark = pytest.mark.django_db
 

@@ -6,7 +6,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from foundry_site import llm
+from foundry_site.core import llm
 from generation.condense import condense, is_followup, key_terms, question_standalone
 from tests.conftest import ScriptedLLM
 

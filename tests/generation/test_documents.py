@@ -7,7 +7,7 @@ import pytest
 
 from generation.documents import (SpecText, document_prepare, generation_run_create, generation_run_execute,
                                   ground_markdown, topic_request)
-from generation.grounding import REFUSAL
+from foundry_site.core.grounding import REFUSAL
 from generation.models import GenerationRun
 from generation.present import document_html
 from sources.models import Chunk

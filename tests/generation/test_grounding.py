@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from foundry_site.llm import Completion
-from generation.grounding import (REFUSAL, citation_ids, ground, number_contexts, numbers_supported, reply_text,
+from foundry_site.core.llm import Completion
+from foundry_site.core.grounding import (REFUSAL, citation_ids, ground, number_contexts, numbers_supported, reply_text,
                                   split_sentences, unfinished_cut)
 
 PASSAGES = {

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from django.db import OperationalError
 
-from foundry_site import jobs
+from foundry_site.core import jobs
 from generation import pipeline
 from generation.documents import SpecText, generation_run_create, generation_run_execute
 from generation.models import GenerationRun

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from foundry_site import llm
+from foundry_site.core import llm
 from generation import reader
 from generation.reader import Passage
 

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 from django.utils import timezone
 
-from foundry_site.jobs import stale_runs_sweep
+from foundry_site.core.jobs import stale_runs_sweep
 from generation.documents import SpecText, generation_run_create, generation_run_execute
 from generation.models import GenerationRun
 from generation.pipeline import PAYLOAD_VERSION, generation_run_compute

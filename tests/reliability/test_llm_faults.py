@@ -34,7 +34,7 @@ from typing import Any
 import pytest
 from django.test import Client
 
-from foundry_site import llm
+from foundry_site.core import llm
 from generation.answers import QueryFailed, answer_question
 from generation.documents import SpecText, generation_run_create, generation_run_execute
 from generation.models import GenerationRun
@@ -60,7 +60,7 @@ SHORT_TIMEOUT_S = 0.5  # for the cases that wait for the timeout
 
 @dataclass
 class Sleeps:
-    """The waits ``foundry_site.llm`` chose between attempts; recorded, not slept."""
+    """The waits ``foundry_site.core.llm`` chose between attempts; recorded, not slept."""
 
     waits: list[float] = field(default_factory=list)
 

@@ -100,7 +100,7 @@ def test_search_channels_and_collection_scope(kb: Path) -> None:
     knowledge_base_ingest(target=kb / "b", collection="beta")
     alpha = Collection.objects.get(name="alpha").pk
     beta = Collection.objects.get(name="beta").pk
-    from foundry_site import llm
+    from foundry_site.core import llm
 
     vector = llm.embed(["pressure relief valve"], model="local/all-minilm-l6-v2")[0]
     dense = ChunkSearch.search.nearest(vector, model="local/all-minilm-l6-v2", k=5)
@@ -277,7 +277,7 @@ def test_keyword_tokenizer_is_the_index_tokenizer() -> None:
 @pytest.mark.parametrize("mode", ["hybrid", "dense", "bm25"])
 def test_retrieve_counts_its_query_embedding_in_the_call_record(kb: Path, mode: str) -> None:
     """The embedding runs on a second thread beside BM25; the per-query call record still sees it."""
-    from foundry_site import llm
+    from foundry_site.core import llm
 
     (kb / "pump.md").write_text("# Pump\n\nThe pump valve opens at 2 bar.\n")
     knowledge_base_ingest(target=kb)

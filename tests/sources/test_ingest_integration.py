@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from foundry_site import llm
-from generation.support import Grounder
+from foundry_site.core import llm
+from foundry_site.core.grounding import Grounder
 from retrieval.models import ChunkSearch
 from sources.models import Chunk, SourceSummary
 from sources.services.ingest import knowledge_base_ingest

@@ -10,18 +10,21 @@ Every sentence must be supported by a passage of the context:
 - a sentence whose cited passage does not support it is attributed to the passage
   that does, if any; otherwise the sentence is removed.
 ``coverage`` = supported sentences / sentences the model wrote.
+
+``Grounder`` runs the check with real embeddings: one embedding call per batch of new text pieces.
 """
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-from foundry_site.text import STOPWORDS
+from django.conf import settings
 
-if TYPE_CHECKING:
-    from foundry_site.llm import Completion
+from foundry_site.core import llm
+from foundry_site.core.text import STOPWORDS
+
 
 REFUSAL = "The indexed documentation does not contain this information."
 MIN_LEXICAL = 0.5
@@ -72,7 +75,7 @@ class Grounded:
 _FINISHED = re.compile(r"[.!?][\"')\]]*(?:\s*\[[^\]\n]{1,40}\])*(?=\s|$)")
 
 
-def reply_text(reply: Completion, max_tokens: int) -> str:
+def reply_text(reply: llm.Completion, max_tokens: int) -> str:
     """The model's reply to ground: without its last, unfinished sentence when the token limit cut it off."""
     return unfinished_cut(reply.text) if reply.completion_tokens >= max_tokens else reply.text
 
@@ -218,3 +221,46 @@ def _support(sentence: str, passage: str, cosine: float) -> float:
 
 def _is_refusal(sentence: str) -> bool:
     return "does not contain this information" in sentence.lower()
+
+
+class Passage(Protocol):
+    """A passage given to the model: its label (``S1``) and its text."""
+
+    @property
+    def label(self) -> str: ...
+
+    @property
+    def text(self) -> str: ...
+
+
+class Grounder:
+    """Checks texts against the passages given to the model (see ``ground``).
+
+    ``included`` is the passages (retrieval candidates), or (on a compute worker, which has
+    no database rows) their texts by label. ``embedding_model`` and ``min_support`` default
+    to the settings.
+    """
+
+    def __init__(self, included: Sequence[Passage] | Mapping[str, str], *, embedding_model: str | None = None,
+                 min_support: float | None = None) -> None:
+        self.passages = dict(included) if isinstance(included, Mapping) else {p.label: p.text for p in included}
+        self.embedding_model = embedding_model or settings.FOUNDRY.embedding.model
+        self.min_support = settings.FOUNDRY.generation.min_support if min_support is None else min_support
+        self.vectors: dict[str, list[float]] = {}
+        self.prime([w for p in self.passages.values() for w in passage_windows(p)])
+
+    def prime(self, pieces: list[str]) -> None:
+        """Embed, in one call, every sentence of ``pieces`` not embedded yet."""
+        wanted = [s.text for piece in pieces for s in split_sentences(piece)] + pieces
+        missing = [p for p in dict.fromkeys(wanted) if p not in self.vectors]
+        if missing:
+            vectors = llm.embed(missing, model=self.embedding_model)
+            self.vectors.update(zip(missing, vectors))
+
+    def similarity(self, sentence: str, window: str) -> float:
+        a, b = self.vectors.get(sentence), self.vectors.get(window)
+        return sum(x * y for x, y in zip(a, b)) if a and b else 0.0
+
+    def ground(self, text: str) -> Grounded:
+        self.prime([text])
+        return ground(text, self.passages, similarity=self.similarity, min_support=self.min_support)
