@@ -42,7 +42,7 @@ from foundry_site.core import llm
 from foundry_site.core.text import STOPWORDS
 from retrieval.fusion import Hit, reciprocal_rank_fusion
 from sources.models import Chunk
-from sources.services.ingest import _with_context
+from sources.services.prepare import _with_context
 
 K = (60, 30, 10, 5)
 WEIGHTS = (0.0, 0.1, 0.2, 0.3, 0.5, 1.0)

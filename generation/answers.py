@@ -19,14 +19,12 @@ from typing import Any
 from django.conf import settings
 
 from foundry_site.core import llm, prompts
-from foundry_site.cli.display import safe, safe_text
 from foundry_site.core.text import TextRejected, user_text
 from foundry_site.core.config import EXTRACTIVE
 from generation import audit, reader
 from generation.context import chunk_budget, context_build
 from foundry_site.core.grounding import Grounded, Grounder, REFUSAL, reply_text
 from retrieval.models import QueryLog
-from retrieval.services.conflicts import conflict_format
 from retrieval.services.gate import NO_EVIDENCE_ANSWER, NO_EVIDENCE_HINT
 from retrieval.services.retrieve import Candidate, Retrieval, retrieve
 from sources.models import Chunk
@@ -323,31 +321,3 @@ def _record_failure(run_id: str, question: str, user: Any, collection_ids: list[
 
 def _user(user: Any) -> Any:
     return user if getattr(user, "is_authenticated", False) else None
-
-
-def answer_format(answer: Answer, *, snippets: bool = False) -> str:
-    """The CLI rendering: conflicts between sources first, then ``Answer:`` (or the low-confidence
-    prefix) with the answer, then ``Sources:`` with one ``- [S1] file, § heading, p. N, lines a-b
-    (score: 0.62)`` line per citation, then the attribution coverage.
-
-    Document-derived text is escaped for the terminal: names and headings as one
-    line each (``safe``), the answer and snippet lines as running text (``safe_text``).
-    """
-    lines = [conflict_format(c) + "\n" for c in answer.conflicts]
-    if answer.answer_class == QueryLog.AnswerClass.NO_EVIDENCE:
-        lines.append(answer.answer)
-        if answer.hint:
-            lines.append(answer.hint)
-        return "\n".join(lines) + "\n"
-    header = LOW_CONFIDENCE_PREFIX if answer.answer_class == QueryLog.AnswerClass.LOW_CONFIDENCE else "Answer:"
-    lines += [header, safe_text(answer.answer), "", "Sources:"]
-    for c in answer.citations:
-        where = ", ".join(p for p in [f"§ {safe(c['heading'])}" if c["heading"] else "",
-                                       f"p. {c['page']}" if c["page"] else "",
-                                       f"lines {c['lines'][0]}-{c['lines'][1]}"] if p)
-        lines.append(f"- [{c['id']}] {safe(c['source'])}, {where} (score: {c['score']:.2f})")
-        if snippets:
-            lines += [f"    > {safe_text(line)}" for line in c["text"].splitlines()[:3]]
-    if answer.coverage is not None:
-        lines.append(f"\nAttribution coverage: {answer.coverage:.0%}")
-    return "\n".join(lines) + "\n"

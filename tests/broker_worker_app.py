@@ -28,9 +28,9 @@ __all__ = ["app"]
 
 @worker_process_init.connect
 def _break_extractor_for_poison_files(**kwargs: Any) -> None:
-    from sources.services import ingest
+    from sources.services import prepare
 
-    real_extract = ingest.extract
+    real_extract = prepare.extract
 
     def extract(path: Path, data: bytes) -> Any:
         if path.name.startswith("poison-raise"):
@@ -39,7 +39,7 @@ def _break_extractor_for_poison_files(**kwargs: Any) -> None:
             os._exit(1)
         return real_extract(path, data)
 
-    ingest.extract = extract
+    prepare.extract = extract
 
 
 @worker_process_init.connect

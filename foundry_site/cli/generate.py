@@ -17,7 +17,7 @@ from generation import writer
 from generation.documents import GenerationError, SpecText, document_prepare, generation_run_create, topic_request
 from generation.models import GenerationRun
 from generation.tasks import generate_document
-from retrieval.services.conflicts import conflict_format
+from foundry_site.cli.render import conflict_format
 from specs.errors import SpecError
 from specs.selectors import spec_for_generation
 

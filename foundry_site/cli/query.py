@@ -7,7 +7,8 @@ from typing import TextIO
 from django.core.management.base import CommandError
 
 from foundry_site.cli.display import safe_json
-from generation.answers import QueryError, QueryFailed, answer_format, answer_question
+from foundry_site.cli.render import answer_format
+from generation.answers import QueryError, QueryFailed, answer_question
 from sources.models import Collection
 from sources.vectorstore import EmbeddingModelChanged, MissingEmbeddings
 

@@ -12,7 +12,6 @@ import re
 from dataclasses import asdict, dataclass
 
 from foundry_site.core import llm, prompts
-from foundry_site.cli.display import safe
 
 UNITS: dict[str, tuple[str, float]] = {
     "v": ("V", 1.0), "mv": ("V", 1e-3), "kv": ("V", 1e3),
@@ -134,16 +133,3 @@ def conflicts_detect(passages: list[Passage], *, model: str) -> list[Conflict]:
         quoted = {(c.a["quote"], c.b["quote"]) for c in found}
         found += [c for c in conflicts_by_llm(passages, model=model) if (c.a["quote"], c.b["quote"]) not in quoted]
     return found
-
-
-def conflict_format(conflict: dict) -> str:
-    """The seed's warning block, from ``Conflict.as_dict()``, for a terminal.
-
-    Names, places and quotes come from documents: each is shown on its line with
-    control characters escaped (``safe``), so none can fake a line or drive the terminal.
-    """
-    a, b = conflict["a"], conflict["b"]
-    return (f"⚠ Conflict detected:\n"
-            f"  Source A ({safe(a['source'])} {safe(a['where'])}): \"{safe(a['quote'])}\"\n"
-            f"  Source B ({safe(b['source'])} {safe(b['where'])}): \"{safe(b['quote'])}\"\n"
-            f"  {HINT}")

@@ -34,7 +34,7 @@ from django.utils import timezone
 
 from foundry_site.core import jobs
 from sources.models import IngestJob, Source
-from sources.services import ingest
+from sources.services import ingest, prepare
 from sources.services.ingest import FileResult, IngestReport, ProgressFn
 
 logger = logging.getLogger(__name__)
@@ -60,7 +60,7 @@ def ingest_job_create(*, target: Path, collection: str = ingest.DEFAULT_COLLECTI
     conf = settings.FOUNDRY.ingest
     include_private = conf.include_private if include_private is None else include_private
     target = Path(os.path.abspath(target))
-    root, candidates = ingest.scan(target, include_private=include_private, max_file_mb=conf.max_file_mb)
+    root, candidates = prepare.scan(target, include_private=include_private, max_file_mb=conf.max_file_mb)
     with transaction.atomic():  # a refused ingest leaves no new, empty collection behind
         coll = ingest.collection_get_or_create(name=collection)
         if not move:
@@ -157,7 +157,7 @@ def _check_files(job: IngestJob, on_file: ProgressFn | None) -> list[str]:
 
 def _unchanged(job: IngestJob, rel: str) -> FileResult | None:
     try:
-        digest = ingest.file_digest(Path(job.root) / rel)
+        digest = prepare.file_digest(Path(job.root) / rel)
     except OSError:
         return None  # the prepare step reports the read error with its reason
     existing = ingest.source_unchanged(root=job.root, rel=rel, collection_id=job.collection_id, digest=digest)
@@ -192,8 +192,8 @@ def ingest_job_file_prepare(*, root: str, rel: str, job_id: int | None = None) -
     """The compute step for one file of a job (no database). A file already recorded is not redone."""
     if job_id is not None and jobs.done_check(_file_key(job_id, rel)):
         logger.info("ingest job=%s file already recorded; dropping duplicate prepare", job_id)
-        return {"v": ingest.PAYLOAD_VERSION, "status": "duplicate", "path": rel}
-    return ingest.source_prepare(root=root, rel=rel)
+        return {"v": prepare.PAYLOAD_VERSION, "status": "duplicate", "path": rel}
+    return prepare.source_prepare(root=root, rel=rel)
 
 
 def ingest_job_dropped(*, job_id: int) -> None:

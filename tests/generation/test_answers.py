@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 from django.conf import settings
 
-from generation.answers import QueryError, QueryFailed, answer_format, answer_question
+from foundry_site.cli.render import answer_format
+from generation.answers import QueryError, QueryFailed, answer_question
 from retrieval.models import AppendOnlyError, QueryLog
 from sources.services.ingest import knowledge_base_ingest
 from tests.conftest import ScriptedLLM

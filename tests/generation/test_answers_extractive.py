@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 from django.conf import settings
 
-from generation.answers import answer_format, answer_question
+from foundry_site.cli.render import answer_format
+from generation.answers import answer_question
 from retrieval.models import QueryLog
 from tests.conftest import ScriptedLLM
 from tests.generation.conftest import MANUAL

@@ -11,7 +11,6 @@ from foundry_site.core.grounding import REFUSAL
 from generation.models import GenerationRun
 from generation.present import document_html
 from sources.models import Chunk
-from sources.services.ingest import knowledge_base_ingest
 from tests.conftest import ScriptedLLM
 
 pytestmark = pytest.mark.django_db

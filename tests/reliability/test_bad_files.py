@@ -19,7 +19,7 @@ import pytest
 from django.core.management import call_command
 
 from sources.models import Chunk, Source
-from sources.services import ingest
+from sources.services import prepare
 from sources.services.chunking import chunk_blocks
 from sources.services.extract import MAX_HEADING_CHARS, Block
 from sources.services.integrity import index_check
@@ -289,7 +289,7 @@ def test_file_changed_during_read_stores_one_consistent_version(stocked_kb: Path
                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     target = stocked_kb / "live.txt"
     target.write_text("Version one: the limit is 10 bar.\n")
-    real = ingest.read_bytes
+    real = prepare.read_bytes
     reads = []
 
     def torn_read(path: Path) -> bytes:
@@ -303,7 +303,7 @@ def test_file_changed_during_read_stores_one_consistent_version(stocked_kb: Path
             reads.append(data)
         return data
 
-    monkeypatch.setattr(ingest, "read_bytes", torn_read)
+    monkeypatch.setattr(prepare, "read_bytes", torn_read)
     rows = ingest_cli(stocked_kb)
     assert rows["live.txt"]["status"] == "ingested" and len(reads) == 2
     assert Chunk.objects.get(source__path="live.txt").text == "Version two: the limit is 12 bar, was changed by the writer."
@@ -316,7 +316,7 @@ def test_file_that_never_settles_fails_and_keeps_previous_version(stocked_kb: Pa
     target.write_text("Version one: the limit is 10 bar.\n")
     ingest_cli(stocked_kb)
     target.write_text("Version two: the limit is 12 bar.\n")
-    real = ingest.read_bytes
+    real = prepare.read_bytes
     tick = iter(range(10, 100))
 
     def always_changing(path: Path) -> bytes:
@@ -325,7 +325,7 @@ def test_file_that_never_settles_fails_and_keeps_previous_version(stocked_kb: Pa
             os.utime(target, ns=(1, next(tick) * 1_000_000_000))
         return data
 
-    monkeypatch.setattr(ingest, "read_bytes", always_changing)
+    monkeypatch.setattr(prepare, "read_bytes", always_changing)
     rows = ingest_cli(stocked_kb)
     assert rows["live.txt"]["status"] == "failed"
     assert "file kept changing while it was read (3 attempts)" in rows["live.txt"]["reason"]
@@ -340,14 +340,14 @@ def test_file_vanishing_during_ingest_fails_clearly_then_is_removed(stocked_kb: 
     (stocked_kb / "gone.txt").write_text("Temporary note about filter F9.\n")
     ingest_cli(stocked_kb)
     (stocked_kb / "gone.txt").write_text("Changed note about filter F9.\n")
-    real = ingest.read_bytes
+    real = prepare.read_bytes
 
     def vanish(path: Path) -> bytes:
         if path.name == "gone.txt":
             path.unlink()
         return real(path)
 
-    monkeypatch.setattr(ingest, "read_bytes", vanish)
+    monkeypatch.setattr(prepare, "read_bytes", vanish)
     rows = ingest_cli(stocked_kb)
     assert rows["gone.txt"] == {"path": "gone.txt", "status": "failed", "chunks": 0,
                                 "reason": "file vanished during ingest (deleted or moved while being read)"}
@@ -362,14 +362,14 @@ def test_file_vanishing_during_ingest_fails_clearly_then_is_removed(stocked_kb: 
 def test_file_vanishing_during_scan_is_skipped_and_the_run_goes_on(stocked_kb: Path,
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     (stocked_kb / "flash.txt").write_text("Here for a moment.\n")
-    real = ingest.kind_of
+    real = prepare.kind_of
 
     def vanish_then_kind(path: Path) -> str | None:
         if path.name == "flash.txt" and path.exists():
             path.unlink()  # deleted between the folder listing and the size check
         return real(path)
 
-    monkeypatch.setattr(ingest, "kind_of", vanish_then_kind)
+    monkeypatch.setattr(prepare, "kind_of", vanish_then_kind)
     rows = ingest_cli(stocked_kb)
     assert rows["flash.txt"]["status"] == "skipped"
     assert rows["flash.txt"]["reason"] == "file vanished while the folder was scanned"

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
-from retrieval.services.conflicts import Passage, conflict_format, conflicts_by_llm, conflicts_by_rule, statements
+from foundry_site.cli.render import conflict_format
+from retrieval.services.conflicts import Passage, conflicts_by_llm, conflicts_by_rule, statements
 from tests.conftest import ScriptedLLM
 
 

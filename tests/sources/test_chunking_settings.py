@@ -19,7 +19,7 @@ from django.db.migrations.executor import MigrationExecutor
 from foundry_site.core import llm
 from sources import vectorstore
 from sources.models import Chunk, IngestJob, Source
-from sources.services import ingest, ingest_jobs
+from sources.services import ingest, ingest_jobs, prepare
 from sources.services.chunking_settings import (chunking_changes_text, chunking_configured, chunking_encode,
                                                 chunking_parse, rechunk_reason)
 from sources.services.integrity import index_check
@@ -220,7 +220,7 @@ def test_payload_without_settings_is_stored_and_rechunked_next_time(kb: Path) ->
     """A payload from a worker that predates the field: stored (unknown settings), redone by the next ingest."""
     (kb / "notes.txt").write_text("Firmware 2.4.1 fixes the alarm hysteresis bug.\n")
     job = ingest_jobs.ingest_job_create(target=kb)
-    payload = ingest.source_prepare(root=str(kb), rel="notes.txt")
+    payload = prepare.source_prepare(root=str(kb), rel="notes.txt")
     del payload["chunking"]
     stored = ingest.source_store_prepared(root=str(kb), rel="notes.txt", collection_id=job.collection_id,
                                           payload=payload)

@@ -14,7 +14,7 @@ from django.utils import timezone
 
 from foundry_site.core.jobs import stale_runs_sweep
 from sources.models import Chunk, IngestJob, Source
-from sources.services import ingest, ingest_jobs
+from sources.services import ingest, ingest_jobs, prepare
 from sources.services.ingest_jobs import JobStateError
 from tests.broker import broker_mode, redis_flush, redis_or_skip
 from tests.sources.test_ingest import index_agrees
@@ -61,7 +61,7 @@ def running_job(kb: Path) -> IngestJob:
 def test_store_is_idempotent(kb: Path) -> None:
     write_notes(kb, 2)
     job = running_job(kb)
-    payload = ingest.source_prepare(root=str(kb), rel="note0.md")
+    payload = prepare.source_prepare(root=str(kb), rel="note0.md")
     first = ingest_jobs.ingest_job_file_store(job_id=job.pk, rel="note0.md", payload=payload)
     again = ingest_jobs.ingest_job_file_store(job_id=job.pk, rel="note0.md", payload=payload)
     failed_late = ingest_jobs.ingest_job_file_fail(job_id=job.pk, rel="note0.md", reason="late errback")
@@ -78,7 +78,7 @@ def test_store_is_idempotent(kb: Path) -> None:
 def test_payload_of_another_release_fails_the_file_and_keeps_the_stored_version(kb: Path) -> None:
     write_notes(kb, 1)
     job = running_job(kb)
-    payload = ingest.source_prepare(root=str(kb), rel="note0.md")
+    payload = prepare.source_prepare(root=str(kb), rel="note0.md")
     assert ingest_jobs.ingest_job_file_store(job_id=job.pk, rel="note0.md", payload=payload).status == "ingested"
     old = {key: value for key, value in payload.items() if not key.startswith("window_")}
     old["v"], old["sha256"] = 2, "0" * 64  # a release before chunks carried ocr_confidence
@@ -97,7 +97,7 @@ def test_errback_failure_then_store_finishes_job(kb: Path) -> None:
     job = running_job(kb)
     ingest_jobs.ingest_job_file_fail(job_id=job.pk, rel="note1.md", reason="RuntimeError: boom")
     ingest_jobs.ingest_job_file_store(job_id=job.pk, rel="note0.md",
-                                      payload=ingest.source_prepare(root=str(kb), rel="note0.md"))
+                                      payload=prepare.source_prepare(root=str(kb), rel="note0.md"))
     job.refresh_from_db()
     assert job.status == IngestJob.Status.SUCCEEDED
     assert Source.objects.get(path="note1.md").reason == "RuntimeError: boom"
@@ -105,14 +105,14 @@ def test_errback_failure_then_store_finishes_job(kb: Path) -> None:
 
 def test_unexpected_extractor_crash_fails_that_file_only(kb: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     write_notes(kb, 3)
-    real_extract = ingest.extract
+    real_extract = prepare.extract
 
     def crashing(path: Path, data: bytes) -> Any:
         if path.name == "note1.md":
             raise RuntimeError("extractor crashed")
         return real_extract(path, data)
 
-    monkeypatch.setattr(ingest, "extract", crashing)
+    monkeypatch.setattr(prepare, "extract", crashing)
     report = {f.path: f for f in ingest.knowledge_base_ingest(target=kb).files}
     assert report["note1.md"].status == "failed"
     assert report["note1.md"].reason.endswith("RuntimeError: extractor crashed")
@@ -177,7 +177,7 @@ def test_prepares_still_queued_for_a_job_the_sweeper_failed_are_dropped_until_re
     redis_or_skip()
     write_notes(kb, 2)
     job = running_job(kb)
-    payload = ingest.source_prepare(root=str(kb), rel="note0.md")
+    payload = prepare.source_prepare(root=str(kb), rel="note0.md")
     ingest_jobs.ingest_job_file_store(job_id=job.pk, rel="note0.md", payload=payload)
     IngestJob.objects.filter(pk=job.pk).update(attempts=3, heartbeat_at=timezone.now() - timedelta(hours=2))
     monkeypatch.setattr(ingest_jobs, "ingest_job_enqueue", lambda job_id: None)  # no worker in this test
@@ -195,7 +195,7 @@ def test_prepares_still_queued_for_a_job_the_sweeper_failed_are_dropped_until_re
 def test_a_late_file_that_completes_a_job_the_sweeper_failed_finishes_it(kb: Path) -> None:
     write_notes(kb, 1)
     job = running_job(kb)
-    payload = ingest.source_prepare(root=str(kb), rel="note0.md")  # computed before the sweeper gave up
+    payload = prepare.source_prepare(root=str(kb), rel="note0.md")  # computed before the sweeper gave up
     IngestJob.objects.filter(pk=job.pk).update(attempts=3, heartbeat_at=timezone.now() - timedelta(hours=2))
     stale_runs_sweep(stale_after=timedelta(minutes=5), max_attempts=3)
     assert IngestJob.objects.get(pk=job.pk).status == IngestJob.Status.FAILED

@@ -4,7 +4,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from sources.services import ingest
+from sources.services import prepare
 from sources.tasks import prepare_source
 
 
@@ -14,7 +14,7 @@ def test_prepare_source_never_touches_the_database(tmp_path: Path) -> None:
     payload = prepare_source.apply(args=(str(tmp_path), "a.md")).get()
     assert payload["status"] == "prepared" and payload["dim"] == 384
     assert json.loads(json.dumps(payload)) == payload
-    prepared = ingest._decode_payload(payload)
+    prepared = prepare.payload_decode(payload)
     assert len(prepared.vectors) == len(prepared.drafts) == 1
     assert abs(sum(v * v for v in prepared.vectors[0]) - 1.0) < 1e-4
 

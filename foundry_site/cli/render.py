@@ -1,0 +1,45 @@
+"""Answers and conflicts as ``foundry query`` and ``foundry generate`` print them.
+
+Document-derived text is escaped for the terminal: names, places, headings and quotes as one
+line each (``safe``), the answer and snippet lines as running text (``safe_text``).
+"""
+from __future__ import annotations
+
+from foundry_site.cli.display import safe, safe_text
+from generation.answers import LOW_CONFIDENCE_PREFIX, Answer
+from retrieval.models import QueryLog
+from retrieval.services.conflicts import HINT
+
+
+def conflict_format(conflict: dict) -> str:
+    """The warning block for one ``Conflict.as_dict()``: names, places and quotes each on their line,
+    control characters escaped (``safe``), so none can fake a line or drive the terminal."""
+    a, b = conflict["a"], conflict["b"]
+    return (f"⚠ Conflict detected:\n"
+            f"  Source A ({safe(a['source'])} {safe(a['where'])}): \"{safe(a['quote'])}\"\n"
+            f"  Source B ({safe(b['source'])} {safe(b['where'])}): \"{safe(b['quote'])}\"\n"
+            f"  {HINT}")
+
+
+def answer_format(answer: Answer, *, snippets: bool = False) -> str:
+    """Conflicts between sources first, then ``Answer:`` (or the low-confidence prefix) with the
+    answer, then ``Sources:`` with one ``- [S1] file, § heading, p. N, lines a-b (score: 0.62)``
+    line per citation, then the attribution coverage. A refusal prints its reason and hint."""
+    lines = [conflict_format(c) + "\n" for c in answer.conflicts]
+    if answer.answer_class == QueryLog.AnswerClass.NO_EVIDENCE:
+        lines.append(answer.answer)
+        if answer.hint:
+            lines.append(answer.hint)
+        return "\n".join(lines) + "\n"
+    header = LOW_CONFIDENCE_PREFIX if answer.answer_class == QueryLog.AnswerClass.LOW_CONFIDENCE else "Answer:"
+    lines += [header, safe_text(answer.answer), "", "Sources:"]
+    for c in answer.citations:
+        where = ", ".join(p for p in [f"§ {safe(c['heading'])}" if c["heading"] else "",
+                                       f"p. {c['page']}" if c["page"] else "",
+                                       f"lines {c['lines'][0]}-{c['lines'][1]}"] if p)
+        lines.append(f"- [{c['id']}] {safe(c['source'])}, {where} (score: {c['score']:.2f})")
+        if snippets:
+            lines += [f"    > {safe_text(line)}" for line in c["text"].splitlines()[:3]]
+    if answer.coverage is not None:
+        lines.append(f"\nAttribution coverage: {answer.coverage:.0%}")
+    return "\n".join(lines) + "\n"
