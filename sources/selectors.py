@@ -10,6 +10,7 @@ from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db.models import Count, Q, QuerySet
 from django.utils import timezone
 
+from sources import vectorstore
 from sources.models import Chunk, Collection, IngestJob, Source
 
 
@@ -32,14 +33,7 @@ def index_overview() -> list[dict]:
 
 def index_counts(*, model: str) -> dict[str, int]:
     """Chunk rows, FTS rows and vectors for ``model`` (the three must always agree), and window vectors."""
-    from django.db import connection
-
-    from sources import vectorstore
-
-    with connection.cursor() as cur:
-        cur.execute("SELECT count(*) FROM chunks_fts")
-        fts = cur.fetchone()[0]
-    return {"chunks": Chunk.objects.count(), "fts": fts, "vectors": vectorstore.vector_count(model),
+    return {"chunks": Chunk.objects.count(), "fts": vectorstore.fts_count(), "vectors": vectorstore.vector_count(model),
             "windows": vectorstore.window_count(model)}
 
 

@@ -20,7 +20,7 @@ import struct
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from django.db import connection
+from django.db import DatabaseError, connection
 
 if TYPE_CHECKING:
     from sources.selectors import StaleEmbeddings
@@ -252,3 +252,59 @@ def vectors_version(model: str) -> str:
         cur.execute("SELECT max(id) FROM sources_chunk")
         top = cur.fetchone()[0]
     return f"{model_slug(model)}:{table_dimension(model)}:{sources}:{latest or '-'}:{top or 0}"
+
+
+# --------------------------------------------------------------------------- integrity (``foundry check``)
+
+def sqlite_integrity() -> str:
+    """SQLite's own ``PRAGMA integrity_check``: "ok", or its findings joined by "; "."""
+    with connection.cursor() as cur:
+        cur.execute("PRAGMA integrity_check")
+        return "; ".join(row[0] for row in cur.fetchall())
+
+
+def fts_integrity() -> str:
+    """FTS5's integrity check: "" when the index agrees with its content, else the error it raised."""
+    with connection.cursor() as cur:
+        try:
+            cur.execute("INSERT INTO chunks_fts(chunks_fts, rank) VALUES ('integrity-check', 1)")
+        except DatabaseError as exc:  # FTS5 reports a damaged index by raising, not by returning rows
+            return str(exc)
+    return ""
+
+
+def fts_count() -> int:
+    with connection.cursor() as cur:
+        cur.execute("SELECT count(*) FROM chunks_fts")
+        return cur.fetchone()[0]
+
+
+def chunk_ids() -> set[int]:
+    return _ids("SELECT id FROM sources_chunk")
+
+
+def fts_ids() -> set[int]:
+    return _ids("SELECT rowid FROM chunks_fts")
+
+
+def vector_ids(table: str) -> set[int]:
+    """Chunk ids in one of the vec0 tables ``all_tables()`` names."""
+    return _ids(f"SELECT chunk_id FROM {_checked(table)}")
+
+
+def window_owners(table: str) -> list[int]:
+    """The chunk of every row of one of the window tables ``all_tables(kind="windows")`` names."""
+    return [window // WINDOW_SLOTS for window in _ids(f"SELECT window_id FROM {_checked(table)}")]
+
+
+def _checked(table: str) -> str:
+    if not _SLUG_OK.match(table):
+        raise ValueError(f"not a vector table name: {table!r}")
+    return table
+
+
+def _ids(sql: str) -> set[int]:
+    with connection.cursor() as cur:
+        cur.execute(sql)
+        return {row[0] for row in cur.fetchall()}
+

@@ -9,7 +9,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from django.conf import settings
-from django.db import DatabaseError, connection
 
 from sources import selectors, vectorstore
 from sources.services.chunking_settings import chunking_configured, chunking_drift_warning
@@ -41,36 +40,26 @@ def index_check() -> IntegrityReport:
     drift = selectors.chunking_drift(chunking=configured, model=model)
     if drift:
         report.warnings.append(chunking_drift_warning(configured=configured, drift=drift))
-    with connection.cursor() as cur:
-        cur.execute("PRAGMA integrity_check")
-        report.sqlite = "; ".join(row[0] for row in cur.fetchall())
-        try:
-            cur.execute("INSERT INTO chunks_fts(chunks_fts, rank) VALUES ('integrity-check', 1)")
-        except DatabaseError as exc:  # FTS5 reports a damaged index by raising, not by returning rows
-            report.problems.append(f"FTS index damaged: {exc}")
-        cur.execute("SELECT id FROM sources_chunk")
-        chunks = {row[0] for row in cur.fetchall()}
-        cur.execute("SELECT rowid FROM chunks_fts")
-        fts = {row[0] for row in cur.fetchall()}
-        report.counts = {"chunks": len(chunks), "fts": len(fts)}
-        _compare(report, "FTS", chunks, fts)
-        current = vectorstore.table_name(model)
-        tables = vectorstore.all_tables()
-        for table in tables if current in tables else [*tables, current]:
-            vectors = set()
-            if table in tables:
-                cur.execute(f"SELECT chunk_id FROM {table}")
-                vectors = {row[0] for row in cur.fetchall()}
-            report.counts[table] = len(vectors)
-            # Every chunk needs a vector from the configured model; the table of a model used
-            # before holds what is left of it, which re-ingest empties: only orphans count there.
-            _compare(report, table, chunks, vectors, complete=table == current)
-        for table in vectorstore.all_tables(kind="windows"):
-            cur.execute(f"SELECT window_id FROM {table}")
-            owners = [row[0] // vectorstore.WINDOW_SLOTS for row in cur.fetchall()]
-            report.counts[table] = len(owners)
-            # How many windows a chunk has follows from its text, so only orphans are checked.
-            _compare(report, table, chunks, set(owners), complete=False)
+    report.sqlite = vectorstore.sqlite_integrity()
+    fts_problem = vectorstore.fts_integrity()
+    if fts_problem:
+        report.problems.append(f"FTS index damaged: {fts_problem}")
+    chunks, fts = vectorstore.chunk_ids(), vectorstore.fts_ids()
+    report.counts = {"chunks": len(chunks), "fts": len(fts)}
+    _compare(report, "FTS", chunks, fts)
+    current = vectorstore.table_name(model)
+    tables = vectorstore.all_tables()
+    for table in tables if current in tables else [*tables, current]:
+        vectors = vectorstore.vector_ids(table) if table in tables else set()
+        report.counts[table] = len(vectors)
+        # Every chunk needs a vector from the configured model; the table of a model used
+        # before holds what is left of it, which re-ingest empties: only orphans count there.
+        _compare(report, table, chunks, vectors, complete=table == current)
+    for table in vectorstore.all_tables(kind="windows"):
+        owners = vectorstore.window_owners(table)
+        report.counts[table] = len(owners)
+        # How many windows a chunk has follows from its text, so only orphans are checked.
+        _compare(report, table, chunks, set(owners), complete=False)
     return report
 
 
