@@ -6,8 +6,12 @@ see one question, so a follow-up is rewritten before retrieval by a deterministi
 
 1. A message is a follow-up when it is short (at most ``SHORT_WORDS`` content words), starts
    with an elliptical lead ("and", "what about", "also" …), or holds a demonstrative ("that
-   version", "those ports") or a third-person pronoun ("it", "its", "they", "them", "their" …) anywhere.
-   Anything else is taken as a new, standalone question and passes through unchanged.
+   version", "those ports") or a third-person pronoun ("it", "its", "they", "them", "their" …) anywhere,
+   unless the pronoun's antecedent is in the message itself: "that" after a noun or verb is a relative
+   pronoun or a conjunction ("the version that fixed"), "it" in "what does it mean when …" announces
+   the subject that follows, and a pronoun after a proper noun ("How did France manage its
+   colonies?") refers to it. Anything else is taken as a new, standalone question (a topic switch)
+   and passes through unchanged: a message that names its own subject carries nothing.
 2. The antecedent is the earlier turn (as a standalone question itself) sharing the most
    content words with the message, the latest one on a tie: a third question may go back to the
    first. A code counts as shared with any code of the same shape ("E06" with "E05"). With no
@@ -117,7 +121,22 @@ def is_followup(message: str) -> bool:
         return True
     if lowered.startswith(LEADS):
         return True
-    return any(t in PRONOUNS or t in DEMONSTRATIVES for t in tokens)
+    words = _TOKEN.findall(message)
+    return any(_refers_back(words, i) for i in range(len(words)))
+
+
+def _refers_back(words: list[str], i: int) -> bool:
+    """Whether ``words[i]`` is a pronoun or demonstrative whose antecedent is not in the message itself."""
+    low = words[i].lower()
+    before = words[i - 1] if i else ""
+    after = [w.lower() for w in words[i + 1:i + 3]]
+    if low == "that" and before and _topic(before):
+        return False  # "the version that fixed", "wrote that": a relative pronoun or a conjunction
+    if low == "it" and after[:1] in (["mean"], ["means"]) and after[1:] in (["when"], ["if"]):
+        return False  # "what does it mean when the LED blinks": the subject follows
+    if low in PRONOUNS and any(_proper(w) for w in words[1:i]):
+        return False  # "How did France manage its colonies?": the antecedent is in the message
+    return low in PRONOUNS or low in DEMONSTRATIVES
 
 
 def key_terms(text: str) -> list[str]:
@@ -153,7 +172,8 @@ def subject_terms(question: str) -> list[str]:
     A noun phrase is a run of topic words (``key_terms``) between stop words or punctuation. Left out:
     verbs ("connected", "use" in "does the gateway use"), and the asked-for attribute of an owner named
     after it ("operating temperature range" in "the operating temperature range of the AX-200"): a
-    follow-up asks something else about the owner. With no owner the attribute stays.
+    follow-up asks something else about the owner. With no owner the attribute stays, and capitalised
+    words before "of" are part of one name ("University of Chicago").
     """
     phrases = _phrases(question)
     kept = [words for words, followed_by_of in phrases if not followed_by_of] or [w for w, _ in phrases]
@@ -181,7 +201,8 @@ def _phrases(text: str) -> list[tuple[list[str], bool]]:
         if words and _participle(words[-1]):
             words.pop()  # "can be connected", "is MQTT enabled": a participle ending the run is the verb
         if words:
-            phrases.append((words, after == "of"))
+            # "of" after a name's capitalised words continues the name ("University of Chicago")
+            phrases.append((words, after == "of" and not all(w[:1].isupper() for w in words)))
         run = []
 
     previous = before_determiner = ""
@@ -211,6 +232,11 @@ def _topic(token: str) -> bool:
 def _name(word: str) -> bool:
     """A code or a name ("E04", "AX-200", "MQTT", "RESET"): a digit, or more than one capital letter."""
     return any(ch.isdigit() for ch in word) or sum(ch.isupper() for ch in word) > 1
+
+
+def _proper(word: str) -> bool:
+    """A proper noun: capitalised, the rest lower case ("France", "Bismarck"); not "I"."""
+    return len(word) > 1 and word[0].isupper() and word[1:].islower() and word.isalpha()
 
 
 def _plain(word: str) -> bool:

@@ -32,6 +32,15 @@ def test_short_pronoun_led_and_elliptical_messages_are_follow_ups() -> None:
     assert not is_followup("")
 
 
+def test_a_pronoun_with_its_antecedent_in_the_message_makes_no_follow_up() -> None:
+    assert not is_followup("When was the firmware version that fixed the alarm hysteresis bug released?")  # relative
+    assert not is_followup("Who wrote that imperialism is the highest stage of capitalism?")  # a conjunction
+    assert not is_followup("What does it mean when the ALM LED is red and blinking?")  # the subject follows
+    assert not is_followup("How did France differ from Britain in managing its colonies?")  # named before "its"
+    assert is_followup("Which port does it use with TLS?")  # a name after the pronoun is no antecedent
+    assert is_followup("What does it mean for the sensor wiring?") and is_followup("Is that version signed?")
+
+
 def test_follow_up_carries_the_previous_turns_noun_phrases_not_its_verbs() -> None:
     condensed = condense("How must it be terminated?", [BUS])
     assert condensed.question == "How must it be terminated? (sensors RS-485 bus)"
@@ -63,6 +72,7 @@ def test_subject_terms_leave_verbs_behind() -> None:
 def test_an_attribute_without_an_owner_is_carried() -> None:
     assert subject_terms("What is the maximum length?") == ["maximum", "length"]
     assert subject_terms("What is the maximum length of the RS-485 bus?") == ["RS-485", "bus"]
+    assert subject_terms("When was the University of Chicago founded?") == ["University", "Chicago"]  # one name
 
 
 def test_a_name_is_carried_even_when_the_message_uses_the_word_plainly() -> None:
