@@ -224,9 +224,10 @@ def _phrases(text: str) -> list[tuple[list[str], bool]]:
 
 
 def _topic(token: str) -> bool:
+    """A topic word: not a stop word, question word, filler, auxiliary, pronoun or demonstrative."""
     low = token.lower().rstrip(".")
-    return not (low in STOPWORDS or low in NON_TOPIC or low in AUXILIARIES or low in PRONOUNS or low in DEMONSTRATIVES or len(low) < 2
-                or not any(ch.isalnum() for ch in low))
+    return not (low in STOPWORDS or low in NON_TOPIC or low in AUXILIARIES or low in PRONOUNS
+                or low in DEMONSTRATIVES or len(low) < 2 or not any(ch.isalnum() for ch in low))
 
 
 def _name(word: str) -> bool:
