@@ -1,14 +1,23 @@
 """Follow-up questions answered from the right source, with and without the condensing rule; and the
 time to the first streamed sentence of ``/v1/chat/completions`` against the time to the full answer.
 
-    PYTHONPATH=. .venv/bin/python bench/followups.py [--json docs/results/followups_DATE.json]
+    PYTHONPATH=. .venv/bin/python bench/followups.py [--data FILE ...] [--squad FILE] [--no-streaming]
+        [--json docs/results/followups_DATE.json]
 
 Ingests knowledge_base/ into a throw-away FOUNDRY_HOME (summaries off) with the configured (default:
-extractive, offline) reader and the answer cache off. For every conversation of tests/data/followups.json
-the last turn is asked (a) as typed, (b) as the standalone question ``generation.condense`` makes of it and
-(c) as the standalone question written by hand (the ceiling: what the reader answers when condensing is perfect).
-A turn counts as answered from the right source when the answer is not a refusal, cites one of the
-expected sources and holds the expected fragment (``*_source_only``: the first two without the fragment).
+extractive, offline) reader and the answer cache off. For every conversation of each ``--data`` file
+(default: tests/data/followups.json, the set the rule was tuned on, and tests/data/followups_heldout.json,
+never used for tuning) the last turn is asked (a) as typed, (b) as the standalone question
+``generation.condense`` makes of it and (c) as the standalone question written by hand (the ceiling: what
+the reader answers when condensing is perfect). A turn counts as answered from the right source when the
+answer is not a refusal, cites one of the expected sources and holds the expected fragment
+(``*_source_only``: the first two without the fragment).
+
+``--squad FILE`` (SQuAD 2.0 layout) adds a third set: two consecutive answerable questions about one
+paragraph, the second asked after the first, on a knowledge base of ``--squad-articles`` articles (the
+``foundry eval answers`` index, cached under ``--squad-cache``). Right source: not refused, a cited chunk
+of the question's article holds a gold answer; with ``fragment`` the answer holds one too. SQuAD
+questions were written to stand alone, so this set mostly measures what the rule must not break.
 
 Streaming is timed in-process through Django's test client (warm: models loaded, no network), from the
 request to the first chunk with content and to ``[DONE]``.
@@ -18,6 +27,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
 import statistics
 import sys
 import tempfile
@@ -42,7 +52,8 @@ from generation.condense import condense, is_followup  # noqa: E402
 from sources.services.ingest import knowledge_base_ingest  # noqa: E402
 from tests.conftest import config_with  # noqa: E402
 
-DATA = ROOT / "tests" / "data" / "followups.json"
+DATA = [ROOT / "tests" / "data" / "followups.json", ROOT / "tests" / "data" / "followups_heldout.json"]
+SQUAD_PAIRS = 150
 STREAM_QUESTIONS = ["How many sensors can be connected to the RS-485 bus?", "What is the default sampling interval?",
                     "Which port does MQTT over TLS use?", "What does error code E04 mean?",
                     "How long must the RESET button be held for a factory reset?",
@@ -58,9 +69,18 @@ def right_source(answer: Answer, case: dict, *, fragment: bool = True) -> bool:
             and (not fragment or case["fragment"].casefold() in answer.answer.casefold()))
 
 
-def followups() -> dict:
-    cases = json.loads(DATA.read_text())["conversations"]
+def _shares(rows: list[dict], kinds: tuple[str, ...]) -> dict:
+    n = len(rows)
+    return {**{f"{k}_right_source": round(sum(r[f"{k}_ok"] for r in rows) / n, 3) for k in kinds},
+            **{f"{k}_source_only": round(sum(r[f"{k}_source"] for r in rows) / n, 3) for k in kinds},
+            **{f"{k}_counts": f"{sum(r[f'{k}_ok'] for r in rows)}/{n} ({sum(r[f'{k}_source'] for r in rows)}/{n} "
+               "source only)" for k in kinds}}
+
+
+def followups(data: Path) -> dict:
+    cases = json.loads(data.read_text())["conversations"]
     rows = []
+    print(f"-- {data.relative_to(ROOT)}", flush=True)
     for case in cases:
         *history, message = case["turns"]
         condensed = condense(message, history)
@@ -68,23 +88,74 @@ def followups() -> dict:
         rewritten = answer_question(question=condensed.question) if condensed.rewritten else raw
         ideal = answer_question(question=case["standalone"])
         rows.append({"id": case["id"], "question": condensed.question, "rewritten": condensed.rewritten,
+                     "antecedent": condensed.antecedent,
                      "raw_ok": right_source(raw, case), "condensed_ok": right_source(rewritten, case),
                      "standalone_ok": right_source(ideal, case), "answer": rewritten.answer[:160],
+                     "refusal": rewritten.refusal, "cited": sorted({c["source"] for c in rewritten.citations}),
                      "raw_source": right_source(raw, case, fragment=False),
                      "condensed_source": right_source(rewritten, case, fragment=False),
                      "standalone_source": right_source(ideal, case, fragment=False)})
         marks = " ".join(f"{k}={'ok' if rows[-1][k + '_ok'] else '--'}" for k in ("raw", "condensed", "standalone"))
-        print(f"{case['id']:20} {marks}  {condensed.question}", flush=True)
+        print(f"{case['id']:24} {marks}  {condensed.question}", flush=True)
     n = len(rows)
     # The other side of the rule: a standalone question asked mid-conversation should pass unchanged.
     flagged = [c["standalone"] for c in cases if is_followup(c["standalone"])]
-    return {"conversations": n, "standalone_flagged": f"{len(flagged)}/{n}",
-            "rewritten": sum(r["rewritten"] for r in rows),
-            "raw_right_source": round(sum(r["raw_ok"] for r in rows) / n, 3),
-            "condensed_right_source": round(sum(r["condensed_ok"] for r in rows) / n, 3),
-            "standalone_right_source": round(sum(r["standalone_ok"] for r in rows) / n, 3),
-            **{f"{k}_source_only": round(sum(r[f"{k}_source"] for r in rows) / n, 3)
-               for k in ("raw", "condensed", "standalone")}, "rows": rows}
+    return {"data": str(data.relative_to(ROOT)), "conversations": n, "standalone_flagged": f"{len(flagged)}/{n}",
+            "rewritten": sum(r["rewritten"] for r in rows), **_shares(rows, ("raw", "condensed", "standalone")),
+            "rows": rows}
+
+
+def squad_pairs(squad: Path, *, articles: int, pairs: int, seed: int) -> tuple[list, list[tuple]]:
+    """The knowledge-base articles and up to ``pairs`` (article, first, second) pairs of consecutive
+    answerable questions about one paragraph, sampled with ``seed``."""
+    from retrieval.evaluation.squad import load_squad
+
+    everything = load_squad(squad)
+    rng = random.Random(seed)
+    kb = rng.sample(everything, articles)
+    candidates = []
+    for article in kb:
+        by_paragraph: dict[int, list] = {}
+        for question in article.questions:
+            if not question.impossible:
+                by_paragraph.setdefault(question.paragraph, []).append(question)
+        for questions in by_paragraph.values():
+            candidates += [(article, first, second) for first, second in zip(questions, questions[1:])]
+    return kb, rng.sample(candidates, min(pairs, len(candidates)))
+
+
+def squad_followups(squad: Path, *, articles: int, pairs: int, seed: int, cache: Path) -> dict:
+    from django.test.utils import override_settings
+
+    from generation.evaluation import squad_index
+    from retrieval.evaluation.squad import normalize_answer
+
+    kb, chosen = squad_pairs(squad, articles=articles, pairs=pairs, seed=seed)
+    rows = []
+    print(f"-- {squad} ({articles} articles, {len(chosen)} question pairs)", flush=True)
+    with override_settings(FOUNDRY_HOME=cache), squad_index(squad, kb) as index:
+        def right(answer: Answer, article, golds: list[str], *, fragment: bool = True) -> bool:
+            supporting = [c for c in answer.citations if index.doc_of_chunk.get(c["chunk_id"]) == article.title
+                          and any(g in normalize_answer(c.get("text", "")) for g in golds)]
+            return (not answer.refusal and bool(supporting)
+                    and (not fragment or any(g in normalize_answer(answer.answer) for g in golds)))
+
+        for article, first, second in chosen:
+            golds = [g for g in (normalize_answer(a) for a in second.answers) if g]
+            condensed = condense(second.question, [first.question])
+            raw = answer_question(question=second.question)
+            rewritten = answer_question(question=condensed.question) if condensed.rewritten else raw
+            rows.append({"id": second.qid, "history": first.question, "question": condensed.question,
+                         "rewritten": condensed.rewritten, "raw_ok": right(raw, article, golds),
+                         "condensed_ok": right(rewritten, article, golds),
+                         "raw_source": right(raw, article, golds, fragment=False),
+                         "condensed_source": right(rewritten, article, golds, fragment=False)})
+            if condensed.rewritten:
+                marks = " ".join(f"{k}={'ok' if rows[-1][k + '_ok'] else '--'}" for k in ("raw", "condensed"))
+                print(f"{second.qid[:12]:14} {marks}  {first.question} || {condensed.question}", flush=True)
+    return {"data": str(squad), "kb_articles": sorted(a.title for a in kb), "seed": seed,
+            "conversations": len(rows), "rewritten": sum(r["rewritten"] for r in rows),
+            **_shares(rows, ("raw", "condensed")), "rows": rows}
 
 
 def streaming() -> dict:
@@ -111,7 +182,7 @@ def streaming() -> dict:
             "first_sentence_max_ms": round(max(first), 1), "full_answer_max_ms": round(max(full), 1)}
 
 
-def main() -> dict:
+def main(args: argparse.Namespace) -> dict:
     settings.FOUNDRY = config_with(settings.FOUNDRY, ingest={"summary_model": "none"},
                                    generation={"cache_answers": False})
     settings.FOUNDRY_QUERY_RATE = 0
@@ -119,16 +190,41 @@ def main() -> dict:
     call_command("migrate", verbosity=0)
     knowledge_base_ingest(target=ROOT / "knowledge_base")
     answer_question(question="warm-up: what is the AX-200?")  # load the models outside the timings
-    result = {"reader": settings.FOUNDRY.generation.model, "followups": followups(), "streaming": streaming()}
-    print(json.dumps({k: v for k, v in result["followups"].items() if k != "rows"}, indent=1))
-    print(json.dumps(result["streaming"], indent=1))
+    result = {"reader": settings.FOUNDRY.generation.model, "machine": machine(),
+              "sets": [followups(data) for data in args.data]}
+    if args.squad:
+        result["sets"].append(squad_followups(args.squad, articles=args.squad_articles, pairs=args.squad_pairs,
+                                              seed=args.seed, cache=args.squad_cache))
+    if args.streaming:
+        result["streaming"] = streaming()
+    for measured in result["sets"]:
+        print(json.dumps({k: v for k, v in measured.items() if k != "rows"}, indent=1))
+    if args.streaming:
+        print(json.dumps(result["streaming"], indent=1))
     return result
+
+
+def machine() -> str:
+    import platform
+
+    load = os.getloadavg()
+    return (f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
+            f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} at the start")
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", type=Path, nargs="+", default=DATA, help="follow-up conversation files")
+    parser.add_argument("--squad", type=Path, help="SQuAD 2.0 file for consecutive questions about one paragraph")
+    parser.add_argument("--squad-articles", type=int, default=5, help="articles in the SQuAD knowledge base")
+    parser.add_argument("--squad-pairs", type=int, default=SQUAD_PAIRS, help="question pairs to ask")
+    parser.add_argument("--squad-cache", type=Path, default=Path(os.environ["FOUNDRY_HOME"]),
+                        help="FOUNDRY_HOME whose eval-cache keeps the SQuAD index between runs")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--no-streaming", dest="streaming", action="store_false", help="skip the streaming timings")
     parser.add_argument("--json", type=Path, help="write the full result here")
     args = parser.parse_args()
-    outcome = main()
+    args.data = [path.resolve() for path in args.data]
+    outcome = main(args)
     if args.json:
         args.json.write_text(json.dumps(outcome, indent=1) + "\n")

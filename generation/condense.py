@@ -6,18 +6,29 @@ see one question, so a follow-up is rewritten before retrieval by a deterministi
 
 1. A message is a follow-up when it is short (at most ``SHORT_WORDS`` content words), starts
    with an elliptical lead ("and", "what about", "also" …), or holds a demonstrative ("that
-   version", "those ports") or a third-person pronoun ("it", "its", "they", "them", "their" …) anywhere.
-   Anything else is taken as a new, standalone question and passes through unchanged.
+   version", "those ports") or a third-person pronoun ("it", "its", "they", "them", "their" …) anywhere,
+   unless the pronoun's antecedent is in the message itself: "that" after a noun or verb is a relative
+   pronoun or a conjunction ("the version that fixed"), "it" in "what does it mean when …" announces
+   the subject that follows, and a pronoun after a proper noun ("How did France manage its
+   colonies?") refers to it. Anything else is taken as a new, standalone question (a topic switch)
+   and passes through unchanged: a message that names its own subject carries nothing.
 2. The antecedent is the earlier turn (as a standalone question itself) sharing the most
    content words with the message, the latest one on a tie: a third question may go back to the
    first. A code counts as shared with any code of the same shape ("E06" with "E05"). With no
    shared word it is the previous turn.
-3. The standalone question is the message followed by the antecedent's key terms it lacks (its
-   content words, in their original spelling and order), e.g. "And its storage temperature?
-   (AX-200 operating temperature range)". A code in the message replaces the antecedent's codes
-   of its shape: "And E04?" after "What does error code E03 mean?" carries "error code", not "E03".
+3. The standalone question is the message followed by the antecedent's subject terms it lacks
+   (``subject_terms``: the words of its noun phrases, in their original spelling and order), e.g.
+   "And the storage temperature? (AX-200)" after "What is the operating temperature range of the
+   AX-200?". Verbs stay behind ("connected", "use" in "does the gateway use"), and so does the
+   asked-for attribute of a named owner ("operating temperature range" of the AX-200): a follow-up
+   asks something else about the same thing, and the antecedent's attribute only pulls retrieval and
+   the reader back to the first answer. A code in the message replaces the antecedent's codes of its
+   shape: "And E04?" after "What does error code E03 mean?" carries "error code", not "E03". A name
+   ("RESET", "MQTT") is carried unless the message holds it spelt the same way: "factory reset" does
+   not name the RESET button.
 
-Measured on tests/data/followups.json by bench/followups.py (docs/benchmarks.md, "Follow-up questions").
+Measured on tests/data/followups.json (tuned on), tests/data/followups_heldout.json (never tuned on) and
+consecutive SQuAD questions about one paragraph by bench/followups.py (docs/benchmarks.md, "Follow-up questions").
 
 ``retrieval.condense_model`` chooses who condenses (``question_standalone``): ``rule`` (this rule,
 the default), an LLM with the ``condense`` prompt template, or ``none`` (follow-ups asked as typed).
@@ -44,6 +55,10 @@ LEADS = ("and ", "and,", "but ", "or ", "also ", "what about", "how about", "sam
 DEMONSTRATIVES = frozenset({"this", "that", "these", "those", "such"})
 PRONOUNS = frozenset({"it", "its", "it's", "itself", "they", "them", "their", "theirs", "themselves", "he", "she",
                       "his", "her", "one"})
+AUXILIARIES = frozenset("do does did can could should must will would may might shall".split())
+SUBJECT_PRONOUNS = frozenset("it they he she i you we".split())
+VERB_AFTER = frozenset("do does have has be mean means say show give".split())  # a main verb after the subject
+DETERMINERS = frozenset("the a an its their his her my your our this that these those".split())
 _TOKEN = re.compile(r"[A-Za-zÀ-ÿ0-9][A-Za-zÀ-ÿ0-9'.\-]*[A-Za-zÀ-ÿ0-9]|[A-Za-zÀ-ÿ0-9]")
 
 
@@ -106,7 +121,22 @@ def is_followup(message: str) -> bool:
         return True
     if lowered.startswith(LEADS):
         return True
-    return any(t in PRONOUNS or t in DEMONSTRATIVES for t in tokens)
+    words = _TOKEN.findall(message)
+    return any(_refers_back(words, i) for i in range(len(words)))
+
+
+def _refers_back(words: list[str], i: int) -> bool:
+    """Whether ``words[i]`` is a pronoun or demonstrative whose antecedent is not in the message itself."""
+    low = words[i].lower()
+    before = words[i - 1] if i else ""
+    after = [w.lower() for w in words[i + 1:i + 3]]
+    if low == "that" and before and _topic(before):
+        return False  # "the version that fixed", "wrote that": a relative pronoun or a conjunction
+    if low == "it" and after[:1] in (["mean"], ["means"]) and after[1:] in (["when"], ["if"]):
+        return False  # "what does it mean when the LED blinks": the subject follows
+    if low in PRONOUNS and any(_proper(w) for w in words[1:i]):
+        return False  # "How did France manage its colonies?": the antecedent is in the message
+    return low in PRONOUNS or low in DEMONSTRATIVES
 
 
 def key_terms(text: str) -> list[str]:
@@ -114,7 +144,7 @@ def key_terms(text: str) -> list[str]:
     seen: dict[str, str] = {}
     for token in _TOKEN.findall(text):
         low = token.lower().rstrip(".")
-        if low in STOPWORDS or low in NON_TOPIC or low in PRONOUNS or low in DEMONSTRATIVES or len(low) < 2:
+        if not _topic(token):
             continue
         seen.setdefault(_stem(low), token.rstrip("."))
     return list(seen.values())
@@ -123,15 +153,101 @@ def key_terms(text: str) -> list[str]:
 def _condense_one(message: str, standalone: list[str]) -> Condensed:
     if not standalone or not is_followup(message):
         return Condensed(message, message)
-    own = {_stem(t.lower()) for t in key_terms(message)} | {_shape(t) for t in key_terms(message) if _shape(t)}
+    own = _keys(message)
     overlaps = [len(own & _keys(q)) for q in standalone]
     best = max(overlaps)
     index = max(i for i, n in enumerate(overlaps) if n == best) if best else len(standalone) - 1
-    carried = tuple(t for t in key_terms(standalone[index])
-                    if _stem(t.lower()) not in own and (not _shape(t) or _shape(t) not in own))
+    words = set(_TOKEN.findall(message))
+    carried = tuple(t for t in subject_terms(standalone[index])
+                    if (t not in words if _name(t) else _stem(t.lower()) not in own)
+                    and (not _shape(t) or _shape(t) not in own))
     if not carried:
         return Condensed(message, message)
     return Condensed(message, f"{message} ({' '.join(carried)})", carried, index)
+
+
+def subject_terms(question: str) -> list[str]:
+    """The terms of ``question``'s noun phrases that a follow-up may lean on, in order, once each.
+
+    A noun phrase is a run of topic words (``key_terms``) between stop words or punctuation. Left out:
+    verbs ("connected", "use" in "does the gateway use"), and the asked-for attribute of an owner named
+    after it ("operating temperature range" in "the operating temperature range of the AX-200"): a
+    follow-up asks something else about the owner. With no owner the attribute stays, and capitalised
+    words before "of" are part of one name ("University of Chicago").
+    """
+    phrases = _phrases(question)
+    kept = [words for words, followed_by_of in phrases if not followed_by_of] or [w for w, _ in phrases]
+    seen: dict[str, str] = {}
+    for words in kept:
+        for word in words:
+            seen.setdefault(_stem(word.lower()), word)
+    return list(seen.values())
+
+
+def _phrases(text: str) -> list[tuple[list[str], bool]]:
+    """Noun phrases of ``text`` as (words, followed by "of"): runs of topic words with verbs removed."""
+    tokens = re.findall(_TOKEN.pattern + r"|[^\sA-Za-zÀ-ÿ0-9]", text)
+    phrases: list[tuple[list[str], bool]] = []
+    run: list[str] = []
+    before = ""  # the word before the current run
+
+    def close(after: str) -> None:
+        nonlocal run
+        words = list(run)
+        if len(words) > 1 and before in AUXILIARIES and after not in VERB_AFTER and _plain(words[-1]):
+            words.pop()  # do-support: "does the gateway use" ends the subject with the main verb
+        if words and before in SUBJECT_PRONOUNS and _plain(words[0]):
+            words.pop(0)  # "does it use": the word after a subject pronoun is the verb
+        if words and _participle(words[-1]):
+            words.pop()  # "can be connected", "is MQTT enabled": a participle ending the run is the verb
+        if words:
+            # "of" after a name's capitalised words continues the name ("University of Chicago")
+            phrases.append((words, after == "of" and not all(w[:1].isupper() for w in words)))
+        run = []
+
+    previous = before_determiner = ""
+    for token in tokens:
+        low = token.lower().rstrip(".")
+        if _topic(token):
+            if not run:
+                before = previous if previous not in DETERMINERS else before_determiner
+            run.append(token.rstrip("."))
+        else:
+            if run:
+                close(low)
+            if low in DETERMINERS:
+                before_determiner = previous
+        previous = low
+    if run:
+        close("")
+    return phrases
+
+
+def _topic(token: str) -> bool:
+    """A topic word: not a stop word, question word, filler, auxiliary, pronoun or demonstrative."""
+    low = token.lower().rstrip(".")
+    return not (low in STOPWORDS or low in NON_TOPIC or low in AUXILIARIES or low in PRONOUNS
+                or low in DEMONSTRATIVES or len(low) < 2 or not any(ch.isalnum() for ch in low))
+
+
+def _name(word: str) -> bool:
+    """A code or a name ("E04", "AX-200", "MQTT", "RESET"): a digit, or more than one capital letter."""
+    return any(ch.isdigit() for ch in word) or sum(ch.isupper() for ch in word) > 1
+
+
+def _proper(word: str) -> bool:
+    """A proper noun: capitalised, the rest lower case ("France", "Bismarck"); not "I"."""
+    return len(word) > 1 and word[0].isupper() and word[1:].islower() and word.isalpha()
+
+
+def _plain(word: str) -> bool:
+    """A lower-case word with no digit: could be a verb (a code or a name never is)."""
+    return word.islower() and not any(ch.isdigit() for ch in word)
+
+
+def _participle(word: str) -> bool:
+    """A lower-case past participle ("connected", "used", "enabled"), a verb form in a question."""
+    return _plain(word) and len(word) >= 4 and word.endswith("ed") and not word.endswith("eed")
 
 
 def _keys(text: str) -> set[str]:

@@ -7,7 +7,7 @@ import pytest
 from pydantic import ValidationError
 
 from foundry_site.core import llm
-from generation.condense import condense, is_followup, key_terms, question_standalone
+from generation.condense import condense, is_followup, key_terms, question_standalone, subject_terms
 from tests.conftest import ScriptedLLM
 
 TEMP = "What is the operating temperature range of the AX-200?"
@@ -32,10 +32,54 @@ def test_short_pronoun_led_and_elliptical_messages_are_follow_ups() -> None:
     assert not is_followup("")
 
 
-def test_follow_up_carries_the_previous_turns_key_terms() -> None:
+def test_a_pronoun_with_its_antecedent_in_the_message_makes_no_follow_up() -> None:
+    assert not is_followup("When was the firmware version that fixed the alarm hysteresis bug released?")  # relative
+    assert not is_followup("Who wrote that imperialism is the highest stage of capitalism?")  # a conjunction
+    assert not is_followup("What does it mean when the ALM LED is red and blinking?")  # the subject follows
+    assert not is_followup("How did France differ from Britain in managing its colonies?")  # named before "its"
+    assert is_followup("Which port does it use with TLS?")  # a name after the pronoun is no antecedent
+    assert is_followup("What does it mean for the sensor wiring?") and is_followup("Is that version signed?")
+
+
+def test_follow_up_carries_the_previous_turns_noun_phrases_not_its_verbs() -> None:
     condensed = condense("How must it be terminated?", [BUS])
-    assert condensed.question == "How must it be terminated? (sensors connected RS-485 bus)"
+    assert condensed.question == "How must it be terminated? (sensors RS-485 bus)"
     assert condensed.rewritten and condensed.antecedent == 0
+
+
+def test_pronoun_led_follow_up_carries_the_owner_not_the_asked_for_attribute() -> None:
+    condensed = condense("And the storage temperature?", [TEMP])
+    assert condensed.carried == ("AX-200",)
+    assert condense("What is its default value?", ["What is the permitted range of the sampling interval?"]
+                    ).carried == ("sampling", "interval")
+
+
+def test_a_topic_switch_carries_nothing() -> None:
+    for message in ("How much power does the gateway consume?", "In which time zone are time stamps stored?"):
+        condensed = condense(message, ["What does error code E04 mean?", BUS])
+        assert condensed.question == message and condensed.carried == () and condensed.antecedent is None
+
+
+def test_subject_terms_leave_verbs_behind() -> None:
+    assert subject_terms("Which protocol does the gateway use on the RS-485 sensor bus?") == \
+        ["protocol", "gateway", "RS-485", "sensor", "bus"]  # do-support: "use" ends the subject's run
+    assert subject_terms("Is MQTT enabled by default?") == ["MQTT", "default"]  # a participle ending a run
+    assert subject_terms("How do I install a firmware update?") == ["firmware", "update"]  # after "I"
+    assert subject_terms("What does the alarm hysteresis do?") == ["alarm", "hysteresis"]  # "do" is the verb
+    assert subject_terms("Are the stored measurements deleted?") == ["stored", "measurements"]
+
+
+def test_an_attribute_without_an_owner_is_carried() -> None:
+    assert subject_terms("What is the maximum length?") == ["maximum", "length"]
+    assert subject_terms("What is the maximum length of the RS-485 bus?") == ["RS-485", "bus"]
+    assert subject_terms("When was the University of Chicago founded?") == ["University", "Chicago"]  # one name
+
+
+def test_a_name_is_carried_even_when_the_message_uses_the_word_plainly() -> None:
+    condensed = condense("How long must I hold it for a factory reset?",
+                         ["What does a short press on the RESET button do?"])
+    assert "RESET" in condensed.carried and "button" in condensed.carried
+    assert "MQTT" not in condense("Which MQTT port does it use?", ["Is MQTT enabled by default?"]).carried
 
 
 def test_third_turn_goes_back_to_the_turn_it_shares_words_with() -> None:
