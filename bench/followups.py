@@ -108,7 +108,7 @@ def followups(data: Path) -> dict:
 def squad_pairs(squad: Path, *, articles: int, pairs: int, seed: int) -> tuple[list, list[tuple]]:
     """The knowledge-base articles and up to ``pairs`` (article, first, second) pairs of consecutive
     answerable questions about one paragraph, sampled with ``seed``."""
-    from retrieval.evaluation.squad import load_squad
+    from foundry_site.evaluation.squad import load_squad
 
     everything = load_squad(squad)
     rng = random.Random(seed)
@@ -127,8 +127,8 @@ def squad_pairs(squad: Path, *, articles: int, pairs: int, seed: int) -> tuple[l
 def squad_followups(squad: Path, *, articles: int, pairs: int, seed: int, cache: Path) -> dict:
     from django.test.utils import override_settings
 
-    from generation.evaluation import squad_index
-    from retrieval.evaluation.squad import normalize_answer
+    from foundry_site.evaluation.answers import squad_index
+    from foundry_site.evaluation.squad import normalize_answer
 
     kb, chosen = squad_pairs(squad, articles=articles, pairs=pairs, seed=seed)
     rows = []
