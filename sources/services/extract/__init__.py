@@ -11,47 +11,15 @@ this package and are imported only when a file of their kind is read.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from pathlib import Path
 
-KINDS = {".txt": "txt", ".md": "md", ".markdown": "md", ".pdf": "pdf", ".json": "json",
-         ".docx": "docx", ".html": "html", ".htm": "html", ".xlsx": "xlsx", ".csv": "csv", ".pptx": "pptx",
-         ".png": "image", ".jpg": "image", ".jpeg": "image", ".tif": "image", ".tiff": "image"}
-MAX_HEADING_CHARS = 300
+from sources.services.extract.blocks import (KINDS, MAX_HEADING_CHARS, Block, Extracted, ExtractionError, decode_text,
+                                             kind_of, paragraphs)
+
+__all__ = ["KINDS", "MAX_HEADING_CHARS", "Block", "Extracted", "ExtractionError", "extract", "extract_markdown",
+           "extract_text", "kind_of"]
+
 _FENCE = re.compile(r"^\s*(```|~~~)")
-
-
-class ExtractionError(Exception):
-    """The file cannot be turned into text; the message says why."""
-
-
-@dataclass(frozen=True)
-class Block:
-    """``lead``: text repeated at the top of every chunk made from this block (a table's header row);
-    ``unit``: blocks of different units never share a chunk (one slide, one table);
-    ``ocr``: the OCR engine's mean word confidence (0-100) when the text was read from an image."""
-
-    text: str
-    heading: tuple[str, ...]
-    page: int | None
-    line_start: int
-    line_end: int
-    lead: str = ""
-    unit: int | None = None
-    ocr: float | None = None
-
-
-@dataclass(frozen=True)
-class Extracted:
-    """``notes``: what the file's report must say although it was read (parts left out, and why)."""
-
-    title: str
-    blocks: list[Block]
-    notes: tuple[str, ...] = ()
-
-
-def kind_of(path: Path) -> str | None:
-    return KINDS.get(path.suffix.lower())
 
 
 def extract(path: Path, data: bytes) -> Extracted:
@@ -60,7 +28,7 @@ def extract(path: Path, data: bytes) -> Extracted:
     if not data:
         raise ExtractionError("empty file (0 bytes)")
     if kind == "pdf":
-        from sources.services.pdf import extract_pdf
+        from sources.services.extract.pdf import extract_pdf
 
         result = extract_pdf(data, fallback_title=path.stem)
     elif kind in _BINARY:
@@ -70,11 +38,11 @@ def extract(path: Path, data: bytes) -> Extracted:
     elif kind == "json":
         from sources.services.extract.json_values import extract_json
 
-        result = extract_json(_decode(data), fallback_title=path.stem)
+        result = extract_json(decode_text(data), fallback_title=path.stem)
     elif kind == "md":
-        result = extract_markdown(_decode(data), fallback_title=path.stem)
+        result = extract_markdown(decode_text(data), fallback_title=path.stem)
     elif kind == "txt":
-        result = extract_text(_decode(data), fallback_title=path.stem)
+        result = extract_text(decode_text(data), fallback_title=path.stem)
     else:
         raise ExtractionError(f"unsupported file type {path.suffix or '(none)'!r}")
     if not any(b.text.strip() for b in result.blocks):
@@ -109,7 +77,7 @@ def _html(data: bytes, *, fallback_title: str) -> Extracted:
 def _csv(data: bytes, *, fallback_title: str) -> Extracted:
     from sources.services.extract.sheets import extract_csv
 
-    return extract_csv(_decode(data), fallback_title=fallback_title)
+    return extract_csv(decode_text(data), fallback_title=fallback_title)
 
 
 def _image(data: bytes, *, fallback_title: str) -> Extracted:
@@ -122,60 +90,9 @@ _BINARY = {"docx": _docx, "pptx": _pptx, "xlsx": _xlsx, "image": _image}
 _TEXT_FORMATS = {"html": _html, "csv": _csv}
 
 
-def _decode(data: bytes) -> str:
-    """Decode UTF-8 (with or without BOM); anything else is refused, not guessed."""
-    if b"\x00" in data[:8192] and not data.startswith((b"\xff\xfe", b"\xfe\xff")):
-        order = _utf16_order(data[:8192])
-        if order:
-            raise ExtractionError(f"UTF-16 ({order}) text without a byte-order mark; save it as UTF-8 "
-                                  "(or as UTF-16 with a BOM)")
-        raise ExtractionError("binary content (NUL bytes) in a text file")
-    if data.startswith((b"\xff\xfe", b"\xfe\xff")):
-        try:
-            return data.decode("utf-16")
-        except UnicodeDecodeError as exc:
-            raise ExtractionError(f"invalid UTF-16 text at byte {exc.start}") from None
-    try:
-        return data.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise ExtractionError(f"not valid UTF-8 text (byte {exc.start}); convert the file to UTF-8") from None
-
-
-def _utf16_order(sample: bytes) -> str:
-    """'little-endian' or 'big-endian' when NUL bytes sit in every other position, as in UTF-16 of
-    mostly Latin text; '' otherwise. Used only to name the problem, never to decode."""
-    even, odd = sample[0::2], sample[1::2]
-    if len(odd) < 4:
-        return ""
-    if odd.count(0) >= len(odd) * 0.4 and even.count(0) <= len(even) * 0.05:
-        return "little-endian"
-    if even.count(0) >= len(even) * 0.4 and odd.count(0) <= len(odd) * 0.05:
-        return "big-endian"
-    return ""
-
-
-def _paragraphs(lines: list[str], first_line: int) -> list[tuple[str, int, int]]:
-    """Split lines into blank-line separated paragraphs: (text, line_start, line_end)."""
-    out: list[tuple[str, int, int]] = []
-    buf: list[str] = []
-    start = first_line
-    for offset, line in enumerate(lines):
-        number = first_line + offset
-        if line.strip():
-            if not buf:
-                start = number
-            buf.append(line.rstrip())
-        elif buf:
-            out.append(("\n".join(buf), start, number - 1))
-            buf = []
-    if buf:
-        out.append(("\n".join(buf), start, first_line + len(lines) - 1))
-    return out
-
-
 def extract_text(text: str, *, fallback_title: str) -> Extracted:
     lines = text.splitlines()
-    blocks = [Block(t, (), None, s, e) for t, s, e in _paragraphs(lines, 1)]
+    blocks = [Block(t, (), None, s, e) for t, s, e in paragraphs(lines, 1)]
     return Extracted(title=fallback_title, blocks=blocks)
 
 
@@ -191,7 +108,7 @@ def extract_markdown(text: str, *, fallback_title: str) -> Extracted:
 
     def flush(end_line: int) -> None:
         heading = tuple(h for _, h in path)
-        for para, s, e in _paragraphs(segment, segment_start):
+        for para, s, e in paragraphs(segment, segment_start):
             blocks.append(Block(para, heading, None, s, e))
 
     for number, line in enumerate(lines, start=1):

@@ -13,7 +13,7 @@ import re
 
 from lxml import etree, html as lxml_html
 
-from sources.services.extract import MAX_HEADING_CHARS, Block, Extracted, ExtractionError
+from sources.services.extract.blocks import MAX_HEADING_CHARS, Block, Extracted, ExtractionError
 from sources.services.extract.tables import table_blocks
 
 DROP = {"script", "style", "noscript", "template", "iframe", "frame", "frameset", "object", "embed", "applet",

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import re
 
-from sources.services.extract import MAX_HEADING_CHARS, Block, Extracted, ExtractionError
+from sources.services.extract.blocks import MAX_HEADING_CHARS, Block, Extracted, ExtractionError
 
 MAX_JSON_DEPTH = 64
 # A JSON "bomb" is a small file whose parsed form is far larger than the file:

@@ -15,7 +15,7 @@ import shutil
 import warnings
 from dataclasses import dataclass
 
-from sources.services.extract import Block, Extracted, ExtractionError
+from sources.services.extract.blocks import Block, Extracted, ExtractionError, paragraphs
 
 logger = logging.getLogger(__name__)
 
@@ -117,10 +117,8 @@ def _page_text(data: dict[str, list]) -> OcrPage:
 
 
 def page_blocks(page: OcrPage, *, number: int | None, heading: tuple[str, ...] = ()) -> list[Block]:
-    from sources.services.extract import _paragraphs
-
     return [Block(text, heading, number, start, end, ocr=round(page.confidence, 1))
-            for text, start, end in _paragraphs(page.lines, 1)]
+            for text, start, end in paragraphs(page.lines, 1)]
 
 
 def extract_image(data: bytes, *, fallback_title: str) -> Extracted:

@@ -15,7 +15,7 @@ import zipfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from sources.services.extract import ExtractionError
+from sources.services.extract.blocks import ExtractionError
 
 MAX_ENTRIES = 10_000
 MAX_UNCOMPRESSED = 256 * 1024 * 1024  # all parts together, as declared

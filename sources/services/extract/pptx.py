@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import io
 
-from sources.services.extract import MAX_HEADING_CHARS, Block, Extracted, ExtractionError
+from sources.services.extract.blocks import MAX_HEADING_CHARS, Block, Extracted, ExtractionError
 from sources.services.extract.office import office_check, office_errors
 from sources.services.extract.tables import table_blocks
 

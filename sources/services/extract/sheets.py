@@ -13,7 +13,7 @@ import datetime as dt
 import io
 from collections.abc import Iterator
 
-from sources.services.extract import Block, Extracted, ExtractionError
+from sources.services.extract.blocks import Block, Extracted, ExtractionError
 from sources.services.extract.office import office_check, office_errors
 from sources.services.extract.tables import row_text
 
@@ -76,8 +76,8 @@ def _csv_rows(reader: Iterator[list[str]]) -> Iterator[tuple[int, list[str]]]:
         yield number, [" ".join(v.split())[:MAX_CELL_CHARS] for v in values]
 
 
-def _rows_blocks(rows: Iterator[tuple[int, list[str]]], blocks: list[Block], *, heading: tuple[str, ...], unit: int, cells: int,
-                 where: str) -> int:
+def _rows_blocks(rows: Iterator[tuple[int, list[str]]], blocks: list[Block], *, heading: tuple[str, ...],
+                 unit: int, cells: int, where: str) -> int:
     """Append one block per non-empty row after the header; returns the cells read so far."""
     header = ""
     for number, values in rows:

@@ -6,7 +6,7 @@ starts with the header and a reader can tell which column a value is in.
 """
 from __future__ import annotations
 
-from sources.services.extract import Block
+from sources.services.extract.blocks import Block
 
 SEPARATOR = " | "
 

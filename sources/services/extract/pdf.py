@@ -7,7 +7,8 @@ import logging
 from pypdf import PdfReader
 from pypdf.errors import DependencyError, FileNotDecryptedError, PdfReadError
 
-from sources.services.extract import Block, Extracted, ExtractionError, _paragraphs
+from sources.services.extract import ocr
+from sources.services.extract.blocks import Block, Extracted, ExtractionError, paragraphs
 
 logger = logging.getLogger(__name__)
 
@@ -38,7 +39,7 @@ def extract_pdf(data: bytes, *, fallback_title: str) -> Extracted:
             heading = entries[-1][1]  # the outline says a section starts here, the text does not show where
         for segment_start, segment in _sections(lines, entries):
             heading = _title_line(segment[0], entries) or heading
-            for para, start, end in _paragraphs(segment, segment_start):
+            for para, start, end in paragraphs(segment, segment_start):
                 blocks.append(Block(para, heading, number, start, end))
     if not any(b.text.strip() for b in blocks):
         if scanned.unread:
@@ -72,8 +73,6 @@ class _Scans:
         return (f"PDF page(s) {listed} hold only images and were not read; reading them {self.no_ocr}",)
 
     def page_blocks(self, page: object, *, number: int, heading: tuple[str, ...]) -> list[Block]:
-        from sources.services.extract import ocr
-
         try:
             _image_sizes_check(page, number=number, limit=ocr.MAX_PIXELS)
             images = list(page.images)  # type: ignore[attr-defined]
