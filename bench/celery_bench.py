@@ -104,7 +104,7 @@ def use_broker(url: str | None) -> None:
 
 def timed_ingest(target: Path) -> dict[str, float]:
     start = time.monotonic()
-    report = ingest.knowledge_base_ingest(target=target).as_dict()
+    report = ingest_jobs.knowledge_base_ingest(target=target).as_dict()
     seconds = time.monotonic() - start
     assert report["ingested"] == len(list(target.iterdir())), report
     return {"seconds": round(seconds, 2), "files": report["ingested"], "chunks": report["chunks"],
@@ -157,18 +157,18 @@ def main() -> None:
     out: dict[str, Any] = {"files": OPTS.files, "summary": OPTS.summary, "cpus": os.cpu_count(),
                            "load_before": os.getloadavg()}
     try:
-        ingest.knowledge_base_ingest(target=make_corpus(HOME / "warm0", 2, "warm0"))  # load the model in-process
+        ingest_jobs.knowledge_base_ingest(target=make_corpus(HOME / "warm0", 2, "warm0"))  # load the model in-process
         reset()
         out["in_process"] = timed_ingest(corpus)
         use_broker(OPTS.redis)
         WORKERS["db"] = start_worker("db", "db")
         WORKERS["compute-1"] = start_worker("compute", "compute-1")
-        ingest.knowledge_base_ingest(target=make_corpus(HOME / "warm1", 2, "warm1"))
+        ingest_jobs.knowledge_base_ingest(target=make_corpus(HOME / "warm1", 2, "warm1"))
         reset()
         out["broker_1_compute"] = timed_ingest(corpus)
         out["overhead_per_task"] = round_trips(300)
         WORKERS["compute-2"] = start_worker("compute", "compute-2")
-        ingest.knowledge_base_ingest(target=make_corpus(HOME / "warm2", 6, "warm2"))
+        ingest_jobs.knowledge_base_ingest(target=make_corpus(HOME / "warm2", 6, "warm2"))
         reset()
         out["broker_2_compute"] = timed_ingest(corpus)
         kill(WORKERS.pop("compute-2"), signal.SIGTERM)

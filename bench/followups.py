@@ -49,7 +49,7 @@ from django.core.management import call_command  # noqa: E402
 
 from generation.answers import Answer, answer_question  # noqa: E402
 from generation.condense import condense, is_followup  # noqa: E402
-from sources.services.ingest import knowledge_base_ingest  # noqa: E402
+from sources.services.ingest_jobs import knowledge_base_ingest  # noqa: E402
 from tests.conftest import config_with  # noqa: E402
 
 DATA = [ROOT / "tests" / "data" / "followups.json", ROOT / "tests" / "data" / "followups_heldout.json"]

@@ -48,7 +48,7 @@ from foundry_site.celery import app  # noqa: E402
 from generation.documents import SpecText, generation_run_create, generation_run_execute  # noqa: E402
 from generation.models import GenerationRun  # noqa: E402
 from generation.tasks import generate_document  # noqa: E402
-from sources.services.ingest import knowledge_base_ingest  # noqa: E402
+from sources.services.ingest_jobs import knowledge_base_ingest  # noqa: E402
 
 SPEC = SpecText("product-note", 1, "# Product note\n\nWrite a one-page technical note for installers: a title, "
                 "two or three short sections, plain sentences, each backed by the sources.")

@@ -30,7 +30,7 @@ from django.core.management import call_command  # noqa: E402
 
 from generation.documents import SpecText, generation_run_create, generation_run_execute  # noqa: E402
 from generation.models import GenerationRun  # noqa: E402
-from sources.services.ingest import knowledge_base_ingest  # noqa: E402
+from sources.services.ingest_jobs import knowledge_base_ingest  # noqa: E402
 from tests.conftest import config_with  # noqa: E402
 
 SPEC = SpecText("product-note", 1, "# Product note\n\nWrite a one-page technical note for installers: a title, "

@@ -33,7 +33,7 @@ from foundry_site.core import llm  # noqa: E402
 from sources import vectorstore  # noqa: E402
 from sources.models import Chunk  # noqa: E402
 from sources.services.chunking import chunk_windows  # noqa: E402
-from sources.services.ingest import knowledge_base_ingest  # noqa: E402
+from sources.services.ingest_jobs import knowledge_base_ingest  # noqa: E402
 from tests.conftest import config_with  # noqa: E402
 
 

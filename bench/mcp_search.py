@@ -44,7 +44,7 @@ from foundry_site.mcp import tools  # noqa: E402
 from foundry_site.mcp.server import ACTING_USER, foundry_server  # noqa: E402
 from foundry_site.services.tokens import token_create  # noqa: E402
 from sources.models import Collection  # noqa: E402
-from sources.services.ingest import knowledge_base_ingest  # noqa: E402
+from sources.services.ingest_jobs import knowledge_base_ingest  # noqa: E402
 from tests.conftest import config_with  # noqa: E402
 
 QUESTIONS = IN_CORPUS + OUT_OF_CORPUS

@@ -28,7 +28,7 @@ from django.conf import settings  # noqa: E402
 from django.core.management import call_command  # noqa: E402
 
 from generation.answers import answer_question  # noqa: E402
-from sources.services.ingest import knowledge_base_ingest  # noqa: E402
+from sources.services.ingest_jobs import knowledge_base_ingest  # noqa: E402
 from tests.conftest import config_with  # noqa: E402
 
 QUESTIONS = [q["question"] for q in json.loads((ROOT / "tests" / "data" / "sample_kb_questions.json").read_text())]

@@ -23,7 +23,8 @@ from django.test.utils import override_settings
 from foundry_site.db.switch import database_use
 from foundry_site.evaluation.beir import Document
 from sources.models import Chunk
-from sources.services.ingest import IngestReport, ProgressFn, knowledge_base_ingest
+from sources.services.ingest import IngestReport, ProgressFn
+from sources.services.ingest_jobs import knowledge_base_ingest
 
 FORMAT_VERSION = 1  # bump when documents_write changes what it writes
 EVAL_COLLECTION = "eval"

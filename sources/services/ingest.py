@@ -101,21 +101,6 @@ def collection_moves_check(*, root: Path, rels: list[str], collection: Collectio
             f"collection, or add --move to move them")
 
 
-def knowledge_base_ingest(*, target: Path, collection: str = DEFAULT_COLLECTION, include_private: bool | None = None,
-                          move: bool = False, progress: ProgressFn | None = None) -> IngestReport:
-    """Ingest every file under ``target`` and remove sources whose file is gone; wait for the result.
-
-    Runs as an ``IngestJob`` (see ``ingest_jobs``): in-process without a broker,
-    on the workers with one. ``progress`` is called once per file result.
-    """
-    from sources.services import ingest_jobs  # the job layer builds on this module
-
-    job = ingest_jobs.ingest_job_create(target=target, collection=collection, include_private=include_private,
-                                        move=move)
-    job = ingest_jobs.ingest_job_execute(job_id=job.pk, on_file=progress)
-    return ingest_jobs.ingest_job_report(job)
-
-
 def source_unchanged(*, root: str, rel: str, collection_id: int, digest: str) -> Source | None:
     """The source, if it is already ingested from exactly these bytes with the configured model and chunking."""
     model = settings.FOUNDRY.embedding.model

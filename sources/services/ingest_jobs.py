@@ -325,3 +325,16 @@ def ingest_job_retry(*, job_id: int) -> IngestJob:
     logger.info("ingest job=%s re-queued by retry", job_id)
     ingest_job_enqueue(job_id=job_id)
     return IngestJob.objects.get(pk=job_id)
+
+
+def knowledge_base_ingest(*, target: Path, collection: str = ingest.DEFAULT_COLLECTION,
+                          include_private: bool | None = None, move: bool = False,
+                          progress: ProgressFn | None = None) -> IngestReport:
+    """Ingest every file under ``target`` and remove sources whose file is gone; wait for the result.
+
+    Runs as an ``IngestJob``: in-process without a broker, on the workers with one.
+    ``progress`` is called once per file result.
+    """
+    job = ingest_job_create(target=target, collection=collection, include_private=include_private, move=move)
+    job = ingest_job_execute(job_id=job.pk, on_file=progress)
+    return ingest_job_report(job)

@@ -23,7 +23,8 @@ from django.core.files.uploadedfile import UploadedFile
 
 from sources.models import Collection, Source
 from sources.services.extract import KINDS
-from sources.services.ingest import FileResult, knowledge_base_ingest, source_delete
+from sources.services.ingest import FileResult, source_delete
+from sources.services.ingest_jobs import knowledge_base_ingest
 
 logger = logging.getLogger(__name__)
 

@@ -21,7 +21,7 @@ from foundry_site.services.tokens import token_create, token_revoke
 from retrieval.models import QueryLog
 from sources.models import Source
 from sources.services.collections import collection_create, collection_grant
-from sources.services.ingest import knowledge_base_ingest
+from sources.services.ingest_jobs import knowledge_base_ingest
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from sources.services.ingest import knowledge_base_ingest
+from sources.services.ingest_jobs import knowledge_base_ingest
 
 MANUAL = """# AX-200 Manual
 

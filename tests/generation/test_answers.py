@@ -10,7 +10,7 @@ from django.conf import settings
 from foundry_site.cli.render import answer_format
 from generation.answers import QueryError, QueryFailed, answer_question
 from retrieval.models import AppendOnlyError, QueryLog
-from sources.services.ingest import knowledge_base_ingest
+from sources.services.ingest_jobs import knowledge_base_ingest
 from tests.conftest import ScriptedLLM
 
 pytestmark = pytest.mark.django_db

@@ -10,7 +10,7 @@ from generation.answers import answer_question
 from retrieval.models import QueryLog
 from retrieval.services.retrieve import retrieve
 from sources.models import Chunk
-from sources.services.ingest import knowledge_base_ingest
+from sources.services.ingest_jobs import knowledge_base_ingest
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db]
 

@@ -10,7 +10,7 @@ from django.conf import settings
 from generation.documents import SpecText, generation_run_create, generation_run_execute
 from generation.models import GenerationRun
 from sources.models import Chunk
-from sources.services.ingest import knowledge_base_ingest
+from sources.services.ingest_jobs import knowledge_base_ingest
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db]
 

@@ -18,7 +18,7 @@ from django.conf import settings
 from generation.documents import SpecText, generation_run_create
 from generation.models import GenerationRun
 from generation.tasks import generate_document
-from sources.services.ingest import knowledge_base_ingest
+from sources.services.ingest_jobs import knowledge_base_ingest
 from tests.broker import Worker, broker_mode, redis_or_skip, worker_env, worker_pool
 from tests.sources.test_tasks_broker import clean_index  # noqa: F401 (a fixture)
 

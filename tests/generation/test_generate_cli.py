@@ -13,7 +13,7 @@ from django.core.management.base import CommandError
 
 from foundry_site.core.config import FoundryConfig
 from generation.models import GenerationRun
-from sources.services.ingest import knowledge_base_ingest
+from sources.services.ingest_jobs import knowledge_base_ingest
 from specs import services
 from tests.conftest import ScriptedLLM
 from tests.generation.conftest import DATASHEET, MANUAL

@@ -18,7 +18,7 @@ from django.contrib.auth.models import Permission, User
 from retrieval.models import QueryFeedback, QueryLog
 from sources.models import Chunk
 from sources.services.collections import collection_create, collection_grant
-from sources.services.ingest import knowledge_base_ingest
+from sources.services.ingest_jobs import knowledge_base_ingest
 from specs import services
 from tests.conftest import PASSWORD, ScriptedLLM
 from tests.generation.conftest import DATASHEET, MANUAL, echo_reply

@@ -28,7 +28,7 @@ from generation.models import GenerationRun
 from retrieval.models import QueryFeedback, QueryLog
 from sources.models import Chunk, Source
 from sources.services.collections import collection_create, collection_grant, collection_revoke
-from sources.services.ingest import knowledge_base_ingest
+from sources.services.ingest_jobs import knowledge_base_ingest
 from specs import services as spec_services
 from tests.conftest import ScriptedLLM
 from tests.generation.conftest import echo_reply

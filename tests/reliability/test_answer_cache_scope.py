@@ -10,7 +10,7 @@ import pytest
 from generation.answers import answer_question
 from sources.models import Collection
 from sources.services.collections import collection_create
-from sources.services.ingest import knowledge_base_ingest
+from sources.services.ingest_jobs import knowledge_base_ingest
 from tests.conftest import ScriptedLLM
 
 pytestmark = pytest.mark.django_db

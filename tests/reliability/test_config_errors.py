@@ -35,7 +35,7 @@ from foundry_site.core.config import FoundryConfig, parse_config
 from foundry_site.db import checks
 from foundry_site.services.tokens import token_create
 from sources.services.integrity import index_check
-from sources.services.ingest import knowledge_base_ingest
+from sources.services.ingest_jobs import knowledge_base_ingest
 from tests.conftest import ScriptedLLM
 from tests.generation.conftest import MANUAL, echo_reply
 

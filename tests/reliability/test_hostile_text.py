@@ -28,7 +28,7 @@ from generation.models import GenerationRun
 from retrieval.models import QueryFeedback, QueryLog
 from sources.models import Source
 from sources.services.collections import collection_grant
-from sources.services.ingest import knowledge_base_ingest
+from sources.services.ingest_jobs import knowledge_base_ingest
 from specs import services as spec_services
 from tests.conftest import ScriptedLLM, login, record_query
 from tests.generation.conftest import MANUAL, echo_reply

@@ -44,7 +44,7 @@ from django.core.management import call_command
 from django.contrib.auth.models import User
 from foundry_site.services.tokens import token_create
 from sources.services.collections import collection_create, collection_grant
-from sources.services.ingest import knowledge_base_ingest
+from sources.services.ingest_jobs import knowledge_base_ingest
 
 call_command("migrate", verbosity=0, interactive=False)
 collection_create(name="docs")

@@ -23,7 +23,7 @@ from foundry_site.services.tokens import token_create
 from retrieval.models import QueryLog
 from sources.models import Chunk, Source
 from sources.services.collections import collection_create, collection_grant
-from sources.services.ingest import knowledge_base_ingest
+from sources.services.ingest_jobs import knowledge_base_ingest
 from tests.conftest import ScriptedLLM
 from tests.generation.conftest import echo_reply
 

@@ -14,7 +14,7 @@ from generation.answers import answer_question
 from generation.documents import SpecText, document_prepare, generation_run_create, generation_run_execute
 from generation.models import GenerationRun
 from sources.models import Source, SourceSummary
-from sources.services.ingest import knowledge_base_ingest
+from sources.services.ingest_jobs import knowledge_base_ingest
 from tests.conftest import ScriptedLLM
 
 pytestmark = pytest.mark.django_db

@@ -23,7 +23,7 @@ from django.contrib.auth.models import User
 from django.core.management import call_command
 
 from sources.models import Chunk, Source
-from sources.services.ingest import knowledge_base_ingest
+from sources.services.ingest_jobs import knowledge_base_ingest
 from tests.conftest import ScriptedLLM
 from tests.generation.conftest import echo_reply
 from tests.reliability.test_hostile_text import SPEC, approve

@@ -26,7 +26,7 @@ from generation.models import GenerationRun
 from retrieval.models import QueryFeedback, QueryLog
 from sources.models import Chunk, Source
 from sources.services.collections import collection_create, collection_grant
-from sources.services.ingest import knowledge_base_ingest
+from sources.services.ingest_jobs import knowledge_base_ingest
 from specs import services as specs
 from specs.models import FeatureSpec
 from tests.conftest import PASSWORD, ScriptedLLM, make_pdf

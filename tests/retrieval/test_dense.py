@@ -19,7 +19,8 @@ from retrieval.search import ChunkSearchManager
 from retrieval.services.retrieve import retrieve
 from sources import vectorstore
 from sources.models import Chunk, Collection, Source
-from sources.services.ingest import knowledge_base_ingest, source_delete
+from sources.services.ingest import source_delete
+from sources.services.ingest_jobs import knowledge_base_ingest
 
 TINY = "test/tiny-embedder"
 MINILM = "local/all-minilm-l6-v2"

@@ -9,7 +9,7 @@ from retrieval.fusion import Hit, document_rank_fusion, reciprocal_rank_fusion
 from retrieval.search import fts_query
 from retrieval.services.retrieve import retrieve
 from sources.models import Chunk, Collection
-from sources.services.ingest import knowledge_base_ingest
+from sources.services.ingest_jobs import knowledge_base_ingest
 
 
 def test_rrf_matches_formula() -> None:

@@ -103,7 +103,7 @@ def test_migration_backfill_is_the_string_of_the_old_defaults() -> None:
 @pytest.mark.django_db
 def test_changed_chunk_tokens_rechunks_every_file_and_says_why(kb: Path, foundry_config: Callable[..., Any]) -> None:
     write_docs(kb)
-    ingest.knowledge_base_ingest(target=kb)
+    ingest_jobs.knowledge_base_ingest(target=kb)
     before = chunk_counts()
     old_ids = set(Chunk.objects.values_list("id", flat=True))
     assert set(Source.objects.values_list("chunking", flat=True)) == {DEFAULTS}
@@ -129,10 +129,10 @@ def test_same_settings_are_unchanged_and_embed_nothing(kb: Path, foundry_config:
                                                        count_embeds: list[int]) -> None:
     foundry_config(ingest={"chunk_tokens": 64, "chunk_overlap_tokens": 16})
     write_docs(kb)
-    first = ingest.knowledge_base_ingest(target=kb)
+    first = ingest_jobs.knowledge_base_ingest(target=kb)
     assert first.count("ingested") == 3 and all(f.reason == "" for f in first.files)
     embedded = len(count_embeds)
-    again = ingest.knowledge_base_ingest(target=kb)
+    again = ingest_jobs.knowledge_base_ingest(target=kb)
     assert reasons(again) == {path: ("unchanged", "") for path in chunk_counts()}
     assert len(count_embeds) == embedded
     index_agrees()
@@ -142,10 +142,10 @@ def test_same_settings_are_unchanged_and_embed_nothing(kb: Path, foundry_config:
 def test_changed_overlap_rechunks(kb: Path, foundry_config: Callable[..., Any]) -> None:
     foundry_config(ingest={"chunk_tokens": 64})
     write_docs(kb)
-    ingest.knowledge_base_ingest(target=kb)
+    ingest_jobs.knowledge_base_ingest(target=kb)
     texts = list(Chunk.objects.filter(source__path="pumps.md").values_list("text", flat=True))
     foundry_config(ingest={"chunk_tokens": 64, "chunk_overlap_tokens": 20})
-    report = reasons(ingest.knowledge_base_ingest(target=kb))
+    report = reasons(ingest_jobs.knowledge_base_ingest(target=kb))
     assert report["pumps.md"] == ("ingested", "re-chunked: chunking settings changed (chunk_overlap_tokens 0 → 20)")
     overlapped = list(Chunk.objects.filter(source__path="pumps.md").values_list("text", flat=True))
     # With overlap a chunk repeats the last sentence of the one before it.
@@ -158,19 +158,19 @@ def test_changed_context_model_rechunks_with_and_without_prefixes(
         kb: Path, foundry_config: Callable[..., Any], scripted_llm: ScriptedLLM) -> None:
     scripted_llm.reply = lambda messages: "About the alarm firmware."
     (kb / "notes.txt").write_text("Firmware 2.4.1 fixes the alarm hysteresis bug.\n")
-    ingest.knowledge_base_ingest(target=kb)
+    ingest_jobs.knowledge_base_ingest(target=kb)
     assert "About the alarm" not in Chunk.objects.get().context
 
     foundry_config(embedding={"context_model": "scripted/ctx"})
-    report = reasons(ingest.knowledge_base_ingest(target=kb))
+    report = reasons(ingest_jobs.knowledge_base_ingest(target=kb))
     assert report == {"notes.txt": ("ingested",
                                     "re-chunked: chunking settings changed (context_model none → scripted/ctx)")}
     assert "About the alarm firmware." in Chunk.objects.get().context and len(scripted_llm.calls) == 1
-    assert reasons(ingest.knowledge_base_ingest(target=kb)) == {"notes.txt": ("unchanged", "")}
+    assert reasons(ingest_jobs.knowledge_base_ingest(target=kb)) == {"notes.txt": ("unchanged", "")}
     assert len(scripted_llm.calls) == 1
 
     foundry_config(embedding={"context_model": "none"})
-    report = reasons(ingest.knowledge_base_ingest(target=kb))
+    report = reasons(ingest_jobs.knowledge_base_ingest(target=kb))
     assert report["notes.txt"][1].endswith("(context_model scripted/ctx → none)")
     assert "About the alarm" not in Chunk.objects.get().context
     index_agrees()
@@ -179,10 +179,10 @@ def test_changed_context_model_rechunks_with_and_without_prefixes(
 @pytest.mark.django_db
 def test_changed_file_and_settings_is_not_called_a_rechunk(kb: Path, foundry_config: Callable[..., Any]) -> None:
     (kb / "notes.txt").write_text("Firmware 2.4.1 fixes the alarm hysteresis bug.\n")
-    ingest.knowledge_base_ingest(target=kb)
+    ingest_jobs.knowledge_base_ingest(target=kb)
     (kb / "notes.txt").write_text("Firmware 2.5.0 adds MQTT over TLS.\n")
     foundry_config(ingest={"chunk_tokens": 64})
-    assert reasons(ingest.knowledge_base_ingest(target=kb)) == {"notes.txt": ("ingested", "")}
+    assert reasons(ingest_jobs.knowledge_base_ingest(target=kb)) == {"notes.txt": ("ingested", "")}
     assert Source.objects.get().chunking == SMALL
 
 
@@ -208,7 +208,7 @@ def test_split_prepare_and_store_record_what_prepare_used(kb: Path, foundry_conf
     source = Source.objects.get(path="pumps.md")
     assert source.chunking == SMALL and source.chunk_count == stored.chunks
 
-    rerun = reasons(ingest.knowledge_base_ingest(target=kb))
+    rerun = reasons(ingest_jobs.knowledge_base_ingest(target=kb))
     assert rerun["pumps.md"] == ("ingested", "re-chunked: chunking settings changed (chunk_tokens 64 → 200)")
     source.refresh_from_db()
     assert source.chunking == DEFAULTS and source.chunk_count < stored.chunks
@@ -226,7 +226,7 @@ def test_payload_without_settings_is_stored_and_rechunked_next_time(kb: Path) ->
                                           payload=payload)
     assert stored.status == "ingested" and "does not record its chunking settings" in stored.reason
     assert Source.objects.get().chunking == ""
-    rerun = reasons(ingest.knowledge_base_ingest(target=kb))
+    rerun = reasons(ingest_jobs.knowledge_base_ingest(target=kb))
     assert rerun["notes.txt"][0] == "ingested" and "chunk_tokens unknown → 200" in rerun["notes.txt"][1]
     assert Source.objects.get().chunking == DEFAULTS
 
@@ -239,7 +239,7 @@ def test_check_warns_about_drift_with_the_command_that_fixes_it(
     write_docs(kb)
     (kb / "private").mkdir()
     (kb / "private" / "salaries.txt").write_text("Salary bands are reviewed in March.\n")
-    ingest.knowledge_base_ingest(target=kb, collection="manuals", include_private=True)
+    ingest_jobs.knowledge_base_ingest(target=kb, collection="manuals", include_private=True)
     assert index_check().warnings == []
 
     foundry_config(ingest={"chunk_tokens": 64})
@@ -264,7 +264,7 @@ def test_check_warns_about_drift_with_the_command_that_fixes_it(
 @pytest.mark.django_db
 def test_check_leaves_sources_of_another_model_to_the_model_problem(kb: Path) -> None:
     (kb / "notes.txt").write_text("Firmware 2.4.1 fixes the alarm hysteresis bug.\n")
-    ingest.knowledge_base_ingest(target=kb)
+    ingest_jobs.knowledge_base_ingest(target=kb)
     Source.objects.update(embedding_model="local/other-model", chunking=SMALL)
     report = index_check()
     assert report.warnings == [] and any("local/other-model" in p for p in report.problems)
@@ -278,7 +278,7 @@ def test_migration_backfills_ingested_rows_and_keeps_the_fts_triggers(kb: Path) 
         for table in vectorstore.all_tables() + vectorstore.all_tables(kind="windows"):
             cur.execute(f"DROP TABLE {table}")
     (kb / "notes.txt").write_text("Firmware 2.4.1 fixes the alarm hysteresis bug.\n")
-    ingest.knowledge_base_ingest(target=kb)
+    ingest_jobs.knowledge_base_ingest(target=kb)
     Source.objects.create(collection=Source.objects.get().collection, root=str(kb), path="never.txt")
     executor = MigrationExecutor(connection)
     executor.migrate([("sources", "0002_ingest_job")])
@@ -298,9 +298,9 @@ def test_migration_backfills_ingested_rows_and_keeps_the_fts_triggers(kb: Path) 
     # The backfilled row counts as built with the defaults of its time, before sentence windows:
     # the next ingest re-embeds it for them, and says so; the one after finds it unchanged.
     assert chunking_configured() == DEFAULTS
-    assert reasons(ingest.knowledge_base_ingest(target=kb))["notes.txt"] == (
+    assert reasons(ingest_jobs.knowledge_base_ingest(target=kb))["notes.txt"] == (
         "ingested", "re-chunked: chunking settings changed (window_sentences unknown → 2)")
-    assert reasons(ingest.knowledge_base_ingest(target=kb))["notes.txt"] == ("unchanged", "")
+    assert reasons(ingest_jobs.knowledge_base_ingest(target=kb))["notes.txt"] == ("unchanged", "")
     Source.objects.filter(path="notes.txt").update(title="Renamed")  # the title trigger still works
     with connection.cursor() as cur:
         cur.execute("SELECT title FROM chunks_fts")
@@ -315,15 +315,15 @@ def test_migration_0004_makes_the_next_ingest_read_json_sources_again(kb: Path) 
             cur.execute(f"DROP TABLE {table}")
     (kb / "notes.txt").write_text("Firmware 2.4.1 fixes the alarm hysteresis bug.\n")
     (kb / "spec.json").write_text('{"bus": {"termination": "120 Ohm"}}')
-    ingest.knowledge_base_ingest(target=kb)
+    ingest_jobs.knowledge_base_ingest(target=kb)
     executor = MigrationExecutor(connection)
     executor.migrate([("sources", "0003_source_chunking")])
     executor = MigrationExecutor(connection)
     executor.migrate(executor.loader.graph.leaf_nodes())
     assert dict(Source.objects.values_list("path", "sha256"))["spec.json"] == ""
-    assert {path: status for path, (status, _) in reasons(ingest.knowledge_base_ingest(target=kb)).items()} == {
+    assert {path: status for path, (status, _) in reasons(ingest_jobs.knowledge_base_ingest(target=kb)).items()} == {
         "notes.txt": "unchanged", "spec.json": "ingested"}
-    assert reasons(ingest.knowledge_base_ingest(target=kb))["spec.json"] == ("unchanged", "")
+    assert reasons(ingest_jobs.knowledge_base_ingest(target=kb))["spec.json"] == ("unchanged", "")
     index_agrees()
 
 
@@ -334,7 +334,7 @@ def test_migration_0006_makes_the_next_ingest_rechunk_json_sources_with_labelled
             cur.execute(f"DROP TABLE {table}")
     (kb / "notes.txt").write_text("Firmware 2.4.1 fixes the alarm hysteresis bug.\n")
     (kb / "spec.json").write_text('{"network": {"ip_address": "192.168.10.50"}}')
-    ingest.knowledge_base_ingest(target=kb)
+    ingest_jobs.knowledge_base_ingest(target=kb)
     executor = MigrationExecutor(connection)
     executor.migrate([("sources", "0005_source_cited_name")])
     with connection.cursor() as cur:
@@ -344,11 +344,11 @@ def test_migration_0006_makes_the_next_ingest_rechunk_json_sources_with_labelled
     executor.migrate(executor.loader.graph.leaf_nodes())
     recorded = dict(Source.objects.values_list("path", "chunking"))
     assert recorded == {"notes.txt": DEFAULTS, "spec.json": DEFAULTS + " json_values=unlabelled"}
-    assert reasons(ingest.knowledge_base_ingest(target=kb)) == {
+    assert reasons(ingest_jobs.knowledge_base_ingest(target=kb)) == {
         "notes.txt": ("unchanged", ""),
         "spec.json": ("ingested", "re-chunked: chunking settings changed (json_values unlabelled → labelled)")}
     assert Chunk.objects.get(source__path="spec.json").text == "network.ip_address: 192.168.10.50"
-    assert reasons(ingest.knowledge_base_ingest(target=kb))["spec.json"] == ("unchanged", "")
+    assert reasons(ingest_jobs.knowledge_base_ingest(target=kb))["spec.json"] == ("unchanged", "")
     with connection.cursor() as cur:
         cur.execute("SELECT name FROM sqlite_master WHERE type = 'trigger' AND name LIKE 'chunks_fts_%' ORDER BY 1")
         assert [r[0] for r in cur.fetchall()] == ["chunks_fts_delete", "chunks_fts_insert", "chunks_fts_title",

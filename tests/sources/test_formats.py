@@ -13,7 +13,7 @@ from retrieval.services.retrieve import retrieve
 from sources.models import Chunk, Source
 from sources.services.chunking import chunk_blocks
 from sources.services.extract import extract
-from sources.services.ingest import knowledge_base_ingest
+from sources.services.ingest_jobs import knowledge_base_ingest
 from tests.sources.office_files import HTML, make_docx, make_pptx, make_xlsx
 
 

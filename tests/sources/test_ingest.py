@@ -13,7 +13,8 @@ from generation.documents import footnote_text
 from retrieval.services.retrieve import retrieve
 from sources.models import Chunk, Source, SourceSummary, cited_names
 from sources.services.chunking import chunk_windows
-from sources.services.ingest import knowledge_base_ingest, source_delete
+from sources.services.ingest import source_delete
+from sources.services.ingest_jobs import knowledge_base_ingest
 from tests.conftest import ScriptedLLM, make_pdf
 
 pytestmark = pytest.mark.django_db

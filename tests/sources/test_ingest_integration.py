@@ -9,7 +9,7 @@ from foundry_site.core import llm
 from foundry_site.core.grounding import Grounder
 from retrieval.models import ChunkSearch
 from sources.models import Chunk, SourceSummary
-from sources.services.ingest import knowledge_base_ingest
+from sources.services.ingest_jobs import knowledge_base_ingest
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db]
 

@@ -32,7 +32,7 @@ def test_job_records_progress_and_report(kb: Path) -> None:
     write_notes(kb)
     (kb / "archive.zip").write_bytes(b"PK\x05\x06" + b"\x00" * 18)
     seen: list[str] = []
-    report = ingest.knowledge_base_ingest(target=kb, progress=lambda r: seen.append(f"{r.path}:{r.status}"))
+    report = ingest_jobs.knowledge_base_ingest(target=kb, progress=lambda r: seen.append(f"{r.path}:{r.status}"))
     job = IngestJob.objects.get()
     assert job.status == IngestJob.Status.SUCCEEDED and job.stage == IngestJob.Stage.DONE
     assert (job.files_total, job.files_done) == (4, 4)
@@ -113,7 +113,7 @@ def test_unexpected_extractor_crash_fails_that_file_only(kb: Path, monkeypatch: 
         return real_extract(path, data)
 
     monkeypatch.setattr(prepare, "extract", crashing)
-    report = {f.path: f for f in ingest.knowledge_base_ingest(target=kb).files}
+    report = {f.path: f for f in ingest_jobs.knowledge_base_ingest(target=kb).files}
     assert report["note1.md"].status == "failed"
     assert report["note1.md"].reason.endswith("RuntimeError: extractor crashed")
     assert report["note0.md"].status == report["note2.md"].status == "ingested"
@@ -123,7 +123,7 @@ def test_unexpected_extractor_crash_fails_that_file_only(kb: Path, monkeypatch: 
 def test_retry_redoes_failed_files(kb: Path) -> None:
     write_notes(kb, 1)
     (kb / "bad.json").write_text("{broken")
-    ingest.knowledge_base_ingest(target=kb)
+    ingest_jobs.knowledge_base_ingest(target=kb)
     job = IngestJob.objects.get()
     (kb / "bad.json").write_text('{"vcc": "3.3 V"}')
     job = ingest_jobs.ingest_job_retry(job_id=job.pk)
@@ -216,7 +216,7 @@ def test_sweeper_waits_while_another_run_progresses(kb: Path) -> None:
 
 def test_jobs_command_lists_failures_with_reasons(kb: Path) -> None:
     (kb / "bad.json").write_text("{broken")
-    ingest.knowledge_base_ingest(target=kb)
+    ingest_jobs.knowledge_base_ingest(target=kb)
     out = StringIO()
     call_command("foundry", "jobs", stdout=out)
     assert "succeeded" in out.getvalue() and "bad.json: invalid JSON" in out.getvalue()

@@ -18,7 +18,7 @@ from PIL import Image, ImageDraw, ImageFont
 from sources.models import Chunk, Source
 from sources.services.extract import ExtractionError, extract
 from sources.services.extract import ocr
-from sources.services.ingest import knowledge_base_ingest
+from sources.services.ingest_jobs import knowledge_base_ingest
 from tests.conftest import make_pdf
 
 needs_tesseract = pytest.mark.skipif(shutil.which("tesseract") is None, reason="tesseract not installed (make ocr)")

@@ -96,12 +96,12 @@ def wait_job(job_id: int, timeout: float, workers: dict[str, Worker]) -> IngestJ
 def test_broker_ingest_equals_in_process_ingest(workers: dict[str, Worker], kb: Path, fast_config: None,
                                                 clean_index: None) -> None:
     write_mixed_kb(kb)
-    eager = ingest.knowledge_base_ingest(target=kb).as_dict()
+    eager = ingest_jobs.knowledge_base_ingest(target=kb).as_dict()
     expected = snapshot()
     for source_id in Source.objects.values_list("pk", flat=True):
         ingest.source_delete(source_id=source_id)
     with broker_mode():
-        brokered = ingest.knowledge_base_ingest(target=kb).as_dict()
+        brokered = ingest_jobs.knowledge_base_ingest(target=kb).as_dict()
     assert brokered == eager
     assert eager["ingested"] == 4 and eager["failed"] == 1
     assert snapshot() == expected

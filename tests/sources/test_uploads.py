@@ -8,7 +8,7 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 
 from sources.models import Chunk, Source
-from sources.services.ingest import knowledge_base_ingest
+from sources.services.ingest_jobs import knowledge_base_ingest
 from sources.services.uploads import (UploadExists, UploadRejected, UploadTooLarge, source_remove, source_upload,
                                       upload_check, upload_filename)
 from tests.conftest import World, make_pdf

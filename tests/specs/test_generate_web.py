@@ -15,7 +15,7 @@ from foundry_site.services.tokens import token_create
 from generation.models import GenerationRun
 from sources.models import Collection
 from sources.services.collections import collection_grant
-from sources.services.ingest import knowledge_base_ingest
+from sources.services.ingest_jobs import knowledge_base_ingest
 from specs import services
 from tests.conftest import ScriptedLLM
 from tests.generation.conftest import DATASHEET, MANUAL
