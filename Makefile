@@ -15,7 +15,7 @@ export TOKENIZERS_PARALLELISM := false
 # 135M model writes: it answered none of the sample questions.)
 LLAMA_CFLAGS := -mno-amx-tile -mno-amx-int8 -mno-amx-bf16
 
-.PHONY: install run test test-unit migrate browser ocr clean serve worker
+.PHONY: install run test test-unit lint migrate browser ocr clean serve worker
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -61,8 +61,13 @@ ocr:
 	@command -v tesseract >/dev/null && tesseract --list-langs 2>/dev/null | grep -qx eng || \
 		(apt-get update -qq && apt-get install -y -qq tesseract-ocr tesseract-ocr-eng >/dev/null)
 
-test: install browser ocr
+test: install browser ocr lint
 	$(PY) -m pytest
+
+# The code's shape: ruff (pyproject.toml [tool.ruff]) and the import layers (pyproject.toml [tool.importlinter]).
+lint: install
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/lint-imports
 
 test-unit: install
 	$(PY) -m pytest -m "not integration"

@@ -8,7 +8,8 @@ The matrix holds the index's real MiniLM rows (chunk and sentence-window vectors
 minus those of distractors drawn from a Gaussian with the real vectors' mean and covariance (then unit
 length): their bits are as skewed as real MiniLM vectors' (the weak point of sign bits),
 unlike uniform random vectors, and they crowd the real neighbours as a large base would
-(with windows, ~4.1 rows per chunk: ``--rows 4100000`` is a 1M-chunk base). Queries are the train claims' real MiniLM vectors. Per shortlist size (the
+(with windows, ~4.1 rows per chunk: ``--rows 4100000`` is a 1M-chunk base). Queries are the train
+claims' real MiniLM vectors. Per shortlist size (the
 product's ``DenseMatrix.search``, k=50 as in ``retrieve()``): the share of the exact top 10
 and top 50 it returns, nDCG@10 over the real documents (a distractor is never relevant) of
 the dense channel and of hybrid search (RRF k=60 with the product's BM25 channel on the real

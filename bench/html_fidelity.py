@@ -29,7 +29,8 @@ def page_and_words() -> tuple[str, list[str]]:
     forms = ["<p>{e}", "<div>{e}</div>", "<li>{e}", "<p><b>{a}</p>{b}</b>", "<td>{e}", "<p>{e}</P>", "{e}<br>"]
     body = "\n".join(forms[i % len(forms)].format(e=html.escape(p), a=html.escape(p[:20]), b=html.escape(p[20:]))
                      for i, p in enumerate(paragraphs))
-    page = f"<html><head><title>t</title><script>var x = 1</script></head><body><nav>Home Menu</nav>{body}</body></html>"
+    page = (f"<html><head><title>t</title><script>var x = 1</script></head>"
+            f"<body><nav>Home Menu</nav>{body}</body></html>")
     return page, " ".join(paragraphs).split()
 
 

@@ -24,7 +24,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-os.environ.update(FOUNDRY_HOME=tempfile.mkdtemp(prefix="foundry-mcpbench-"), DJANGO_SETTINGS_MODULE="foundry_site.settings")
+os.environ.update(FOUNDRY_HOME=tempfile.mkdtemp(prefix="foundry-mcpbench-"),
+                  DJANGO_SETTINGS_MODULE="foundry_site.settings")
 sys.path.insert(0, str(ROOT))
 
 import anyio  # noqa: E402

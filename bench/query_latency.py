@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import json
 import os
-import statistics
 import sys
 import tempfile
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-os.environ.update(FOUNDRY_HOME=tempfile.mkdtemp(prefix="foundry-qbench-"), DJANGO_SETTINGS_MODULE="foundry_site.settings")
+os.environ.update(FOUNDRY_HOME=tempfile.mkdtemp(prefix="foundry-qbench-"),
+                  DJANGO_SETTINGS_MODULE="foundry_site.settings")
 sys.path.insert(0, str(ROOT))
 
 import django  # noqa: E402

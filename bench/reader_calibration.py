@@ -171,13 +171,14 @@ def main() -> None:
     print(f"answerable: gate passed {passed:.3f}; a passage holds a gold answer {in_passages:.3f}")
     print("lexical neighbour rank novelty  top1(tune) top1(held-out)")
     for r in weights[:15]:
-        print(f"  {r['lexical']:.2f}    {r['neighbour']:.2f}    {r['rank']:.2f}   {r['novelty']:.2f}   {r['top1_tune']:.3f}"
-              f"     {r['top1_held']:.3f}")
+        print(f"  {r['lexical']:.2f}    {r['neighbour']:.2f}    {r['rank']:.2f}   {r['novelty']:.2f}   "
+              f"{r['top1_tune']:.3f}     {r['top1_held']:.3f}")
     print(f"weights {shipped}; gate margin threshold  answered(answerable)  holds gold  "
           "answered(unanswerable in corpus)  answered(out of corpus)")
     for r in curve:
-        print(f"  {r['gate']:.3f} {r['margin']:.2f}  {r['threshold']:.3f}     {r['answered_answerable']:.3f}              "
-              f"{r['holds_gold']:.3f}       {r['answered_impossible']:.3f}       {r['answered_out_of_corpus']:.3f}")
+        print(f"  {r['gate']:.3f} {r['margin']:.2f}  {r['threshold']:.3f}     "
+              f"{r['answered_answerable']:.3f}              {r['holds_gold']:.3f}       "
+              f"{r['answered_impossible']:.3f}       {r['answered_out_of_corpus']:.3f}")
     if args.json:
         args.json.write_text(json.dumps({"weights": weights, "thresholds": curve, "gate_passed": passed,
                                          "passage_holds_gold": in_passages, "machine": _common.machine_line(),

@@ -17,7 +17,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-os.environ.update(FOUNDRY_HOME=tempfile.mkdtemp(prefix="foundry-rbench-"), DJANGO_SETTINGS_MODULE="foundry_site.settings")
+os.environ.update(FOUNDRY_HOME=tempfile.mkdtemp(prefix="foundry-rbench-"),
+                  DJANGO_SETTINGS_MODULE="foundry_site.settings")
 sys.path.insert(0, str(ROOT))
 
 import django  # noqa: E402

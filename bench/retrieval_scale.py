@@ -294,7 +294,8 @@ def measure_incremental(size: int, texts: list[str], rng: np.random.Generator, w
             refreshed_digest, dead = digest(refreshed), 0 if refreshed.live is None else int((~refreshed.live).sum())
             full_s, full = build(model, fresh=True)
             out.append({"change": change, "rows": len(full.ids), "dead_rows": dead, "refresh_s": refresh_s,
-                        "full_build_s": full_s, "differing_parts": [k for k, v in digest(full).items() if v != refreshed_digest[k]],
+                        "full_build_s": full_s,
+                        "differing_parts": [k for k, v in digest(full).items() if v != refreshed_digest[k]],
                         "load": round(os.getloadavg()[0], 2)})
     return out
 

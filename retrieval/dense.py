@@ -73,7 +73,9 @@ logger = logging.getLogger(__name__)
 
 BUILD_ATTEMPTS = 5  # version moved during a read this many times in a row: give up and say so
 COPY_ROWS = 65_536  # rows per write when assembling a copy (~100 MB of 384-d float32)
-FORMAT = 4  # of a copy's files (2: signs.npy added; 3: rows are units, windows included; 4: dead rows); part of its folder name
+# The format of a copy's files, part of its folder name (2: signs.npy added; 3: rows are units,
+# windows included; 4: dead rows).
+FORMAT = 4
 COMPACT_SHARE = 0.25  # a refresh that would leave more dead rows than this share of the file writes a new file
 # New rows x LOOKUP_COST < stored rows: read the new rows by key (14 µs a chunk's vector, 145 µs a
 # window's, at 4M rows), not by vec0's step through every row (~0.27 µs a row).

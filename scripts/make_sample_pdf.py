@@ -18,7 +18,7 @@ Latin-1 text are used, so no font files are needed.
 from __future__ import annotations
 
 import sys
-from datetime import datetime, timezone
+from datetime import datetime, UTC
 from pathlib import Path
 
 try:
@@ -31,7 +31,7 @@ ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_OUTPUT = ROOT / "knowledge_base" / "ax200-datasheet.pdf"
 
 TITLE = "Aurora AX-200 Datasheet, revision 2"
-CREATION_DATE = datetime(2026, 4, 15, 9, 0, 0, tzinfo=timezone.utc)
+CREATION_DATE = datetime(2026, 4, 15, 9, 0, 0, tzinfo=UTC)
 
 FONT = "Helvetica"
 

@@ -126,7 +126,8 @@ def worker_env(home: Path, *, config: str, **extra: str) -> dict[str, str]:
 
 
 @contextlib.contextmanager
-def worker_pool(home: Path, env: dict[str, str], queues: tuple[str, ...] = ("compute", "db")) -> Iterator[dict[str, Worker]]:
+def worker_pool(home: Path, env: dict[str, str],
+                queues: tuple[str, ...] = ("compute", "db")) -> Iterator[dict[str, Worker]]:
     """One worker per queue, started and ready; stopped and the test Redis database flushed afterwards."""
     redis_or_skip()
     redis_flush()

@@ -301,8 +301,8 @@ def _retry_after(exc: BaseException) -> float | None:
             except (TypeError, ValueError):
                 return None
             if when.tzinfo is None:
-                when = when.replace(tzinfo=datetime.timezone.utc)
-            seconds = (when - datetime.datetime.now(datetime.timezone.utc)).total_seconds()
+                when = when.replace(tzinfo=datetime.UTC)
+            seconds = (when - datetime.datetime.now(datetime.UTC)).total_seconds()
         return seconds if seconds >= 0 and math.isfinite(seconds) else None
     return None
 

@@ -76,7 +76,8 @@ def passage_units(text: str) -> list[Unit]:
         if not line.strip() or _HEADING.match(line):
             header = ""
         elif _TABLE_ROW.match(line):
-            if i + 1 < len(lines) and _TABLE_RULE.match(text[slice(*lines[i + 1])]) and "-" in text[slice(*lines[i + 1])]:
+            rule = text[slice(*lines[i + 1])] if i + 1 < len(lines) else ""
+            if _TABLE_RULE.match(rule) and "-" in rule:
                 header, i = line.strip(), i + 2
                 continue
             if not (_TABLE_RULE.match(line) and "-" in line):

@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from datetime import datetime, timezone as dt_timezone
+from datetime import datetime, UTC
 from pathlib import Path
 from typing import Any
 
@@ -187,9 +187,9 @@ def _store(*, root: str, rel: str, collection_id: int, digest: str, data_size: i
             SourceSummary.objects.create(source=source, text=prepared.summary.text, model=prepared.summary.model)
         Source.objects.filter(pk=source.pk).update(
             collection_id=collection_id, title=prepared.title[:500], kind=prepared.kind, sha256=digest,
-            size=data_size, mtime=datetime.fromtimestamp(mtime, tz=dt_timezone.utc), status=Source.Status.INGESTED,
-            reason="; ".join(prepared.notes), chunk_count=len(chunks), embedding_model=model, chunking=prepared.chunking,
-            updated_at=now, ingested_at=now)
+            size=data_size, mtime=datetime.fromtimestamp(mtime, tz=UTC), status=Source.Status.INGESTED,
+            reason="; ".join(prepared.notes), chunk_count=len(chunks), embedding_model=model,
+            chunking=prepared.chunking, updated_at=now, ingested_at=now)
         source.refresh_from_db()
     return source
 

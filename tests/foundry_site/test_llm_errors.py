@@ -44,9 +44,10 @@ def test_local_model_generates_without_crashing_the_process(tmp_path: Any) -> No
 
     from django.conf import settings
 
-    code = ("import django; django.setup(); from foundry_site import llm; "
+    code = ("import django; django.setup(); from foundry_site.core import llm; "
             "r = llm.complete(messages=[{'role': 'user', 'content': 'Write two sentences about firmware updates.'}], "
-            "purpose='test', model='local/smollm2-135m', max_tokens=40); print('completion_tokens', r.completion_tokens)")
+            "purpose='test', model='local/smollm2-135m', max_tokens=40); "
+            "print('completion_tokens', r.completion_tokens)")
     env = {**os.environ, "DJANGO_SETTINGS_MODULE": "foundry_site.settings", "FOUNDRY_HOME": str(tmp_path),
            "PYTHONPATH": str(settings.BASE_DIR)}
     done = subprocess.run([sys.executable, "-c", code], env=env, cwd=settings.BASE_DIR, capture_output=True,

@@ -57,7 +57,8 @@ for name, readers in (("docs", ["alice", "carol", "rita"]), ("secret", ["bob"]))
         collection_grant(collection=name, username=user)
 knowledge_base_ingest(target=sys.argv[1], collection="docs")
 knowledge_base_ingest(target=sys.argv[2], collection="secret")
-print(json.dumps({user: token_create(username=user, name="mcp test").plain for user in ("alice", "bob", "carol", "rita")}))
+users = ("alice", "bob", "carol", "rita")
+print(json.dumps({user: token_create(username=user, name="mcp test").plain for user in users}))
 """
 
 
@@ -105,8 +106,9 @@ def foundry_live(tmp_path_factory: pytest.TempPathFactory, name: str, rate: int
     (home / "secret").mkdir()
     (home / "secret" / "kestrel.md").write_text(SECRET_DOC)
     env = ingest_env({**server_env(home), "FOUNDRY_QUERY_RATE": str(rate)}, home)  # no source summaries
-    done = subprocess.run([sys.executable, "-c", SETUP, str(settings.BASE_DIR / "knowledge_base"), str(home / "secret")],
-                          env=env, cwd=settings.BASE_DIR, capture_output=True, text=True, timeout=900)
+    done = subprocess.run([sys.executable, "-c", SETUP, str(settings.BASE_DIR / "knowledge_base"),
+                           str(home / "secret")], env=env, cwd=settings.BASE_DIR, capture_output=True, text=True,
+                          timeout=900)
     assert done.returncode == 0, done.stderr[-3000:]
     tokens = json.loads(done.stdout.strip().splitlines()[-1])
     port = free_port()

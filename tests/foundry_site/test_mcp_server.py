@@ -113,8 +113,8 @@ def test_http_endpoint_needs_a_valid_bearer_token(users: dict[str, Any]) -> None
     assert "foundry tokens create" in anonymous.json()["detail"]
     new = token_create(username="alice")
     token_revoke(token_id=new.token.pk)
-    revoked = DjangoClient().post("/mcp", body, content_type="application/json", HTTP_AUTHORIZATION=f"Bearer {new.plain}",
-                                  **JSONRPC_HEADERS)
+    revoked = DjangoClient().post("/mcp", body, content_type="application/json",
+                                  HTTP_AUTHORIZATION=f"Bearer {new.plain}", **JSONRPC_HEADERS)
     assert revoked.status_code == 401
 
 

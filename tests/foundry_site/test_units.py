@@ -76,6 +76,7 @@ def test_labelled_values_are_units_of_their_own() -> None:
             "product: Aurora AX-200\nFixed: the alarm bug. It works.")
     units = passage_units(text)
     assert [(u.kind, u.text) for u in units] == [
-        ("field", "interfaces[0].name: RS-485 sensor bus"), ("field", "interfaces[0].max_bus_length_m_at_9600_baud: 1000"),
+        ("field", "interfaces[0].name: RS-485 sensor bus"),
+        ("field", "interfaces[0].max_bus_length_m_at_9600_baud: 1000"),
         ("field", "product: Aurora AX-200"), ("sentence", "Fixed: the alarm bug."), ("sentence", "It works.")]
     assert units[1].scored_text == "interfaces 0 max bus length m at 9600 baud: 1000"

@@ -54,7 +54,8 @@ def embedding_body(inputs: list[str] | str, model: str = "fault-embed") -> bytes
     texts = [inputs] if isinstance(inputs, str) else inputs
     return json.dumps({
         "object": "list", "model": model,
-        "data": [{"object": "embedding", "index": i, "embedding": embedding_vector(str(t))} for i, t in enumerate(texts)],
+        "data": [{"object": "embedding", "index": i, "embedding": embedding_vector(str(t))}
+                 for i, t in enumerate(texts)],
         "usage": {"prompt_tokens": 5 * len(texts), "total_tokens": 5 * len(texts)},
     }).encode()
 

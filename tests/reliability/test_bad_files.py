@@ -175,7 +175,8 @@ def test_fifty_mb_json_is_skipped_by_max_file_mb(stocked_kb: Path) -> None:
     assert (stocked_kb / "big.json").stat().st_size > 50 * 1024 * 1024
     rows = ingest_cli(stocked_kb)
     assert rows["big.json"]["status"] == "skipped"
-    assert "larger than ingest.max_file_mb (" in rows["big.json"]["reason"] and "MB > 25 MB)" in rows["big.json"]["reason"]
+    reason = rows["big.json"]["reason"]
+    assert "larger than ingest.max_file_mb (" in reason and "MB > 25 MB)" in reason
     good_files_intact()
 
 
@@ -306,7 +307,8 @@ def test_file_changed_during_read_stores_one_consistent_version(stocked_kb: Path
     monkeypatch.setattr(prepare, "read_bytes", torn_read)
     rows = ingest_cli(stocked_kb)
     assert rows["live.txt"]["status"] == "ingested" and len(reads) == 2
-    assert Chunk.objects.get(source__path="live.txt").text == "Version two: the limit is 12 bar, was changed by the writer."
+    stored = Chunk.objects.get(source__path="live.txt").text
+    assert stored == "Version two: the limit is 12 bar, was changed by the writer."
     good_files_intact()
 
 

@@ -219,7 +219,8 @@ def test_prompt_template_without_its_placeholder_is_a_startup_error(checked_conf
     errors = {e.msg: e.id for e in checks.check_prompt_templates()}
     assert errors.pop(f"prompts.answer_user: template file {user} lacks {{question}}") == "foundry.E006"
     [(message, code)] = errors.items()
-    assert code == "foundry.E005" and message.startswith(f"prompts.answer_system: template file {system} cannot be read")
+    assert code == "foundry.E005"
+    assert message.startswith(f"prompts.answer_system: template file {system} cannot be read")
 
 
 # --------------------------------------------------------------------------- embedding model changed

@@ -45,6 +45,7 @@ from tests.reliability.llm_fault_provider import (FaultHandler, FaultProvider, c
                                                   not_json, purpose_of, reply, stall, status, trickle)
 from tests.generation.conftest import DATASHEET, MANUAL
 from tests.generation.test_ask_views import sse_events
+from datetime import UTC
 
 pytestmark = pytest.mark.django_db
 
@@ -212,9 +213,9 @@ def test_429_retry_after_is_honoured_then_succeeds(faulty: FaultProvider, sleeps
 
 def test_retry_after_in_http_date_form_is_honoured(faulty: FaultProvider, sleeps: Sleeps) -> None:
     from email.utils import format_datetime
-    from datetime import datetime, timedelta, timezone
+    from datetime import datetime, timedelta
 
-    later = format_datetime(datetime.now(timezone.utc) + timedelta(seconds=30), usegmt=True)
+    later = format_datetime(datetime.now(UTC) + timedelta(seconds=30), usegmt=True)
     faulty.script(status(429, {"Retry-After": later}))
     answer = answer_question(question=QUESTION)
     assert answer.citations and len(sleeps.waits) == 1 and 25 <= sleeps.waits[0] <= 30

@@ -32,7 +32,8 @@ pytestmark = pytest.mark.django_db(transaction=True)
 QUESTION = "How many sensors can the Falcon gateway connect to its RS-485 bus?"
 A_DOC = ("# Falcon gateway (alpha team)\n\n## Sensor bus\n\nThe Falcon gateway connects up to 12 sensors to its "
          "RS-485 bus.\n\n## Power\n\nThe alpha Falcon draws 3 W from 24 V DC.\n")
-B_DOC = "# Falcon gateway (beta team)\n\n## Sensor bus\n\nThe Falcon gateway connects up to 40 sensors to its RS-485 bus.\n"
+B_DOC = ("# Falcon gateway (beta team)\n\n## Sensor bus\n\nThe Falcon gateway connects up to 40 sensors to its "
+         "RS-485 bus.\n")
 A_MARKS = ("12 sensors", "alpha", "a-private")
 
 

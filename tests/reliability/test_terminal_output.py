@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from django.contrib.auth.models import User
 from django.core.management import call_command
 
 from sources.models import Chunk, Source

@@ -270,7 +270,8 @@ def test_retrieve_shortlists_only_above_dense_exact_max_rows(kb: Path, foundry_c
     knowledge_base_ingest(target=kb)
     real, sizes = dense_matrix.DenseMatrix._shortlist, []
 
-    def counting(self: dense_matrix.DenseMatrix, query: np.ndarray, size: int, allowed: np.ndarray | None) -> np.ndarray:
+    def counting(self: dense_matrix.DenseMatrix, query: np.ndarray, size: int,
+                 allowed: np.ndarray | None) -> np.ndarray:
         sizes.append(size)
         return real(self, query, size, allowed)
 
@@ -381,7 +382,8 @@ def test_refresh_follows_a_changed_file_and_a_move_to_another_collection(kb: Pat
     knowledge_base_ingest(target=kb)
     valve = list(Chunk.objects.filter(source__path="valve.md").values_list("pk", flat=True))
     matrix, built = dense.current(MINILM)
-    assert built and vectors_read[-1] == len(valve) and set(valve) <= set((matrix.ids // vectorstore.WINDOW_SLOTS).tolist())
+    assert built and vectors_read[-1] == len(valve)
+    assert set(valve) <= set((matrix.ids // vectorstore.WINDOW_SLOTS).tolist())
     _assert_search_same_as_vec0(MINILM, queries, [None])
     _assert_same_as_a_full_build(MINILM)
 

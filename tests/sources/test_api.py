@@ -1,6 +1,7 @@
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
@@ -59,7 +60,8 @@ def test_list_is_scoped(world: World, api: Callable[[str], Api]) -> None:
     assert item["chunk_count"] == 2 and item["status"] == "ingested"
     for other in ("beta", "nope"):  # a collection alice cannot read is like one that does not exist: 404
         refused = api("alice").get(f"/sources?collection={other}")
-        assert refused.status_code == 404 and refused.json() == {"detail": f"No collection '{other}' that you can read."}
+        assert refused.status_code == 404
+        assert refused.json() == {"detail": f"No collection '{other}' that you can read."}
     assert api("alice").get("/sources?collection=alpha").json()["count"] == 1
     assert api("root").get("/sources").json()["count"] == 3
 

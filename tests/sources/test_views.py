@@ -1,7 +1,8 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
@@ -29,7 +30,8 @@ def test_list_shows_only_readable_collections_and_sources(client: Client, world:
 
 
 def test_list_shows_status_reason_and_filters_by_collection(client: Client, world: World) -> None:
-    Source.objects.filter(pk=world.sources["alpha"].pk).update(status="failed", reason="invalid JSON <script>x</script>")
+    Source.objects.filter(pk=world.sources["alpha"].pk).update(status="failed",
+                                                               reason="invalid JSON <script>x</script>")
     html = login(client, world, "alice").get("/sources/?collection=alpha").content.decode()
     assert "Failed" in html and "invalid JSON &lt;script&gt;x&lt;/script&gt;" in html
     assert "handbook.md" not in html
