@@ -115,10 +115,14 @@ class SourceEntry:
 def source_entries(citations: list[dict], viewer: Any) -> list[SourceEntry]:
     """The cited chunks, each with a link to the viewer when ``viewer`` can still read that source."""
     ids = [c.get("chunk_id") for c in citations]
-    readable = dict(readable_chunks(viewer).filter(pk__in=ids).values_list("pk", "source_id"))
+    rows = list(readable_chunks(viewer).filter(pk__in=ids).values_list("pk", "source_id", "page_end"))
+    readable = {pk: source_id for pk, source_id, _ in rows}
+    page_ends = {pk: page_end for pk, _, page_end in rows}  # citations recorded before they had page_end
     entries = []
     for c in citations:
         source_id = readable.get(c.get("chunk_id"))
+        if "page_end" not in c and c.get("chunk_id") in page_ends:
+            c = {**c, "page_end": page_ends[c["chunk_id"]]}
         url = (f"{reverse('sources:detail', args=[source_id])}?chunk={c['chunk_id']}#chunk-{c['chunk_id']}"
                if source_id else "")
         entries.append(SourceEntry(label=str(c.get("id", "")), title=str(c.get("title") or c.get("source", "")),
