@@ -12,12 +12,13 @@ from typing import Any, Callable
 
 import pytest
 from django.test import Client
+from django.utils.html import escape
 
 from foundry_site.services.tokens import token_create
 from sources.models import Chunk
 from sources.services.collections import collection_create, collection_grant
 from sources.services.ingest import knowledge_base_ingest
-from tests.sources.office_files import HTML, make_docx, make_pptx, make_xlsx
+from tests.sources.office_files import make_docx, make_pptx, make_xlsx
 from tests.sources.test_ocr import encoded, scanned_page
 from tests.sources.test_tasks_broker import clean_index  # noqa: F401  (fixture: vec0 rows outlive a flush)
 
@@ -25,14 +26,27 @@ pytestmark = [pytest.mark.integration, pytest.mark.django_db]
 
 needs_tesseract = pytest.mark.skipif(shutil.which("tesseract") is None, reason="tesseract not installed (make ocr)")
 
+HTML = """<!DOCTYPE html>
+<html><head><title>Valve guide</title><script>track()</script></head>
+<body><nav><a href="/">Home</a></nav>
+<h1>Valve V-200</h1>
+<p>The V-200 is a spring-loaded relief valve.</p>
+<h2>Commissioning</h2>
+<p>The relief valve V-200 opens at 3 bar
+and closes at 1 bar.</p>
+<p>Flush the line before commissioning.</p>
+</body></html>
+"""
+
 # question, cited file, the citation's location (a regular expression over the whole text)
 CASES = {
     "docx": ("Which fuse protects the pump's supply?", "manual.docx",
              r"§ Installation > Power supply, paragraphs? \d+(-\d+)?"),
-    "pptx": ("Which pump recall should be mentioned?", "review.pptx", r"§ Agenda, slide 1, lines \d+-\d+"),
+    "pptx": ("Which pump recall should be mentioned?", "review.pptx", r"§ Agenda > Notes, slide 1, lines \d+-\d+"),
     "xlsx": ("Which pumps are discontinued?", "pumps.xlsx", r"sheet Notes, rows? \d+(-\d+)?"),
     "csv": ("What is the set pressure of the relief valve RV-17?", "valves.csv", r"rows? \d+(-\d+)?"),
-    "html": ("What are the wire colours of the valve V-200?", "valve.html", r"§ Valve V-200 > Wiring, lines \d+-\d+"),
+    "html": ("At what pressure does the relief valve V-200 open?", "valve.html",
+             r"§ Valve V-200 > Commissioning, lines \d+-\d+"),
     "image": ("How often must the relief valve be serviced?", "scan.png",
               r"lines \d+-\d+, OCR, confidence \d+ %"),
 }
@@ -93,12 +107,12 @@ def test_each_kind_is_cited_with_its_location(kind: str, kinds: Client, client: 
     assert response.status_code == 302
     page = client.get(response["Location"]).content.decode()
     entry = re.search(rf'<li id="source-{citation["id"]}" class="source">(.*?)</li>', page, re.S)
-    assert entry and f"{source} · {citation['location']} · score" in entry.group(1)  # the ask page's Sources list
+    assert entry and escape(f"{source} · {citation['location']} · score") in entry.group(1)  # the ask page's Sources list
     query_id = response["Location"].rstrip("/").rsplit("/", 1)[1]
     log = client.get(f"/query-log/{query_id}/").content.decode()
-    assert f"<td>{citation['location']}</td>" in log  # the query log's citation table
+    assert f"<td>{escape(citation['location'])}</td>" in log  # the query log's citation table
     viewer = client.get(f"/sources/{chunk.source_id}/?chunk={chunk.pk}").content.decode()
-    assert f"{chunk.location} ·" in viewer  # the source viewer names the chunk the same way
+    assert f"{escape(chunk.location)} ·" in viewer  # the source viewer names the chunk the same way
     download = client.get(f"/sources/{chunk.source_id}/download")
     assert download.status_code == 200
     assert b"".join(download.streaming_content) == (Path(chunk.source.absolute_path)).read_bytes()
