@@ -118,10 +118,10 @@ def folder_check(folder: Path) -> None:
         raise FolderUnavailable(f"bound folder {folder} cannot be read ({exc.strerror or exc})") from None
 
 
-def _kept(coll: Collection, reason: str) -> str:
+def _kept(coll: Collection, reason: str, *, or_else: str = "") -> str:
     count = Source.objects.filter(collection=coll, root=coll.folder).count()
     return (f"{reason}; its {count} source(s) are kept. Mount or restore the folder, or "
-            f"`foundry collections unbind {coll.name}`")
+            f"`foundry collections unbind {coll.name}`{or_else}")
 
 
 def collection_sync(*, collection: Collection, wait: bool = True, on_file: ProgressFn | None = None) -> SyncResult:
@@ -139,9 +139,9 @@ def collection_sync(*, collection: Collection, wait: bool = True, on_file: Progr
         return _failed(collection, result, str(exc))
     if job.files_total == 0 and Source.objects.filter(collection=collection, root=job.root).exists():
         # An empty folder that sources came from is far likelier an unmounted drive than every file deleted.
-        reason = _kept(collection, f"bound folder {folder} is empty (a drive not mounted?); if its files really "
-                                   f"were deleted, `foundry ingest {folder} --collection {collection.name}` "
-                                   "removes their sources")
+        reason = _kept(collection, f"bound folder {folder} is empty (a drive not mounted?)",
+                       or_else=f"; if its files really were deleted, `foundry ingest {folder} --collection "
+                               f"{collection.name}` removes their sources")
         ingest_jobs.ingest_job_abort(job_id=job.pk, reason=reason)
         return _failed(collection, result, reason, job.pk)
     Collection.objects.filter(pk=collection.pk).update(synced_at=timezone.now(), sync_error="")
