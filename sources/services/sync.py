@@ -106,16 +106,22 @@ def bound_collections(names: list[str] | None = None) -> list[Collection]:
 
 
 def folder_check(folder: Path) -> None:
-    """Raise FolderUnavailable when ``folder`` is missing, not a folder or cannot be listed."""
+    """Raise FolderUnavailable when ``folder`` is missing, not a folder, or it or a folder in it cannot be listed.
+
+    The ingest scan skips what it cannot list, so an unreadable sub-folder (a share whose permissions
+    changed, a mount inside the tree that failed) would look empty and its sources would be removed.
+    """
     if not folder.exists():
         raise FolderUnavailable(f"bound folder {folder} is missing (a drive not mounted?)")
     if not folder.is_dir():
         raise FolderUnavailable(f"bound folder {folder} is not a folder")
-    try:
-        with os.scandir(folder) as entries:
-            next(entries, None)
-    except OSError as exc:
-        raise FolderUnavailable(f"bound folder {folder} cannot be read ({exc.strerror or exc})") from None
+
+    def unreadable(error: OSError) -> None:
+        where = "" if Path(error.filename or folder) == folder else f" (its folder {error.filename})"
+        raise FolderUnavailable(f"bound folder {folder}{where} cannot be read ({error.strerror or error})")
+
+    for _ in os.walk(folder, onerror=unreadable, followlinks=False):
+        pass
 
 
 def _kept(coll: Collection, reason: str, *, or_else: str = "") -> str:

@@ -146,6 +146,27 @@ def test_unreadable_folder_fails_and_keeps_its_sources(docs: Path, monkeypatch: 
     assert Source.objects.filter(collection__name="manuals").count() == 2
 
 
+def test_an_unreadable_folder_inside_the_bound_one_removes_nothing(docs: Path, monkeypatch: pytest.MonkeyPatch
+                                                                   ) -> None:
+    (docs / "share").mkdir()
+    (docs / "share" / "valve.txt").write_text("Valve V-2 opens at 3 bar.\n")
+    collection_bind(collection="manuals", folder=docs)
+    collections_sync()
+    real_scandir = os.scandir
+
+    def scandir(path: object) -> object:
+        if Path(str(path)) == docs / "share":
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_scandir(path)
+
+    monkeypatch.setattr("sources.services.sync.os.scandir", scandir)
+    [result] = collections_sync()
+    assert result.status == "failed"
+    assert result.reason.startswith(f"bound folder {docs} (its folder {docs / 'share'}) cannot be read "
+                                    "(Permission denied); its 3 source(s) are kept")
+    assert Source.objects.filter(path="share/valve.txt").exists()
+
+
 def test_a_second_sync_while_one_is_running_does_nothing(docs: Path) -> None:
     collection_bind(collection="manuals", folder=docs)
     running = ingest_jobs.ingest_job_create(target=docs, collection="manuals", exclusive=True)
