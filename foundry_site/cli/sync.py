@@ -6,7 +6,7 @@ import json
 import sys
 import time
 from collections.abc import Callable
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import TextIO
 
 from foundry_site.cli.display import safe
@@ -35,7 +35,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
 def sync_command(opts: argparse.Namespace, out: TextIO) -> int:
     def one_round() -> int:
         if opts.every is not None and not opts.json:
-            out.write(f"Sync at {datetime.now(timezone.utc):%Y-%m-%d %H:%M:%S} UTC\n")
+            out.write(f"Sync at {datetime.now(UTC):%Y-%m-%d %H:%M:%S} UTC\n")
         results = collections_sync(names=opts.collections or None)
         out.write(format_results(results, as_json=opts.json))
         out.flush()
