@@ -213,3 +213,12 @@ def test_cli_sync_exits_1_when_a_folder_failed(docs: Path, tmp_path: Path) -> No
         foundry("sync")
     assert exit_info.value.code == 1
     assert Source.objects.filter(collection__name="manuals").count() == 2
+
+
+def test_the_admin_shows_the_binding_read_only(docs: Path, admin_client: object) -> None:
+    coll = collection_bind(collection="manuals", folder=docs)
+    collections_sync()
+    listing = admin_client.get("/admin/sources/collection/").content.decode()
+    assert str(docs) in listing
+    page = admin_client.get(f"/admin/sources/collection/{coll.pk}/change/").content.decode()
+    assert str(docs) in page and 'name="folder"' not in page  # shown, not editable: bind checks overlaps
