@@ -204,6 +204,12 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": env.float("FOUNDRY_SWEEP_INTERVAL", default=60.0),
     },
 }
+# Folders bound to collections are synced every sync.interval of foundry.yaml (docs/operations.md).
+if FOUNDRY.sync.interval_seconds is not None:
+    CELERY_BEAT_SCHEDULE["sync-bound-folders"] = {
+        "task": "sources.tasks.sync_bound_folders",
+        "schedule": FOUNDRY.sync.interval_seconds,
+    }
 # Retries apply only to transient errors (foundry_site/core/jobs.py); everything else fails the run.
 FOUNDRY_TASK_MAX_RETRIES = env.int("FOUNDRY_TASK_MAX_RETRIES", default=5)
 FOUNDRY_TASK_RETRY_BACKOFF = env.int("FOUNDRY_TASK_RETRY_BACKOFF", default=5)

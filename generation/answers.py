@@ -27,7 +27,7 @@ from foundry_site.core.grounding import Grounded, Grounder, REFUSAL, reply_text
 from retrieval.models import QueryLog
 from retrieval.services.gate import NO_EVIDENCE_ANSWER, NO_EVIDENCE_HINT
 from retrieval.services.retrieve import Candidate, Retrieval, retrieve
-from sources.models import Chunk
+from sources.models import Chunk, location_fields
 from sources.selectors import index_version
 
 logger = logging.getLogger(__name__)
@@ -37,7 +37,8 @@ MAX_QUESTION_CHARS = 4000
 # would be, so an upgraded install does not serve answers the old rules let through.
 # 2: numbers are grounded next to the words around them (grounding.numbers_supported).
 # 3: the extractive reader.
-ANSWER_RULES = 3
+# 4: citations and "Passages found" give each kind's location (slide, sheet rows, section, OCR).
+ANSWER_RULES = 4
 LOW_CONFIDENCE_PREFIX = "Answer (LOW CONFIDENCE — limited source coverage):"
 WITHHELD = ("No answer could be verified: the model's sentences were not supported by the passages found, "
             "so they were withheld. Read the passages, or ask again in other words.")
@@ -267,9 +268,7 @@ def withheld_text(included: list[Candidate]) -> str:
 
 
 def passages_found(included: list[Candidate]) -> str:
-    return "; ".join(f"{c.label} {c.chunk.source.name}"
-                     + (f", p. {c.chunk.page_start}" if c.chunk.page_start else "")
-                     + f", lines {c.chunk.line_start}-{c.chunk.line_end}" for c in included)
+    return "; ".join(f"{c.label} {c.chunk.source.name}, {c.chunk.location}" for c in included)
 
 
 def citation(candidate: Candidate, quotes: list[reader.Quote] | None = None) -> dict:
@@ -280,7 +279,7 @@ def citation(candidate: Candidate, quotes: list[reader.Quote] | None = None) -> 
         spans = [q.lines for q in quotes]
         lines = [min(first for first, _ in spans), max(last for _, last in spans)]
     return {"id": candidate.label, "chunk_id": chunk.pk, "source": chunk.source.name, "title": chunk.source.title,
-            "heading": chunk.heading, "page": chunk.page_start, "lines": lines,
+            "heading": chunk.heading, "page": chunk.page_start, "lines": lines, **location_fields(chunk, lines),
             "score": round(candidate.score, 4), "text": chunk.text}
 
 

@@ -28,7 +28,7 @@ from foundry_site.core.grounding import Grounded, Sentence, content_words, split
 from generation.models import GenerationRun
 from foundry_site.core.grounding import Grounder
 from retrieval.services.retrieve import Candidate, Retrieval, retrieve
-from sources.models import SourceSummary
+from sources.models import Source, SourceSummary, location_text
 
 logger = logging.getLogger(__name__)
 
@@ -332,13 +332,23 @@ def low_coverage_note(document: str, *, kept: int, total: int) -> str:
 
 
 def footnote_text(candidate: Candidate) -> str:
-    """Source, section, page and lines: ``datasheet.pdf §3.2 Power, p. 7, lines 4-15``."""
+    """The footnote of a chunk (``footnote_format``)."""
     chunk = candidate.chunk
-    parts = [chunk.source.name + (f" §{chunk.heading.split(' > ')[-1]}" if chunk.heading else "")]
-    if chunk.page_start:
-        parts.append(f"p. {chunk.page_start}")
-    parts.append(f"lines {chunk.line_start}-{chunk.line_end}")
-    return ", ".join(parts)
+    return footnote_format(name=chunk.source.name, kind=chunk.kind, heading=chunk.heading,
+                           page_start=chunk.page_start, page_end=chunk.page_end,
+                           lines=(chunk.line_start, chunk.line_end), ocr_confidence=chunk.ocr_confidence)
+
+
+def footnote_format(*, name: str, kind: str, heading: str, page_start: int | None, page_end: int | None,
+                    lines: tuple[int, int], ocr_confidence: float | None) -> str:
+    """``datasheet.pdf §3.2 Power, p. 7, lines 4-15`` (the section by its own heading), then the
+    rest of the location in its kind's terms (``location_text``): ``deck.pptx §Agenda, slide 3, lines 2-4``,
+    ``pumps.xlsx, sheet Pumps, rows 20-45``, ``scan.png, lines 1-4, OCR, confidence 91 %``."""
+    sheet = kind == Source.Kind.XLSX  # the sheet is part of the location, not a section
+    section = f" §{heading.split(' > ')[-1]}" if heading and not sheet else ""
+    where = location_text(kind=kind, heading=heading if sheet else "", page_start=page_start, page_end=page_end,
+                          line_start=lines[0], line_end=lines[1], ocr_confidence=ocr_confidence)
+    return f"{name}{section}, {where}"
 
 
 def write_atomic(path: Path, text: str) -> None:

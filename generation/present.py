@@ -19,7 +19,7 @@ from django.utils.safestring import SafeString, mark_safe
 
 from foundry_site.core.markup import markdown_html
 from retrieval.models import QueryLog
-from sources.models import place_text
+from sources.models import citation_location
 from sources.selectors import access_contacts, readable_chunks, readable_collections
 
 _MARKER = re.compile(r"\[(S\d+)\]")
@@ -63,7 +63,7 @@ REFUSALS = {
                      "else was shown."),
 }
 PASSAGES_FOUND = " Passages found: "
-_PASSAGE = re.compile(r"^(S\d+) (.+?)(?:, p\. (\d+)(?:[–-]\d+)?)?, lines (\d+)[–-](\d+)$")
+_LABELLED = re.compile(r"^(S\d+) (.+)$")
 
 
 @dataclass(frozen=True)
@@ -76,21 +76,26 @@ class FoundPassage:
 def found_passages(row: QueryLog, viewer: Any) -> tuple[str, list[FoundPassage]]:
     """A withheld answer's lead text and its "Passages found", each linked to the viewer at its chunk.
 
-    The stored answer names the passages (``S1 manual.md, p. 2, lines 4-15; …``); the chunk
-    is the one among the row's retrieved chunks with that source name and those lines.
+    The stored answer names the passages (``S1 manual.md, § Power, p. 2, lines 4-15; …``, as
+    ``answers.passages_found`` writes them); the chunk is the one among the row's retrieved chunks
+    that the answer names that way. Answers recorded before locations named the section and the kind
+    (``S1 manual.md, p. 2, lines 4-15``) are matched in that form.
     """
     if PASSAGES_FOUND not in row.answer:
         return row.answer, []
     lead, listing = row.answer.split(PASSAGES_FOUND, 1)
     retrieved = {int(hit[0]) for hits in (row.channels or {}).values() for hit in hits if hit}
-    chunks = readable_chunks(viewer).filter(pk__in=retrieved).values_list(
-        "pk", "source_id", "source__name", "line_start", "line_end")
-    where = {(name, start, end): (pk, source_id) for pk, source_id, name, start, end in chunks}
+    where: dict[str, tuple[int, int]] = {}
+    for chunk in readable_chunks(viewer).filter(pk__in=retrieved).select_related("source"):
+        target = (chunk.pk, chunk.source_id)
+        legacy = (f"{chunk.source.name}" + (f", p. {chunk.page_start}" if chunk.page_start else "")
+                  + f", lines {chunk.line_start}-{chunk.line_end}")
+        where.setdefault(legacy, target)
+        where[f"{chunk.source.name}, {chunk.location}"] = target
     found = []
     for part in listing.rstrip(".").split("; "):
-        match = _PASSAGE.match(part.strip())
-        key = (match.group(2), int(match.group(4)), int(match.group(5))) if match else None
-        target = where.get(key) if key else None
+        match = _LABELLED.match(part.strip())
+        target = where.get(match.group(2)) if match else None
         url = (f"{reverse('sources:detail', args=[target[1]])}?chunk={target[0]}#chunk-{target[0]}"
                if target else "")
         found.append(FoundPassage(label=match.group(1) if match else "", text=part.strip(), url=url))
@@ -102,17 +107,9 @@ class SourceEntry:
     label: str
     title: str
     path: str
-    heading: str
-    page: int | None
-    lines: tuple[int, int]
+    location: str  # ``§ Agenda, slide 3, lines 2-4``, ``sheet Pumps, rows 20-45`` … (sources.models.location_text)
     score: float
     url: str  # the source viewer at this chunk; "" if the viewer may no longer read it
-    page_end: int | None = None  # known while the viewer can read the chunk
-
-    @property
-    def place(self) -> str:
-        """``p. 2, lines 4-15``, or ``pp. 1–2, lines 26–4`` for a chunk that crosses a page."""
-        return place_text(self.page, self.page_end, self.lines[0], self.lines[1])
 
 
 def source_entries(citations: list[dict], viewer: Any) -> list[SourceEntry]:
@@ -120,18 +117,17 @@ def source_entries(citations: list[dict], viewer: Any) -> list[SourceEntry]:
     ids = [c.get("chunk_id") for c in citations]
     rows = list(readable_chunks(viewer).filter(pk__in=ids).values_list("pk", "source_id", "page_end"))
     readable = {pk: source_id for pk, source_id, _ in rows}
-    page_ends = {pk: page_end for pk, _, page_end in rows}
+    page_ends = {pk: page_end for pk, _, page_end in rows}  # citations recorded before they had page_end
     entries = []
     for c in citations:
         source_id = readable.get(c.get("chunk_id"))
+        if "page_end" not in c and c.get("chunk_id") in page_ends:
+            c = {**c, "page_end": page_ends[c["chunk_id"]]}
         url = (f"{reverse('sources:detail', args=[source_id])}?chunk={c['chunk_id']}#chunk-{c['chunk_id']}"
                if source_id else "")
-        lines = c.get("lines") or [0, 0]
         entries.append(SourceEntry(label=str(c.get("id", "")), title=str(c.get("title") or c.get("source", "")),
-                                   path=str(c.get("source", "")), heading=str(c.get("heading") or ""),
-                                   page=c.get("page"), lines=(lines[0], lines[-1]),
-                                   score=float(c.get("score") or 0.0), url=url,
-                                   page_end=page_ends.get(c.get("chunk_id"))))
+                                   path=str(c.get("source", "")), location=citation_location(c),
+                                   score=float(c.get("score") or 0.0), url=url))
     return entries
 
 

@@ -27,6 +27,11 @@ class CitationOut(Schema):
     heading: str
     page: int | None
     lines: list[int]
+    kind: str = Field("", description="kind of file: pdf, docx, pptx, xlsx, csv, html, image, md, txt, json")
+    page_end: int | None = Field(None, description="last page (slide) of a passage that crosses pages")
+    ocr_confidence: float | None = Field(None, description="set when the text was read by OCR (0-100)")
+    location: str = Field("", description="where the passage sits, in its kind's terms: '§ Agenda, slide 3, "
+                                          "lines 2-4', 'sheet Pumps, rows 20-45', 'lines 1-4, OCR, confidence 91 %'")
     score: float
     text: str | None = None
 

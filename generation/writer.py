@@ -14,7 +14,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from generation.documents import markup_escape
+from generation.documents import footnote_format, markup_escape
 from generation.reader import Passage, Quote, Reading, read, unit_key
 from retrieval.services.retrieve import Candidate, retrieve
 
@@ -69,7 +69,8 @@ def passage_payload(candidate: Candidate, footnote: str) -> dict[str, Any]:
     chunk = candidate.chunk
     return {"chunk_id": chunk.pk, "text": chunk.text, "footnote": footnote, "source": chunk.source.name,
             "ordinal": chunk.ordinal, "line_start": chunk.line_start, "line_end": chunk.line_end,
-            "page_start": chunk.page_start, "page_end": chunk.page_end}
+            "page_start": chunk.page_start, "page_end": chunk.page_end, "kind": chunk.kind,
+            "heading": chunk.heading, "ocr_confidence": chunk.ocr_confidence}
 
 
 def document_write(*, topic: str, title: str, sections: Sequence[dict[str, Any]], passages: dict[str, dict[str, Any]],
@@ -116,7 +117,7 @@ def _section_lines(quotes: list[Quote], footnotes: dict[str, str], passages: dic
     previous: Quote | None = None
     for quote in sorted(quotes, key=lambda q: (q.passage.source, q.passage.ordinal, q.unit.start)):
         label, kind = f"S{len(footnotes) + 1}", quote.unit.kind
-        footnotes[label] = unit_footnote(quote, passages[quote.passage.label]["footnote"])
+        footnotes[label] = unit_footnote(quote, passages[quote.passage.label])
         marked = markup_escape(f"{quote.quoted if kind == 'sentence' else quote.unit.text} [{label}]")
         continues = previous is not None and previous.unit.kind == kind and (
             (kind in ("item", "field") and previous.passage is quote.passage)
@@ -135,10 +136,11 @@ def _section_lines(quotes: list[Quote], footnotes: dict[str, str], passages: dic
     return ["\n\n".join(blocks)]
 
 
-def unit_footnote(quote: Quote, chunk_footnote: str) -> str:
-    """The chunk's footnote (``manual.md §Wiring, p. 3, lines 40-52``) with the unit's own lines."""
-    first, last = quote.lines
-    return re.sub(r"lines \d+-\d+$", f"lines {first}-{last}", chunk_footnote)
+def unit_footnote(quote: Quote, passage: dict[str, Any]) -> str:
+    """The passage's footnote (``manual.md §Wiring, p. 3, lines 40-52``) with the quoted unit's own lines."""
+    return footnote_format(name=passage["source"], kind=passage["kind"], heading=passage["heading"],
+                           page_start=passage["page_start"], page_end=passage["page_end"], lines=quote.lines,
+                           ocr_confidence=passage["ocr_confidence"])
 
 
 def _audit(reading: Reading, kept: list[Quote]) -> dict[str, Any]:

@@ -21,7 +21,7 @@ from django.views.decorators.http import require_GET, require_POST
 from retrieval import charts, selectors
 from retrieval.forms import FeedbackForm, QueryLogFilterForm
 from retrieval.services.feedback import FeedbackError, feedback_record
-from sources.models import Collection
+from sources.models import Collection, citation_location
 from sources.selectors import readable_chunks
 
 PAGE_SIZE = 50
@@ -96,6 +96,7 @@ def querylog_detail(request: HttpRequest, query_id: int) -> HttpResponse:
         Collection.objects.filter(pk__in=row.collection_ids).order_by("name").values_list("name", flat=True))
     return render(request, "querylog/detail.html", {
         "row": row, "channels": channels, "collections": collections, "readable": readable,
+        "citations": [{**c, "location": citation_location(c)} for c in row.citations],
         "feedback": row.feedback.select_related("user").order_by("-created_at", "-pk"),
         "may_feedback": selectors.may_give_feedback(request.user, row),
         "show_grounding": selectors.may_review_grounding(request.user)})

@@ -32,12 +32,14 @@ class ReadOnlyAdmin(admin.ModelAdmin):
 
 @admin.register(Collection)
 class CollectionAdmin(admin.ModelAdmin):
-    list_display = ["name", "public", "source_count", "reader_count", "description", "created_at"]
+    list_display = ["name", "public", "source_count", "reader_count", "folder", "synced_at", "description",
+                    "created_at"]
     list_filter = ["public"]
-    search_fields = ["name", "description"]
+    search_fields = ["name", "description", "folder"]
     filter_horizontal = ["readers"]
-    fields = ["name", "description", "public", "readers", "created_at"]
-    readonly_fields = ["created_at"]
+    # The bound folder is set by `foundry collections bind`, which refuses overlapping folders.
+    fields = ["name", "description", "public", "readers", "folder", "synced_at", "sync_error", "created_at"]
+    readonly_fields = ["folder", "synced_at", "sync_error", "created_at"]
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Collection]:
         return super().get_queryset(request).annotate(
@@ -46,7 +48,8 @@ class CollectionAdmin(admin.ModelAdmin):
     def get_readonly_fields(self, request: HttpRequest, obj: Collection | None = None) -> list[str]:
         # Ingest finds a collection by name (`--collection NAME`); renaming one would make the
         # next ingest create a new collection and move every source into it.
-        return ["name", "created_at"] if obj else ["created_at"]
+        bound = ["folder", "synced_at", "sync_error", "created_at"]
+        return ["name", *bound] if obj else bound
 
     @admin.display(description="sources", ordering="n_sources")
     def source_count(self, obj: Collection) -> int:

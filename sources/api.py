@@ -40,7 +40,8 @@ def list_sources(request: HttpRequest, filters: Query[SourceFilter]) -> QuerySet
 @router.post("/sources", response={201: UploadOut, 400: ErrorOut, 409: ErrorOut, 413: ErrorOut, **ERRORS})
 def upload_source(request: HttpRequest, file: File[UploadedFile], collection: Form[str],
                   replace: Form[bool] = False) -> tuple[int, dict]:
-    """Upload one file (.txt .md .pdf .json) into a collection and ingest it.
+    """Upload one file into a collection and ingest it: .txt .md .markdown .pdf .json .docx .html .htm .pptx .xlsx
+    .csv, or an image to OCR (.png .jpg .jpeg .tif .tiff).
 
     400: bad type or content, 409: the name exists (send replace=true for a new version),
     413: larger than ingest.max_file_mb.

@@ -28,6 +28,14 @@ class Collection(models.Model):
     description = models.TextField(blank=True)
     readers = models.ManyToManyField(settings.AUTH_USER_MODEL, blank=True, related_name="collections")
     public = models.BooleanField(default=False, help_text="Readable by every signed-in user.")
+    folder = models.CharField(
+        max_length=1024, blank=True, editable=False,
+        help_text="Absolute folder the collection is bound to: `foundry sync` re-ingests it (changes in, deletions "
+                  "out). Set with `foundry collections bind` / `unbind`.")
+    synced_at = models.DateTimeField(null=True, blank=True, editable=False,
+                                     help_text="When the bound folder was last synced (its ingest job started).")
+    sync_error = models.TextField(blank=True, editable=False,
+                                  help_text="Why the last sync of the bound folder failed; empty when it worked.")
     created_at = models.DateTimeField(default=timezone.now, editable=False)
 
     def __str__(self) -> str:
@@ -113,6 +121,23 @@ def place_text(page_start: int | None, page_end: int | None, line_start: int, li
     return lines
 
 
+def location_text(*, kind: str, heading: str, page_start: int | None, page_end: int | None, line_start: int,
+                  line_end: int, ocr_confidence: float | None = None) -> str:
+    """Where a passage sits, in the terms of its kind of file: the one formatter every citation uses.
+
+    ``§ Install > Power, p. 7, lines 4-15`` (PDF); ``§ Agenda, slide 3, lines 2-4`` (PowerPoint);
+    ``sheet Pumps, rows 20-45`` (Excel); ``rows 20-45`` (CSV); ``§ Safety, paragraphs 12-15`` (Word);
+    and ``OCR, confidence 91 %`` after the rest when the text was read from an image.
+    """
+    parts = []
+    if heading:
+        parts.append(f"sheet {heading}" if kind == Source.Kind.XLSX else f"§ {heading}")
+    parts.append(place_text(page_start, page_end, line_start, line_end, kind))
+    if ocr_confidence is not None:
+        parts.append(f"OCR, confidence {ocr_confidence:.0f} %")
+    return ", ".join(parts)
+
+
 class Chunk(models.Model):
     """A passage of a source. ``text`` is verbatim source text; ``context`` is only embedded."""
 
@@ -140,19 +165,10 @@ class Chunk(models.Model):
 
     @property
     def location(self) -> str:
-        """Human citation of where the chunk sits, in the terms of its kind of file.
-
-        ``§ Install > Power, p. 7, lines 4-15`` (PDF); ``§ Agenda, slide 3, lines 2-4`` (PowerPoint);
-        ``sheet Pumps, rows 20-45`` (Excel); ``rows 20-45`` (CSV); ``§ Safety, paragraphs 12-15`` (Word);
-        and ``OCR, confidence 91 %`` after the rest when the text was read from an image.
-        """
-        parts = []
-        if self.heading:
-            parts.append(f"sheet {self.heading}" if self.kind == Source.Kind.XLSX else f"§ {self.heading}")
-        parts.append(self.place)
-        if self.ocr_confidence is not None:
-            parts.append(f"OCR, confidence {self.ocr_confidence:.0f} %")
-        return ", ".join(parts)
+        """Human citation of where the chunk sits, in the terms of its kind of file (``location_text``)."""
+        return location_text(kind=self.kind, heading=self.heading, page_start=self.page_start,
+                             page_end=self.page_end, line_start=self.line_start, line_end=self.line_end,
+                             ocr_confidence=self.ocr_confidence)
 
     @property
     def place(self) -> str:
@@ -163,6 +179,29 @@ class Chunk(models.Model):
     def kind(self) -> str:
         """The kind of file the chunk comes from ("" for a chunk not yet attached to a source)."""
         return self.source.kind if self.source_id else ""
+
+
+def location_fields(chunk: Chunk, lines: list[int] | None = None) -> dict:
+    """A citation's location fields for the JSON API, MCP and OpenAI-compatible citations: the kind of file, the
+    last page (slide), the OCR confidence (None unless read by OCR) and ``location``, the text ``location_text``
+    writes. ``lines`` narrows the lines (rows, paragraphs) to the quoted ones."""
+    first, last = lines or (chunk.line_start, chunk.line_end)
+    return {"kind": chunk.kind, "page_end": chunk.page_end,
+            "ocr_confidence": None if chunk.ocr_confidence is None else round(chunk.ocr_confidence, 1),
+            "location": location_text(kind=chunk.kind, heading=chunk.heading, page_start=chunk.page_start,
+                                      page_end=chunk.page_end, line_start=first, line_end=last,
+                                      ocr_confidence=chunk.ocr_confidence)}
+
+
+def citation_location(citation: dict) -> str:
+    """The location of a stored citation: its ``location``; for one recorded before citations had it, the same
+    text made from the fields it has (page and lines; no kind was recorded then)."""
+    if citation.get("location"):
+        return str(citation["location"])
+    lines = citation.get("lines") or [0, 0]
+    return location_text(kind=str(citation.get("kind") or ""), heading=str(citation.get("heading") or ""),
+                         page_start=citation.get("page"), page_end=citation.get("page_end"),
+                         line_start=lines[0], line_end=lines[-1], ocr_confidence=citation.get("ocr_confidence"))
 
 
 class SourceSummary(models.Model):

@@ -11,6 +11,7 @@ from celery import shared_task
 
 from foundry_site.core.jobs import FoundryTask, retry_transient, task_failure_reason
 from sources.services import ingest_jobs
+from sources.services.sync import collections_sync
 
 
 @shared_task(base=FoundryTask)
@@ -41,3 +42,12 @@ def store_source(payload: dict[str, Any], job_id: int, rel: str) -> None:
 def ingest_file_failed(task_id: str, job_id: int, rel: str) -> None:
     """Errback of prepare/store: record the file as failed with the reason the failed task stored."""
     ingest_jobs.ingest_job_file_fail(job_id=job_id, rel=rel, reason=task_failure_reason(task_id))
+
+
+# Scheduled by Celery beat every sync.interval (foundry.yaml; the "sync-bound-folders" entry in settings).
+@shared_task(base=FoundryTask, ignore_result=True, name="sources.tasks.sync_bound_folders")
+@retry_transient
+def sync_bound_folders() -> list[dict[str, Any]]:
+    """Queue an ingest job for every folder bound to a collection. Safe to run twice: a folder with an
+    unfinished job is left to it."""
+    return [r.as_dict() for r in collections_sync(wait=False)]

@@ -19,7 +19,7 @@ from foundry_site.core.markup import markdown_html
 from sources import selectors
 from sources.forms import UploadForm
 from sources.models import Source
-from sources.services.uploads import UploadRejected, source_remove, source_upload
+from sources.services.uploads import ALLOWED_SUFFIXES, UploadRejected, source_remove, source_upload
 
 PAGE_SIZE = 50
 
@@ -40,7 +40,8 @@ def _render_list(request: HttpRequest, form: UploadForm, *, status: int = 200) -
     context = {"collections": collections, "page": page, "selected": selected, "form": form,
                "query": urlencode({"collection": selected}) if selected else "",
                "pending": any(s.status == Source.Status.PENDING for s in page),
-               "max_file_mb": f"{settings.FOUNDRY.ingest.max_file_mb:g}"}
+               "max_file_mb": f"{settings.FOUNDRY.ingest.max_file_mb:g}",
+               "accepted_formats": " ".join(ALLOWED_SUFFIXES)}
     return render(request, "sources/list.html", context, status=status)
 
 

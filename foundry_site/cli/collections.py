@@ -1,13 +1,17 @@
-"""``foundry collections list|create|grant|revoke``: who may read which sources."""
+"""``foundry collections list|create|grant|revoke|bind|unbind``: who may read which sources, and the folders
+that ``foundry sync`` keeps them in step with."""
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 from typing import TextIO
 
 from django.db.models import Count
 
+from foundry_site.cli.display import safe
 from sources.models import Collection
 from sources.services.collections import collection_create, collection_grant, collection_revoke
+from sources.services.sync import collection_bind, collection_unbind, sync_summary
 
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:
@@ -24,14 +28,22 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         a.add_argument("collection", metavar="COLLECTION")
         a.add_argument("username", metavar="USER")
         a.set_defaults(handler=grant_command if action == "grant" else revoke_command)
+    b = actions.add_parser("bind", help="bind COLLECTION to FOLDER: `foundry sync` keeps its sources in step")
+    b.add_argument("collection", metavar="COLLECTION")
+    b.add_argument("folder", metavar="FOLDER")
+    b.set_defaults(handler=bind_command)
+    u = actions.add_parser("unbind", help="stop syncing COLLECTION's folder (its sources stay)")
+    u.add_argument("collection", metavar="COLLECTION")
+    u.set_defaults(handler=unbind_command)
 
 
 def list_command(opts: argparse.Namespace, out: TextIO) -> int:
     rows = Collection.objects.annotate(n=Count("sources")).prefetch_related("readers").order_by("name")
-    out.write(f"  {'collection':<20} {'public':<6} {'sources':>7}  readers\n")
+    out.write(f"  {'collection':<20} {'public':<6} {'sources':>7}  {'readers':<20}  folder\n")
     for c in rows:
         readers = ", ".join(sorted(u.get_username() for u in c.readers.all())) or "-"
-        out.write(f"  {c.name:<20} {'yes' if c.public else 'no':<6} {c.n:>7}  {readers}\n")
+        folder = f"{safe(c.folder)}  ({safe(sync_summary(c))})" if c.folder else "-"
+        out.write(f"  {c.name:<20} {'yes' if c.public else 'no':<6} {c.n:>7}  {readers:<20}  {folder}\n")
     return 0
 
 
@@ -52,4 +64,17 @@ def revoke_command(opts: argparse.Namespace, out: TextIO) -> int:
     changed = collection_revoke(collection=opts.collection, username=opts.username)
     state = "can no longer read" if changed else "was not a reader of"
     out.write(f"{opts.username} {state} collection {opts.collection}.\n")
+    return 0
+
+
+def bind_command(opts: argparse.Namespace, out: TextIO) -> int:
+    coll = collection_bind(collection=opts.collection, folder=Path(opts.folder))
+    out.write(f"Collection {coll.name} is bound to {safe(coll.folder)}: `foundry sync` ingests its changes and "
+              "removes sources whose file is gone.\n")
+    return 0
+
+
+def unbind_command(opts: argparse.Namespace, out: TextIO) -> int:
+    coll = collection_unbind(collection=opts.collection)
+    out.write(f"Collection {coll.name} is no longer bound to a folder; its sources stay.\n")
     return 0

@@ -24,6 +24,7 @@ from foundry_site.cli.display import database_error_message, output_file_check, 
 from sources.services import ingest_jobs
 from sources.services.chunking_settings import chunking_configured, chunking_drift_warning
 from sources.services.ingest import DEFAULT_COLLECTION, FileResult, IngestReport
+from sources.services.sync import sync_summary
 from sources.vectorstore import EmbeddingModelChanged
 
 
@@ -188,7 +189,10 @@ def status_command(opts: argparse.Namespace, out: TextIO) -> int:
     if drift:
         out.write(f"WARNING: {chunking_drift_warning(configured=configured, drift=drift)}\n")
     out.write(f"Sources: {len(overview)}  chunks: {counts['chunks']}  FTS rows: {counts['fts']}  "
-              f"vectors: {counts['vectors']}  window vectors: {counts['windows']}\n\n")
+              f"vectors: {counts['vectors']}  window vectors: {counts['windows']}\n")
+    for coll in Collection.objects.exclude(folder="").order_by("name"):
+        out.write(f"Collection {coll.name} is bound to {safe(coll.folder)}: {safe(sync_summary(coll))}\n")
+    out.write("\n")
     out.write(f"  {'collection':<12} {'status':<9} {'chunks':>6}  {'file':<36}  title / reason\n")
     for row in overview:
         detail = row["reason"] if row["status"] != "ingested" else row["title"]

@@ -23,7 +23,7 @@ def conflict_format(conflict: dict) -> str:
 
 def answer_format(answer: Answer, *, snippets: bool = False) -> str:
     """Conflicts between sources first, then ``Answer:`` (or the low-confidence prefix) with the
-    answer, then ``Sources:`` with one ``- [S1] file, § heading, p. N, lines a-b (score: 0.62)``
+    answer, then ``Sources:`` with one ``- [S1] file, location (score: 0.62)``
     line per citation, then the attribution coverage. A refusal prints its reason and hint."""
     lines = [conflict_format(c) + "\n" for c in answer.conflicts]
     if answer.answer_class == QueryLog.AnswerClass.NO_EVIDENCE:
@@ -34,10 +34,7 @@ def answer_format(answer: Answer, *, snippets: bool = False) -> str:
     header = LOW_CONFIDENCE_PREFIX if answer.answer_class == QueryLog.AnswerClass.LOW_CONFIDENCE else "Answer:"
     lines += [header, safe_text(answer.answer), "", "Sources:"]
     for c in answer.citations:
-        where = ", ".join(p for p in [f"§ {safe(c['heading'])}" if c["heading"] else "",
-                                       f"p. {c['page']}" if c["page"] else "",
-                                       f"lines {c['lines'][0]}-{c['lines'][1]}"] if p)
-        lines.append(f"- [{c['id']}] {safe(c['source'])}, {where} (score: {c['score']:.2f})")
+        lines.append(f"- [{c['id']}] {safe(c['source'])}, {safe(c['location'])} (score: {c['score']:.2f})")
         if snippets:
             lines += [f"    > {safe_text(line)}" for line in c["text"].splitlines()[:3]]
     if answer.coverage is not None:

@@ -29,7 +29,8 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
                    help="worker processes (default FOUNDRY_WORKER_CONCURRENCY)")
     w.add_argument("--name", default=None, help="worker name (default: the queues, e.g. compute@host)")
     w.add_argument("--no-beat", action="store_true",
-                   help="do not run the stale-run sweeper schedule in this db worker (run exactly one beat)")
+                   help="do not run the beat schedule (stale-run sweeper, folder sync) in this db worker "
+                        "(run exactly one beat)")
     w.add_argument("--loglevel", default="INFO")
     w.set_defaults(handler=worker_command)
 

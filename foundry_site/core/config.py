@@ -189,6 +189,43 @@ class LLMConfig(_Section):
         return value
 
 
+DURATION_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd])\s*$")
+
+
+def parse_duration(text: str) -> float:
+    """Seconds in a duration written as a number and a unit: ``30s``, ``10m``, ``1h``, ``1.5h``, ``1d``.
+
+    Raises ValueError saying what is allowed for anything else (no unit, an unknown unit, zero).
+    """
+    match = _DURATION.match(text) if isinstance(text, str) else None
+    if match is None:
+        raise ValueError(f"invalid duration {text!r}: expected a number and a unit s, m, h or d "
+                         "(e.g. 30s, 10m, 1h)")
+    seconds = float(match.group(1)) * DURATION_UNITS[match.group(2)]
+    if seconds < 1:
+        raise ValueError(f"invalid duration {text!r}: it must be at least 1 second")
+    return seconds
+
+
+class SyncConfig(_Section):
+    """Folders bound to collections (``foundry collections bind``) are synced this often by Celery beat."""
+
+    interval: str = "10m"  # a duration (30s, 10m, 1h) or "off": no scheduled sync (``foundry sync`` still works)
+
+    @field_validator("interval")
+    @classmethod
+    def _duration(cls, value: str) -> str:
+        if value != "off":
+            parse_duration(value)
+        return value
+
+    @property
+    def interval_seconds(self) -> float | None:
+        """The interval in seconds, or None when the scheduled sync is off."""
+        return None if self.interval == "off" else parse_duration(self.interval)
+
+
 class PromptsConfig(_Section):
     """Paths of prompt templates; relative paths are taken from the project root."""
 
@@ -209,6 +246,7 @@ class FoundryConfig(_Section):
     retrieval: RetrievalConfig = RetrievalConfig()
     generation: GenerationConfig = GenerationConfig()
     llm: LLMConfig = LLMConfig()
+    sync: SyncConfig = SyncConfig()
     prompts: PromptsConfig = PromptsConfig()
 
     def with_overrides(self, **sections: dict) -> FoundryConfig:

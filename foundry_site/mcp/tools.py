@@ -24,7 +24,7 @@ from generation.answers import MAX_QUESTION_CHARS, question_clean
 from generation.asking import NO_COLLECTIONS, query_answer
 from retrieval.models import QueryLog
 from retrieval.services.retrieve import Candidate, retrieve
-from sources.models import Chunk, Source
+from sources.models import Chunk, Source, location_fields
 from sources.selectors import query_scope, readable_chunks, readable_collections, readable_sources
 
 MAX_K = 50  # as POST /api/v1/query's top_k
@@ -127,7 +127,7 @@ def hit_dict(candidate: Candidate, *, min_score: float) -> dict[str, Any]:
 
 def location(chunk: Chunk) -> dict[str, Any]:
     return {"chunk_id": chunk.pk, "ordinal": chunk.ordinal, "heading": chunk.heading, "page": chunk.page_start,
-            "page_end": chunk.page_end, "lines": [chunk.line_start, chunk.line_end], "where": chunk.location}
+            "lines": [chunk.line_start, chunk.line_end], **location_fields(chunk), "where": chunk.location}
 
 
 # --------------------------------------------------------------------------- reads

@@ -47,6 +47,7 @@ def reply_build(answer: Answer, *, query_id: int, condensed: Condensed, chunk_ur
                       .values_list("pk", "source_id"))
     citations = [{"id": numbers[c["id"]], "label": c["id"], "chunk_id": c["chunk_id"], "source": c["source"],
                   "title": c["title"], "heading": c["heading"], "page": c["page"], "lines": c["lines"],
+                  "kind": c["kind"], "ocr_confidence": c["ocr_confidence"], "location": c["location"],
                   "url": chunk_url.format(source_id=sources_of.get(c["chunk_id"], 0), chunk_id=c["chunk_id"])}
                  for c in answer.citations]
     sources = ""
@@ -69,13 +70,7 @@ def sentences_split(text: str) -> list[str]:
 
 
 def _where(citation: dict[str, Any]) -> str:
-    parts = [citation["source"]]
-    if citation["heading"]:
-        parts.append(f"§ {citation['heading']}")
-    if citation["page"]:
-        parts.append(f"p. {citation['page']}")
-    parts.append(f"lines {citation['lines'][0]}-{citation['lines'][1]}")
-    return ", ".join(parts)
+    return f"{citation['source']}, {citation['location']}"
 
 
 def completion_body(reply: Reply, *, completion_id: str, model: str) -> dict[str, Any]:

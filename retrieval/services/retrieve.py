@@ -21,7 +21,7 @@ from retrieval.services.conflicts import Conflict, Passage, conflicts_detect
 from retrieval.services.gate import GateDecision, gate_decide
 from retrieval.services.scoring import relevance_score
 from sources import vectorstore
-from sources.models import Chunk
+from sources.models import Chunk, location_fields
 from sources.selectors import stale_embeddings
 
 CANDIDATE_FACTOR = 5  # each channel returns this many times top_k before fusion
@@ -49,7 +49,7 @@ class Candidate:
         return {"id": self.label, "chunk_id": self.chunk.pk, "source": self.chunk.source.name,
                 "title": self.chunk.source.title, "heading": self.chunk.heading,
                 "page": self.chunk.page_start, "lines": [self.chunk.line_start, self.chunk.line_end],
-                "score": round(self.score, 4), "fused": round(self.fused, 6), "ranks": self.ranks,
+                **location_fields(self.chunk), "score": round(self.score, 4), "fused": round(self.fused, 6), "ranks": self.ranks,
                 "relevance": self.relevance, "flag": self.flag}
 
 

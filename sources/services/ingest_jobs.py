@@ -50,12 +50,23 @@ class IngestJobFailed(Exception):
     """The job as a whole failed (not one of its files); the message is the recorded reason."""
 
 
+class IngestJobBusy(Exception):
+    """An unfinished job already works on this folder for this collection (``exclusive`` jobs only)."""
+
+    def __init__(self, job: IngestJob) -> None:
+        super().__init__(f"ingest job {job.pk} on {job.target} is still {job.status}; if no process works on it "
+                         f"any more, `foundry jobs sweep` fails it")
+        self.job = job
+
+
 def ingest_job_create(*, target: Path, collection: str = ingest.DEFAULT_COLLECTION,
-                      include_private: bool | None = None, move: bool = False) -> IngestJob:
+                      include_private: bool | None = None, move: bool = False, exclusive: bool = False) -> IngestJob:
     """Scan ``target`` and record a pending job for it.
 
     Raises FileNotFoundError for a missing target, ValueError for an invalid new collection name or,
-    unless ``move``, for files already in another collection (ingesting them would move them).
+    unless ``move``, for files already in another collection (ingesting them would move them). With
+    ``exclusive``, raises IngestJobBusy while another job for the same target and collection is pending
+    or running (the check and the new job share one write transaction, so two callers cannot both pass).
     """
     conf = settings.FOUNDRY.ingest
     include_private = conf.include_private if include_private is None else include_private
@@ -65,10 +76,15 @@ def ingest_job_create(*, target: Path, collection: str = ingest.DEFAULT_COLLECTI
         coll = ingest.collection_get_or_create(name=collection)
         if not move:
             ingest.collection_moves_check(root=root, rels=[c.rel for c in candidates], collection=coll)
-    return IngestJob.objects.create(
-        collection=coll, target=str(target), root=str(root), files_total=len(candidates),
-        options={"include_private": include_private, "model": settings.FOUNDRY.embedding.model,
-                 "is_dir": target.is_dir(), "candidates": [[c.rel, c.skip_reason] for c in candidates]})
+        if exclusive:
+            busy = IngestJob.objects.filter(collection=coll, target=str(target), status__in=[
+                IngestJob.Status.PENDING, IngestJob.Status.RUNNING]).order_by("pk").first()
+            if busy is not None:
+                raise IngestJobBusy(busy)
+        return IngestJob.objects.create(
+            collection=coll, target=str(target), root=str(root), files_total=len(candidates),
+            options={"include_private": include_private, "model": settings.FOUNDRY.embedding.model,
+                     "is_dir": target.is_dir(), "candidates": [[c.rel, c.skip_reason] for c in candidates]})
 
 
 def ingest_job_enqueue(*, job_id: int, on_file: ProgressFn | None = None) -> None:

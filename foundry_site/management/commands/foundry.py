@@ -11,12 +11,12 @@ from django.db import DatabaseError
 
 from foundry_site.cli.display import TerminalSafe, database_error_message, safe_text
 from foundry_site.cli import (collections, evaluate, generate, ingest, init, jobs, mcp_server, query, serve, specs,
-                              tokens)
+                              sync, tokens)
 from foundry_site.db.checks import INDEX_TAG
 from foundry_site.services.setup import DatabaseNotReady, database_prepare
 
 # Each module adds its sub-commands with add_parsers(sub); append new modules here.
-COMMAND_MODULES = [init, ingest, query, generate, specs, tokens, collections, jobs, serve, evaluate, mcp_server]
+COMMAND_MODULES = [init, ingest, sync, query, generate, specs, tokens, collections, jobs, serve, evaluate, mcp_server]
 # Sub-commands that search the index: they refuse to start when it was embedded with
 # another model than foundry.yaml names (check foundry.E004). Every other sub-command
 # must still run then: `ingest` is the fix, `check` and `status` report the problem.
