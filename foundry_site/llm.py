@@ -17,7 +17,6 @@ import contextvars
 import datetime
 import email.utils
 import importlib.util
-import json
 import logging
 import math
 import os
@@ -252,16 +251,18 @@ class LocalProvider(CustomLLM):
                 repeat_penalty=LOCAL_REPEAT_PENALTY, stream=True)
             written = []
             finish = "stop"
+            prompt = None
             for part in parts:
+                if prompt is None:  # the prompt is evaluated before the first piece: its tokens are all there is
+                    prompt = llm.n_tokens
                 choice = part["choices"][0]
                 text = choice.get("delta", {}).get("content") or ""
                 finish = choice.get("finish_reason") or finish
                 if text:
                     written.append(text)
                     yield _stream_chunk(text)
-        prompt = len(llm.tokenize(json.dumps(messages).encode("utf-8"), add_bos=False))
-        completion = len(llm.tokenize("".join(written).encode("utf-8"), add_bos=False)) if written else 0
-        yield _stream_chunk("", finish=finish, usage=(prompt, completion))
+            completion = len(llm.tokenize("".join(written).encode("utf-8"), add_bos=False)) if written else 0
+        yield _stream_chunk("", finish=finish, usage=(prompt or 0, completion))
 
     def embedding(self, model: str, input: list, model_response: EmbeddingResponse, *args: Any,
                   **kwargs: Any) -> EmbeddingResponse:

@@ -126,3 +126,31 @@ def test_run_streamed_finishes_the_work_when_the_client_leaves() -> None:
     assert next(stream).value == "First."
     stream.close()  # the client went away after the first sentence
     assert finished == [True]
+
+
+@pytest.mark.integration
+def test_the_local_model_streams_the_same_reply_and_tokens(settings: Any) -> None:
+    from foundry_site import llm
+
+    messages = [{"role": "system", "content": "You answer briefly."},
+                {"role": "user", "content": "Name two colours of the sky, one sentence each."}]
+    for max_tokens in (5, 60):  # cut at the limit, and finished
+        plain = llm.complete(messages=messages, purpose="test", model="local/smollm2-135m", max_tokens=max_tokens)
+        grown: list[str] = []
+        streamed = llm.complete(messages=messages, purpose="test", model="local/smollm2-135m",
+                                max_tokens=max_tokens, on_text=grown.append)
+        assert (streamed.text, streamed.prompt_tokens, streamed.completion_tokens) == (
+            plain.text, plain.prompt_tokens, plain.completion_tokens)
+        assert len(grown) > 1 and grown[-1].strip() == plain.text and all(
+            b.startswith(a) for a, b in zip(grown, grown[1:]))
+
+
+@pytest.mark.integration
+def test_a_local_model_answer_streamed_equals_the_plain_one(indexed: Path, foundry_config: Any) -> None:
+    foundry_config(generation={"model": "local/smollm2-135m", "cache_answers": False})
+    sent: list[str] = []
+    streamed = answer_question(question=QUESTION, on_sentence=sent.append)
+    plain = answer_question(question=QUESTION)
+    assert "".join(sent) == (streamed.answer if streamed.citations else "")
+    assert (plain.answer, plain.citations, plain.coverage, plain.tokens) == (
+        streamed.answer, streamed.citations, streamed.coverage, streamed.tokens)
