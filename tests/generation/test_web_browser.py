@@ -230,7 +230,7 @@ def test_a_two_turn_conversation_streams_on_the_ask_page(browser_page: Any, live
     first = QueryLog.objects.get()
     expect(page).to_have_url(f"{live_server.url}/conversations/{first.conversation_id}/#turn-{first.pk}")
     expect(page.locator("#chat-title")).to_have_text(FIRST)
-    expect(page.locator("label[for=id_question]")).to_have_text("Question")  # the page was not reloaded
+    expect(page.locator("label[for=id_question]")).to_have_text("Follow-up question")
 
     page.fill("#id_question", FOLLOW)
     page.click("#ask-form button[type=submit]")
