@@ -21,6 +21,7 @@ from foundry_site.auth import BearerTokenAuth, SessionCsrfAuth
 from foundry_site.core.ratelimit import RateLimited
 from foundry_site.services.tokens import token_authenticate
 from generation.answers import QueryError, QueryFailed
+from generation.asking import ConversationNotFound
 from generation.api import router as generation_router
 from generation.documents import GenerationError
 from retrieval.api import router as retrieval_router
@@ -104,6 +105,12 @@ def rate_limited(request: HttpRequest, exc: RateLimited) -> HttpResponse:
 def bad_input(request: HttpRequest, exc: Exception) -> HttpResponse:
     # An unusable question (empty, too long), feedback or topic.
     return api.create_response(request, {"detail": str(exc)}, status=400)
+
+
+@api.exception_handler(ConversationNotFound)
+def conversation_not_found(request: HttpRequest, exc: ConversationNotFound) -> HttpResponse:
+    # Someone else's conversation id answers exactly like one that was never made.
+    return api.create_response(request, {"detail": str(exc)}, status=404)
 
 
 @api.exception_handler(QueryFailed)

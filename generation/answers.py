@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import re
 import time
 import uuid
 from collections.abc import Callable
@@ -23,7 +24,9 @@ from foundry_site.core.text import TextRejected, user_text
 from foundry_site.core.config import EXTRACTIVE
 from generation import audit, reader
 from generation.context import chunk_budget, context_build
-from foundry_site.core.grounding import Grounded, Grounder, REFUSAL, reply_text
+from foundry_site.core.grounding import REFUSAL, Grounded, reply_text
+from generation.live import SentenceGate
+from foundry_site.core.grounding import Grounder
 from retrieval.models import QueryLog
 from retrieval.services.gate import NO_EVIDENCE_ANSWER, NO_EVIDENCE_HINT
 from retrieval.services.retrieve import Candidate, Retrieval, retrieve
@@ -95,6 +98,8 @@ def question_clean(question: str) -> str:
 
 
 Progress = Callable[[str], None]
+# Told each verified piece of the answer as soon as it is verified: the pieces, joined, are the answer text.
+Sentences = Callable[[str], None]
 
 
 def _no_progress(stage: str) -> None:
@@ -103,16 +108,19 @@ def _no_progress(stage: str) -> None:
 
 def answer_question(*, question: str, user: Any = None, collection_ids: list[int] | None = None,
                     mode: str | None = None, top_k: int | None = None, progress: Progress | None = None,
-                    message: str = "") -> Answer:
+                    message: str = "", conversation: Any = None, on_sentence: Sentences | None = None) -> Answer:
     """Answer from the sources or refuse; every call leaves exactly one QueryLog row.
 
     ``message``: the asker's raw follow-up when ``question`` is the standalone question made of it
-    (generation/condense.py); it is logged beside the question and changes nothing else.
+    (generation/condense.py); it is logged beside the question and changes nothing else. ``conversation``:
+    the Conversation this question is a turn of (logged on the row).
 
     An identical question in the same scope, with the same configuration and an
     unchanged index, is answered from the log (marked ``cached``, no model call).
     ``progress`` is told each stage as it starts: retrieving, generating, checking.
-    It never sees model output; only the finished, checked ``Answer`` is returned.
+    It never sees model output. ``on_sentence`` is given the answer's sentences (with their ``[S#]``
+    markers and the white space between them), each once it has passed its check and before the row is
+    written; refusals and failures send none. The returned ``Answer`` and its row are the same as without it.
     """
     progress = progress or _no_progress
     question = question_clean(question)
@@ -122,24 +130,37 @@ def answer_question(*, question: str, user: Any = None, collection_ids: list[int
     key = cache_key(question, collection_ids, mode, top_k)
     if settings.FOUNDRY.generation.cache_answers:
         cached = _from_cache(key, question=question, run_id=run_id, started=started, user=user,
-                             collection_ids=collection_ids, message=message)
+                             collection_ids=collection_ids, message=message, conversation=conversation)
         if cached is not None:
+            if on_sentence is not None and cached.citations:
+                for piece in answer_pieces(cached.answer):
+                    on_sentence(piece)
             return cached
     with llm.record_calls() as calls:
         retrieval = None
         try:
             progress("retrieving")
             retrieval = retrieve(question=question, collection_ids=collection_ids, mode=mode, top_k=top_k)
-            answer = _answer_from(retrieval, run_id=run_id, model=model, progress=progress)
+            answer = _answer_from(retrieval, run_id=run_id, model=model, progress=progress,
+                                  on_sentence=on_sentence)
         except llm.LLMError as exc:
-            _record_failure(run_id, question, user, collection_ids, retrieval, calls, exc, started, mode, message)
+            _record_failure(run_id, question, user, collection_ids, retrieval, calls, exc, started, mode, message,
+                            conversation)
             raise QueryFailed(f"The model failed while answering: {exc}", run_id=run_id) from exc
     answer.timings["total"] = round((time.perf_counter() - started) * 1000, 1)
     answer.llm_calls = calls.llm_calls
     answer.tokens = {"prompt": calls.prompt_tokens, "completion": calls.completion_tokens}
     answer.cost = round(calls.cost, 6)
-    _record(answer, retrieval, user, collection_ids, key, message)
+    _record(answer, retrieval, user, collection_ids, key, message, conversation)
     return answer
+
+
+def answer_pieces(text: str) -> list[str]:
+    """``text`` cut after each ``[S#]`` marker group, each piece keeping the white space before the next:
+    the pieces join to ``text``."""
+    pieces = re.split(r"(?<=\])(\s+)(?!\[)", text)
+    out = [pieces[i] + (pieces[i + 1] if i + 1 < len(pieces) else "") for i in range(0, len(pieces), 2)]
+    return [p for p in out if p]
 
 
 def cache_key(question: str, collection_ids: list[int] | None, mode: str | None, top_k: int | None) -> str:
@@ -153,7 +174,7 @@ def cache_key(question: str, collection_ids: list[int] | None, mode: str | None,
 
 
 def _from_cache(key: str, *, question: str, run_id: str, started: float, user: Any,
-                collection_ids: list[int] | None, message: str = "") -> Answer | None:
+                collection_ids: list[int] | None, message: str = "", conversation: Any = None) -> Answer | None:
     hit = QueryLog.objects.filter(cache_key=key, status=QueryLog.Status.OK).order_by("-created_at").first()
     if hit is None:
         return None
@@ -167,8 +188,8 @@ def _from_cache(key: str, *, question: str, run_id: str, started: float, user: A
                     refusal=hit.refusal, hint=NO_EVIDENCE_HINT if hit.refusal == "gate" else "")
     answer.timings = {"total": round((time.perf_counter() - started) * 1000, 1)}
     QueryLog.objects.record(
-        run_id=run_id, user=_user(user), question=question, message=message, mode=hit.mode,
-        collection_ids=collection_ids, hyde_text=hit.hyde_text, channels=hit.channels, gate=hit.gate, answer_class=hit.answer_class,
+        run_id=run_id, user=_user(user), question=question, message=message, conversation=conversation,
+        mode=hit.mode, collection_ids=collection_ids, hyde_text=hit.hyde_text, channels=hit.channels, gate=hit.gate, answer_class=hit.answer_class,
         answer=hit.answer, citations=hit.citations, conflicts=hit.conflicts, coverage=hit.coverage,
         model=hit.model, timings=answer.timings, cached=True, cache_key=key, refusal=hit.refusal)
     audit.runs_append(run_id=run_id, task_name="rag_query", status="ok", answer_class=answer.answer_class,
@@ -176,7 +197,8 @@ def _from_cache(key: str, *, question: str, run_id: str, started: float, user: A
     return answer
 
 
-def _answer_from(retrieval: Retrieval, *, run_id: str, model: str, progress: Progress) -> Answer:
+def _answer_from(retrieval: Retrieval, *, run_id: str, model: str, progress: Progress,
+                 on_sentence: Sentences | None = None) -> Answer:
     answer = Answer(run_id=run_id, question=retrieval.question, answer_class=QueryLog.AnswerClass.NO_EVIDENCE,
                     answer=NO_EVIDENCE_ANSWER, gate=retrieval.gate.as_dict(), timings=retrieval.timings,
                     mode=retrieval.mode, hyde_text=retrieval.hyde_text,
@@ -187,26 +209,31 @@ def _answer_from(retrieval: Retrieval, *, run_id: str, model: str, progress: Pro
         return answer
     answer.model = model
     if model == EXTRACTIVE:
-        return _read(answer, retrieval, progress)
+        return _read(answer, retrieval, progress, on_sentence)
     request = prompts.render("answer_user", question=retrieval.question).strip()
     context, included = _context(retrieval, model, request)
     progress("generating")
     start = time.perf_counter()
     messages = [{"role": "system", "content": prompts.render("answer_system", context=context)},
                 {"role": "user", "content": request}]
+    grounder = Grounder(included)
+    gate = SentenceGate(grounder, on_sentence) if on_sentence is not None else None
     reply = llm.complete(messages=messages, purpose="answer", model=model,
                          max_tokens=settings.FOUNDRY.generation.max_answer_tokens,
-                         temperature=settings.FOUNDRY.generation.temperature)
+                         temperature=settings.FOUNDRY.generation.temperature, on_text=gate.grow if gate else None)
     answer.timings["generate"] = round((time.perf_counter() - start) * 1000, 1)
     progress("checking")
     start = time.perf_counter()
-    grounded = Grounder(included).ground(reply_text(reply, settings.FOUNDRY.generation.max_answer_tokens))
+    grounded = grounder.ground(reply_text(reply, settings.FOUNDRY.generation.max_answer_tokens))
     answer.timings["grounding"] = round((time.perf_counter() - start) * 1000, 1)
     answer.grounding = grounded.audit(reply.text)
-    return _classify(answer, grounded, included)
+    answer = _classify(answer, grounded, included)
+    if gate is not None and answer.citations:
+        gate.finish(answer.answer)
+    return answer
 
 
-def _read(answer: Answer, retrieval: Retrieval, progress: Progress) -> Answer:
+def _read(answer: Answer, retrieval: Retrieval, progress: Progress, on_sentence: Sentences | None = None) -> Answer:
     """The extractive reader's answer: the passages' best units quoted verbatim, or a refusal below its threshold."""
     conf = settings.FOUNDRY.generation
     progress("reading")
@@ -228,6 +255,9 @@ def _read(answer: Answer, retrieval: Retrieval, progress: Progress) -> Answer:
     weak = max(c.score for c in included) < conf.low_confidence_score or reading.best < conf.reader_low_score
     answer.answer_class = QueryLog.AnswerClass.LOW_CONFIDENCE if weak else QueryLog.AnswerClass.NORMAL
     answer.answer = reading.text
+    if on_sentence is not None:  # every quote is verbatim from its passage: verified as it is chosen
+        for piece in answer_pieces(reading.text):
+            on_sentence(piece)
     return answer
 
 
@@ -284,9 +314,9 @@ def citation(candidate: Candidate, quotes: list[reader.Quote] | None = None) -> 
 
 
 def _record(answer: Answer, retrieval: Retrieval, user: Any, collection_ids: list[int] | None, key: str,
-            message: str = "") -> None:
+            message: str = "", conversation: Any = None) -> None:
     QueryLog.objects.record(
-        cache_key=key, refusal=answer.refusal, message=message,
+        cache_key=key, refusal=answer.refusal, message=message, conversation=conversation,
         run_id=answer.run_id, user=_user(user), question=answer.question, mode=answer.mode,
         collection_ids=collection_ids, hyde_text=answer.hyde_text, channels=retrieval.channels_dict(),
         gate=answer.gate, answer_class=answer.answer_class, answer=answer.answer,
@@ -303,10 +333,10 @@ def _record(answer: Answer, retrieval: Retrieval, user: Any, collection_ids: lis
 
 def _record_failure(run_id: str, question: str, user: Any, collection_ids: list[int] | None,
                     retrieval: Retrieval | None, calls: llm.CallRecord, exc: Exception, started: float,
-                    mode: str | None, message: str = "") -> None:
+                    mode: str | None, message: str = "", conversation: Any = None) -> None:
     total = round((time.perf_counter() - started) * 1000, 1)
     QueryLog.objects.record(
-        run_id=run_id, user=_user(user), question=question, message=message,
+        run_id=run_id, user=_user(user), question=question, message=message, conversation=conversation,
         mode=mode or settings.FOUNDRY.retrieval.mode, collection_ids=collection_ids,
         channels=retrieval.channels_dict() if retrieval else {},
         gate=retrieval.gate.as_dict() if retrieval and retrieval.gate else {}, status=QueryLog.Status.FAILED,

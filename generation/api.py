@@ -17,7 +17,9 @@ from foundry_site.core.schemas import RowId
 from generation import selectors
 from generation.asking import query_answer
 from generation.models import GenerationRun
-from generation.schemas import QueryIn, QueryOut, RunOut
+from generation.schemas import ConversationDetailOut, ConversationOut, QueryIn, QueryOut, RunOut
+from retrieval.models import Conversation
+from retrieval.selectors import visible_conversations
 from sources.schemas import ErrorOut
 from sources.selectors import readable_collections
 
@@ -31,14 +33,31 @@ ERRORS = {401: ErrorOut, 404: ErrorOut}
 def query(request: HttpRequest, body: QueryIn) -> dict:
     """Answer a question from the collections the caller can read, or refuse (answer_class no_evidence).
 
+    Every question is a turn of a conversation: send the ``conversation_id`` of an earlier answer to ask a
+    follow-up ("and its voltage?"), which is made standalone from the earlier turns before retrieval;
+    ``question`` in the reply is what was answered. Someone else's conversation id is 404.
+
     The answer is returned only after its grounding check; citations carry the chunk text.
     """
     within = None
     if body.collection is not None:  # one of the caller's collections; any other name is 404, as elsewhere
         within = get_object_or_404(readable_collections(request.auth), name=body.collection).pk
     answer, row = query_answer(user=request.auth, question=body.question, mode=body.mode, top_k=body.top_k,
-                               within=within)
-    return {**answer.as_dict(), "query_id": row.pk}
+                               within=within, conversation_id=body.conversation_id)
+    return {**answer.as_dict(), "query_id": row.pk, "conversation_id": row.conversation_id}
+
+
+@router.get("/conversations", response=list[ConversationOut])
+@paginate(PageNumberPagination, page_size=25)
+def list_conversations(request: HttpRequest) -> QuerySet[Conversation]:
+    """The caller's conversations, the one with the latest turn first (auditors: everyone's)."""
+    return visible_conversations(request.auth)
+
+
+@router.get("/conversations/{conversation_id}", response={200: ConversationDetailOut, **ERRORS})
+def get_conversation(request: HttpRequest, conversation_id: RowId) -> Conversation:
+    """One conversation with its turns, oldest first: each question as typed, as answered, and its answer."""
+    return get_object_or_404(visible_conversations(request.auth), pk=conversation_id)
 
 
 @router.get("/runs", response=list[RunOut])

@@ -1,18 +1,35 @@
 """Asking on behalf of a signed-in user: rate limit, row-level scope, then ``answer_question``.
 
 The ask page, its streaming variant and ``POST /api/v1/query`` all come through here,
-so every way in is limited and scoped the same way.
+so every way in is limited and scoped the same way. Every question is a turn of a
+conversation (a new one unless the caller names one of theirs); a follow-up is made
+standalone from the earlier turns (generation/condense.py) before retrieval, so the gate
+and grounding see exactly what they would see for a question asked on its own.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
+from django.db import transaction
+
 from foundry_site.core.ratelimit import rate_limit_enforce
-from generation.answers import Answer, Progress, QueryError, answer_question
-from retrieval.models import QueryLog
+from generation.answers import Answer, Progress, QueryError, Sentences, answer_question, question_clean
+from generation.condense import question_standalone
+from retrieval.models import Conversation, QueryLog
+from retrieval.selectors import own_conversations
+from retrieval.services.conversations import conversation_discard_if_empty, conversation_start, conversation_touch
 from sources.selectors import query_scope
 
 NO_COLLECTIONS = "You cannot read any collection yet, so there is nothing to search. Ask an administrator for access."
+LOST_COLLECTION = ("conversation_id: this conversation searches the collection {name}, which you can no longer "
+                   "read. Start a new conversation.")
+OTHER_COLLECTION = ("collection: a follow-up searches its conversation's collection ({name}); leave collection out "
+                    "or start a new conversation.")
+
+
+class ConversationNotFound(LookupError):
+    """No conversation of the caller's has that id (someone else's looks the same: it does not exist)."""
 
 
 def query_admit(*, user: Any) -> list[int] | None:
@@ -27,13 +44,85 @@ def query_admit(*, user: Any) -> list[int] | None:
     return scope
 
 
-def query_answer(*, user: Any, question: str, mode: str | None = None, top_k: int | None = None,
-                 within: int | None = None, progress: Progress | None = None) -> tuple[Answer, QueryLog]:
-    """Admit, answer within the user's collections (or ``within``, one of them), and return the answer
-    with its query-log row."""
+@dataclass(frozen=True)
+class Turn:
+    """An admitted question, not yet answered: the asker's words, the conversation (None: a new one) and scope."""
+
+    message: str
+    conversation: Conversation | None
+    scope: list[int] | None
+    within: int | None
+
+
+def turn_admit(*, user: Any, question: str, within: int | None = None,
+               conversation_id: int | None = None) -> Turn:
+    """Check everything that can refuse the question before any work: the conversation is ``user``'s
+    (``ConversationNotFound``), the question is usable and the scope fits it (``QueryError``), and the rate
+    limit (``RateLimited``, counted once here)."""
+    conversation = _own(user, conversation_id)
+    message = question_clean(question)
     scope = query_admit(user=user)
-    if within is not None:
+    if conversation is not None:
+        scope = _conversation_scope(conversation, scope, within)
+    elif within is not None:
         scope = [within]
-    answer = answer_question(question=question, user=user, collection_ids=scope, mode=mode, top_k=top_k,
-                             progress=progress)
+    return Turn(message, conversation, scope, within)
+
+
+def turn_answer(*, user: Any, turn: Turn, mode: str | None = None, top_k: int | None = None,
+                progress: Progress | None = None, on_sentence: Sentences | None = None) -> tuple[Answer, QueryLog]:
+    """Answer an admitted turn and return the answer with its query-log row (a turn of its conversation).
+
+    A follow-up is made standalone from the earlier turns' messages first. A new conversation whose first
+    question fails before anything is logged is not kept.
+    """
+    conversation = turn.conversation
+    if conversation is not None:
+        history = [t.message or t.question for t in conversation.turns.order_by("created_at", "pk")]
+        condensed = question_standalone(message=turn.message, history=history)
+    else:
+        condensed = question_standalone(message=turn.message, history=[])
+        conversation = conversation_start(owner=user, question=turn.message, collection_id=turn.within)
+    try:
+        answer = answer_question(question=condensed.question, user=user, collection_ids=turn.scope, mode=mode,
+                                 top_k=top_k, progress=progress, conversation=conversation,
+                                 message=condensed.message if condensed.rewritten else "", on_sentence=on_sentence)
+    except BaseException:
+        if turn.conversation is None:
+            with transaction.atomic():
+                conversation_discard_if_empty(conversation=conversation)
+        raise
+    conversation_touch(conversation=conversation)
     return answer, QueryLog.objects.get(run_id=answer.run_id)
+
+
+def query_answer(*, user: Any, question: str, mode: str | None = None, top_k: int | None = None,
+                 within: int | None = None, conversation_id: int | None = None,
+                 progress: Progress | None = None) -> tuple[Answer, QueryLog]:
+    """Admit (``turn_admit``), answer (``turn_answer``) within the user's collections (or ``within``, one of
+    them), as a turn of conversation ``conversation_id`` (one of ``user``'s) or of a new one."""
+    turn = turn_admit(user=user, question=question, within=within, conversation_id=conversation_id)
+    return turn_answer(user=user, turn=turn, mode=mode, top_k=top_k, progress=progress)
+
+
+def _own(user: Any, conversation_id: int | None) -> Conversation | None:
+    if conversation_id is None:
+        return None
+    conversation = own_conversations(user).select_related("collection").filter(pk=conversation_id).first()
+    if conversation is None:
+        raise ConversationNotFound(f"conversation_id: you have no conversation {conversation_id}.")
+    return conversation
+
+
+def _conversation_scope(conversation: Conversation, scope: list[int] | None, within: int | None) -> list[int] | None:
+    """The collections a follow-up searches: the conversation's one collection if it has one (still readable),
+    else all the owner can read now."""
+    if conversation.collection_id is None:
+        if within is not None:
+            raise QueryError(OTHER_COLLECTION.format(name="every collection you can read"))
+        return scope
+    if within is not None and within != conversation.collection_id:
+        raise QueryError(OTHER_COLLECTION.format(name=conversation.collection.name))
+    if scope is not None and conversation.collection_id not in scope:
+        raise QueryError(LOST_COLLECTION.format(name=conversation.collection.name))
+    return [conversation.collection_id]

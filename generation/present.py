@@ -131,20 +131,24 @@ def source_entries(citations: list[dict], viewer: Any) -> list[SourceEntry]:
     return entries
 
 
-def answer_html(text: str, labels: set[str]) -> SafeString:
-    """The answer as safe Markdown (raw HTML shown as text), each known ``[S#]`` marker a link to its source entry."""
+def answer_html(text: str, labels: set[str], anchor: str = "") -> SafeString:
+    """The answer as safe Markdown (raw HTML shown as text), each known ``[S#]`` marker a link to its source entry
+    (``#<anchor>source-S#``)."""
     def link(match: re.Match) -> str:
         label = match.group(1)
         if label not in labels:
             return match.group(0)
-        return format_html('<a class="cite" href="#source-{0}">[{0}]</a>', label)
+        return format_html('<a class="cite" href="#{1}source-{0}">[{0}]</a>', label, anchor)
 
     # The sanitised HTML has no attributes (no links, classes or ids), so a marker can only be in text.
     return mark_safe(_MARKER.sub(link, markdown_html(text, line_breaks=True)))  # noqa: S308
 
 
-def answer_context(row: QueryLog, viewer: Any) -> dict[str, Any]:
-    """Everything the answer partial shows for one query-log row."""
+def answer_context(row: QueryLog, viewer: Any, *, anchor: str = "") -> dict[str, Any]:
+    """Everything the answer partial shows for one query-log row.
+
+    ``anchor`` prefixes its element ids when several answers share a page (a conversation's earlier
+    turns); the answer shown last keeps ``answer`` and ``source-S#``."""
     entries = source_entries(row.citations, viewer)
     badge_class, badge_label = BADGES.get(row.answer_class, ("failed", "Failed"))
     outcome = REFUSALS.get(row.refusal) if row.answer_class == QueryLog.AnswerClass.NO_EVIDENCE else None
@@ -160,7 +164,8 @@ def answer_context(row: QueryLog, viewer: Any) -> dict[str, Any]:
                                                                       QueryLog.AnswerClass.LOW_CONFIDENCE)
     return {"row": row, "sources": entries, "badge_class": badge_class, "badge_label": badge_label,
             "unreadable_label": unreadable, "outcome": outcome, "passages_found": passages, "shown": shown,
-            "answer_html": answer_html(lead, {e.label for e in entries}),
+            "answer_html": answer_html(lead, {e.label for e in entries}, anchor),
+            "anchor": anchor, "answer_id": f"{anchor}answer",
             "feedback": list(row.feedback.select_related("user").order_by("-created_at", "-pk"))}
 
 

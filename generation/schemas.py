@@ -10,6 +10,7 @@ from ninja import Field, Schema
 from foundry_site.core.schemas import InputSchema
 from generation.models import GenerationRun
 from generation.selectors import run_output_file
+from retrieval.models import Conversation
 
 
 class QueryIn(InputSchema):
@@ -17,6 +18,9 @@ class QueryIn(InputSchema):
     mode: Literal["hybrid", "dense", "bm25"] | None = None
     top_k: int | None = Field(None, ge=1, le=50)
     collection: str | None = Field(None, max_length=100, description="search only this one of your collections")
+    conversation_id: int | None = Field(None, ge=1, le=2**62, description=(
+        "a follow-up in this conversation of yours (from an earlier answer's conversation_id): the question "
+        "is made standalone from the earlier turns before retrieval; left out, a new conversation starts"))
 
 
 class CitationOut(Schema):
@@ -52,7 +56,9 @@ class ConflictOut(Schema):
 
 class QueryOut(Schema):
     query_id: int
+    conversation_id: int
     run_id: str
+    question: str = Field(..., description="the question answered: a follow-up made standalone, else as asked")
     answer_class: str
     answer: str
     citations: list[CitationOut]
@@ -63,6 +69,38 @@ class QueryOut(Schema):
     timings: dict[str, float]
     llm_calls: int
     cached: bool
+
+
+class ConversationOut(Schema):
+    id: int
+    title: str
+    collection: str | None = Field(None, description="the one collection it searches; null: all you can read")
+    created_at: datetime
+    updated_at: datetime
+
+    @staticmethod
+    def resolve_collection(obj: Conversation) -> str | None:
+        return obj.collection.name if obj.collection_id else None
+
+
+class TurnOut(Schema):
+    query_id: int = Field(..., alias="pk")
+    message: str = Field(..., description="as typed (empty when it was answered as typed)")
+    question: str
+    answer_class: str
+    answer: str
+    refusal: str
+    citations: list[CitationOut]
+    created_at: datetime
+
+
+class ConversationDetailOut(ConversationOut):
+    turns: list[TurnOut]
+
+    @staticmethod
+    def resolve_turns(obj: Conversation) -> list:
+        # Every turn of a conversation is its owner's query, so whoever may read it may read them all.
+        return list(obj.turns.order_by("created_at", "pk"))
 
 
 class RunAccepted(Schema):

@@ -1,16 +1,14 @@
-"""Pages: ask a question (plain form, or streamed stages with JS), generation runs and their documents."""
+"""Pages: ask a question in a conversation (plain form, or streamed verified sentences with JS), generation runs."""
 from __future__ import annotations
 
 import json
 import logging
-import queue
-import threading
 from collections.abc import Iterator
 from typing import Any
 
 from django.conf import settings
 from django.core.paginator import Paginator
-from django.db import connections
+from django.db.models import Count
 from django.http import FileResponse, Http404, HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.template.loader import render_to_string
@@ -20,13 +18,16 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from foundry_site.core.config import EXTRACTIVE
 from foundry_site.core.ratelimit import RateLimited
 from generation import selectors
-from generation.answers import QueryError, QueryFailed, answer_question, question_clean
-from generation.asking import query_admit, query_answer
+from foundry_site.core import llm
+from generation.answers import QueryError, QueryFailed
+from generation.asking import ConversationNotFound, Turn, query_answer, turn_admit, turn_answer
 from generation.forms import AskForm
 from generation.models import GenerationRun
+from generation.streaming import Emit, run_streamed
 from generation.present import access_context, answer_context, document_html
-from retrieval.models import QueryLog
-from retrieval.selectors import may_give_feedback, visible_queries
+from retrieval.models import Conversation, QueryLog
+from retrieval.selectors import (conversation_turns, may_give_feedback, own_conversations, sees_every_query,
+                                 visible_conversations, visible_queries)
 from sources.vectorstore import MissingEmbeddings
 
 logger = logging.getLogger(__name__)
@@ -39,29 +40,49 @@ READER_STAGES = {"retrieving": "Retrieving sources", "reading": "Choosing the se
 def stages() -> dict[str, str]:
     """The stages an answer goes through with the configured ``generation.model``."""
     return READER_STAGES if settings.FOUNDRY.generation.model == EXTRACTIVE else STAGES
-KEEPALIVE_SECONDS = 15
 
 
 @require_http_methods(["GET", "POST"])
 def ask(request: HttpRequest) -> HttpResponse:
-    """GET: the question box. POST (works without JavaScript): answer, then show it at /ask/<id>/."""
+    """GET: the question box of a new conversation. POST (works without JavaScript): answer, then show the
+    new conversation (post/redirect/get)."""
     if request.method == "GET":
         return _render_ask(request, AskForm())
+    return _ask_post(request, conversation=None)
+
+
+@require_http_methods(["GET", "POST"])
+def conversation(request: HttpRequest, conversation_id: int) -> HttpResponse:
+    """GET: a conversation's turns, oldest first, and (for its owner) the box for a follow-up. POST: ask it."""
+    chat = get_object_or_404(visible_conversations(request.user), pk=conversation_id)
+    if request.method == "GET":
+        return _render_ask(request, AskForm(), conversation=chat)
+    if chat.owner_id != request.user.pk:  # an auditor reads other people's conversations, never adds to them
+        raise Http404("No such conversation.")
+    return _ask_post(request, conversation=chat)
+
+
+def _ask_post(request: HttpRequest, *, conversation: Conversation | None) -> HttpResponse:
     form = AskForm(request.POST)
     if not form.is_valid():
-        return _render_ask(request, form, status=400)
+        return _render_ask(request, form, conversation=conversation, status=400)
     try:
-        _, row = query_answer(user=request.user, question=form.cleaned_data["question"])
+        _, row = query_answer(user=request.user, question=form.cleaned_data["question"],
+                              conversation_id=conversation.pk if conversation else None)
     except RateLimited as exc:
-        response = _render_ask(request, form, error=str(exc), status=429)
+        response = _render_ask(request, form, conversation=conversation, error=str(exc), status=429)
         response["Retry-After"] = str(exc.retry_after)
         return response
     except QueryError as exc:
         form.add_error("question", str(exc))
-        return _render_ask(request, form, status=400)
-    except (QueryFailed, MissingEmbeddings) as exc:
-        return _render_ask(request, form, error=str(exc), status=503)
-    return redirect("ask-result", query_id=row.pk)
+        return _render_ask(request, form, conversation=conversation, status=400)
+    except (QueryFailed, MissingEmbeddings, llm.LLMError) as exc:
+        return _render_ask(request, form, conversation=conversation, error=str(exc), status=503)
+    return redirect(_turn_url(row))
+
+
+def _turn_url(row: QueryLog) -> str:
+    return f"{reverse('conversation', args=[row.conversation_id])}#turn-{row.pk}"
 
 
 @require_GET
@@ -70,77 +91,107 @@ def ask_result(request: HttpRequest, query_id: int) -> HttpResponse:
     return _render_ask(request, AskForm(initial={"question": row.question}), row=row)
 
 
-def _render_ask(request: HttpRequest, form: AskForm, *, row: QueryLog | None = None, error: str = "",
-                status: int = 200) -> HttpResponse:
+CONVERSATION_PAGE_SIZE = 25
+
+
+@require_GET
+def conversation_list(request: HttpRequest) -> HttpResponse:
+    """Your conversations, the one with the latest turn first (auditors: everyone's)."""
+    rows = visible_conversations(request.user).annotate(turn_count=Count("turns"))
+    page = Paginator(rows, CONVERSATION_PAGE_SIZE).get_page(request.GET.get("page"))
+    return render(request, "ask/conversations.html", {"page": page, "everyone": sees_every_query(request.user)})
+
+
+def _render_ask(request: HttpRequest, form: AskForm, *, row: QueryLog | None = None,
+                conversation: Conversation | None = None, error: str = "", status: int = 200) -> HttpResponse:
     # select_related(None): visible_queries() joins the user, which .only() would defer (a FieldError).
     recent = (visible_queries(request.user).filter(user=request.user).select_related(None)
-              .only("pk", "question", "created_at").order_by("-created_at", "-pk")[:6])
+              .only("pk", "question", "message", "created_at").order_by("-created_at", "-pk")[:6])
+    conversations = own_conversations(request.user)[:6]
     context: dict[str, Any] = {"form": form, "error": error, "recent": recent, "stages": stages(),
+                               "conversation": conversation, "conversations": conversations, "turns": [],
+                               "may_ask": conversation is None or conversation.owner_id == request.user.pk,
                                **access_context(request.user)}
+    if conversation is not None:
+        context["turns"] = _turns_html(request, conversation)
     if row is not None:
         context.update(answer_context(row, request.user), may_feedback=may_give_feedback(request.user, row))
     return render(request, "ask/ask.html", context, status=status)
 
 
+def _turns_html(request: HttpRequest, chat: Conversation) -> list[tuple[int, str]]:
+    """(query id, rendered answer) per turn, oldest first; the latest keeps the plain element ids."""
+    rows = list(conversation_turns(chat, request.user))
+    return [(row.pk, _answer_html(request, row, anchor="" if i == len(rows) - 1 else f"t{row.pk}-"))
+            for i, row in enumerate(rows)]
+
+
+def _answer_html(request: HttpRequest, row: QueryLog, *, anchor: str = "") -> str:
+    context = {**answer_context(row, request.user, anchor=anchor), "may_feedback": may_give_feedback(request.user, row)}
+    return render_to_string("ask/_answer.html", context, request=request)
+
+
 @require_POST
 def ask_stream(request: HttpRequest) -> HttpResponse:
-    """The same question as a POST, answered as a text/event-stream of stage events and then the answer.
+    """The same question as a POST, answered as a text/event-stream: stages, each verified sentence, the answer.
 
-    Design rule: the stream carries stage names and the finished answer only, never
-    model tokens as they are produced. Foundry promises that every sentence is checked
-    against the sources before anyone sees it; streaming raw tokens would show text
-    the grounding check may still remove. (POST with the CSRF token rather than
-    EventSource's GET, because asking costs a query and leaves an audit row.)
+    Design rule: a sentence is sent only once it has passed its check against the sources (the
+    extractive reader's quotes are verbatim, so as soon as they are chosen; a model's sentences after
+    grounding), never model tokens as they are produced: streaming raw tokens would show text the
+    grounding check may still remove. The last event is the finished answer, rendered as on the page.
+    ``conversation`` (optional) is the id of one of your conversations: the question is its follow-up.
+    (POST with the CSRF token rather than EventSource's GET, because asking costs a query and leaves
+    an audit row.)
     """
     try:
-        question = question_clean(request.POST.get("question", ""))  # QueryError: empty or too long
-        scope = query_admit(user=request.user)
+        turn = turn_admit(user=request.user, question=request.POST.get("question", ""),
+                          conversation_id=_conversation_id(request.POST.get("conversation", "")))
+    except ConversationNotFound as exc:
+        return JsonResponse({"detail": str(exc)}, status=404)
     except RateLimited as exc:
         return JsonResponse({"detail": str(exc)}, status=429, headers={"Retry-After": str(exc.retry_after)})
     except QueryError as exc:
         return JsonResponse({"detail": str(exc)}, status=400)
-    response = StreamingHttpResponse(_answer_events(request, question, scope), content_type="text/event-stream")
+    response = StreamingHttpResponse(_answer_events(request, turn), content_type="text/event-stream")
     response["Cache-Control"] = "no-cache"
     response["X-Accel-Buffering"] = "no"
     return response
 
 
-def _answer_events(request: HttpRequest, question: str, scope: list[int] | None) -> Iterator[str]:
-    events: queue.Queue[tuple[str, str]] = queue.Queue()
-    worker = threading.Thread(target=_answer_worker, args=(events, request.user, question, scope), daemon=True)
-    worker.start()
-    while True:
-        try:
-            kind, value = events.get(timeout=KEEPALIVE_SECONDS)
-        except queue.Empty:
+def _conversation_id(value: str) -> int | None:
+    if not value.strip():
+        return None
+    if not value.strip().isdigit() or len(value.strip()) > 18:
+        raise QueryError(f"conversation: {value[:40]!r} is not a conversation id (a positive whole number).")
+    return int(value)
+
+
+def _answer_events(request: HttpRequest, turn: Turn) -> Iterator[str]:
+    def work(emit: Emit) -> int:
+        _, row = turn_answer(user=request.user, turn=turn, progress=lambda stage: emit("stage", stage),
+                             on_sentence=lambda text: emit("sentence", text))
+        return row.pk
+
+    for event in run_streamed(work):
+        if event.kind == "keepalive":
             yield ": keep-alive\n\n"
-            continue
-        if kind == "stage":
-            yield _sse("stage", {"stage": value, "label": stages().get(value, value)})
-        elif kind == "done":
-            row = visible_queries(request.user).get(run_id=value)
-            context = {**answer_context(row, request.user), "may_feedback": may_give_feedback(request.user, row)}
-            html = render_to_string("ask/_answer.html", context, request=request)
-            yield _sse("answer", {"html": html, "url": reverse("ask-result", args=[row.pk])})
-            return
+        elif event.kind == "stage":
+            yield _sse("stage", {"stage": event.value, "label": stages().get(event.value, event.value)})
+        elif event.kind == "sentence":
+            yield _sse("sentence", {"text": event.value})
+        elif event.kind == "done":
+            row = visible_queries(request.user).get(pk=event.value)
+            yield _sse("answer", {"html": _answer_html(request, row), "url": _turn_url(row), "query_id": row.pk,
+                                  "conversation_id": row.conversation_id})
         else:
-            yield _sse("error", {"detail": value})
-            return
+            yield _sse("error", {"detail": _error_text(event.value)})
 
 
-def _answer_worker(events: queue.Queue, user: Any, question: str, scope: list[int] | None) -> None:
-    """Runs answer_question in its own thread so stages can be sent while it works."""
-    try:
-        answer = answer_question(question=question, user=user, collection_ids=scope,
-                                 progress=lambda stage: events.put(("stage", stage)))
-        events.put(("done", answer.run_id))
-    except (QueryError, QueryFailed, MissingEmbeddings) as exc:
-        events.put(("error", str(exc)))
-    except Exception:
-        logger.exception("streamed query failed")
-        events.put(("error", "The query failed unexpectedly; the error is in the server log."))
-    finally:
-        connections.close_all()  # this thread's own database connection
+def _error_text(exc: BaseException) -> str:
+    if isinstance(exc, (QueryError, QueryFailed, MissingEmbeddings, llm.LLMError)):
+        return str(exc)
+    logger.error("streamed query failed", exc_info=exc)
+    return "The query failed unexpectedly; the error is in the server log."
 
 
 def _sse(event: str, data: dict) -> str:

@@ -5,7 +5,7 @@ from typing import Any
 from django.contrib import admin
 from django.http import HttpRequest
 
-from retrieval.models import QueryFeedback, QueryLog
+from retrieval.models import Conversation, QueryFeedback, QueryLog
 from sources.admin import ReadOnlyAdmin
 
 
@@ -36,3 +36,16 @@ class QueryFeedbackAdmin(ReadOnlyAdmin):
     list_display = ["created_at", "query", "user", "verdict"]
     list_filter = ["verdict"]
     date_hierarchy = "created_at"
+
+
+@admin.register(Conversation)
+class ConversationAdmin(ReadOnlyAdmin):
+    show_full_result_count = False
+    list_display = ["updated_at", "owner", "title", "collection"]
+    search_fields = ["title"]
+    date_hierarchy = "updated_at"
+    fields = ["owner", "title", "collection", "created_at", "updated_at"]
+    readonly_fields = fields
+
+    def get_queryset(self, request: HttpRequest) -> Any:
+        return super().get_queryset(request).select_related("owner", "collection")

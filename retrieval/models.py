@@ -42,6 +42,32 @@ class QueryLogManager(models.Manager.from_queryset(QueryLogQuerySet)):  # type: 
         return row
 
 
+class Conversation(models.Model):
+    """A run of questions and answers; its turns are the QueryLog rows that point to it, oldest first.
+
+    Follow-ups are made standalone from the earlier turns before retrieval (generation/condense.py).
+    Owned like a query: only its owner (and auditors, read-only) ever see it.
+    """
+
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL,
+                              related_name="conversations", editable=False)
+    collection = models.ForeignKey("sources.Collection", null=True, blank=True, on_delete=models.PROTECT,
+                                   related_name="+", editable=False,
+                                   help_text="The one collection its questions search; empty means every "
+                                             "collection the owner can read when asking.")
+    title = models.CharField(max_length=200, editable=False, help_text="The first question, shortened.")
+    created_at = models.DateTimeField(default=timezone.now, editable=False)
+    updated_at = models.DateTimeField(default=timezone.now, editable=False, db_index=True,
+                                      help_text="When its latest turn was asked.")
+
+    class Meta:
+        ordering = ["-updated_at", "-pk"]
+        indexes = [models.Index(fields=["owner", "updated_at"], name="conversation_owner_updated")]
+
+    def __str__(self) -> str:
+        return self.title
+
+
 class QueryLog(models.Model):
     class AnswerClass(models.TextChoices):
         NORMAL = "normal", "Normal"
@@ -65,6 +91,9 @@ class QueryLog(models.Model):
     message = models.TextField(blank=True, editable=False,
                                help_text="The asker's own words when they were a follow-up in a conversation; "
                                          "question is then the standalone question that was answered.")
+    conversation = models.ForeignKey(Conversation, null=True, blank=True, on_delete=models.PROTECT,
+                                     related_name="turns", editable=False,
+                                     help_text="The conversation this question was a turn of.")
     mode = models.CharField(max_length=10, editable=False)
     collection_ids = models.JSONField(null=True, blank=True, default=None, editable=False,
                                       help_text="Collections searched; null means every collection.")

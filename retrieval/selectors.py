@@ -20,7 +20,7 @@ from django.db.models import CharField, OuterRef, Q, QuerySet, Subquery
 from django.db.models.functions import Cast
 from django.utils import timezone
 
-from retrieval.models import QueryFeedback, QueryLog
+from retrieval.models import Conversation, QueryFeedback, QueryLog
 
 FEEDBACK_CHOICES = ("correct", "incorrect", "none")
 AUDIT_PERMISSION = "retrieval.view_querylog"
@@ -153,3 +153,24 @@ def percentile(values: list[float], pct: float) -> float | None:
     ordered = sorted(values)
     rank = max(1, -(-len(ordered) * pct // 100))  # ceil without floats drifting
     return ordered[int(rank) - 1]
+
+
+def visible_conversations(user: AbstractBaseUser | AnonymousUser) -> QuerySet[Conversation]:
+    """The conversations ``user`` may read, recent first: their own, or everyone's with the audit permission
+    (the rule of ``visible_queries``)."""
+    if not user.is_authenticated or not user.is_active:
+        return Conversation.objects.none()
+    rows = Conversation.objects.select_related("owner", "collection").order_by("-updated_at", "-pk")
+    return rows if sees_every_query(user) else rows.filter(owner=user)
+
+
+def own_conversations(user: AbstractBaseUser | AnonymousUser) -> QuerySet[Conversation]:
+    """The conversations ``user`` may ask in: only their own (an auditor reads others', never adds to them)."""
+    if not user.is_authenticated or not user.is_active:
+        return Conversation.objects.none()
+    return Conversation.objects.filter(owner=user).order_by("-updated_at", "-pk")
+
+
+def conversation_turns(conversation: Conversation, viewer: AbstractBaseUser | AnonymousUser) -> QuerySet[QueryLog]:
+    """The turns of ``conversation`` that ``viewer`` may read (``visible_queries``), oldest first."""
+    return visible_queries(viewer).filter(conversation=conversation).order_by("created_at", "pk")

@@ -25,6 +25,7 @@ class ScriptedLLM(llm.CustomLLM):
     reply: Callable[[list[dict[str, str]]], str] = lambda messages: "Scripted reply."
     calls: list[list[dict[str, str]]] = field(default_factory=list)
     completion_tokens: int | None = None  # reported as the reply's usage when set (a reply cut at a token limit)
+    stream_pieces: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         super().__init__()
@@ -38,6 +39,17 @@ class ScriptedLLM(llm.CustomLLM):
             model_response.usage = llm.litellm.Usage(prompt_tokens=0, completion_tokens=self.completion_tokens,
                                                      total_tokens=self.completion_tokens)
         return model_response
+
+    def streaming(self, model: str, messages: list, *args: Any, **kwargs: Any) -> Iterator[Any]:
+        """The same reply, streamed a word at a time (``stream_pieces`` records each piece as it goes out)."""
+        self.calls.append(messages)
+        words = self.reply(messages).split(" ")
+        for i, word in enumerate(words):
+            piece = word if i == 0 else " " + word
+            self.stream_pieces.append(piece)
+            last = i == len(words) - 1
+            usage = (0, self.completion_tokens or len(words)) if last else None
+            yield llm._stream_chunk(piece, finish="stop" if last else "", usage=usage)
 
 
 def config_with(base: FoundryConfig, **sections: dict[str, Any]) -> FoundryConfig:

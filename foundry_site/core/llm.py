@@ -25,7 +25,7 @@ import re
 import threading
 import time
 import urllib.parse
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -47,7 +47,7 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 import litellm  # noqa: E402
 import openai  # noqa: E402  (litellm's own dependency: the base of its errors)
 from litellm import CustomLLM  # noqa: E402
-from litellm.types.utils import EmbeddingResponse, ModelResponse  # noqa: E402
+from litellm.types.utils import EmbeddingResponse, GenericStreamingChunk, ModelResponse  # noqa: E402
 
 logger = logging.getLogger(__name__)
 # ``_with_retries`` is the only retry loop, so every call passes max_retries=0 (_call_kwargs).
@@ -239,6 +239,31 @@ class LocalProvider(CustomLLM):
         model_response.model = f"local/{model}"
         return model_response
 
+    def streaming(self, model: str, messages: list, api_base: str, custom_prompt_dict: dict,
+                  model_response: ModelResponse, print_verbose: Any, encoding: Any, api_key: Any,
+                  logging_obj: Any, optional_params: dict, *args: Any, **kwargs: Any) -> Iterator[GenericStreamingChunk]:
+        """The reply as llama.cpp writes it, piece by piece; the last chunk carries the token counts."""
+        llm = _local.chat_model(model)
+        with _local.lock:
+            parts = llm.create_chat_completion(
+                messages=messages, max_tokens=optional_params.get("max_tokens") or 256,
+                temperature=optional_params.get("temperature", 0.0), stop=optional_params.get("stop"),
+                repeat_penalty=LOCAL_REPEAT_PENALTY, stream=True)
+            written = []
+            finish = "stop"
+            prompt = None
+            for part in parts:
+                if prompt is None:  # the prompt is evaluated before the first piece: its tokens are all there is
+                    prompt = llm.n_tokens
+                choice = part["choices"][0]
+                text = choice.get("delta", {}).get("content") or ""
+                finish = choice.get("finish_reason") or finish
+                if text:
+                    written.append(text)
+                    yield _stream_chunk(text)
+            completion = len(llm.tokenize("".join(written).encode("utf-8"), add_bos=False)) if written else 0
+        yield _stream_chunk("", finish=finish, usage=(prompt or 0, completion))
+
     def embedding(self, model: str, input: list, model_response: EmbeddingResponse, *args: Any,
                   **kwargs: Any) -> EmbeddingResponse:
         vectors = _local.embedder(model).encode(list(input), batch_size=64, normalize_embeddings=True,
@@ -248,6 +273,13 @@ class LocalProvider(CustomLLM):
         model_response.model = f"local/{model}"
         model_response.usage = litellm.Usage(prompt_tokens=0, completion_tokens=0, total_tokens=0)
         return model_response
+
+
+def _stream_chunk(text: str, *, finish: str = "", usage: tuple[int, int] | None = None) -> GenericStreamingChunk:
+    """One piece of a custom provider's streamed reply (litellm's GenericStreamingChunk)."""
+    counts = {"prompt_tokens": usage[0], "completion_tokens": usage[1], "total_tokens": sum(usage)} if usage else None
+    return {"text": text, "tool_use": None, "is_finished": bool(finish), "finish_reason": finish,
+            "usage": counts, "index": 0}
 
 
 def register_provider(name: str, handler: CustomLLM) -> None:
@@ -407,15 +439,24 @@ def _within(call: Any, *, seconds: float, model: str) -> Any:
 
 
 def complete(*, messages: list[dict[str, str]], purpose: str, model: str, max_tokens: int = 256,
-             temperature: float = 0.0) -> Completion:
-    """One chat completion with retries; raises LLMError, never returns an empty text."""
+             temperature: float = 0.0, on_text: Callable[[str], None] | None = None) -> Completion:
+    """One chat completion with retries; raises LLMError, never returns an empty text.
+
+    ``on_text``: the reply is streamed, and ``on_text`` is given the whole text written so far each time
+    it grows (the caller decides what, if anything, to show of it). Once text has been given out a failure
+    is final (LLMError, no retry), so nothing given out is ever written twice.
+    """
     if model == "none":
         raise ModelUnavailable(f"no model is configured for {purpose}", model=model)
     conf = _settings_llm()
 
     def call() -> Any:
-        response = litellm.completion(model=model, messages=messages, max_tokens=max_tokens,
-                                      temperature=temperature, **_call_kwargs(model))
+        if on_text is not None:
+            response = _streamed(model=model, messages=messages, max_tokens=max_tokens, temperature=temperature,
+                                 on_text=on_text)
+        else:
+            response = litellm.completion(model=model, messages=messages, max_tokens=max_tokens,
+                                          temperature=temperature, **_call_kwargs(model))
         choices = getattr(response, "choices", None) or []
         message = getattr(choices[0], "message", None) if choices else None
         text = (getattr(message, "content", None) or "").strip()
@@ -440,6 +481,28 @@ def complete(*, messages: list[dict[str, str]], purpose: str, model: str, max_to
                 completion_tokens)
     return Completion(text=text, model=model, prompt_tokens=prompt_tokens,
                       completion_tokens=completion_tokens, cost=cost)
+
+
+def _streamed(*, model: str, messages: list[dict[str, str]], max_tokens: int, temperature: float,
+              on_text: Callable[[str], None]) -> Any:
+    """A streamed completion put back together (litellm's ``stream_chunk_builder``: text and usage)."""
+    chunks: list[Any] = []
+    written = ""
+    try:
+        stream = litellm.completion(model=model, messages=messages, max_tokens=max_tokens, temperature=temperature,
+                                    stream=True, stream_options={"include_usage": True}, **_call_kwargs(model))
+        for chunk in stream:
+            chunks.append(chunk)
+            choices = getattr(chunk, "choices", None) or []
+            delta = getattr(getattr(choices[0], "delta", None), "content", None) if choices else None
+            if delta:
+                written += delta
+                on_text(written)
+    except Exception as exc:
+        if written:  # part of the reply is out: a retry could write different text
+            raise LLMError(f"the streamed reply of {model} broke off: {exc}", model=model) from exc
+        raise
+    return litellm.stream_chunk_builder(chunks, messages=messages)
 
 
 def _cost(response: Any, model: str) -> float:

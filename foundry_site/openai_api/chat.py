@@ -13,7 +13,7 @@ from typing import Any
 
 from foundry_site.openai_api.errors import OpenAIError, invalid
 from foundry_site.core.ratelimit import RateLimited
-from generation.answers import Answer, QueryError, answer_question
+from generation.answers import Answer, QueryError, Sentences, answer_question
 from generation.asking import query_admit
 from generation.condense import Condensed, question_standalone
 from sources.selectors import readable_collections
@@ -134,10 +134,11 @@ def chat_prepare(*, user: Any, chat: ChatRequest) -> Prepared:
     return Prepared([within] if within is not None else scope, chat.question, chat.history)
 
 
-def chat_answer(*, user: Any, prepared: Prepared) -> tuple[Answer, Condensed]:
+def chat_answer(*, user: Any, prepared: Prepared, on_sentence: Sentences | None = None) -> tuple[Answer, Condensed]:
     """Make the question standalone (``retrieval.condense_model``) and answer it within the prepared scope;
-    one QueryLog row holds the question answered and, when it was rewritten, the message as typed."""
+    one QueryLog row holds the question answered and, when it was rewritten, the message as typed.
+    ``on_sentence`` is told each sentence once it has passed its check (``answer_question``)."""
     condensed = question_standalone(message=prepared.message, history=prepared.history)
     answer = answer_question(question=condensed.question, user=user, collection_ids=prepared.scope,
-                             message=condensed.message if condensed.rewritten else "")
+                             message=condensed.message if condensed.rewritten else "", on_sentence=on_sentence)
     return answer, condensed

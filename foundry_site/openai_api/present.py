@@ -61,6 +61,30 @@ def reply_build(answer: Answer, *, query_id: int, condensed: Condensed, chunk_ur
     return Reply(sentences_split(text), sources, foundry, usage)
 
 
+class LiveNumbers:
+    """``[S#]`` labels of streamed sentences as ``[n]``, numbered in order of first appearance: the order
+    ``reply_build`` numbers the answer's citations in, so the streamed text equals the finished content."""
+
+    def __init__(self) -> None:
+        self.numbers: dict[str, int] = {}
+        self.sent = ""
+
+    def piece(self, text: str) -> str:
+        def number(match: re.Match) -> str:
+            return f"[{self.numbers.setdefault(match.group(1), len(self.numbers) + 1)}]"
+
+        out = _LABEL.sub(number, text)
+        self.sent += out
+        return out
+
+    def rest(self, reply: Reply) -> list[str]:
+        """The reply's sentences not streamed yet (all of them for a refusal, which streams nothing)."""
+        text = "".join(reply.sentences)
+        if not text.startswith(self.sent):  # a bug, never a client's problem: fail loudly
+            raise RuntimeError("streamed sentences differ from the finished answer")
+        return sentences_split(text[len(self.sent):]) if len(text) > len(self.sent) else []
+
+
 def sentences_split(text: str) -> list[str]:
     """``text`` cut after each sentence, every piece keeping the white space after it: the pieces join to ``text``."""
     pattern = _AFTER_MARKER if re.search(r"\[\d+\]", text) else _AFTER_STOP
@@ -81,10 +105,12 @@ def completion_body(reply: Reply, *, completion_id: str, model: str) -> dict[str
             "usage": reply.usage, "system_fingerprint": None, "foundry": reply.foundry}
 
 
-def chunk_events(reply: Reply, *, completion_id: str, model: str, created: int, include_usage: bool) -> Iterator[dict]:
-    """The ``chat.completion.chunk`` objects after the first (role) chunk: one per verified sentence, the
-    Sources list, the final one (finish_reason, ``foundry``), and the usage chunk when asked for."""
-    for sentence in reply.sentences:
+def chunk_events(reply: Reply, *, completion_id: str, model: str, created: int, include_usage: bool,
+                 sentences: list[str] | None = None) -> Iterator[dict]:
+    """The ``chat.completion.chunk`` objects after the first (role) chunk: one per verified sentence (those of
+    ``reply`` not streamed yet when ``sentences`` is given), the Sources list, the final one (finish_reason,
+    ``foundry``), and the usage chunk when asked for."""
+    for sentence in reply.sentences if sentences is None else sentences:
         yield chunk(completion_id, model, created, {"content": sentence})
     if reply.sources:
         yield chunk(completion_id, model, created, {"content": reply.sources})

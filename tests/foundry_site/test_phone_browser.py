@@ -9,6 +9,7 @@ import pytest
 from django.contrib.auth.models import User
 
 from retrieval.models import QueryLog
+from retrieval.services.conversations import conversation_start
 from tests.conftest import PASSWORD, World, record_query
 from tests.specs.test_generate_web import make_run
 
@@ -32,8 +33,11 @@ def phone_pages(world: World) -> list[str]:
         timings={"total": 1200.0, "retrieve": 300.0})
     run = make_run(alice, topic=f"Wiring {LONG}", text=f"# Guide\n\n{LONG} is long.\n\n| a | b |\n|---|---|\n"
                                                         f"| {LONG} | x |\n")
+    conversation = conversation_start(owner=alice, question=f"Where is {LONG}?")
+    record_query(alice, question=f"And {LONG}? ({LONG})", message=f"And {LONG}?", conversation=conversation,
+                 answer=f"It is {LONG} [S1].", citations=row.citations, channels={"bm25": [[1, 0.5]]})
     source = world.sources["alpha"]
-    return ["/ask/", f"/ask/{row.pk}/", "/sources/", f"/sources/{source.pk}/", "/query-log/",
+    return ["/ask/", f"/ask/{row.pk}/", "/conversations/", f"/conversations/{conversation.pk}/", "/sources/", f"/sources/{source.pk}/", "/query-log/",
             f"/query-log/{row.pk}/", "/dashboard/", "/runs/", f"/runs/{run.pk}/", "/generate/", "/no-such-page/"]
 
 
@@ -64,5 +68,5 @@ def test_every_page_fits_a_phone(browser_page: Any, live_server: Any, world: Wor
             problems.append(f"{url}: page is {layout['scroll']} px wide in a {layout['inner']} px window")
         if layout["navRows"] > 2:
             problems.append(f"{url}: the navigation takes {layout['navRows']} rows")
-    assert QueryLog.objects.count() == 1
+    assert QueryLog.objects.count() == 2
     assert not problems, "\n".join(problems)

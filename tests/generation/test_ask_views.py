@@ -27,7 +27,8 @@ def ask(client: Client, question: str = QUESTION) -> Any:
 def answer_page(client: Client, question: str = QUESTION) -> tuple[QueryLog, str]:
     response = ask(client, question)
     assert response.status_code == 302, response.content[:500]
-    row = QueryLog.objects.get(pk=int(response["Location"].rstrip("/").rsplit("/", 1)[1]))
+    row = QueryLog.objects.get(pk=int(response["Location"].rsplit("#turn-", 1)[1]))
+    assert response["Location"] == f"/conversations/{row.conversation_id}/#turn-{row.pk}"
     return row, client.get(response["Location"]).content.decode()
 
 
@@ -162,14 +163,15 @@ def test_stream_sends_stages_then_the_checked_answer(scoped: dict, scripted_llm:
     response = client.post("/ask/stream", {"question": QUESTION})
     assert response.status_code == 200 and response["Content-Type"] == "text/event-stream"
     events = sse_events(response)
-    assert [e for e, _ in events] == ["stage", "stage", "stage", "answer"]
+    kinds = [e for e, _ in events]
+    assert kinds[:2] == ["stage", "stage"] and kinds[-2:] == ["stage", "answer"] and "sentence" in kinds
     assert [d["stage"] for e, d in events if e == "stage"] == ["retrieving", "generating", "checking"]
     answer = events[-1][1]
     row = QueryLog.objects.get(user=scoped["alice"])
-    assert answer["url"] == f"/ask/{row.pk}/" and "alpha-notes.md" in answer["html"]
-    # Nothing the model wrote is sent before the grounding check: the only text events are stage names.
-    reply = scripted_llm.reply(scripted_llm.calls[0])
-    assert all(reply not in json.dumps(d) for e, d in events if e == "stage")
+    assert answer["url"] == f"/conversations/{row.conversation_id}/#turn-{row.pk}" and "alpha-notes.md" in answer["html"]
+    # Only checked sentences are sent, and together they are the logged answer, markers and all.
+    assert "".join(d["text"] for e, d in events if e == "sentence") == row.answer
+    assert all(e != "sentence" or "[S" in d["text"] for e, d in events)  # each with its source
 
 
 def test_stream_rejects_bad_input_and_rate_limit(world: World, settings: Any) -> None:

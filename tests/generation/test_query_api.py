@@ -31,8 +31,8 @@ def test_answer_is_scoped_and_complete(scoped: dict, scripted_llm: ScriptedLLM) 
     response = query(api("alice"))
     assert response.status_code == 200, response.content
     body = response.json()
-    assert set(body) == {"query_id", "run_id", "answer_class", "answer", "citations", "conflicts", "coverage",
-                         "refusal", "hint", "timings", "llm_calls", "cached"}
+    assert set(body) == {"query_id", "conversation_id", "question", "run_id", "answer_class", "answer", "citations",
+                         "conflicts", "coverage", "refusal", "hint", "timings", "llm_calls", "cached"}
     assert body["answer_class"] in ("normal", "low_confidence") and body["llm_calls"] == 1
     assert {c["source"] for c in body["citations"]} == {"alpha-notes.md"}
     assert "8 sensors" in body["citations"][0]["text"] and body["timings"]["total"] > 0

@@ -86,7 +86,7 @@ def test_ask_audit_and_generate(browser_page: Any, live_server: Any, site: Scrip
     page.click("#ask-form button[type=submit]")
     expect(page.locator("#answer")).to_be_visible()
     row = QueryLog.objects.get()
-    expect(page).to_have_url(f"{live_server.url}/ask/{row.pk}/")
+    expect(page).to_have_url(f"{live_server.url}/conversations/{row.conversation_id}/#turn-{row.pk}")
     expect(page.locator(".conflict")).to_contain_text("VCC")
     expect(page.locator(".answer-head .badge")).to_have_attribute("data-answer-class", row.answer_class)
     expect(page.locator(".sources li")).to_have_count(len(row.citations))
@@ -210,3 +210,79 @@ def test_ask_and_generate_with_the_extractive_reader(browser_page: Any, live_ser
     expect(page.locator("#document")).to_contain_text("Up to 8 sensors can be connected to the RS-485 bus.")
     shot(page, "web-9-extractive-document", full=True)
     assert errors == []
+
+
+FIRST = "How many sensors can be connected to the RS-485 bus?"
+FOLLOW = "And how must it be terminated?"
+
+
+def test_a_two_turn_conversation_streams_on_the_ask_page(browser_page: Any, live_server: Any,
+                                                         extractive_site: ScriptedLLM) -> None:
+    from playwright.sync_api import expect
+
+    expect.set_options(timeout=60_000)
+    page = browser_page
+    errors = sign_in(page, live_server.url)
+    page.fill("#id_question", FIRST)
+    page.click("#ask-form button[type=submit]")
+    expect(page.locator("#turns article.turn")).to_have_count(1)
+    expect(page.locator("#answer")).to_be_visible()
+    first = QueryLog.objects.get()
+    expect(page).to_have_url(f"{live_server.url}/conversations/{first.conversation_id}/#turn-{first.pk}")
+    expect(page.locator("#chat-title")).to_have_text(FIRST)
+    expect(page.locator("label[for=id_question]")).to_have_text("Follow-up question")
+
+    page.fill("#id_question", FOLLOW)
+    page.click("#ask-form button[type=submit]")
+    expect(page.locator("#turns article.turn:not(.pending)")).to_have_count(2)
+    second = QueryLog.objects.exclude(pk=first.pk).get()
+    assert second.conversation_id == first.conversation_id and second.message == FOLLOW
+    assert any("terminated" in Chunk.objects.get(pk=c["chunk_id"]).text for c in second.citations)
+    expect(page).to_have_url(f"{live_server.url}/conversations/{first.conversation_id}/#turn-{second.pk}")
+    latest = page.locator(f"#turn-{second.pk}")
+    expect(latest.locator("#answer .badge")).to_have_attribute("data-answer-class", second.answer_class)
+    expect(latest.locator(".answer-text")).to_contain_text(second.answer.split(" [S")[0])
+    expect(page.locator("#answer")).to_have_count(1)  # the first turn gave up the plain ids
+    expect(page.locator(f"#turn-{first.pk} #t{first.pk}-answer")).to_be_visible()
+    expect(latest.locator("form.feedback")).to_be_visible()
+    shot(page, "web-10-conversation", full=True)
+
+    page.reload()  # the conversation page as the server renders it: the same two turns
+    expect(page.locator("#turns article.turn")).to_have_count(2)
+    expect(page.locator("#chat-title")).to_have_text(FIRST)
+    page.click("#new-conversation")
+    expect(page).to_have_url(f"{live_server.url}/ask/")
+    expect(page.locator("#conversation-list")).to_contain_text(FIRST)
+    assert errors == []
+
+
+def test_a_conversation_works_without_javascript(browser_page: Any, live_server: Any,
+                                                 extractive_site: ScriptedLLM) -> None:
+    from playwright.sync_api import expect
+
+    expect.set_options(timeout=60_000)
+    context = browser_page.context.browser.new_context(java_script_enabled=False,
+                                                       viewport={"width": 1280, "height": 860})
+    page = context.new_page()
+    try:
+        page.goto(f"{live_server.url}/accounts/login/")
+        page.fill("#id_username", "alice")
+        page.fill("#id_password", PASSWORD)
+        page.click("button[type=submit]")
+        page.fill("#id_question", FIRST)
+        page.click("#ask-form button[type=submit]")
+        first = QueryLog.objects.get()
+        expect(page).to_have_url(f"{live_server.url}/conversations/{first.conversation_id}/#turn-{first.pk}")
+        page.fill("#id_question", FOLLOW)
+        page.click("#ask-form button[type=submit]")
+        expect(page.locator("#turns article.turn")).to_have_count(2)
+        second = QueryLog.objects.exclude(pk=first.pk).get()
+        expect(page).to_have_url(f"{live_server.url}/conversations/{first.conversation_id}/#turn-{second.pk}")
+        expect(page.locator(f"#turn-{second.pk} .standalone")).to_contain_text("Answered as:")
+        expect(page.locator(f"#turn-{second.pk} .answer-text")).to_contain_text(second.answer.split(" [S")[0])
+        shot(page, "web-11-conversation-nojs", full=True)
+        page.click("text=All conversations")
+        expect(page.locator("table.conversations tbody tr")).to_have_count(1)
+        expect(page.locator("table.conversations")).to_contain_text(FIRST)
+    finally:
+        context.close()

@@ -255,6 +255,28 @@ def _ask(world: World) -> None:
 @web_case("ask/stream")
 def _ask_stream(world: World) -> None:
     _needs_csrf(world, "/ask/stream", {"question": QUESTION})
+    before = QueryLog.objects.count()
+    _not_found(world.web("bob").post("/ask/stream", {"question": "And why?", "conversation": _conversation_id(world)}))
+    assert QueryLog.objects.count() == before
+
+
+def _conversation_id(world: World) -> int:
+    return world.a_query.conversation_id
+
+
+@web_case("conversations/")
+def _conversations(world: World) -> None:
+    for query in ("", "?page=1", "?page=2"):
+        _hidden(world, world.web("bob").get(f"/conversations/{query}"), QUESTION, f"/conversations/{_conversation_id(world)}/")
+
+
+@web_case("conversations/<int:conversation_id>/")
+def _conversation(world: World) -> None:
+    url = f"/conversations/{_conversation_id(world)}/"
+    _needs_csrf(world, url, {"question": "And why?"})
+    _not_found(world.web("bob").get(url))
+    _not_found(world.web("bob").post(url, {"question": "And why?"}))
+    assert world.a_query.conversation.turns.count() == 1
 
 
 @web_case("ask/<int:query_id>/")
@@ -385,6 +407,7 @@ def test_pages(world: World) -> None:
 def test_anonymous_visitor_is_sent_to_login(world: World) -> None:
     def check(route: str) -> None:
         url = "/" + route.replace("<int:source_id>", str(world.a_source.pk)).replace(
+            "<int:conversation_id>", str(world.a_query.conversation_id)).replace(
             "<int:query_id>", str(world.a_query.pk)).replace("<int:run_id>", str(world.a_run.pk))
         for method in ("get", "post"):
             response = getattr(Client(), method)(url)
@@ -410,7 +433,7 @@ def api_case(*operations: str) -> Callable:
 
 def _api_url(world: World, path: str) -> str:
     return path.format(source_id=world.a_source.pk, chunk_id=world.a_chunk.pk, query_id=world.a_query.pk,
-                       run_id=world.a_run.pk)
+                       run_id=world.a_run.pk, conversation_id=world.a_query.conversation_id)
 
 
 def _post_json(client: Client, url: str, body: dict) -> Any:
@@ -454,6 +477,22 @@ def _api_query(world: World) -> None:
     assert not answer["cached"] and A_FACT not in answer["answer"] and B_FACT in answer["answer"]
     assert {c["source"] for c in answer["citations"]} == {"b-private.md"}
     assert world.a_chunk.pk not in {c["chunk_id"] for c in answer["citations"]}
+    # B cannot continue A's conversation: 404, and nothing is asked or logged.
+    before = QueryLog.objects.count()
+    response = _post_json(world.api("bob"), "/api/v1/query", {"question": "And why?",
+                                                              "conversation_id": _conversation_id(world)})
+    assert response.status_code == 404 and QueryLog.objects.count() == before
+
+
+@api_case("GET /api/v1/conversations")
+def _api_conversations(world: World) -> None:
+    items = world.api("bob").get("/api/v1/conversations").json()["items"]
+    assert _conversation_id(world) not in {c["id"] for c in items} and QUESTION not in json.dumps(items)
+
+
+@api_case("GET /api/v1/conversations/{conversation_id}")
+def _api_conversation(world: World) -> None:
+    _not_found(world.api("bob").get(f"/api/v1/conversations/{_conversation_id(world)}"))
 
 
 @api_case("GET /api/v1/query-log")
@@ -560,8 +599,10 @@ def test_staff_status_alone_reads_no_one_elses_runs_or_queries(world: World) -> 
     for query, expected in (("", [own_query.pk]), ("?user=alice", [own_query.pk]), ("?collection=a-private", [])):
         assert [r["id"] for r in api.get(f"/api/v1/query-log{query}").json()["items"]] == expected, query
     for url in (f"/runs/{world.a_run.pk}/", f"/runs/{world.a_run.pk}/status", f"/runs/{world.a_run.pk}/download",
-                f"/query-log/{world.a_query.pk}/", f"/ask/{world.a_query.pk}/"):
+                f"/query-log/{world.a_query.pk}/", f"/ask/{world.a_query.pk}/",
+                f"/conversations/{world.a_query.conversation_id}/"):
         _not_found(web.get(url))
+    _not_found(api.get(f"/api/v1/conversations/{world.a_query.conversation_id}"))
     _hidden(world, web.get("/runs/"), world.a_run.topic)
     _hidden(world, web.get("/query-log/?user=alice"), QUESTION, A_FACT)
     csv_text = b"".join(web.get("/query-log/export.csv").streaming_content).decode()
@@ -579,8 +620,14 @@ def test_the_audit_permission_reads_everyones_runs_and_queries(world: World) -> 
     assert A_FACT in api.get(f"/api/v1/query-log/{world.a_query.pk}").json()["answer"]
     assert world.a_run.pk in {r["id"] for r in api.get("/api/v1/runs").json()["items"]}
     assert world.a_query.pk in {r["id"] for r in api.get("/api/v1/query-log?user=alice").json()["items"]}
-    for url in (f"/runs/{world.a_run.pk}/", f"/runs/{world.a_run.pk}/download", f"/query-log/{world.a_query.pk}/"):
+    for url in (f"/runs/{world.a_run.pk}/", f"/runs/{world.a_run.pk}/download", f"/query-log/{world.a_query.pk}/",
+                f"/conversations/{world.a_query.conversation_id}/"):
         assert web.get(url).status_code == 200, url
+    assert api.get(f"/api/v1/conversations/{world.a_query.conversation_id}").json()["turns"][0]["answer"]
+    # Reading a conversation is all it grants: B cannot add a turn to A's.
+    _not_found(web.post(f"/conversations/{world.a_query.conversation_id}/", {"question": "And why?"}))
+    assert _post_json(api, "/api/v1/query", {"question": "And why?", "conversation_id":
+                                             world.a_query.conversation_id}).status_code == 404
     assert world.a_run.topic in web.get("/runs/").content.decode()
     assert QUESTION in web.get("/query-log/?user=alice").content.decode()
     # The citations name A's source, which B cannot read: no link, and not "no longer" readable.
