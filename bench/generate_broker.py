@@ -116,7 +116,7 @@ def brokered(topic: str, *, kill_in: str | None = None) -> dict[str, Any]:
     start = time.monotonic()
     generate_document.delay(run.pk)
     extra: dict[str, Any] = {}
-    while (run := GenerationRun.objects.get(pk=run.pk)).status not in ("succeeded", "failed"):
+    while (run := GenerationRun.objects.get(pk=run.pk)).status not in ("succeeded", "needs_review", "failed"):
         if kill_in and run.stage == "generate" and not extra:
             kill(kill_in)
             killed = time.monotonic()

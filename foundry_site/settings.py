@@ -218,6 +218,9 @@ FOUNDRY_TASK_MAX_DELIVERIES = env.int("FOUNDRY_TASK_MAX_DELIVERIES", default=3)
 # A run with no sign of life for this long is re-queued (up to FOUNDRY_JOB_MAX_ATTEMPTS times), then failed.
 FOUNDRY_JOB_STALE_SECONDS = env.int("FOUNDRY_JOB_STALE_SECONDS", default=CELERY_TASK_TIME_LIMIT + 60)
 FOUNDRY_JOB_MAX_ATTEMPTS = env.int("FOUNDRY_JOB_MAX_ATTEMPTS", default=3)
+# Without a broker, generation runs started from the web or the API execute on this many
+# threads of each web process (generation/background.py); more runs wait, pending.
+FOUNDRY_RUN_THREADS = env.int("FOUNDRY_RUN_THREADS", default=1)
 
 # A compute-only worker (another machine, or `foundry worker --queues compute`)
 # must never open the SQLite file: give it a database that refuses every query,

@@ -80,5 +80,5 @@ def download_run(request: HttpRequest, run_id: RowId) -> FileResponse:
     path = selectors.run_output_file(run)
     if path is None:
         raise HttpError(404, "This run has no downloadable document.")
-    return FileResponse(path.open("rb"), as_attachment=True, filename=f"run-{run.pk}.md",
+    return FileResponse(path.open("rb"), as_attachment=True, filename=selectors.run_download_name(run),
                         content_type="text/markdown; charset=utf-8")

@@ -11,13 +11,15 @@ class GenerationRun(models.Model):
         PENDING = "pending", "Pending"
         RUNNING = "running", "Running"
         SUCCEEDED = "succeeded", "Succeeded"
+        # The document was written, but with low confidence (``low_confidence``): check it before use.
+        NEEDS_REVIEW = "needs_review", "Needs review"
         FAILED = "failed", "Failed"
 
     topic = models.TextField()
     spec_name = models.CharField(max_length=100, help_text="The approved feature spec the document follows.")
     spec_version = models.PositiveIntegerField()
     spec_body = models.TextField(editable=False, help_text="The spec text as used, kept for audit.")
-    status = models.CharField(max_length=10, choices=Status.choices, default=Status.PENDING, db_index=True)
+    status = models.CharField(max_length=20, choices=Status.choices, default=Status.PENDING, db_index=True)
     stage = models.CharField(max_length=40, blank=True, editable=False)
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
                                    editable=False)
@@ -54,5 +56,19 @@ class GenerationRun(models.Model):
     class Meta:
         ordering = ["-created_at"]
 
+    @property
+    def is_finished(self) -> bool:
+        return self.status in FINISHED
+
+    @property
+    def wrote_document(self) -> bool:
+        """Whether the run ended by writing its document (it may still need review)."""
+        return self.status in WROTE_DOCUMENT
+
     def __str__(self) -> str:
         return f"Run {self.pk}: {self.topic[:60]}"
+
+
+# A run in one of these states will not change any more; the first two wrote a document.
+WROTE_DOCUMENT = (GenerationRun.Status.SUCCEEDED, GenerationRun.Status.NEEDS_REVIEW)
+FINISHED = (*WROTE_DOCUMENT, GenerationRun.Status.FAILED)

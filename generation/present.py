@@ -180,18 +180,60 @@ ALLOWED_TAGS = {"h1", "h2", "h3", "h4", "h5", "h6", "p", "br", "hr", "ul", "ol",
                 "blockquote", "table", "thead", "tbody", "tr", "th", "td", "sup", "sub", "a", "div", "span", "del"}
 
 
-def _keep_attribute(tag: str, attribute: str, value: str) -> str | None:
-    # Footnote anchors need their ids; any other id could clobber the page's own elements.
-    if attribute == "id":
-        return value if _FOOTNOTE_ID.match(value) else None
-    if attribute == "href" and not (value.startswith("#fn") or value.startswith("#fnref")):
-        return None  # a generated document links nowhere but its own footnotes
-    return value
+_FOOTNOTE_DEF = re.compile(r"^\[\^(\d+)\]: (.+)$", re.MULTILINE)
+# What ``documents.footnote_text`` writes: ``manual.md §Wiring, p. 3, lines 40-52`` (section and page optional).
+_FOOTNOTE_PLACE = re.compile(r"^(?P<source>.+?)(?: §.*?)?(?:, pp?\. (?P<page>\d+)\S*)?, "
+                             r"lines (?P<start>\d+)[-–](?P<end>\d+)$")
 
 
-def document_html(text: str) -> SafeString:
-    """Markdown (with footnotes and tables) → HTML that nh3 has reduced to harmless tags."""
-    raw = markdown.markdown(text, extensions=["footnotes", "tables", "sane_lists"])
+def footnote_links(document: str, chunk_ids: list[int], viewer: Any) -> dict[str, str]:
+    """Each footnote of a generated document (by number) → the source viewer at the chunk it cites.
+
+    The chunk is the one among the run's retrieved chunks (``chunk_ids``) of the named source whose
+    lines hold the footnote's lines (the extractive writer cites a unit's own lines inside its chunk),
+    the narrowest if several do. A footnote whose chunk ``viewer`` cannot read (now) gets no link.
+    """
+    rows = list(readable_chunks(viewer).filter(pk__in=chunk_ids).values_list(
+        "pk", "source_id", "source__name", "page_start", "line_start", "line_end"))
+    links: dict[str, str] = {}
+    for number, text in _FOOTNOTE_DEF.findall(document):
+        place = _FOOTNOTE_PLACE.match(text.replace("&lt;", "<").strip())
+        if place is None:
+            continue
+        start, end, page = int(place["start"]), int(place["end"]), place["page"]
+        holding = [r for r in rows if r[2] == place["source"] and (page is None or r[3] == int(page))
+                   and ((r[4], r[5]) == (start, end) or r[4] <= start <= end <= r[5])]
+        if holding:
+            pk, source_id = min(holding, key=lambda r: (r[5] - r[4], r[0]))[:2]
+            links[number] = f"{reverse('sources:detail', args=[source_id])}?chunk={pk}#chunk-{pk}"
+    return links
+
+
+def document_html(text: str, links: dict[str, str] | None = None) -> SafeString:
+    """Markdown (with footnotes and tables) → HTML that nh3 has reduced to harmless tags.
+
+    ``links`` (``footnote_links``): footnote number → URL; that footnote's text links there. No
+    other link survives but the document's own footnote anchors, whatever the text holds.
+    """
+    links = links or {}
+    allowed = set(links.values())
+
+    def linked(match: re.Match) -> str:
+        number, note = match.group(1), match.group(2)
+        if number not in links:
+            return match.group(0)
+        label = note.replace("\\", "\\\\").replace("[", "\\[").replace("]", "\\]")
+        return f"[^{number}]: [{label}]({links[number]})"
+
+    def keep(tag: str, attribute: str, value: str) -> str | None:
+        # Footnote anchors need their ids; any other id could clobber the page's own elements.
+        if attribute == "id":
+            return value if _FOOTNOTE_ID.match(value) else None
+        if attribute == "href" and not (value.startswith("#fn") or value in allowed):
+            return None  # a generated document links nowhere but its footnotes and their sources
+        return value
+
+    raw = markdown.markdown(_FOOTNOTE_DEF.sub(linked, text), extensions=["footnotes", "tables", "sane_lists"])
     clean = nh3.clean(raw, tags=ALLOWED_TAGS, attributes={"*": {"id", "class"}, "a": {"href", "title"}},
-                      attribute_filter=_keep_attribute, link_rel=None, url_schemes={"http", "https"})
+                      attribute_filter=keep, link_rel=None, url_schemes={"http", "https"})
     return mark_safe(clean)  # noqa: S308 (sanitised by nh3)

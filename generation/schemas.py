@@ -103,15 +103,14 @@ class ConversationDetailOut(ConversationOut):
         return list(obj.turns.order_by("created_at", "pk"))
 
 
-class RunAccepted(Schema):
-    run_id: int
-    status: str
-    url: str
+RunStatus = Literal["pending", "running", "succeeded", "needs_review", "failed"]
+RUN_STATUS_HELP = ("pending → running → succeeded, or needs_review (written with low confidence: check it "
+                   "before use), or failed (see error)")
 
 
 class RunOut(Schema):
     id: int
-    status: str
+    status: RunStatus = Field(..., description=RUN_STATUS_HELP)
     stage: str
     topic: str
     spec: str = Field(..., alias="spec_name")

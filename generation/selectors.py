@@ -7,6 +7,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db.models import QuerySet
+from django.utils.text import slugify
 
 from generation.models import GenerationRun
 
@@ -48,7 +49,7 @@ def run_output_file(run: GenerationRun) -> Path | None:
     a link swapped in on disk, cannot reach a file outside the outputs folder. Runs
     the CLI wrote elsewhere (``--output``) are therefore not downloadable from the web.
     """
-    if run.status != GenerationRun.Status.SUCCEEDED or not run.output_path:
+    if not run.wrote_document or not run.output_path:
         return None
     root = Path(os.path.realpath(outputs_root()))
     path = Path(os.path.realpath(run.output_path))
@@ -61,3 +62,19 @@ def run_document(run: GenerationRun) -> str | None:
     """The generated Markdown, when the run's file may be served."""
     path = run_output_file(run)
     return path.read_text(encoding="utf-8", errors="replace") if path else None
+
+
+DOWNLOAD_NAME_CHARS = 100
+
+
+def run_download_name(run: GenerationRun) -> str:
+    """The file name a download is offered under: spec and topic as a slug, ``wiring-guide-ax-200-gateway.md``.
+
+    Letters of any script are kept (a topic in Greek stays readable); at most 100 characters, cut at a word.
+    Never empty: a spec name is itself a slug.
+    Where the file is stored does not matter (runs written before this kept ``run-<id>.md`` on disk).
+    """
+    slug = slugify(f"{run.spec_name} {run.topic}", allow_unicode=True)
+    if len(slug) > DOWNLOAD_NAME_CHARS:
+        slug = slug[:DOWNLOAD_NAME_CHARS].rsplit("-", 1)[0]
+    return f"{slug}.md"

@@ -24,7 +24,7 @@ from generation.asking import ConversationNotFound, Turn, query_answer, turn_adm
 from generation.forms import AskForm
 from generation.models import GenerationRun
 from generation.streaming import Emit, run_streamed
-from generation.present import access_context, answer_context, document_html
+from generation.present import access_context, answer_context, document_html, footnote_links
 from retrieval.models import Conversation, QueryLog
 from retrieval.selectors import (conversation_turns, may_give_feedback, own_conversations, sees_every_query,
                                  visible_conversations, visible_queries)
@@ -208,23 +208,55 @@ def run_list(request: HttpRequest) -> HttpResponse:
     return render(request, "runs/list.html", {"page": page, "everyone": selectors.sees_every_run(request.user)})
 
 
+# The stages a run goes through, as the run page lists them (``stage`` on the run; "" is queued).
+RUN_STAGES = {"queued": "Queued", "retrieval": "Retrieving sources", "reading": "Choosing the passages to quote",
+              "generate": "Writing the document", "grounding": "Checking every sentence", "done": "Done"}
+
+
+def run_stages(run: GenerationRun) -> dict[str, str]:
+    """The stages of ``run``'s writer, in order: the extractive writer reads; a model writes, then is checked."""
+    writer = (run.models_used or {}).get("generation") or settings.FOUNDRY.generation.model
+    names = ["queued", "retrieval", *(["reading"] if writer == EXTRACTIVE else ["generate", "grounding"]), "done"]
+    return {name: RUN_STAGES[name] for name in names}
+
+
+def review_reason(run: GenerationRun) -> str:
+    """Why a run needs review, in words: what its low confidence means for its writer."""
+    if run.status != GenerationRun.Status.NEEDS_REVIEW:
+        return ""
+    if (run.grounding or {}).get("writer") == EXTRACTIVE:
+        return "more than half of the spec's sections had nothing in the sources close enough to quote"
+    return (f"only {run.sentences_kept} of the {run.sentences_total} sentences the model wrote are supported by "
+            "the sources, fewer than generation.min_coverage asks")
+
+
 @require_GET
 def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
     run = get_object_or_404(selectors.visible_runs(request.user), pk=run_id)
     document = selectors.run_document(run)
-    done = run.status in (GenerationRun.Status.SUCCEEDED, GenerationRun.Status.FAILED)
+    html = None
+    if document is not None:
+        chunk_ids = [c["chunk_id"] for c in run.chunks if isinstance(c, dict) and "chunk_id" in c]
+        html = document_html(document, footnote_links(document, chunk_ids, request.user))
+    stages, stage = run_stages(run), run.stage or "queued"
+    order = list(stages)
+    now = order.index(stage) if stage in order else -1
+    steps = [(name, label, "active" if i == now else "past" if i < now else "") for i, (name, label)
+             in enumerate(stages.items())]
     return render(request, "runs/detail.html", {
-        "run": run, "done": done, "document_html": document_html(document) if document is not None else None,
-        "downloadable": document is not None, "show_grounding": selectors.may_review_grounding(request.user)})
+        "run": run, "done": run.is_finished, "document_html": html, "downloadable": document is not None,
+        "steps": steps, "stage_label": stages.get(stage, stage),
+        "review_reason": review_reason(run),
+        "show_grounding": selectors.may_review_grounding(request.user)})
 
 
 @require_GET
 def run_status(request: HttpRequest, run_id: int) -> JsonResponse:
-    """What the run page polls: status and stage."""
+    """What the run page polls: status (and its label) and stage."""
     run = get_object_or_404(selectors.visible_runs(request.user).only("pk", "status", "stage", "created_by"),
                             pk=run_id)
-    done = run.status in (GenerationRun.Status.SUCCEEDED, GenerationRun.Status.FAILED)
-    return JsonResponse({"id": run.pk, "status": run.status, "stage": run.stage, "done": done})
+    return JsonResponse({"id": run.pk, "status": run.status, "label": run.get_status_display(),
+                         "stage": run.stage, "done": run.is_finished})
 
 
 @require_GET
@@ -234,5 +266,5 @@ def run_download(request: HttpRequest, run_id: int) -> FileResponse:
     path = selectors.run_output_file(run)
     if path is None:
         raise Http404("This run has no downloadable document.")
-    return FileResponse(path.open("rb"), as_attachment=True, filename=f"run-{run.pk}.md",
+    return FileResponse(path.open("rb"), as_attachment=True, filename=selectors.run_download_name(run),
                         content_type="text/markdown; charset=utf-8")

@@ -34,8 +34,9 @@ def list_approved_specs(request: HttpRequest) -> QuerySet[SpecVersion]:
 def start_generation(request: HttpRequest, body: GenerateIn) -> tuple[int, dict]:
     """Start writing a document on ``topic`` following the approved spec ``feature``.
 
-    ``feature`` may be left out when exactly one spec is approved. Poll
-    ``GET /runs/{run_id}``; fetch the file from ``GET /runs/{run_id}/download``.
+    ``feature`` may be left out when exactly one spec is approved. Answers at once, the run
+    ``pending`` or ``running``: poll ``GET /runs/{run_id}`` until ``succeeded``, ``needs_review``
+    or ``failed``; fetch the file from ``GET /runs/{run_id}/download``.
     400: no single approved spec applies, or an empty topic; 404: unknown spec.
     """
     run = generation_start(user=request.auth, topic=body.topic, feature=body.feature)

@@ -6,6 +6,7 @@ from datetime import datetime
 from ninja import Field, Schema
 
 from foundry_site.core.schemas import InputSchema
+from generation.schemas import RUN_STATUS_HELP, RunStatus
 
 
 class ApprovedSpecOut(Schema):
@@ -25,5 +26,5 @@ class GenerateIn(InputSchema):
 
 class RunAccepted(Schema):
     run_id: int
-    status: str
+    status: RunStatus = Field(..., description=RUN_STATUS_HELP)
     url: str

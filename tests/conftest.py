@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -93,6 +94,35 @@ def offline_unit_config(request: pytest.FixtureRequest, settings: Any, tmp_path:
         retrieval={"hyde": False, "scorer_model": "none"},
         generation={"model": "scripted/generator"},
     )
+
+
+@pytest.fixture(autouse=True)
+def runs_inline(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without a broker, web and API runs execute on a worker thread (``generation.background``).
+
+    A test holds its data in one transaction that no other thread can see, so here such a run
+    executes in the calling thread when its transaction commits (with
+    ``django_capture_on_commit_callbacks(execute=True)``), as it did before runs went to the
+    background. A test that requests the ``run_threads`` fixture keeps the real worker threads.
+    """
+    if "run_threads" in request.fixturenames:
+        return
+    from concurrent.futures import Future
+
+    from generation import background
+
+    def submit(run_id: int) -> Future:
+        background.run_execute(run_id)
+        done: Future = Future()
+        done.set_result(None)
+        return done
+
+    monkeypatch.setattr(background, "run_submit", submit)
+
+
+@pytest.fixture
+def run_threads() -> None:
+    """Runs started from the web or the API execute on the real worker threads (see ``runs_inline``)."""
 
 
 @pytest.fixture
@@ -190,6 +220,17 @@ def browser_page(live_server: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[
 
     Without chromium the test is skipped, except under CI=true, where it fails.
     """
+    chromium, sync_playwright = chromium_or_skip()
+    # Playwright's sync API runs an event loop in this thread; Django refuses ORM
+    # calls from a thread with a running loop unless told it is safe, as it is here.
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+    with chromium_page(chromium, sync_playwright) as page:
+        yield page
+
+
+def chromium_or_skip() -> tuple[str, Any]:
+    """Debian's chromium and Playwright's ``sync_playwright``; the test is skipped (failed under CI=true)
+    when either is missing."""
     import os
     import shutil
 
@@ -204,12 +245,15 @@ def browser_page(live_server: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[
         if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
             pytest.fail(f"browser test cannot run: {missing}")
         pytest.skip(f"browser test skipped: {missing}")
-    # Playwright's sync API runs an event loop in this thread; Django refuses ORM
-    # calls from a thread with a running loop unless told it is safe, as it is here.
-    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+    return chromium, sync_playwright
+
+
+@contextmanager
+def chromium_page(chromium: str, sync_playwright: Any, **context_options: Any) -> Iterator[Any]:
+    """A page in a fresh headless chromium; closed on exit."""
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS)
-        context = browser.new_context(viewport={"width": 1280, "height": 860})
+        context = browser.new_context(viewport={"width": 1280, "height": 860}, **context_options)
         page = context.new_page()
         page.set_default_timeout(30_000)
         try:

@@ -56,17 +56,17 @@ def generate_command(opts: argparse.Namespace, out: TextIO) -> int:
     run = _wait(run.pk, quiet=opts.json)
     if opts.json:
         out.write(safe_json(run_summary(run)) + "\n")
-        return 0 if run.status == GenerationRun.Status.SUCCEEDED else 1
+        return 0 if run.wrote_document else 1
     for conflict in run.conflicts:
         out.write(conflict_format(conflict) + "\n\n")
-    if run.status != GenerationRun.Status.SUCCEEDED:
+    if not run.wrote_document:
         raise CommandError(f"Run {run.pk} failed: {(run.error or {}).get('message', 'unknown error')}")
     out.write(f"Wrote {output} (run {run.pk}, spec {spec.name} v{spec.version}, "
               f"{run.sentences_kept}/{run.sentences_total} sentences kept, coverage "
               f"{run.coverage:.0%}, {run.timings.get('total', 0) / 1000:.1f}s)\n")
-    if run.low_confidence:
-        out.write("LOW CONFIDENCE — limited source coverage: fewer sentences kept than generation.min_coverage "
-                  "asks (the document says so under its title).\n")
+    if run.status == GenerationRun.Status.NEEDS_REVIEW:
+        out.write("NEEDS REVIEW — low confidence, limited source coverage: fewer sentences kept than "
+                  "generation.min_coverage asks (the document says so under its title).\n")
     return 0
 
 
@@ -92,7 +92,7 @@ def _wait(run_id: int, *, quiet: bool) -> GenerationRun:
         if shown != last and not quiet:
             sys.stderr.write(f"run {run_id}: {shown}\n")
             last = shown
-        if run.status in (GenerationRun.Status.SUCCEEDED, GenerationRun.Status.FAILED):
+        if run.is_finished:
             return run
         time.sleep(0.5)
 

@@ -62,4 +62,5 @@ def next_steps(*, admin: str | None) -> str:
             f"  1. foundry ingest [FOLDER]      # add your documents (default: {settings.FOUNDRY_KNOWLEDGE_BASE})\n"
             "  2. foundry serve                # start the web UI\n"
             f"  3. open {WEB_URL} and {sign_in}\n"
-            "     or ask from here: foundry query \"your question\"\n")
+            "     or ask from here: foundry query \"your question\"\n"
+            f"  4. add your team's accounts in {WEB_URL}admin/ (Users → Add user)\n")

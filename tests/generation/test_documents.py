@@ -44,7 +44,7 @@ def test_generated_document_has_matching_footnotes(indexed: Path, tmp_path: Path
     scripted_llm.reply = doc_reply
     out = tmp_path / "guide.md"
     run = executed("wiring the AX-200 power and sensor bus", out)
-    assert run.status == "succeeded", run.error
+    assert run.wrote_document and run.status == ("needs_review" if run.low_confidence else "succeeded"), run.error
     text = out.read_text()
     used = sorted(set(re.findall(r"\[\^(\d+)\](?!:)", text)), key=int)
     defined = re.findall(r"^\[\^(\d+)\]: (.+)$", text, re.MULTILINE)

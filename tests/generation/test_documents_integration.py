@@ -27,7 +27,7 @@ def test_real_model_writes_grounded_document_with_footnotes(foundry_config, tmp_
     run = generation_run_create(topic="mounting the gateway", spec=SPEC, output_path=str(out))
     generation_run_execute(run_id=run.pk)
     run = GenerationRun.objects.get(pk=run.pk)
-    assert run.status == "succeeded", run.error
+    assert run.status == ("needs_review" if run.low_confidence else "succeeded"), run.error
     assert run.llm_calls == 1 and 0 < run.sentences_kept <= run.sentences_total
     text = out.read_text()
     used = sorted({int(n) for n in re.findall(r"\[\^(\d+)\](?!:)", text)})

@@ -45,7 +45,7 @@ SPEC = SpecText("product-note", 1, "# Product note\n\nWrite a one-page technical
 # SmolLM2-135M's document depends on the passages it is given and on the CPU's float rounding; on
 # the sample knowledge base it kept supported sentences for this topic (docs/benchmarks.md).
 TOPIC = "mounting the gateway"
-FINISHED = (GenerationRun.Status.SUCCEEDED, GenerationRun.Status.FAILED)
+FINISHED = (GenerationRun.Status.SUCCEEDED, GenerationRun.Status.NEEDS_REVIEW, GenerationRun.Status.FAILED)
 
 
 @pytest.fixture(scope="module")
@@ -109,7 +109,7 @@ def test_two_workers_on_different_queues_serve_a_run(workers: dict[str, Worker],
     with broker_mode():
         run = submit(tmp_path)
         run, stages = follow(run.pk, 300, workers)
-    assert run.status == "succeeded", run.error
+    assert run.status == ("needs_review" if run.low_confidence else "succeeded"), run.error
     assert stages[-1] == "done" and "generate" in stages  # reported by the compute worker, stored by the db worker
     assert run.attempts == 1 and run.llm_calls == 1 and 0 < run.sentences_kept <= run.sentences_total
     assert_complete_document(run)
@@ -133,7 +133,7 @@ def test_run_survives_a_compute_worker_kill(workers: dict[str, Worker], sample_k
         recovery = time.monotonic() - killed_at
     print(f"\ngeneration run complete {recovery:.1f}s after the compute worker was killed; "
           f"attempts={run.attempts}, stages after the restart: {stages}")
-    assert run.status == "succeeded", run.error
+    assert run.status == ("needs_review" if run.low_confidence else "succeeded"), run.error
     assert run.attempts == 2 and run.stage == "done" and run.llm_calls == 1
     assert_complete_document(run)
     assert "re-queued as stale" in workers["db"].tail() or "re-queued as stale" in workers["db"].log.read_text()
@@ -149,7 +149,7 @@ def test_poison_runs_fail_alone_with_their_reasons(workers: dict[str, Worker], s
                 "bad-model": submit(tmp_path, bad_model, name="bad-model.md"),
                 "good": submit(tmp_path, name="good.md")}
         done = {key: follow(run.pk, 400, workers)[0] for key, run in runs.items()}
-    assert done["good"].status == "succeeded", done["good"].error
+    assert done["good"].wrote_document, done["good"].error
     assert done["bad-model"].status == "failed" and done["bad-model"].error["transient"] is False
     assert "unknown local chat model 'no-such-model'" in done["bad-model"].error["message"]
     assert done["crash"].status == "failed" and done["crash"].error["type"] == "PoisonTask"

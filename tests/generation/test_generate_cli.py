@@ -87,18 +87,19 @@ def test_a_document_mostly_removed_by_grounding_says_so(ready: ScriptedLLM, tmp_
     ready.reply = lambda m: REPLY.rstrip() + " The bus also powers the coffee machine on the second floor."
     out = tmp_path / "guide.md"
     text = run("generate", "--topic", "sensors on the RS-485 bus", "--output", str(out))
-    assert "coverage 50%" in text and "LOW CONFIDENCE — limited source coverage" in text
+    assert "coverage 50%" in text and "NEEDS REVIEW — low confidence, limited source coverage" in text
     document = out.read_text()
     assert document.startswith("# Sensor bus\n\n> **Low confidence — limited source coverage:** 1 of the 2 sentences")
     assert "coffee" not in document
     low = json.loads(run("generate", "--topic", "sensors on the RS-485 bus", "--output", str(out), "--yes", "--json"))
-    assert low["coverage"] == 0.5 and low["low_confidence"] is True
+    assert low["coverage"] == 0.5 and low["low_confidence"] is True and low["status"] == "needs_review"
     foundry_config(generation={"min_coverage": 0.4})
     assert GenerationRun.objects.get(pk=low["run_id"]).low_confidence  # as the run decided, whatever the settings now
 
     ready.reply = lambda m: REPLY
     good = json.loads(run("generate", "--topic", "sensors on the RS-485 bus", "--output", str(out), "--yes", "--json"))
     assert good["coverage"] == 1.0 and good["low_confidence"] is False and "Low confidence" not in out.read_text()
+    assert good["status"] == "succeeded"
 
 
 def test_several_specs_need_feature_and_error_lists_them(ready: ScriptedLLM, people: tuple[User, User],

@@ -141,7 +141,7 @@ def test_ask_audit_and_generate(browser_page: Any, live_server: Any, site: Scrip
     shot(page, "web-6-run")
     with page.expect_download() as download:
         page.click("text=Download .md")
-    assert download.value.suggested_filename.startswith("run-")
+    assert download.value.suggested_filename == "wiring-guide-sensors-on-the-rs-485-bus.md"
     saved = tmp_path / "downloaded.md"
     download.value.save_as(saved)
     assert "[^1]" in saved.read_text() and "## Sources" in saved.read_text()

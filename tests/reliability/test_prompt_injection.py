@@ -92,7 +92,8 @@ def test_an_obeying_model_cannot_put_a_fake_source_in_a_document(pump_kb: Path, 
     run = generation_run_create(topic="pump speed", spec=SpecText("guide", 1, "# Guide\n"))
     generation_run_execute(run_id=run.pk)
     run.refresh_from_db()
-    assert run.status == GenerationRun.Status.SUCCEEDED, run.error
+    # Most of what the obeying model wrote is left out: the document is written, and needs review.
+    assert run.status == GenerationRun.Status.NEEDS_REVIEW and run.low_confidence, run.error
     document = Path(run.output_path).read_text()
     assert re.search(r"^\| Pump speed \| 1450 rpm \[\^1\] \|$", document, re.MULTILINE), document
     assert "1450 rpm" in document and str(settings.FOUNDRY_HOME) in run.output_path

@@ -13,7 +13,7 @@ from django.test import Client
 
 from foundry_site.services.tokens import token_create
 from generation.models import GenerationRun
-from sources.models import Collection
+from sources.models import Chunk, Collection
 from sources.services.collections import collection_grant
 from sources.services.ingest_jobs import knowledge_base_ingest
 from specs import services
@@ -78,11 +78,15 @@ def test_generate_form_lists_approved_specs_and_runs_one(ready: ScriptedLLM, peo
     page = client.get(f"/runs/{run.pk}/").content.decode()
     assert '<article class="document" id="document">' in page and "<h1>Sensor bus</h1>" in page
     assert 'href="#fn:1"' in page and "manual.md" in page and "Download .md" in page
+    chunk = Chunk.objects.get(source__name="manual.md", text__contains="Up to 8 sensors")
+    viewer = f"/sources/{chunk.source_id}/?chunk={chunk.pk}#chunk-{chunk.pk}"
+    assert f'<a href="{viewer}">manual.md' in page  # the footnote links to the source viewer at its chunk
     download = client.get(f"/runs/{run.pk}/download")
-    assert download["Content-Disposition"] == f'attachment; filename="run-{run.pk}.md"'
+    assert download["Content-Disposition"] == 'attachment; filename="wiring-guide-sensors-on-the-rs-485-bus.md"'
     assert b"".join(download.streaming_content).decode() == Path(run.output_path).read_text()
-    assert client.get(f"/runs/{run.pk}/status").json() == {"id": run.pk, "status": "succeeded", "stage": "done",
-                                                            "done": True}
+    assert client.get(f"/runs/{run.pk}/status").json() == {"id": run.pk, "status": "succeeded", "label": "Succeeded",
+                                                            "stage": "done", "done": True}
+    assert client.get(viewer).status_code == 200
     assert f"/runs/{run.pk}/" in client.get("/runs/").content.decode()
 
 
@@ -91,7 +95,7 @@ def test_grounding_verdicts_are_shown_to_staff_and_auditors_only(ready: Scripted
     ready.reply = lambda m: REPLY + "\nThe bus carries <script>alert(1)</script> 400 V [S1].\n"
     generate(login(people["alice"]), django_capture_on_commit_callbacks)
     run = GenerationRun.objects.get()
-    assert run.status == "succeeded" and run.sentences_kept == 1 and run.sentences_total == 2
+    assert run.status == "needs_review" and run.sentences_kept == 1 and run.sentences_total == 2
     people["carol"].user_permissions.add(Permission.objects.get(codename="view_generationrun"))
     for who in ("carol", "erin"):  # a staff auditor, and an auditor who is not staff
         page = login(people[who]).get(f"/runs/{run.pk}/").content.decode()
