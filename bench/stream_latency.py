@@ -20,7 +20,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-os.environ.update(FOUNDRY_HOME=tempfile.mkdtemp(prefix="foundry-sbench-"), DJANGO_SETTINGS_MODULE="foundry_site.settings")
+os.environ.update(FOUNDRY_HOME=tempfile.mkdtemp(prefix="foundry-sbench-"),
+                  DJANGO_SETTINGS_MODULE="foundry_site.settings")
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 sys.path.insert(0, str(ROOT))
 

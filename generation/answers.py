@@ -189,7 +189,8 @@ def _from_cache(key: str, *, question: str, run_id: str, started: float, user: A
     answer.timings = {"total": round((time.perf_counter() - started) * 1000, 1)}
     QueryLog.objects.record(
         run_id=run_id, user=_user(user), question=question, message=message, conversation=conversation,
-        mode=hit.mode, collection_ids=collection_ids, hyde_text=hit.hyde_text, channels=hit.channels, gate=hit.gate, answer_class=hit.answer_class,
+        mode=hit.mode, collection_ids=collection_ids, hyde_text=hit.hyde_text, channels=hit.channels, gate=hit.gate,
+        answer_class=hit.answer_class,
         answer=hit.answer, citations=hit.citations, conflicts=hit.conflicts, coverage=hit.coverage,
         model=hit.model, timings=answer.timings, cached=True, cache_key=key, refusal=hit.refusal)
     audit.runs_append(run_id=run_id, task_name="rag_query", status="ok", answer_class=answer.answer_class,

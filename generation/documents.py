@@ -38,7 +38,8 @@ _MARKER = re.compile(r"\[(S\d+)\]")
 # their content, ``<<topic>>`` template placeholders, HTML comments, declarations (``<!DOCTYPE …>``,
 # ``<?xml …?>``) and tags (``<p>``, ``</div>``, ``<br/>``).
 _MARKUP = (re.compile(r"<(script|style)\b[^>]*>.*?(?:</\1\s*>|$)", re.IGNORECASE), re.compile(r"<<[^<>\n]*>>"),
-           re.compile(r"<!--.*?(?:-->|$)"), re.compile(r"<[!?][^<>]*>"), re.compile(r"</?[A-Za-z][\w:.-]*(?:\s[^<>]*)?/?>"))
+           re.compile(r"<!--.*?(?:-->|$)"), re.compile(r"<[!?][^<>]*>"),
+           re.compile(r"</?[A-Za-z][\w:.-]*(?:\s[^<>]*)?/?>"))
 _HTML_START = re.compile(r"<(?=[A-Za-z/!?])")
 
 
@@ -292,7 +293,7 @@ def _drop_empty_sections(lines: list[str]) -> str:
     for i, line in enumerate(lines):
         if line.lstrip().startswith("#"):
             level = len(line.lstrip()) - len(line.lstrip().lstrip("#"))
-            rest = [l for l in lines[i + 1:] if l.strip()]
+            rest = [later for later in lines[i + 1:] if later.strip()]
             nxt = rest[0].lstrip() if rest else ""
             nxt_level = len(nxt) - len(nxt.lstrip("#")) if nxt.startswith("#") else 0
             if not rest or (nxt_level and nxt_level <= level):

@@ -208,7 +208,8 @@ def generation_run_store(*, result: dict[str, Any]) -> bool:
                                                 "grounding") if key in result}
         if result["status"] == "generated":
             write_atomic(Path(run.output_path), result["document"])
-            status = GenerationRun.Status.NEEDS_REVIEW if result.get("low_confidence") else GenerationRun.Status.SUCCEEDED
+            review = result.get("low_confidence")
+            status = GenerationRun.Status.NEEDS_REVIEW if review else GenerationRun.Status.SUCCEEDED
             error = None
         else:
             status, error = GenerationRun.Status.FAILED, result["error"]

@@ -114,7 +114,8 @@ def querylog_feedback(request: HttpRequest, query_id: int) -> HttpResponse:
                                            require_https=request.is_secure()):
         target = reverse("querylog-detail", args=[row.pk])
     if not form.is_valid():
-        messages.error(request, "Feedback needs a verdict (correct or incorrect); the note has at most 4000 characters.")
+        messages.error(request, "Feedback needs a verdict (correct or incorrect); "
+                                "the note has at most 4000 characters.")
         return redirect(target)
     try:
         feedback_record(query=row, user=request.user, verdict=form.cleaned_data["verdict"],

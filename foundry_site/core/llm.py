@@ -241,7 +241,8 @@ class LocalProvider(CustomLLM):
 
     def streaming(self, model: str, messages: list, api_base: str, custom_prompt_dict: dict,
                   model_response: ModelResponse, print_verbose: Any, encoding: Any, api_key: Any,
-                  logging_obj: Any, optional_params: dict, *args: Any, **kwargs: Any) -> Iterator[GenericStreamingChunk]:
+                  logging_obj: Any, optional_params: dict, *args: Any,
+                  **kwargs: Any) -> Iterator[GenericStreamingChunk]:
         """The reply as llama.cpp writes it, piece by piece; the last chunk carries the token counts."""
         llm = _local.chat_model(model)
         with _local.lock:

@@ -49,7 +49,8 @@ class Candidate:
         return {"id": self.label, "chunk_id": self.chunk.pk, "source": self.chunk.source.name,
                 "title": self.chunk.source.title, "heading": self.chunk.heading,
                 "page": self.chunk.page_start, "lines": [self.chunk.line_start, self.chunk.line_end],
-                **location_fields(self.chunk), "score": round(self.score, 4), "fused": round(self.fused, 6), "ranks": self.ranks,
+                **location_fields(self.chunk), "score": round(self.score, 4), "fused": round(self.fused, 6),
+                "ranks": self.ranks,
                 "relevance": self.relevance, "flag": self.flag}
 
 

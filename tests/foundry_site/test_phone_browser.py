@@ -37,8 +37,9 @@ def phone_pages(world: World) -> list[str]:
     record_query(alice, question=f"And {LONG}? ({LONG})", message=f"And {LONG}?", conversation=conversation,
                  answer=f"It is {LONG} [S1].", citations=row.citations, channels={"bm25": [[1, 0.5]]})
     source = world.sources["alpha"]
-    return ["/ask/", f"/ask/{row.pk}/", "/conversations/", f"/conversations/{conversation.pk}/", "/sources/", f"/sources/{source.pk}/", "/query-log/",
-            f"/query-log/{row.pk}/", "/dashboard/", "/runs/", f"/runs/{run.pk}/", "/generate/", "/no-such-page/"]
+    return ["/ask/", f"/ask/{row.pk}/", "/conversations/", f"/conversations/{conversation.pk}/", "/sources/",
+            f"/sources/{source.pk}/", "/query-log/", f"/query-log/{row.pk}/", "/dashboard/", "/runs/",
+            f"/runs/{run.pk}/", "/generate/", "/no-such-page/"]
 
 
 def test_every_page_fits_a_phone(browser_page: Any, live_server: Any, world: World) -> None:

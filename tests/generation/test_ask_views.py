@@ -169,7 +169,8 @@ def test_stream_sends_stages_then_the_checked_answer(scoped: dict, scripted_llm:
     assert [d["stage"] for e, d in events if e == "stage"] == ["retrieving", "generating", "checking"]
     answer = events[-1][1]
     row = QueryLog.objects.get(user=scoped["alice"])
-    assert answer["url"] == f"/conversations/{row.conversation_id}/#turn-{row.pk}" and "alpha-notes.md" in answer["html"]
+    assert answer["url"] == f"/conversations/{row.conversation_id}/#turn-{row.pk}"
+    assert "alpha-notes.md" in answer["html"]
     # Only checked sentences are sent, and together they are the logged answer, markers and all.
     assert "".join(d["text"] for e, d in events if e == "sentence") == row.answer
     assert all(e != "sentence" or "[S" in d["text"] for e, d in events)  # each with its source

@@ -108,7 +108,8 @@ def test_each_kind_is_cited_with_its_location(kind: str, kinds: Client, client: 
     assert response.status_code == 302
     page = client.get(response["Location"]).content.decode()
     entry = re.search(rf'<li id="source-{citation["id"]}" class="source">(.*?)</li>', page, re.S)
-    assert entry and escape(f"{source} · {citation['location']} · score") in entry.group(1)  # the ask page's Sources list
+    # The ask page's Sources list.
+    assert entry and escape(f"{source} · {citation['location']} · score") in entry.group(1)
     query_id = response["Location"].rstrip("/").rsplit("/", 1)[1]
     log = client.get(f"/query-log/{query_id}/").content.decode()
     assert f"<td>{escape(citation['location'])}</td>" in log  # the query log's citation table

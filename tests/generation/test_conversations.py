@@ -137,7 +137,8 @@ def test_the_ask_page_is_a_conversation_without_javascript(scoped: dict) -> None
     client = login(scoped["alice"])
     started = client.post("/ask/", {"question": FIRST})
     first = QueryLog.objects.get(user=scoped["alice"])
-    assert started.status_code == 302 and started["Location"] == f"/conversations/{first.conversation_id}/#turn-{first.pk}"
+    assert started.status_code == 302
+    assert started["Location"] == f"/conversations/{first.conversation_id}/#turn-{first.pk}"
     followed = client.post(f"/conversations/{first.conversation_id}/", {"question": FOLLOW})
     second = QueryLog.objects.exclude(pk=first.pk).get()
     assert followed["Location"] == f"/conversations/{first.conversation_id}/#turn-{second.pk}"

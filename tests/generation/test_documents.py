@@ -56,7 +56,8 @@ def test_generated_document_has_matching_footnotes(indexed: Path, tmp_path: Path
     assert run.grounding["model_output"] == doc_reply(scripted_llm.calls[0]).strip()
     assert run.grounding["invalid_citations"] == ["S7"]
     verdicts = {s["text"]: s["supported_by"] for s in run.grounding["sentences"]}
-    assert len(verdicts) == 4 and verdicts["The moon is made of cheese."] == verdicts["The bus needs a 400 V supply."] == ""
+    assert len(verdicts) == 4
+    assert verdicts["The moon is made of cheese."] == verdicts["The bus needs a 400 V supply."] == ""
     assert verdicts["Up to 8 sensors can be connected to the RS-485 bus."].startswith("S")
     assert run.spec_name == "wiring-guide" and run.spec_version == 2 and "Wiring guide spec" in run.prompt
     assert {c["chunk_id"] for c in run.chunks} <= set(Chunk.objects.values_list("id", flat=True))
@@ -103,7 +104,8 @@ def test_llm_failure_fails_run_without_file(indexed: Path, tmp_path: Path, scrip
 
 def test_default_output_inside_home(indexed: Path, settings) -> None:
     run = generation_run_create(topic="t", spec=SPEC)
-    assert GenerationRun.objects.get(pk=run.pk).output_path == str(settings.FOUNDRY_HOME / "outputs" / f"run-{run.pk}.md")
+    expected = str(settings.FOUNDRY_HOME / "outputs" / f"run-{run.pk}.md")
+    assert GenerationRun.objects.get(pk=run.pk).output_path == expected
 
 
 def test_run_with_empty_scope_searches_nothing(indexed: Path, tmp_path: Path, scripted_llm: ScriptedLLM) -> None:

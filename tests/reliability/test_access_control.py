@@ -37,8 +37,10 @@ pytestmark = pytest.mark.django_db
 
 # The same question has an answer in each private collection, with a different fact.
 QUESTION = "How many sensors can the Falcon gateway connect to its RS-485 bus?"
-A_DOC = "# Falcon gateway (alpha team)\n\n## Sensor bus\n\nThe Falcon gateway connects up to 12 sensors to its RS-485 bus.\n"
-B_DOC = "# Falcon gateway (beta team)\n\n## Sensor bus\n\nThe Falcon gateway connects up to 40 sensors to its RS-485 bus.\n"
+A_DOC = ("# Falcon gateway (alpha team)\n\n## Sensor bus\n\nThe Falcon gateway connects up to 12 sensors to its "
+         "RS-485 bus.\n")
+B_DOC = ("# Falcon gateway (beta team)\n\n## Sensor bus\n\nThe Falcon gateway connects up to 40 sensors to its "
+         "RS-485 bus.\n")
 A_FACT, B_FACT = "12 sensors", "40 sensors"
 DOCUMENT = "# Falcon\n\nThe Falcon gateway connects up to 12 sensors to its RS-485 bus [S1].\n"
 LLM_KEY = "sk-live-THIS-KEY-MUST-NEVER-BE-LOGGED-0123456789"
@@ -267,7 +269,8 @@ def _conversation_id(world: World) -> int:
 @web_case("conversations/")
 def _conversations(world: World) -> None:
     for query in ("", "?page=1", "?page=2"):
-        _hidden(world, world.web("bob").get(f"/conversations/{query}"), QUESTION, f"/conversations/{_conversation_id(world)}/")
+        _hidden(world, world.web("bob").get(f"/conversations/{query}"), QUESTION,
+                f"/conversations/{_conversation_id(world)}/")
 
 
 @web_case("conversations/<int:conversation_id>/")
@@ -642,7 +645,7 @@ def test_the_audit_permission_reads_everyones_runs_and_queries(world: World) -> 
 
 def test_same_scope_shares_the_cache_other_scopes_never_do(world: World, make_user: Callable[..., Any]) -> None:
     """Only a caller who can read exactly the same collections may get A's cached answer."""
-    carol = make_user("carol")
+    make_user("carol")
     collection_grant(collection="a-private", username="carol")
     carol_token = token_create(username="carol", name="t").plain
     same = _post_json(Client(HTTP_AUTHORIZATION=f"Bearer {carol_token}"), "/api/v1/query", {"question": QUESTION})
