@@ -110,7 +110,7 @@ def test_each_kind_is_cited_with_its_location(kind: str, kinds: Client, client: 
     entry = re.search(rf'<li id="source-{citation["id"]}" class="source">(.*?)</li>', page, re.S)
     # The ask page's Sources list.
     assert entry and escape(f"{source} · {citation['location']} · score") in entry.group(1)
-    query_id = response["Location"].rstrip("/").rsplit("/", 1)[1]
+    query_id = re.fullmatch(r"/conversations/\d+/#turn-(\d+)", response["Location"]).group(1)
     log = client.get(f"/query-log/{query_id}/").content.decode()
     assert f"<td>{escape(citation['location'])}</td>" in log  # the query log's citation table
     viewer = client.get(f"/sources/{chunk.source_id}/?chunk={chunk.pk}").content.decode()

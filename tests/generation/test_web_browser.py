@@ -6,11 +6,12 @@ grounding, the stream, the database and the pages are all real.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
-from collections.abc import Callable
 
 import pytest
 from django.conf import settings
@@ -149,25 +150,32 @@ def test_ask_audit_and_generate(browser_page: Any, live_server: Any, site: Scrip
     assert errors == []
 
 
+@contextlib.contextmanager
+def signed_in_without_javascript(browser_page: Any, url: str) -> Iterator[Any]:
+    """A page of a new browser context with JavaScript off, signed in as alice."""
+    context = browser_page.context.browser.new_context(java_script_enabled=False,
+                                                       viewport={"width": 1280, "height": 860})
+    page = context.new_page()
+    try:
+        page.goto(f"{url}/accounts/login/")
+        page.fill("#id_username", "alice")
+        page.fill("#id_password", PASSWORD)
+        page.click("button[type=submit]")
+        yield page
+    finally:
+        context.close()
+
+
 def test_ask_works_without_javascript(browser_page: Any, live_server: Any, site: ScriptedLLM) -> None:
     from playwright.sync_api import expect
 
     expect.set_options(timeout=60_000)
-    browser = browser_page.context.browser
-    context = browser.new_context(java_script_enabled=False, viewport={"width": 1280, "height": 860})
-    page = context.new_page()
-    try:
-        page.goto(f"{live_server.url}/accounts/login/")
-        page.fill("#id_username", "alice")
-        page.fill("#id_password", PASSWORD)
-        page.click("button[type=submit]")
+    with signed_in_without_javascript(browser_page, live_server.url) as page:
         page.fill("#id_question", "How many sensors can be connected to the RS-485 bus?")
         page.click("#ask-form button[type=submit]")
         expect(page.locator("#answer")).to_be_visible()
         expect(page.locator("aside.sources")).to_contain_text("manual.md")
         shot(page, "web-7-nojs")
-    finally:
-        context.close()
 
 
 @pytest.fixture
@@ -262,14 +270,7 @@ def test_a_conversation_works_without_javascript(browser_page: Any, live_server:
     from playwright.sync_api import expect
 
     expect.set_options(timeout=60_000)
-    context = browser_page.context.browser.new_context(java_script_enabled=False,
-                                                       viewport={"width": 1280, "height": 860})
-    page = context.new_page()
-    try:
-        page.goto(f"{live_server.url}/accounts/login/")
-        page.fill("#id_username", "alice")
-        page.fill("#id_password", PASSWORD)
-        page.click("button[type=submit]")
+    with signed_in_without_javascript(browser_page, live_server.url) as page:
         page.fill("#id_question", FIRST)
         page.click("#ask-form button[type=submit]")
         first = QueryLog.objects.get()
@@ -285,5 +286,3 @@ def test_a_conversation_works_without_javascript(browser_page: Any, live_server:
         page.click("text=All conversations")
         expect(page.locator("table.conversations tbody tr")).to_have_count(1)
         expect(page.locator("table.conversations")).to_contain_text(FIRST)
-    finally:
-        context.close()

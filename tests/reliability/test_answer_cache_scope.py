@@ -3,8 +3,8 @@ one into the question's own scope invalidates them (found by the load test: ever
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 

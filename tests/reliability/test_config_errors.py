@@ -85,6 +85,8 @@ def out_of_range(section: str, key: str, info: Any) -> list[tuple[Any, str]]:
         cases.append(("gpt4", "expected 'none' or 'provider/model'"))
     elif (section, key) == ("llm", "api_base"):
         cases.append(("ftp://example.com", "expected an http:// or https:// URL"))
+    elif (section, key) == ("sync", "interval"):
+        cases.append(("5x", "expected a number and a unit s, m, h or d"))
     return cases
 
 

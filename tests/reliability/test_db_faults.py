@@ -159,8 +159,8 @@ db, rounds, hold, release = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), s
 conn = pysqlite3.connect(db, timeout=60, isolation_level=None)
 for i in range(rounds):
     conn.execute("BEGIN IMMEDIATE")
-    conn.execute("INSERT INTO sources_collection(name, description, public, created_at) "
-                 "VALUES (?, '', 0, datetime('now'))", [f"held-{i}"])
+    conn.execute("INSERT INTO sources_collection(name, description, public, created_at, folder, sync_error) "
+                 "VALUES (?, '', 0, datetime('now'), '', '')", [f"held-{i}"])
     print("holding", i, flush=True)
     until = time.monotonic() + hold
     while time.monotonic() < until and not os.path.exists(release):

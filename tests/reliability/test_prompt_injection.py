@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 from django.conf import settings

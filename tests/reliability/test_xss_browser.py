@@ -17,8 +17,8 @@ import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 from django.contrib.auth.models import Permission, User
