@@ -346,10 +346,19 @@ def footnote_format(*, name: str, kind: str, heading: str, page_start: int | Non
     rest of the location in its kind's terms (``location_text``): ``deck.pptx §Agenda, slide 3, lines 2-4``,
     ``pumps.xlsx, sheet Pumps, rows 20-45``, ``scan.png, lines 1-4, OCR, confidence 91 %``."""
     sheet = kind == Source.Kind.XLSX  # the sheet is part of the location, not a section
-    section = f" §{heading.split(' > ')[-1]}" if heading and not sheet else ""
+    section = f" §{_own_heading(heading)}" if heading and not sheet else ""
     where = location_text(kind=kind, heading=heading if sheet else "", page_start=page_start, page_end=page_end,
                           line_start=lines[0], line_end=lines[1], ocr_confidence=ocr_confidence)
     return f"{name}{section}, {where}"
+
+
+def _own_heading(heading: str) -> str:
+    """The last part of a heading path; a JSON list index stays with its key (``interfaces[0]``, not ``[0]``)."""
+    parts = heading.split(" > ")
+    name = parts.pop()
+    while name.startswith("[") and parts:
+        name = parts.pop() + name
+    return name
 
 
 def write_atomic(path: Path, text: str) -> None:

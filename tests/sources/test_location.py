@@ -46,6 +46,8 @@ def test_viewer_and_answer_sources_print_both_pages(world: World) -> None:
     ("image", "", (None, None), (1, 4), 91.4, "lines 1-4, OCR, confidence 91 %", "f, lines 1-4, OCR, confidence 91 %"),
     ("pdf", "2 Power", (7, 7), (4, 15), 88.0, "§ 2 Power, p. 7, lines 4-15, OCR, confidence 88 %",
      "f §2 Power, p. 7, lines 4-15, OCR, confidence 88 %"),
+    ("json", "interfaces > [0]", (None, None), (37, 47), None, "§ interfaces > [0], lines 37-47",
+     "f §interfaces[0], lines 37-47"),
 ])
 def test_each_kind_writes_its_own_location(kind: str, heading: str, pages: tuple, lines: tuple, ocr: float | None,
                                            expected: str, footnote: str) -> None:
