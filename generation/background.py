@@ -1,15 +1,14 @@
 """Generation runs in the background of the web process, when no broker is configured.
 
 With a broker, ``generation_start`` sends the run to Celery and this module is not used.
-Without one, the run used to execute inline, so the generate page and ``POST /api/v1/generate``
-answered only once the document was written. Now the request returns at once and the run
+Without one, the generate page and ``POST /api/v1/generate`` return at once and the run
 executes on a small pool of worker threads in the same process (``FOUNDRY_RUN_THREADS`` per
 web process, default 1; runs beyond that wait, still ``pending``, in the order they came).
 
 Nothing is lost silently: a run is a row before it reaches the pool, every step records its
 stage and a heartbeat, and a run whose process stopped (a restart, a crash) stays ``pending`` or
 ``running`` with an old heartbeat until the stale-run sweeper (``foundry jobs sweep``) runs it
-again or fails it with the reason (``foundry_site/jobs.py``).
+again or fails it with the reason (``foundry_site/core/jobs.py``).
 """
 from __future__ import annotations
 

@@ -13,12 +13,10 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-from foundry_site.core.grounding import split_sentences
-from foundry_site.core.grounding import Grounder
+from foundry_site.core.grounding import Grounder, is_refusal, split_sentences
 
 # A citation marker still being written ("[S", "(S1,") would change the sentence it ends: hold it back.
 _OPEN_MARKER = re.compile(r"[\[(][^\])\n]{0,40}$")
-REFUSAL_PHRASE = "does not contain this information"
 
 
 class SentenceGate:
@@ -48,7 +46,7 @@ class SentenceGate:
             self.send(rest)
 
     def _check(self, text: str, cited: list[str]) -> None:
-        if text.lower() in self.seen or REFUSAL_PHRASE in text.lower():  # as grounding.ground skips them
+        if text.lower() in self.seen or is_refusal(text):  # as grounding.ground skips them
             return
         self.seen.add(text.lower())
         grounded = self.grounder.ground(text + "".join(f" [{c}]" for c in cited))

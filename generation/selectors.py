@@ -72,7 +72,7 @@ def run_download_name(run: GenerationRun) -> str:
 
     Letters of any script are kept (a topic in Greek stays readable); at most 100 characters, cut at a word.
     Never empty: a spec name is itself a slug.
-    Where the file is stored does not matter (runs written before this kept ``run-<id>.md`` on disk).
+    Where the file is stored does not matter (a run may keep ``run-<id>.md`` on disk).
     """
     slug = slugify(f"{run.spec_name} {run.topic}", allow_unicode=True)
     if len(slug) > DOWNLOAD_NAME_CHARS:

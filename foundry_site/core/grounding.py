@@ -174,14 +174,14 @@ def passage_windows(passage: str) -> list[str]:
 def ground(text: str, passages: dict[str, str], *, similarity: Similarity, min_support: float) -> Grounded:
     """Check every sentence of ``text`` against ``passages`` (id -> passage text)."""
     sentences = split_sentences(text)
-    if not sentences or all(_is_refusal(s.text) for s in sentences):
+    if not sentences or all(is_refusal(s.text) for s in sentences):
         return Grounded(text=REFUSAL, sentences=[], coverage=None, refused=True)
     result = Grounded(text="")
     kept: list[str] = []
     seen_text: set[str] = set()
-    countable = {s.text.lower() for s in sentences if not _is_refusal(s.text)}
+    countable = {s.text.lower() for s in sentences if not is_refusal(s.text)}
     for sentence in sentences:
-        if _is_refusal(sentence.text) or sentence.text.lower() in seen_text:
+        if is_refusal(sentence.text) or sentence.text.lower() in seen_text:
             continue
         seen_text.add(sentence.text.lower())
         valid = [c for c in sentence.cited if c in passages]
@@ -219,7 +219,7 @@ def _support(sentence: str, passage: str, cosine: float) -> float:
     return 0.5 * lexical + 0.5 * max(0.0, cosine)
 
 
-def _is_refusal(sentence: str) -> bool:
+def is_refusal(sentence: str) -> bool:
     return "does not contain this information" in sentence.lower()
 
 
