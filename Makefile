@@ -67,6 +67,7 @@ test: install browser ocr lint
 # The code's shape: ruff (pyproject.toml [tool.ruff]) and the import layers (pyproject.toml [tool.importlinter]).
 lint: install
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/lint-imports
 
 test-unit: install

@@ -3,6 +3,7 @@
 The index is the one ``foundry eval retrieval`` builds (FOUNDRY_HOME/eval-cache/…),
 so a benchmark after an eval run embeds nothing.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -37,13 +38,17 @@ class Beir:
     index: EvalIndex
 
 
-def scifact_files(data: Path = DEFAULT_DATA, qrels: str = "qrels/train.tsv"
-                  ) -> tuple[dict[str, Document], dict[str, str], dict[str, dict[str, int]]]:
+def scifact_files(
+    data: Path = DEFAULT_DATA, qrels: str = "qrels/train.tsv"
+) -> tuple[dict[str, Document], dict[str, str], dict[str, dict[str, int]]]:
     """(corpus, judged queries, qrels) of a BEIR folder."""
     corpus = load_corpus(data / "corpus.jsonl")
     relevance = load_qrels(data / qrels)
-    return corpus, judged_queries(load_queries(data / "queries.jsonl"), relevance, corpus,
-                                  qrels_path=data / qrels), relevance
+    return (
+        corpus,
+        judged_queries(load_queries(data / "queries.jsonl"), relevance, corpus, qrels_path=data / qrels),
+        relevance,
+    )
 
 
 @contextlib.contextmanager
@@ -77,8 +82,10 @@ def machine_line() -> str:
     import platform
 
     load = os.getloadavg()
-    return (f"{platform.platform()}, {os.cpu_count()} CPUs ({platform.processor() or platform.machine()}), "
-            f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
+    return (
+        f"{platform.platform()}, {os.cpu_count()} CPUs ({platform.processor() or platform.machine()}), "
+        f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}"
+    )
 
 
 def chunks_matching(cursor, terms: list[str]) -> int:

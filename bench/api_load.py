@@ -11,6 +11,7 @@ With ``--tokens-file`` (one token per line) each user has its own account, as re
 would; with ``--token`` they share one. Prints throughput, P50/P95 per kind, status codes
 and error bodies. Loopback only. ``tests/reliability/test_load.py`` uses ``run_load``.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -23,8 +24,12 @@ import urllib.request
 from dataclasses import dataclass, field
 from typing import Any
 
-ANSWERABLE = ["How many sensors can be connected to the RS-485 bus?", "Where is the firmware update page?",
-              "What is the default sampling interval?", "Which port does MQTT over TLS use?"]
+ANSWERABLE = [
+    "How many sensors can be connected to the RS-485 bus?",
+    "Where is the firmware update page?",
+    "What is the default sampling interval?",
+    "Which port does MQTT over TLS use?",
+]
 REFUSED = ["Who won the football world cup final in 1954?", "What is the boiling point of ethanol?"]
 REPEATED = "How many sensors can be connected to the RS-485 bus?"
 KINDS = ("answerable", "refused", "repeated")
@@ -60,17 +65,27 @@ class LoadResult:
             if o.status == 200:
                 key = o.answer_class + (" (cached)" if o.cached else "")
                 classes[key] = classes.get(key, 0) + 1
-        return {"users": self.users, "requests": len(self.outcomes), "wall_s": round(self.wall_s, 1),
-                "req_per_s": round(len(self.outcomes) / self.wall_s, 2) if self.wall_s else 0.0,
-                **_percentiles(self.latencies()), "per_kind": per_kind, "codes": codes, "answers": classes,
-                "errors": [o.error for o in self.outcomes if o.status >= 500 or o.status == 0][:5]}
+        return {
+            "users": self.users,
+            "requests": len(self.outcomes),
+            "wall_s": round(self.wall_s, 1),
+            "req_per_s": round(len(self.outcomes) / self.wall_s, 2) if self.wall_s else 0.0,
+            **_percentiles(self.latencies()),
+            "per_kind": per_kind,
+            "codes": codes,
+            "answers": classes,
+            "errors": [o.error for o in self.outcomes if o.status >= 500 or o.status == 0][:5],
+        }
 
 
 def _percentiles(lat: list[float]) -> dict[str, float]:
     if not lat:
         return {"p50_s": 0.0, "p95_s": 0.0, "max_s": 0.0}
-    return {"p50_s": round(statistics.median(lat), 2), "p95_s": round(lat[int(0.95 * (len(lat) - 1))], 2),
-            "max_s": round(lat[-1], 2)}
+    return {
+        "p50_s": round(statistics.median(lat), 2),
+        "p95_s": round(lat[int(0.95 * (len(lat) - 1))], 2),
+        "max_s": round(lat[-1], 2),
+    }
 
 
 def question_for(user: int, turn: int) -> tuple[str, str]:
@@ -85,22 +100,39 @@ def question_for(user: int, turn: int) -> tuple[str, str]:
 
 def ask(url: str, token: str, kind: str, question: str, *, timeout: float) -> Outcome:
     body = json.dumps({"question": question}).encode()
-    req = urllib.request.Request(f"{url}/api/v1/query", data=body, method="POST",
-                                 headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"})
+    req = urllib.request.Request(
+        f"{url}/api/v1/query",
+        data=body,
+        method="POST",
+        headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
+    )
     start = time.perf_counter()
     try:
         with urllib.request.urlopen(req, timeout=timeout) as resp:
             data = json.loads(resp.read())
-            return Outcome(kind, resp.status, time.perf_counter() - start, data.get("query_id"),
-                           data.get("answer_class", ""), bool(data.get("cached")))
+            return Outcome(
+                kind,
+                resp.status,
+                time.perf_counter() - start,
+                data.get("query_id"),
+                data.get("answer_class", ""),
+                bool(data.get("cached")),
+            )
     except urllib.error.HTTPError as exc:
         return Outcome(kind, exc.code, time.perf_counter() - start, error=exc.read().decode()[:300])
     except OSError as exc:  # refused, reset, timed out: the server did not answer at all
         return Outcome(kind, 0, time.perf_counter() - start, error=f"{type(exc).__name__}: {exc}")
 
 
-def run_load(url: str, tokens: list[str], *, users: int, duration: float | None = None,
-             per_user: int | None = None, timeout: float = 600.0) -> LoadResult:
+def run_load(
+    url: str,
+    tokens: list[str],
+    *,
+    users: int,
+    duration: float | None = None,
+    per_user: int | None = None,
+    timeout: float = 600.0,
+) -> LoadResult:
     """``users`` threads, each sending its questions one after another.
 
     A user starts no new request after ``duration`` seconds (requests in flight finish),

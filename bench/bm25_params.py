@@ -9,6 +9,7 @@ stemmer, English stop words) over whole abstracts (title + text). Its (1.2, 0.75
 baseline: the spread of the grid around it is what replacing ``bm25()`` could gain. Needs no
 index and no model; runs in about a minute.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -33,19 +34,19 @@ def main() -> None:
     corpus, queries, qrels = _common.scifact_files(args.data)
     doc_ids = list(corpus)
     stemmer = Stemmer.Stemmer("english")
-    docs = bm25s.tokenize([f"{d.title} {d.text}" for d in corpus.values()], stopwords="en", stemmer=stemmer,
-                          show_progress=False)
-    asked = bm25s.tokenize(list(queries.values()), stopwords="en", stemmer=stemmer, show_progress=False,
-                           return_ids=False)
+    docs = bm25s.tokenize(
+        [f"{d.title} {d.text}" for d in corpus.values()], stopwords="en", stemmer=stemmer, show_progress=False
+    )
+    asked = bm25s.tokenize(
+        list(queries.values()), stopwords="en", stemmer=stemmer, show_progress=False, return_ids=False
+    )
     results = {}
     for k1 in K1:
         for b in B:
             ranker = bm25s.BM25(k1=k1, b=b, method="lucene")
             ranker.index(docs, show_progress=False)
-            found, _ = ranker.retrieve(asked, k=10,
-                                       show_progress=False, n_threads=1)
-            scores = [metrics.ndcg_at_k([doc_ids[i] for i in row], qrels[q], 10)
-                      for q, row in zip(queries, found)]
+            found, _ = ranker.retrieve(asked, k=10, show_progress=False, n_threads=1)
+            scores = [metrics.ndcg_at_k([doc_ids[i] for i in row], qrels[q], 10) for q, row in zip(queries, found)]
             results[f"k1={k1} b={b}"] = round(metrics.mean(scores), 4)
             print(f"k1={k1} b={b}: {results[f'k1={k1} b={b}']}", flush=True)
     results["machine"] = _common.machine_line()

@@ -8,6 +8,7 @@ given Redis database (flushed before and after). LLM enrichment is off unless
 ``--summary`` (then every file gets a SmolLM2 summary: LLM-bound work).
 Prints one JSON object; docs/benchmarks-celery.md explains the numbers.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -30,8 +31,10 @@ OPTS = ARGS.parse_args()
 
 HOME = Path(tempfile.mkdtemp(prefix="foundry-celery-bench-"))
 CONFIG = HOME / "foundry.yaml"
-CONFIG.write_text("embedding:\n  context_model: none\ningest:\n  summary_model: "
-                  + ("local/smollm2-135m\n  summary_max_tokens: 60\n" if OPTS.summary else "none\n"))
+CONFIG.write_text(
+    "embedding:\n  context_model: none\ningest:\n  summary_model: "
+    + ("local/smollm2-135m\n  summary_max_tokens: 60\n" if OPTS.summary else "none\n")
+)
 os.environ.update(FOUNDRY_HOME=str(HOME), FOUNDRY_CONFIG=str(CONFIG), DJANGO_SETTINGS_MODULE="foundry_site.settings")
 os.environ.pop("FOUNDRY_BROKER_URL", None)
 sys.path.insert(0, str(REPO))
@@ -48,34 +51,59 @@ from sources.models import Source  # noqa: E402
 from sources.services import ingest, ingest_jobs  # noqa: E402
 
 # See tests/sources/test_tasks_broker.py: keep a shared virtualenv's editable-install hook out of the workers.
-WORKER_BOOT = ("import sys; sys.meta_path[:] = [f for f in sys.meta_path if 'Editable' not in repr(f)]; "
-               "from celery.__main__ import main; sys.argv[0] = 'celery'; sys.exit(main())")
-WORKER_ENV = {**os.environ, "PYTHONPATH": str(REPO), "FOUNDRY_BROKER_URL": OPTS.redis,
-              "FOUNDRY_JOB_STALE_SECONDS": "20", "FOUNDRY_SWEEP_INTERVAL": "2"}
+WORKER_BOOT = (
+    "import sys; sys.meta_path[:] = [f for f in sys.meta_path if 'Editable' not in repr(f)]; "
+    "from celery.__main__ import main; sys.argv[0] = 'celery'; sys.exit(main())"
+)
+WORKER_ENV = {
+    **os.environ,
+    "PYTHONPATH": str(REPO),
+    "FOUNDRY_BROKER_URL": OPTS.redis,
+    "FOUNDRY_JOB_STALE_SECONDS": "20",
+    "FOUNDRY_SWEEP_INTERVAL": "2",
+}
 
 
 def make_corpus(folder: Path, files: int, tag: str) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     sentence = "Station {i} of {tag} reports pressure, flow and temperature to gateway {n} every {n} seconds."
     for n in range(files):
-        parts = "\n\n".join(f"## Part {p}\n\n" + " ".join(sentence.format(i=i, n=n, tag=tag) for i in range(10))
-                            for p in range(3))
+        parts = "\n\n".join(
+            f"## Part {p}\n\n" + " ".join(sentence.format(i=i, n=n, tag=tag) for i in range(10)) for p in range(3)
+        )
         (folder / f"{tag}-{n:03}.md").write_text(f"# {tag} {n}\n\n{parts}\n")
     return folder
 
 
 def start_worker(queue: str, name: str) -> subprocess.Popen[bytes]:
     env = dict(WORKER_ENV)
-    argv = [sys.executable, "-c", WORKER_BOOT, "-A", "foundry_site", "worker", "-Q", queue, "-n", f"{name}@%h",
-            "-c", "1", "--loglevel", "INFO", "--without-mingle", "--without-gossip"]
+    argv = [
+        sys.executable,
+        "-c",
+        WORKER_BOOT,
+        "-A",
+        "foundry_site",
+        "worker",
+        "-Q",
+        queue,
+        "-n",
+        f"{name}@%h",
+        "-c",
+        "1",
+        "--loglevel",
+        "INFO",
+        "--without-mingle",
+        "--without-gossip",
+    ]
     if queue == "db":
         argv += ["--beat", "--schedule", str(HOME / "beat")]
     else:
         env["FOUNDRY_COMPUTE_ONLY"] = "1"
     path = HOME / f"{name}.log"
     offset = path.stat().st_size if path.exists() else 0  # a restarted worker appends to its old log
-    proc = subprocess.Popen(argv, cwd=REPO, env=env, stdout=path.open("ab"), stderr=subprocess.STDOUT,
-                            start_new_session=True)
+    proc = subprocess.Popen(
+        argv, cwd=REPO, env=env, stdout=path.open("ab"), stderr=subprocess.STDOUT, start_new_session=True
+    )
     deadline = time.monotonic() + 180
     while b" ready." not in path.read_bytes()[offset:]:
         if proc.poll() is not None or time.monotonic() > deadline:
@@ -107,8 +135,13 @@ def timed_ingest(target: Path) -> dict[str, float]:
     report = ingest_jobs.knowledge_base_ingest(target=target).as_dict()
     seconds = time.monotonic() - start
     assert report["ingested"] == len(list(target.iterdir())), report
-    return {"seconds": round(seconds, 2), "files": report["ingested"], "chunks": report["chunks"],
-            "files_per_s": round(report["ingested"] / seconds, 2), "chunks_per_s": round(report["chunks"] / seconds, 1)}
+    return {
+        "seconds": round(seconds, 2),
+        "files": report["ingested"],
+        "chunks": report["chunks"],
+        "files_per_s": round(report["ingested"] / seconds, 2),
+        "chunks_per_s": round(report["chunks"] / seconds, 1),
+    }
 
 
 def round_trips(count: int) -> dict[str, float]:
@@ -141,9 +174,15 @@ def recovery(corpus: Path, baseline_s: float) -> dict[str, float]:
     restarted = time.monotonic()
     job = ingest_jobs.ingest_job_wait(job_id=job.pk)
     total = time.monotonic() - start
-    return {"total_s": round(total, 1), "baseline_s": baseline_s, "extra_s": round(total - baseline_s, 1),
-            "restart_s": round(restarted - killed, 1), "kill_to_complete_s": round(time.monotonic() - killed, 1),
-            "attempts": job.attempts, "status": job.status}
+    return {
+        "total_s": round(total, 1),
+        "baseline_s": baseline_s,
+        "extra_s": round(total - baseline_s, 1),
+        "restart_s": round(restarted - killed, 1),
+        "kill_to_complete_s": round(time.monotonic() - killed, 1),
+        "attempts": job.attempts,
+        "status": job.status,
+    }
 
 
 WORKERS: dict[str, subprocess.Popen[bytes]] = {}
@@ -154,8 +193,12 @@ def main() -> None:
     client = redis.Redis.from_url(OPTS.redis)
     client.flushdb()
     corpus = make_corpus(HOME / "corpus", OPTS.files, "main")
-    out: dict[str, Any] = {"files": OPTS.files, "summary": OPTS.summary, "cpus": os.cpu_count(),
-                           "load_before": os.getloadavg()}
+    out: dict[str, Any] = {
+        "files": OPTS.files,
+        "summary": OPTS.summary,
+        "cpus": os.cpu_count(),
+        "load_before": os.getloadavg(),
+    }
     try:
         ingest_jobs.knowledge_base_ingest(target=make_corpus(HOME / "warm0", 2, "warm0"))  # load the model in-process
         reset()

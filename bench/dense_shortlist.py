@@ -15,6 +15,7 @@ and top 50 it returns, nDCG@10 over the real documents (a distractor is never re
 the dense channel and of hybrid search (RRF k=60 with the product's BM25 channel on the real
 chunks, depth 50, as shipped), and P50/P95 ms per search against the exact scan of the same matrix.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -52,7 +53,7 @@ def with_distractors(ids: np.ndarray, real: np.ndarray, rows: int, rng: np.rando
     mean, factor = real.mean(axis=0), np.linalg.cholesky(np.cov(real.T) + 1e-6 * np.eye(real.shape[1]))
     spread = _window_spread(ids, real, factor, rng) if group > 1 else 0.0
     vectors = np.empty((len(ids) + extra, real.shape[1]), np.float32)
-    vectors[:len(ids)] = real
+    vectors[: len(ids)] = real
     first = ids.max() // vectorstore.WINDOW_SLOTS + 1
     extra_ids = np.empty(extra, np.int64)
     for start in range(0, extra, BLOCK - BLOCK % group):
@@ -62,12 +63,18 @@ def with_distractors(ids: np.ndarray, real: np.ndarray, rows: int, rng: np.rando
         block = np.repeat(base, group, axis=0)[:count]
         slot = np.arange(count) % group  # 0: the chunk's own row; above: its windows, near it
         block[slot > 0] += spread * rng.standard_normal((int(np.sum(slot > 0)), real.shape[1])) @ factor.T
-        vectors[len(ids) + start:len(ids) + start + count] = block / np.linalg.norm(block, axis=1, keepdims=True)
-        extra_ids[start:start + count] = (first + start // group + np.arange(count) // group) \
-            * vectorstore.WINDOW_SLOTS + slot
-    return DenseMatrix(folder=Path("<memory>"), version="", ids=np.concatenate([ids, extra_ids]),
-                       collections=np.zeros(len(ids) + extra, np.int64),
-                       vectors=vectors, signs=np.ascontiguousarray(sign_words(vectors).T))
+        vectors[len(ids) + start : len(ids) + start + count] = block / np.linalg.norm(block, axis=1, keepdims=True)
+        extra_ids[start : start + count] = (
+            first + start // group + np.arange(count) // group
+        ) * vectorstore.WINDOW_SLOTS + slot
+    return DenseMatrix(
+        folder=Path("<memory>"),
+        version="",
+        ids=np.concatenate([ids, extra_ids]),
+        collections=np.zeros(len(ids) + extra, np.int64),
+        vectors=vectors,
+        signs=np.ascontiguousarray(sign_words(vectors).T),
+    )
 
 
 def _window_spread(ids: np.ndarray, real: np.ndarray, factor: np.ndarray, rng: np.random.Generator) -> float:
@@ -86,8 +93,10 @@ def _window_spread(ids: np.ndarray, real: np.ndarray, factor: np.ndarray, rng: n
         mid = (low + high) / 2
         cosine = float(np.mean(np.sum(unit(base) * unit(base + mid * noise), axis=1)))
         low, high = (mid, high) if cosine > target else (low, mid)
-    print(f"windows: {window_rows.size} real, mean cosine to their chunk {target:.3f}; synthetic spread {low:.3f}",
-          file=sys.stderr)
+    print(
+        f"windows: {window_rows.size} real, mean cosine to their chunk {target:.3f}; synthetic spread {low:.3f}",
+        file=sys.stderr,
+    )
     return low
 
 
@@ -103,17 +112,24 @@ def main() -> None:
         copy, _ = dense.current(model)  # the product's unit-length copy of the index's vectors
         ids, real = copy.ids, np.asarray(copy.vectors)
         doc_of = beir.index.doc_of_chunk
-        names = list(beir.queries)[:args.queries]
+        names = list(beir.queries)[: args.queries]
         vectors = llm.embed([beir.queries[q] for q in names], model=model)
-        keyword = [ChunkSearch.search.keyword(beir.queries[q], limit=K, max_df=settings.FOUNDRY.retrieval.bm25_max_df)
-                   for q in names]
+        keyword = [
+            ChunkSearch.search.keyword(beir.queries[q], limit=K, max_df=settings.FOUNDRY.retrieval.bm25_max_df)
+            for q in names
+        ]
     print(f"machine: {_common.machine_line()}; {len(ids)} real vectors, {len(names)} claims", file=sys.stderr)
     matrix = with_distractors(ids, real, args.rows, np.random.default_rng(0))
     print(f"matrix: {len(matrix.ids)} rows", file=sys.stderr)
 
     def hybrid(hits: list[list[int]]) -> list[list[int]]:
-        return [[h.chunk_id for h in reciprocal_rank_fusion({"bm25": bm25, "dense": [Hit(c, 0.0) for c in dense]},
-                                                            k=60)[:K]] for bm25, dense in zip(keyword, hits)]
+        return [
+            [
+                h.chunk_id
+                for h in reciprocal_rank_fusion({"bm25": bm25, "dense": [Hit(c, 0.0) for c in dense]}, k=60)[:K]
+            ]
+            for bm25, dense in zip(keyword, hits)
+        ]
 
     def run(shortlist: int) -> tuple[list[list[int]], list[float]]:
         matrix.search(vectors[0], k=K, collection_ids=None, shortlist=shortlist)  # warm
@@ -126,13 +142,23 @@ def main() -> None:
         return hits, ms
 
     def ndcg(hits: list[list[int]]) -> float:
-        return round(metrics.mean([metrics.ndcg_at_k(metrics.dedupe([doc_of.get(c, f"x{c}") for c in ranked]),
-                                                     beir.qrels[q], 10) for q, ranked in zip(names, hits)]), 4)
+        return round(
+            metrics.mean(
+                [
+                    metrics.ndcg_at_k(metrics.dedupe([doc_of.get(c, f"x{c}") for c in ranked]), beir.qrels[q], 10)
+                    for q, ranked in zip(names, hits)
+                ]
+            ),
+            4,
+        )
 
     exact, exact_ms = run(0)
-    results = {"rows": len(matrix.ids), "real_rows": len(ids), "queries": len(names),
-               "exact": {"ndcg@10": ndcg(exact), "hybrid_ndcg@10": ndcg(hybrid(exact)),
-                         **metrics.latency_summary(exact_ms)}}
+    results = {
+        "rows": len(matrix.ids),
+        "real_rows": len(ids),
+        "queries": len(names),
+        "exact": {"ndcg@10": ndcg(exact), "hybrid_ndcg@10": ndcg(hybrid(exact)), **metrics.latency_summary(exact_ms)},
+    }
     print(json.dumps({"exact": results["exact"]}), flush=True)
     for shortlist in (int(s) for s in args.shortlists.split(",")):
         hits, ms = run(shortlist)
@@ -140,7 +166,10 @@ def main() -> None:
             "top10_kept": round(metrics.mean([len(set(h[:10]) & set(e[:10])) / 10 for h, e in zip(hits, exact)]), 4),
             "top50_kept": round(metrics.mean([len(set(h) & set(e)) / K for h, e in zip(hits, exact)]), 4),
             "top10_identical": round(metrics.mean([h[:10] == e[:10] for h, e in zip(hits, exact)]), 4),
-            "ndcg@10": ndcg(hits), "hybrid_ndcg@10": ndcg(hybrid(hits)), **metrics.latency_summary(ms)}
+            "ndcg@10": ndcg(hits),
+            "hybrid_ndcg@10": ndcg(hybrid(hits)),
+            **metrics.latency_summary(ms),
+        }
         print(json.dumps({f"shortlist={shortlist}": results[f"shortlist={shortlist}"]}), flush=True)
     results["machine"] = _common.machine_line()
     if args.json:

@@ -22,6 +22,7 @@ questions were written to stand alone, so this set mostly measures what the rule
 Streaming is timed in-process through Django's test client (warm: models loaded, no network), from the
 request to the first chunk with content and to ``[DONE]``.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -35,8 +36,9 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-os.environ.update(FOUNDRY_HOME=tempfile.mkdtemp(prefix="foundry-followups-"),
-                  DJANGO_SETTINGS_MODULE="foundry_site.settings")
+os.environ.update(
+    FOUNDRY_HOME=tempfile.mkdtemp(prefix="foundry-followups-"), DJANGO_SETTINGS_MODULE="foundry_site.settings"
+)
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 sys.path.insert(0, str(ROOT))
 
@@ -54,27 +56,41 @@ from tests.conftest import config_with  # noqa: E402
 
 DATA = [ROOT / "tests" / "data" / "followups.json", ROOT / "tests" / "data" / "followups_heldout.json"]
 SQUAD_PAIRS = 150
-STREAM_QUESTIONS = ["How many sensors can be connected to the RS-485 bus?", "What is the default sampling interval?",
-                    "Which port does MQTT over TLS use?", "What does error code E04 mean?",
-                    "How long must the RESET button be held for a factory reset?",
-                    "What is the main input voltage range?", "Where is the firmware update page in the web UI?",
-                    "How much does the AX-200 weigh?", "What is the maximum bus length at 9600 baud?",
-                    "How many measurements does the internal buffer hold?"]
+STREAM_QUESTIONS = [
+    "How many sensors can be connected to the RS-485 bus?",
+    "What is the default sampling interval?",
+    "Which port does MQTT over TLS use?",
+    "What does error code E04 mean?",
+    "How long must the RESET button be held for a factory reset?",
+    "What is the main input voltage range?",
+    "Where is the firmware update page in the web UI?",
+    "How much does the AX-200 weigh?",
+    "What is the maximum bus length at 9600 baud?",
+    "How many measurements does the internal buffer hold?",
+]
 
 
 def right_source(answer: Answer, case: dict, *, fragment: bool = True) -> bool:
     """Answered (not refused), citing an expected source and (``fragment``) holding the expected text."""
     cited = {c["source"] for c in answer.citations}
-    return (not answer.refusal and bool(cited & set(case["sources"]))
-            and (not fragment or case["fragment"].casefold() in answer.answer.casefold()))
+    return (
+        not answer.refusal
+        and bool(cited & set(case["sources"]))
+        and (not fragment or case["fragment"].casefold() in answer.answer.casefold())
+    )
 
 
 def _shares(rows: list[dict], kinds: tuple[str, ...]) -> dict:
     n = len(rows)
-    return {**{f"{k}_right_source": round(sum(r[f"{k}_ok"] for r in rows) / n, 3) for k in kinds},
-            **{f"{k}_source_only": round(sum(r[f"{k}_source"] for r in rows) / n, 3) for k in kinds},
-            **{f"{k}_counts": f"{sum(r[f'{k}_ok'] for r in rows)}/{n} ({sum(r[f'{k}_source'] for r in rows)}/{n} "
-               "source only)" for k in kinds}}
+    return {
+        **{f"{k}_right_source": round(sum(r[f"{k}_ok"] for r in rows) / n, 3) for k in kinds},
+        **{f"{k}_source_only": round(sum(r[f"{k}_source"] for r in rows) / n, 3) for k in kinds},
+        **{
+            f"{k}_counts": f"{sum(r[f'{k}_ok'] for r in rows)}/{n} ({sum(r[f'{k}_source'] for r in rows)}/{n} "
+            "source only)"
+            for k in kinds
+        },
+    }
 
 
 def followups(data: Path) -> dict:
@@ -87,22 +103,36 @@ def followups(data: Path) -> dict:
         raw = answer_question(question=message)
         rewritten = answer_question(question=condensed.question) if condensed.rewritten else raw
         ideal = answer_question(question=case["standalone"])
-        rows.append({"id": case["id"], "question": condensed.question, "rewritten": condensed.rewritten,
-                     "antecedent": condensed.antecedent,
-                     "raw_ok": right_source(raw, case), "condensed_ok": right_source(rewritten, case),
-                     "standalone_ok": right_source(ideal, case), "answer": rewritten.answer[:160],
-                     "refusal": rewritten.refusal, "cited": sorted({c["source"] for c in rewritten.citations}),
-                     "raw_source": right_source(raw, case, fragment=False),
-                     "condensed_source": right_source(rewritten, case, fragment=False),
-                     "standalone_source": right_source(ideal, case, fragment=False)})
+        rows.append(
+            {
+                "id": case["id"],
+                "question": condensed.question,
+                "rewritten": condensed.rewritten,
+                "antecedent": condensed.antecedent,
+                "raw_ok": right_source(raw, case),
+                "condensed_ok": right_source(rewritten, case),
+                "standalone_ok": right_source(ideal, case),
+                "answer": rewritten.answer[:160],
+                "refusal": rewritten.refusal,
+                "cited": sorted({c["source"] for c in rewritten.citations}),
+                "raw_source": right_source(raw, case, fragment=False),
+                "condensed_source": right_source(rewritten, case, fragment=False),
+                "standalone_source": right_source(ideal, case, fragment=False),
+            }
+        )
         marks = " ".join(f"{k}={'ok' if rows[-1][k + '_ok'] else '--'}" for k in ("raw", "condensed", "standalone"))
         print(f"{case['id']:24} {marks}  {condensed.question}", flush=True)
     n = len(rows)
     # The other side of the rule: a standalone question asked mid-conversation should pass unchanged.
     flagged = [c["standalone"] for c in cases if is_followup(c["standalone"])]
-    return {"data": str(data.relative_to(ROOT)), "conversations": n, "standalone_flagged": f"{len(flagged)}/{n}",
-            "rewritten": sum(r["rewritten"] for r in rows), **_shares(rows, ("raw", "condensed", "standalone")),
-            "rows": rows}
+    return {
+        "data": str(data.relative_to(ROOT)),
+        "conversations": n,
+        "standalone_flagged": f"{len(flagged)}/{n}",
+        "rewritten": sum(r["rewritten"] for r in rows),
+        **_shares(rows, ("raw", "condensed", "standalone")),
+        "rows": rows,
+    }
 
 
 def squad_pairs(squad: Path, *, articles: int, pairs: int, seed: int) -> tuple[list, list[tuple]]:
@@ -134,28 +164,49 @@ def squad_followups(squad: Path, *, articles: int, pairs: int, seed: int, cache:
     rows = []
     print(f"-- {squad} ({articles} articles, {len(chosen)} question pairs)", flush=True)
     with override_settings(FOUNDRY_HOME=cache), squad_index(squad, kb) as index:
+
         def right(answer: Answer, article, golds: list[str], *, fragment: bool = True) -> bool:
-            supporting = [c for c in answer.citations if index.doc_of_chunk.get(c["chunk_id"]) == article.title
-                          and any(g in normalize_answer(c.get("text", "")) for g in golds)]
-            return (not answer.refusal and bool(supporting)
-                    and (not fragment or any(g in normalize_answer(answer.answer) for g in golds)))
+            supporting = [
+                c
+                for c in answer.citations
+                if index.doc_of_chunk.get(c["chunk_id"]) == article.title
+                and any(g in normalize_answer(c.get("text", "")) for g in golds)
+            ]
+            return (
+                not answer.refusal
+                and bool(supporting)
+                and (not fragment or any(g in normalize_answer(answer.answer) for g in golds))
+            )
 
         for article, first, second in chosen:
             golds = [g for g in (normalize_answer(a) for a in second.answers) if g]
             condensed = condense(second.question, [first.question])
             raw = answer_question(question=second.question)
             rewritten = answer_question(question=condensed.question) if condensed.rewritten else raw
-            rows.append({"id": second.qid, "history": first.question, "question": condensed.question,
-                         "rewritten": condensed.rewritten, "raw_ok": right(raw, article, golds),
-                         "condensed_ok": right(rewritten, article, golds),
-                         "raw_source": right(raw, article, golds, fragment=False),
-                         "condensed_source": right(rewritten, article, golds, fragment=False)})
+            rows.append(
+                {
+                    "id": second.qid,
+                    "history": first.question,
+                    "question": condensed.question,
+                    "rewritten": condensed.rewritten,
+                    "raw_ok": right(raw, article, golds),
+                    "condensed_ok": right(rewritten, article, golds),
+                    "raw_source": right(raw, article, golds, fragment=False),
+                    "condensed_source": right(rewritten, article, golds, fragment=False),
+                }
+            )
             if condensed.rewritten:
                 marks = " ".join(f"{k}={'ok' if rows[-1][k + '_ok'] else '--'}" for k in ("raw", "condensed"))
                 print(f"{second.qid[:12]:14} {marks}  {first.question} || {condensed.question}", flush=True)
-    return {"data": str(squad), "kb_articles": sorted(a.title for a in kb), "seed": seed,
-            "conversations": len(rows), "rewritten": sum(r["rewritten"] for r in rows),
-            **_shares(rows, ("raw", "condensed")), "rows": rows}
+    return {
+        "data": str(squad),
+        "kb_articles": sorted(a.title for a in kb),
+        "seed": seed,
+        "conversations": len(rows),
+        "rewritten": sum(r["rewritten"] for r in rows),
+        **_shares(rows, ("raw", "condensed")),
+        "rows": rows,
+    }
 
 
 def streaming() -> dict:
@@ -177,24 +228,35 @@ def streaming() -> dict:
                 seen = time.perf_counter() - start
         full.append((time.perf_counter() - start) * 1000)
         first.append((seen or 0.0) * 1000)
-    return {"questions": len(STREAM_QUESTIONS), "first_sentence_p50_ms": round(statistics.median(first), 1),
-            "full_answer_p50_ms": round(statistics.median(full), 1),
-            "first_sentence_max_ms": round(max(first), 1), "full_answer_max_ms": round(max(full), 1)}
+    return {
+        "questions": len(STREAM_QUESTIONS),
+        "first_sentence_p50_ms": round(statistics.median(first), 1),
+        "full_answer_p50_ms": round(statistics.median(full), 1),
+        "first_sentence_max_ms": round(max(first), 1),
+        "full_answer_max_ms": round(max(full), 1),
+    }
 
 
 def main(args: argparse.Namespace) -> dict:
-    settings.FOUNDRY = config_with(settings.FOUNDRY, ingest={"summary_model": "none"},
-                                   generation={"cache_answers": False})
+    settings.FOUNDRY = config_with(
+        settings.FOUNDRY, ingest={"summary_model": "none"}, generation={"cache_answers": False}
+    )
     settings.FOUNDRY_QUERY_RATE = 0
     settings.ALLOWED_HOSTS = [*settings.ALLOWED_HOSTS, "testserver"]  # Django's test client
     call_command("migrate", verbosity=0)
     knowledge_base_ingest(target=ROOT / "knowledge_base")
     answer_question(question="warm-up: what is the AX-200?")  # load the models outside the timings
-    result = {"reader": settings.FOUNDRY.generation.model, "machine": machine(),
-              "sets": [followups(data) for data in args.data]}
+    result = {
+        "reader": settings.FOUNDRY.generation.model,
+        "machine": machine(),
+        "sets": [followups(data) for data in args.data],
+    }
     if args.squad:
-        result["sets"].append(squad_followups(args.squad, articles=args.squad_articles, pairs=args.squad_pairs,
-                                              seed=args.seed, cache=args.squad_cache))
+        result["sets"].append(
+            squad_followups(
+                args.squad, articles=args.squad_articles, pairs=args.squad_pairs, seed=args.seed, cache=args.squad_cache
+            )
+        )
     if args.streaming:
         result["streaming"] = streaming()
     for measured in result["sets"]:
@@ -208,8 +270,10 @@ def machine() -> str:
     import platform
 
     load = os.getloadavg()
-    return (f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
-            f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} at the start")
+    return (
+        f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
+        f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} at the start"
+    )
 
 
 if __name__ == "__main__":
@@ -218,8 +282,12 @@ if __name__ == "__main__":
     parser.add_argument("--squad", type=Path, help="SQuAD 2.0 file for consecutive questions about one paragraph")
     parser.add_argument("--squad-articles", type=int, default=5, help="articles in the SQuAD knowledge base")
     parser.add_argument("--squad-pairs", type=int, default=SQUAD_PAIRS, help="question pairs to ask")
-    parser.add_argument("--squad-cache", type=Path, default=Path(os.environ["FOUNDRY_HOME"]),
-                        help="FOUNDRY_HOME whose eval-cache keeps the SQuAD index between runs")
+    parser.add_argument(
+        "--squad-cache",
+        type=Path,
+        default=Path(os.environ["FOUNDRY_HOME"]),
+        help="FOUNDRY_HOME whose eval-cache keeps the SQuAD index between runs",
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--no-streaming", dest="streaming", action="store_false", help="skip the streaming timings")
     parser.add_argument("--json", type=Path, help="write the full result here")

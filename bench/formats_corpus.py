@@ -7,6 +7,7 @@ The prose is the sample manual (knowledge_base/ax200-user-manual.md), its sectio
 headings, HTML sections and slides; the tables are generated device inventories. Each copy
 varies the text a little, so no two files are identical.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -46,10 +47,14 @@ def write_docx(path: Path, parts: list[tuple[int, str, list[str]]], copy: int) -
 
 
 def write_html(path: Path, parts: list[tuple[int, str, list[str]]], copy: int) -> None:
-    body = "".join(f"<h{min(level, 6)}>{html.escape(heading)} ({copy})</h{min(level, 6)}>"
-                   + "".join(f"<p>{html.escape(p)}</p>" for p in paragraphs) for level, heading, paragraphs in parts)
-    path.write_text(f"<html><head><title>AX-200 manual {copy}</title></head><body><nav>Home</nav>"
-                    f"<main>{body}</main></body></html>")
+    body = "".join(
+        f"<h{min(level, 6)}>{html.escape(heading)} ({copy})</h{min(level, 6)}>"
+        + "".join(f"<p>{html.escape(p)}</p>" for p in paragraphs)
+        for level, heading, paragraphs in parts
+    )
+    path.write_text(
+        f"<html><head><title>AX-200 manual {copy}</title></head><body><nav>Home</nav><main>{body}</main></body></html>"
+    )
 
 
 def write_pptx(path: Path, parts: list[tuple[int, str, list[str]]], copy: int) -> None:
@@ -71,10 +76,17 @@ def inventory(copy: int, rows: int) -> list[list[str]]:
     sites = ["Hall A", "Hall B", "Pump house", "Boiler room", "Roof", "Warehouse"]
     out = [["Device", "Site", "IP address", "Firmware", "Sensors", "Last service", "Note"]]
     for i in range(1, rows + 1):
-        out.append([f"AX-200-{copy:02d}{i:04d}", rng.choice(sites), f"10.{copy}.{i // 250}.{i % 250 + 1}",
-                    f"2.{rng.randint(0, 6)}.{rng.randint(0, 9)}", str(rng.randint(1, 32)),
-                    f"2026-{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d}",
-                    rng.choice(["", "RS-485 termination on", "replaced antenna", "DHCP", "static address"])])
+        out.append(
+            [
+                f"AX-200-{copy:02d}{i:04d}",
+                rng.choice(sites),
+                f"10.{copy}.{i // 250}.{i % 250 + 1}",
+                f"2.{rng.randint(0, 6)}.{rng.randint(0, 9)}",
+                str(rng.randint(1, 32)),
+                f"2026-{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d}",
+                rng.choice(["", "RS-485 termination on", "replaced antenna", "DHCP", "static address"]),
+            ]
+        )
     return out
 
 

@@ -11,6 +11,7 @@ the real ``gate_decide``: refusal rate on out-of-corpus questions (should be 1),
 pass rate on answerable in-corpus questions (should be 1), and on in-corpus
 unanswerable ones (which only grounding can catch).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -32,9 +33,11 @@ THRESHOLDS = [round(0.10 + 0.025 * i, 3) for i in range(21)]  # 0.10 … 0.60
 def scores_by_kind(squad: Path, kb_articles: int, seed: int, limit: int) -> dict[str, list[list[float]]]:
     articles = load_squad(squad)
     kb, _ = sample(articles, kb_articles=kb_articles, limit=3, seed=seed)
-    kinds = {"answerable": [q for a in kb for q in a.questions if not q.impossible],
-             "impossible": [q for a in kb for q in a.questions if q.impossible],
-             "out_of_corpus": [q for a in articles if a not in kb for q in a.questions]}
+    kinds = {
+        "answerable": [q for a in kb for q in a.questions if not q.impossible],
+        "impossible": [q for a in kb for q in a.questions if q.impossible],
+        "out_of_corpus": [q for a in articles if a not in kb for q in a.questions],
+    }
     out: dict[str, list[list[float]]] = {}
     with squad_index(squad, kb):
         for kind, questions in kinds.items():
@@ -70,12 +73,16 @@ def main() -> None:
     scores = scores_by_kind(args.squad, args.kb_articles, args.seed, args.limit)
     rows = sweep(scores)
     conf = settings.FOUNDRY.retrieval
-    print(f"machine: {_common.machine_line()}; {time.perf_counter() - start:.0f} s; current gate "
-          f"min_score={conf.min_score} min_chunks={conf.min_chunks}")
+    print(
+        f"machine: {_common.machine_line()}; {time.perf_counter() - start:.0f} s; current gate "
+        f"min_score={conf.min_score} min_chunks={conf.min_chunks}"
+    )
     print("min_chunks min_score  refused(out of corpus)  passed(answerable)  passed(unanswerable in corpus)")
     for r in rows:
-        print(f"  {r['min_chunks']:>3}      {r['min_score']:.3f}      {1 - r['pass_out_of_corpus']:.3f}"
-              f"                 {r['pass_answerable']:.3f}               {r['pass_impossible']:.3f}")
+        print(
+            f"  {r['min_chunks']:>3}      {r['min_score']:.3f}      {1 - r['pass_out_of_corpus']:.3f}"
+            f"                 {r['pass_answerable']:.3f}               {r['pass_impossible']:.3f}"
+        )
     if args.json:
         args.json.write_text(json.dumps({"rows": rows, "scores": scores, "machine": _common.machine_line()}))
 

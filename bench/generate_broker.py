@@ -8,6 +8,7 @@ grounding), one db worker and one compute worker (``-c 1`` each), the given Redi
 database (flushed before and after). Prints one JSON object; docs/benchmarks-celery.md
 explains the numbers.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -29,11 +30,18 @@ OPTS = ARGS.parse_args()
 
 HOME = Path(tempfile.mkdtemp(prefix="foundry-gen-broker-bench-"))
 CONFIG = HOME / "foundry.yaml"
-CONFIG.write_text("ingest:\n  summary_model: none\nembedding:\n  context_model: none\n"
-                  "retrieval:\n  hyde: false\n  scorer_model: none\ngeneration:\n  max_document_tokens: 300\n")
+CONFIG.write_text(
+    "ingest:\n  summary_model: none\nembedding:\n  context_model: none\n"
+    "retrieval:\n  hyde: false\n  scorer_model: none\ngeneration:\n  max_document_tokens: 300\n"
+)
 STALE = "40"
-os.environ.update(FOUNDRY_HOME=str(HOME), FOUNDRY_CONFIG=str(CONFIG), DJANGO_SETTINGS_MODULE="foundry_site.settings",
-                  FOUNDRY_JOB_STALE_SECONDS=STALE, FOUNDRY_SWEEP_INTERVAL="2")
+os.environ.update(
+    FOUNDRY_HOME=str(HOME),
+    FOUNDRY_CONFIG=str(CONFIG),
+    DJANGO_SETTINGS_MODULE="foundry_site.settings",
+    FOUNDRY_JOB_STALE_SECONDS=STALE,
+    FOUNDRY_SWEEP_INTERVAL="2",
+)
 os.environ.pop("FOUNDRY_BROKER_URL", None)
 sys.path.insert(0, str(REPO))
 
@@ -50,13 +58,24 @@ from generation.models import GenerationRun  # noqa: E402
 from generation.tasks import generate_document  # noqa: E402
 from sources.services.ingest_jobs import knowledge_base_ingest  # noqa: E402
 
-SPEC = SpecText("product-note", 1, "# Product note\n\nWrite a one-page technical note for installers: a title, "
-                "two or three short sections, plain sentences, each backed by the sources.")
-TOPICS = ["updating the firmware", "connecting sensors to the RS-485 bus", "powering the AX-200 gateway",
-          "network configuration and default IP address", "alarm thresholds and sampling interval"]
+SPEC = SpecText(
+    "product-note",
+    1,
+    "# Product note\n\nWrite a one-page technical note for installers: a title, "
+    "two or three short sections, plain sentences, each backed by the sources.",
+)
+TOPICS = [
+    "updating the firmware",
+    "connecting sensors to the RS-485 bus",
+    "powering the AX-200 gateway",
+    "network configuration and default IP address",
+    "alarm thresholds and sampling interval",
+]
 # See tests/broker.py: keep a shared virtualenv's editable-install hook out of the workers.
-WORKER_BOOT = ("import sys; sys.meta_path[:] = [f for f in sys.meta_path if 'Editable' not in repr(f)]; "
-               "from celery.__main__ import main; sys.argv[0] = 'celery'; sys.exit(main())")
+WORKER_BOOT = (
+    "import sys; sys.meta_path[:] = [f for f in sys.meta_path if 'Editable' not in repr(f)]; "
+    "from celery.__main__ import main; sys.argv[0] = 'celery'; sys.exit(main())"
+)
 WORKER_ENV = {**os.environ, "PYTHONPATH": str(REPO), "FOUNDRY_BROKER_URL": OPTS.redis}
 WORKERS: dict[str, subprocess.Popen[bytes]] = {}
 
@@ -65,8 +84,24 @@ def start_worker(queue: str) -> float:
     """Start a worker and return the seconds until it is ready."""
     log = HOME / f"worker-{queue}.log"
     offset = log.stat().st_size if log.exists() else 0
-    argv = [sys.executable, "-c", WORKER_BOOT, "-A", "foundry_site", "worker", "-Q", queue, "-n", f"{queue}@%h",
-            "-c", "1", "--loglevel", "INFO", "--without-mingle", "--without-gossip"]
+    argv = [
+        sys.executable,
+        "-c",
+        WORKER_BOOT,
+        "-A",
+        "foundry_site",
+        "worker",
+        "-Q",
+        queue,
+        "-n",
+        f"{queue}@%h",
+        "-c",
+        "1",
+        "--loglevel",
+        "INFO",
+        "--without-mingle",
+        "--without-gossip",
+    ]
     env = dict(WORKER_ENV)
     if queue == "db":
         argv += ["--beat", "--schedule", str(HOME / "beat-schedule")]
@@ -74,8 +109,9 @@ def start_worker(queue: str) -> float:
         env["FOUNDRY_COMPUTE_ONLY"] = "1"
     start = time.monotonic()
     with log.open("ab") as out:
-        WORKERS[queue] = subprocess.Popen(argv, cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT,
-                                          start_new_session=True)
+        WORKERS[queue] = subprocess.Popen(
+            argv, cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+        )
     while b" ready." not in log.read_bytes()[offset:]:
         assert WORKERS[queue].poll() is None, log.read_text()[-3000:]
         time.sleep(0.2)
@@ -97,10 +133,17 @@ def use_broker(url: str | None) -> None:
 
 
 def row(run: GenerationRun, seconds: float) -> dict[str, Any]:
-    return {"topic": run.topic, "status": run.status, "s": round(seconds, 1), "attempts": run.attempts,
-            "completion_tokens": run.completion_tokens, "generate_ms": run.timings.get("generate"),
-            "grounding_ms": run.timings.get("grounding"), "kept": run.sentences_kept,
-            "error": (run.error or {}).get("message", "")}
+    return {
+        "topic": run.topic,
+        "status": run.status,
+        "s": round(seconds, 1),
+        "attempts": run.attempts,
+        "completion_tokens": run.completion_tokens,
+        "generate_ms": run.timings.get("generate"),
+        "grounding_ms": run.timings.get("grounding"),
+        "kept": run.sentences_kept,
+        "error": (run.error or {}).get("message", ""),
+    }
 
 
 def in_process(topic: str) -> dict[str, Any]:
@@ -131,7 +174,7 @@ def main() -> None:
     call_command("migrate", verbosity=0)
     client = redis.Redis.from_url(OPTS.redis)
     client.flushdb()
-    topics = TOPICS[:OPTS.topics]
+    topics = TOPICS[: OPTS.topics]
     out: dict[str, Any] = {"cpus": os.cpu_count(), "stale_seconds": int(STALE), "load_before": os.getloadavg()}
     try:
         knowledge_base_ingest(target=REPO / "knowledge_base")

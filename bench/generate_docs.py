@@ -6,6 +6,7 @@ Throw-away FOUNDRY_HOME; one approved spec; five topics. Prints per topic the ti
 of sentences the grounding check kept, and whether every footnote is defined, used and points
 at a retrieved chunk.
 """
+
 from __future__ import annotations
 
 import json
@@ -33,10 +34,19 @@ from generation.models import GenerationRun  # noqa: E402
 from sources.services.ingest_jobs import knowledge_base_ingest  # noqa: E402
 from tests.conftest import config_with  # noqa: E402
 
-SPEC = SpecText("product-note", 1, "# Product note\n\nWrite a one-page technical note for installers: a title, "
-                "two or three short sections, plain sentences, each backed by the sources.")
-TOPICS = ["powering the AX-200 gateway", "connecting sensors to the RS-485 bus", "updating the firmware",
-          "network configuration and default IP address", "alarm thresholds and sampling interval"]
+SPEC = SpecText(
+    "product-note",
+    1,
+    "# Product note\n\nWrite a one-page technical note for installers: a title, "
+    "two or three short sections, plain sentences, each backed by the sources.",
+)
+TOPICS = [
+    "powering the AX-200 gateway",
+    "connecting sensors to the RS-485 bus",
+    "updating the firmware",
+    "network configuration and default IP address",
+    "alarm thresholds and sampling interval",
+]
 
 
 def footnotes_ok(text: str, run: GenerationRun) -> bool:
@@ -58,12 +68,25 @@ def main() -> dict:
         generation_run_execute(run_id=run.pk)
         run.refresh_from_db()
         text = out.read_text() if out.exists() else ""
-        rows.append({"topic": topic, "status": run.status, "s": round(time.perf_counter() - start, 1),
-                     "kept": run.sentences_kept, "written": run.sentences_total, "coverage": run.coverage,
-                     "footnotes_ok": footnotes_ok(text, run) if text else None,
-                     "error": (run.error or {}).get("message", ""), "words": len(text.split())})
-    return {"load_avg_1m": os.getloadavg()[0], "model": settings.FOUNDRY.generation.model, "rows": rows,
-            "kept_share": round(sum(r["kept"] for r in rows) / max(1, sum(r["written"] for r in rows)), 3)}
+        rows.append(
+            {
+                "topic": topic,
+                "status": run.status,
+                "s": round(time.perf_counter() - start, 1),
+                "kept": run.sentences_kept,
+                "written": run.sentences_total,
+                "coverage": run.coverage,
+                "footnotes_ok": footnotes_ok(text, run) if text else None,
+                "error": (run.error or {}).get("message", ""),
+                "words": len(text.split()),
+            }
+        )
+    return {
+        "load_avg_1m": os.getloadavg()[0],
+        "model": settings.FOUNDRY.generation.model,
+        "rows": rows,
+        "kept_share": round(sum(r["kept"] for r in rows) / max(1, sum(r["written"] for r in rows)), 3),
+    }
 
 
 if __name__ == "__main__":

@@ -16,6 +16,7 @@ EM/F1, hallucination, false refusals, citation precision and coverage.
 a word the sentence puts next to it) and ``anywhere`` (the rule before: each number occurs
 somewhere in the passage window).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -30,8 +31,18 @@ from foundry_site.core import llm
 from foundry_site.evaluation.answers import answers_evaluate, answers_summary
 from foundry_site.core import grounding
 
-HEADLINE = ("exact", "f1", "HasAns_f1", "NoAns_exact", "false_refusal_rate", "hallucination_rate",
-            "hallucination_rate_impossible", "citation_precision", "attribution_coverage", "refusals_by_reason")
+HEADLINE = (
+    "exact",
+    "f1",
+    "HasAns_f1",
+    "NoAns_exact",
+    "false_refusal_rate",
+    "hallucination_rate",
+    "hallucination_rate_impossible",
+    "citation_precision",
+    "attribution_coverage",
+    "refusals_by_reason",
+)
 
 
 def replaying(complete):
@@ -51,8 +62,9 @@ def replaying(complete):
 
 NUMBER_RULES = {
     "near": grounding.numbers_supported,
-    "anywhere": lambda sentence, passage: set(grounding.number_contexts(sentence))
-    <= set(grounding.number_contexts(passage)),
+    "anywhere": lambda sentence, passage: (
+        set(grounding.number_contexts(sentence)) <= set(grounding.number_contexts(passage))
+    ),
 }
 
 
@@ -73,14 +85,24 @@ def main() -> None:
             settings.FOUNDRY = shipped.with_overrides(generation={"min_support": value})
             grounding.numbers_supported = NUMBER_RULES[rule]  # looked up by name on every sentence
             try:
-                outcomes = answers_evaluate(squad=args.squad, kb_articles=args.kb_articles, limit=args.limit,
-                                            seed=args.seed).outcomes
+                outcomes = answers_evaluate(
+                    squad=args.squad, kb_articles=args.kb_articles, limit=args.limit, seed=args.seed
+                ).outcomes
             finally:
                 settings.FOUNDRY, grounding.numbers_supported = shipped, NUMBER_RULES["near"]
             summary = answers_summary(outcomes)
             results[f"{rule} {value}"] = {key: summary[key] for key in HEADLINE}
-            print(json.dumps({"numbers": rule, "min_support": value, **results[f"{rule} {value}"],
-                              "model_calls_made": len(replies)}), flush=True)
+            print(
+                json.dumps(
+                    {
+                        "numbers": rule,
+                        "min_support": value,
+                        **results[f"{rule} {value}"],
+                        "model_calls_made": len(replies),
+                    }
+                ),
+                flush=True,
+            )
     results["machine"] = _common.machine_line()
     print(f"machine: {results['machine']}", file=sys.stderr)
     if args.json:

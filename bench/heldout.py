@@ -17,6 +17,7 @@ delivers on claims it did not see; the gap to its tuning-half score is the optim
 number picked and reported on the same claims. A paired bootstrap over all claims gives each
 setting's difference to the default with a 95 % interval.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -68,9 +69,12 @@ def fusers(source_of: dict[int, int], convex: bool) -> dict[str, Callable[[Chann
     return out
 
 
-def per_claim(beir: _common.Beir, top_k: int, grid: dict[str, Callable[[Channels], list[Hit]]],
-              extra: dict[str, Callable[[str, int], list[Hit]]] | None = None
-              ) -> tuple[list[str], dict[str, np.ndarray], dict[str, list[float]]]:
+def per_claim(
+    beir: _common.Beir,
+    top_k: int,
+    grid: dict[str, Callable[[Channels], list[Hit]]],
+    extra: dict[str, Callable[[str, int], list[Hit]]] | None = None,
+) -> tuple[list[str], dict[str, np.ndarray], dict[str, list[float]]]:
     """nDCG@10 of every claim under every setting of ``grid`` (name: fuse the channels), from one
     search per claim. ``extra`` channels (name: search(claim, depth)) join the two searched ones
     at their depth, each timed: (claims, scores, ms per claim of each extra channel)."""
@@ -95,8 +99,13 @@ def per_claim(beir: _common.Beir, top_k: int, grid: dict[str, Callable[[Channels
     return claims, scores, extra_ms
 
 
-def halving(scores: dict[str, np.ndarray], default: str, splits: int, rng: np.random.Generator,
-            baseline: Callable[[str], bool] | None = None) -> dict:
+def halving(
+    scores: dict[str, np.ndarray],
+    default: str,
+    splits: int,
+    rng: np.random.Generator,
+    baseline: Callable[[str], bool] | None = None,
+) -> dict:
     """Pick the best setting on a random half, score it on the other half; ``splits`` times.
 
     With ``baseline``, the gain is also taken against the best of the settings it accepts, picked on
@@ -109,7 +118,7 @@ def halving(scores: dict[str, np.ndarray], default: str, splits: int, rng: np.ra
     tuned, unseen, default_unseen, baseline_unseen, picked = [], [], [], [], []
     for _ in range(splits):
         order = rng.permutation(n)
-        a, b = order[: n // 2], order[n // 2:]
+        a, b = order[: n // 2], order[n // 2 :]
         means = table[:, a].mean(axis=1)
         best = int(np.argmax(means))
         tuned.append(table[best, a].mean())
@@ -121,11 +130,13 @@ def halving(scores: dict[str, np.ndarray], default: str, splits: int, rng: np.ra
     counts: dict[str, int] = {}
     for name in picked:
         counts[name] = counts.get(name, 0) + 1
-    out = {"splits": splits,
-           "picked_on_tuning_half": round(float(np.mean(tuned)), 4),
-           "picked_on_unseen_half": round(float(np.mean(unseen)), 4),
-           "default_on_unseen_half": round(float(np.mean(default_unseen)), 4),
-           "gain_over_default_on_unseen_half": _spread(np.array(unseen) - np.array(default_unseen))}
+    out = {
+        "splits": splits,
+        "picked_on_tuning_half": round(float(np.mean(tuned)), 4),
+        "picked_on_unseen_half": round(float(np.mean(unseen)), 4),
+        "default_on_unseen_half": round(float(np.mean(default_unseen)), 4),
+        "gain_over_default_on_unseen_half": _spread(np.array(unseen) - np.array(default_unseen)),
+    }
     if accepted is not None:
         out["baseline_on_unseen_half"] = round(float(np.mean(baseline_unseen)), 4)
         out["gain_over_baseline_on_unseen_half"] = _spread(np.array(unseen) - np.array(baseline_unseen))
@@ -134,12 +145,15 @@ def halving(scores: dict[str, np.ndarray], default: str, splits: int, rng: np.ra
 
 
 def _spread(gain: np.ndarray) -> dict:
-    return {"mean": round(float(gain.mean()), 4), "p05": round(float(np.percentile(gain, 5)), 4),
-            "p95": round(float(np.percentile(gain, 95)), 4), "share_positive": round(float(np.mean(gain > 0)), 3)}
+    return {
+        "mean": round(float(gain.mean()), 4),
+        "p05": round(float(np.percentile(gain, 5)), 4),
+        "p95": round(float(np.percentile(gain, 95)), 4),
+        "share_positive": round(float(np.mean(gain > 0)), 3),
+    }
 
 
-def bootstrap(scores: dict[str, np.ndarray], default: str, rounds: int,
-              rng: np.random.Generator) -> dict:
+def bootstrap(scores: dict[str, np.ndarray], default: str, rounds: int, rng: np.random.Generator) -> dict:
     """Each setting's mean and its difference to the default, with a paired 95 % bootstrap interval."""
     n = scores[default].size
     samples = rng.integers(0, n, size=(rounds, n))
@@ -147,8 +161,11 @@ def bootstrap(scores: dict[str, np.ndarray], default: str, rounds: int,
     for name, values in scores.items():
         diff = values - scores[default]
         means = diff[samples].mean(axis=1)
-        out[name] = {"ndcg@10": round(float(values.mean()), 4), "minus_default": round(float(diff.mean()), 4),
-                     "ci95": [round(float(np.percentile(means, 2.5)), 4), round(float(np.percentile(means, 97.5)), 4)]}
+        out[name] = {
+            "ndcg@10": round(float(values.mean()), 4),
+            "minus_default": round(float(diff.mean()), 4),
+            "ci95": [round(float(np.percentile(means, 2.5)), 4), round(float(np.percentile(means, 97.5)), 4)],
+        }
     return out
 
 
@@ -163,8 +180,12 @@ def main() -> None:
     args = parser.parse_args()
     conf = settings.FOUNDRY.retrieval
     default = f"{conf.fusion} k={conf.rrf_k}"
-    results: dict = {"machine": _common.machine_line(), "top_k": args.top_k, "default": default,
-                     "window_sentences": settings.FOUNDRY.ingest.window_sentences}
+    results: dict = {
+        "machine": _common.machine_line(),
+        "top_k": args.top_k,
+        "default": default,
+        "window_sentences": settings.FOUNDRY.ingest.window_sentences,
+    }
     with _common.scifact(args.data) as beir:
         grid = fusers(dict(Chunk.objects.values_list("pk", "source_id")), args.convex)
         claims, scores, _ = per_claim(beir, args.top_k, grid)

@@ -9,6 +9,7 @@ with a script and a nav bar. Word accuracy = words of the paragraphs found in or
 extracted text / all their words (difflib matching blocks). selectolax has no source positions
 (its nodes carry no line numbers), so it could not cite lines of the file; this measures text only.
 """
+
 from __future__ import annotations
 
 import difflib
@@ -27,10 +28,13 @@ def page_and_words() -> tuple[str, list[str]]:
     text = (ROOT / "knowledge_base" / "ax200-user-manual.md").read_text()
     paragraphs = [" ".join(p.split()) for p in re.split(r"\n\s*\n", text) if p.strip() and not p.startswith("#")]
     forms = ["<p>{e}", "<div>{e}</div>", "<li>{e}", "<p><b>{a}</p>{b}</b>", "<td>{e}", "<p>{e}</P>", "{e}<br>"]
-    body = "\n".join(forms[i % len(forms)].format(e=html.escape(p), a=html.escape(p[:20]), b=html.escape(p[20:]))
-                     for i, p in enumerate(paragraphs))
-    page = (f"<html><head><title>t</title><script>var x = 1</script></head>"
-            f"<body><nav>Home Menu</nav>{body}</body></html>")
+    body = "\n".join(
+        forms[i % len(forms)].format(e=html.escape(p), a=html.escape(p[:20]), b=html.escape(p[20:]))
+        for i, p in enumerate(paragraphs)
+    )
+    page = (
+        f"<html><head><title>t</title><script>var x = 1</script></head><body><nav>Home Menu</nav>{body}</body></html>"
+    )
     return page, " ".join(paragraphs).split()
 
 

@@ -7,6 +7,7 @@ Uses a throw-away FOUNDRY_HOME, LLM enrichment off (context prefixes and summari
 chunks/s for the full ingest and for `encode()` alone on the exact texts ingest embedded
 (each chunk and each of its sentence windows), their ratio, and peak RSS.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -39,8 +40,11 @@ from tests.conftest import config_with  # noqa: E402
 
 def main(folders: list[Path], window_sentences: int | None) -> dict:
     windows = settings.FOUNDRY.ingest.window_sentences if window_sentences is None else window_sentences
-    settings.FOUNDRY = config_with(settings.FOUNDRY, embedding={"context_model": "none"},
-                                   ingest={"summary_model": "none", "window_sentences": windows})
+    settings.FOUNDRY = config_with(
+        settings.FOUNDRY,
+        embedding={"context_model": "none"},
+        ingest={"summary_model": "none", "window_sentences": windows},
+    )
     call_command("migrate", verbosity=0)
     model = settings.FOUNDRY.embedding.model
     llm.embed(["warm-up"], model=model)  # load the model outside both timings
@@ -51,18 +55,27 @@ def main(folders: list[Path], window_sentences: int | None) -> dict:
     ingest_s = time.perf_counter() - start
     chunks = list(Chunk.objects.order_by("id"))
     texts = [f"{c.context}\n\n{c.text}" if c.context else c.text for c in chunks]
-    texts += [f"{c.context}\n\n{w}" if c.context else w for c in chunks
-              for w in chunk_windows(c.text, sentences=windows, limit=vectorstore.WINDOW_SLOTS - 1)]
+    texts += [
+        f"{c.context}\n\n{w}" if c.context else w
+        for c in chunks
+        for w in chunk_windows(c.text, sentences=windows, limit=vectorstore.WINDOW_SLOTS - 1)
+    ]
     embedder = llm._local.embedder(model.split("/", 1)[1])
     start = time.perf_counter()
     embedder.encode(texts, batch_size=settings.FOUNDRY.embedding.batch_size, normalize_embeddings=True)
     encode_s = time.perf_counter() - start
     statuses = {s: sum(1 for f in files if f.status == s) for s in {f.status for f in files}}
     return {
-        "folders": [str(f) for f in folders], "files": statuses, "window_sentences": windows,
-        "chunks": len(chunks), "vectors": len(texts), "window_vectors": vectorstore.window_count(model),
-        "ingest_s": round(ingest_s, 2), "ingest_chunks_per_s": round(len(chunks) / ingest_s, 1),
-        "encode_s": round(encode_s, 2), "encode_vectors_per_s": round(len(texts) / encode_s, 1),
+        "folders": [str(f) for f in folders],
+        "files": statuses,
+        "window_sentences": windows,
+        "chunks": len(chunks),
+        "vectors": len(texts),
+        "window_vectors": vectorstore.window_count(model),
+        "ingest_s": round(ingest_s, 2),
+        "ingest_chunks_per_s": round(len(chunks) / ingest_s, 1),
+        "encode_s": round(encode_s, 2),
+        "encode_vectors_per_s": round(len(texts) / encode_s, 1),
         "ratio": round(encode_s / ingest_s, 3),
         "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
         "load_avg_1m": os.getloadavg()[0],
@@ -71,8 +84,9 @@ def main(folders: list[Path], window_sentences: int | None) -> dict:
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("folders", nargs="*", type=Path,
-                        default=[Path(__file__).resolve().parent.parent / "knowledge_base"])
+    parser.add_argument(
+        "folders", nargs="*", type=Path, default=[Path(__file__).resolve().parent.parent / "knowledge_base"]
+    )
     parser.add_argument("--window-sentences", type=int, default=None)
     options = parser.parse_args()
     print(json.dumps(main(options.folders, options.window_sentences), indent=2))

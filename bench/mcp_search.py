@@ -12,6 +12,7 @@ embedding model, then runs the benchmark questions (8 answerable, 4 out of corpu
 - ``http``: a JSON-RPC POST to /mcp through Django's test client (adds the WSGI→ASGI
   bridge: token check, a short-lived event loop and the SDK's stateless transport).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -24,8 +25,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-os.environ.update(FOUNDRY_HOME=tempfile.mkdtemp(prefix="foundry-mcpbench-"),
-                  DJANGO_SETTINGS_MODULE="foundry_site.settings")
+os.environ.update(
+    FOUNDRY_HOME=tempfile.mkdtemp(prefix="foundry-mcpbench-"), DJANGO_SETTINGS_MODULE="foundry_site.settings"
+)
 sys.path.insert(0, str(ROOT))
 
 import anyio  # noqa: E402
@@ -81,11 +83,16 @@ def http_call(token: str) -> Callable[[str], object]:
     client = DjangoClient(HTTP_AUTHORIZATION=f"Bearer {token}", HTTP_ACCEPT="application/json, text/event-stream")
 
     def call(question: str) -> object:
-        body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
-                "params": {"name": "search", "arguments": {"query": question}}}
+        body = {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "tools/call",
+            "params": {"name": "search", "arguments": {"query": question}},
+        }
         response = client.post("/mcp", json.dumps(body), content_type="application/json")
         assert response.status_code == 200 and not response.json()["result"]["isError"], response.content[:300]
         return response
+
     return call
 
 
@@ -107,9 +114,11 @@ def main() -> dict:
         collection.readers.add(user)
     token = token_create(username="bench").plain
     tools.search(user, query="warm-up: what is the AX-200?")  # load the embedding model outside the timings
-    results = {"tool": summary(timed(lambda q: tools.search(user, query=q), rounds)),
-               "sdk": summary(sdk_times(user, rounds)),
-               "http": summary(timed(http_call(token), rounds))}
+    results = {
+        "tool": summary(timed(lambda q: tools.search(user, query=q), rounds)),
+        "sdk": summary(sdk_times(user, rounds)),
+        "http": summary(timed(http_call(token), rounds)),
+    }
     return {"machine": machine_line(), "questions": len(QUESTIONS), "rounds": rounds, "ms": results}
 
 

@@ -8,6 +8,7 @@ else the PDF's own text layer (pypdf). Word accuracy = words of the key found in
 text (difflib matching blocks) / words of the key, after NFKC, case folding and stripping
 punctuation at word edges. Prints one JSON line per file and the total.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -27,8 +28,10 @@ from pypdf import PdfReader  # noqa: E402
 from sources.services.extract import ocr  # noqa: E402
 
 EVAL = Path(__file__).resolve().parent.parent.parent / "shared" / "eval" / "pdfs"
-DEFAULT = [f"{EVAL / 'edge' / 'crazyones.pdf'}={EVAL / 'edge' / 'crazyones.txt'}",
-           *(str(p) for p in sorted((EVAL / "manuals").glob("*.pdf")))]
+DEFAULT = [
+    f"{EVAL / 'edge' / 'crazyones.pdf'}={EVAL / 'edge' / 'crazyones.txt'}",
+    *(str(p) for p in sorted((EVAL / "manuals").glob("*.pdf"))),
+]
 
 
 def words(text: str) -> list[str]:
@@ -44,8 +47,24 @@ def accuracy(key: str, got: str) -> tuple[int, int]:
 
 def render(pdf: Path, page: int, folder: Path) -> bytes:
     stem = folder / f"p{page}"
-    subprocess.run(["pdftoppm", "-r", "200", "-gray", "-png", "-f", str(page), "-l", str(page), "-singlefile",
-                    str(pdf), str(stem)], check=True, timeout=120)
+    subprocess.run(
+        [
+            "pdftoppm",
+            "-r",
+            "200",
+            "-gray",
+            "-png",
+            "-f",
+            str(page),
+            "-l",
+            str(page),
+            "-singlefile",
+            str(pdf),
+            str(stem),
+        ],
+        check=True,
+        timeout=120,
+    )
     return stem.with_suffix(".png").read_bytes()
 
 
@@ -67,10 +86,15 @@ def measure(pdf: Path, expected: Path | None, first: int, pages: int) -> dict:
         got = "\n".join(texts)
     key = expected.read_text() if expected else "\n".join(reader.pages[i - 1].extract_text() or "" for i in numbers)
     found, total = accuracy(key, got)
-    return {"file": pdf.name, "pages": f"{numbers[0]}-{numbers[-1]}", "key_words": total, "found": found,
-            "word_accuracy": round(found / total, 4) if total else None,
-            "mean_confidence": round(sum(confidences) / len(confidences), 1),
-            "seconds_per_page": round((time.perf_counter() - start) / count, 2)}
+    return {
+        "file": pdf.name,
+        "pages": f"{numbers[0]}-{numbers[-1]}",
+        "key_words": total,
+        "found": found,
+        "word_accuracy": round(found / total, 4) if total else None,
+        "mean_confidence": round(sum(confidences) / len(confidences), 1),
+        "seconds_per_page": round((time.perf_counter() - start) / count, 2),
+    }
 
 
 def main(targets: list[str], first: int, pages: int) -> None:

@@ -10,6 +10,7 @@ value; "hit@n" is the share of questions for which one of the first n passages
 that pass the gate (the ones ``generation.max_passages`` hands to the model)
 contains a gold answer. Out-of-corpus questions give the gate's refusal rate.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -44,16 +45,21 @@ def main() -> None:
     args = parser.parse_args()
     articles = load_squad(args.squad)
     kb, _ = sample(articles, kb_articles=args.kb_articles, limit=3, seed=args.seed)
-    answerable = [q for a in kb for q in a.questions if not q.impossible][:args.limit]
-    outside = [q for a in articles if a not in kb for q in a.questions][:args.limit]
+    answerable = [q for a in kb for q in a.questions if not q.impossible][: args.limit]
+    outside = [q for a in articles if a not in kb for q in a.questions][: args.limit]
     passages = settings.FOUNDRY.generation.max_passages
-    results: dict = {"machine_start": _common.machine_line(), "answerable": len(answerable),
-                     "out_of_corpus": len(outside), "max_passages": passages,
-                     "rrf_k": args.rrf_k or settings.FOUNDRY.retrieval.rrf_k}
+    results: dict = {
+        "machine_start": _common.machine_line(),
+        "answerable": len(answerable),
+        "out_of_corpus": len(outside),
+        "max_passages": passages,
+        "rrf_k": args.rrf_k or settings.FOUNDRY.retrieval.rrf_k,
+    }
     with squad_index(args.squad, kb):
         for fusion in FUSIONS:
             conf = settings.FOUNDRY.with_overrides(
-                retrieval={"fusion": fusion, "rrf_k": args.rrf_k or settings.FOUNDRY.retrieval.rrf_k})
+                retrieval={"fusion": fusion, "rrf_k": args.rrf_k or settings.FOUNDRY.retrieval.rrf_k}
+            )
             with override_settings(FOUNDRY=conf):
                 start = time.perf_counter()
                 hits = {1: 0, 3: 0, passages: 0}
@@ -64,10 +70,12 @@ def main() -> None:
                     for n in hits:
                         hits[n] += any(contains_answer(c.chunk.text, q.answers) for c in found.candidates[:n])
                 refused = sum(not retrieve(question=q.question, collection_ids=None).gate.passed for q in outside)
-                row = {**{f"hit@{n}": round(v / len(answerable), 4) for n, v in hits.items()},
-                       "gate_passed_answerable": round(passed / len(answerable), 4),
-                       "refused_out_of_corpus": round(refused / len(outside), 4),
-                       "seconds": round(time.perf_counter() - start, 1)}
+                row = {
+                    **{f"hit@{n}": round(v / len(answerable), 4) for n, v in hits.items()},
+                    "gate_passed_answerable": round(passed / len(answerable), 4),
+                    "refused_out_of_corpus": round(refused / len(outside), 4),
+                    "seconds": round(time.perf_counter() - start, 1),
+                }
             results[fusion] = row
             print(f"fusion={fusion}: {row}", flush=True)
     results["machine_end"] = _common.machine_line()

@@ -14,6 +14,7 @@ as the official scorer does). Then:
    share of answerable questions still answered (and holding the answer) against the share
    of in-corpus unanswerable questions answered.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -51,10 +52,12 @@ def features(question: str, golds: list[str]) -> dict | None:
     if not found.gate.passed or not found.candidates:
         return None
     conf = settings.FOUNDRY.generation
-    chosen = found.candidates[:conf.max_passages]
+    chosen = found.candidates[: conf.max_passages]
     pscore = {c.label: round(c.score, 4) for c in chosen}
-    passages = [Passage(c.label, c.chunk.text, c.chunk.line_start, c.chunk.line_end, rank=i)
-                for i, c in enumerate(chosen, start=1)]
+    passages = [
+        Passage(c.label, c.chunk.text, c.chunk.line_start, c.chunk.line_end, rank=i)
+        for i, c in enumerate(chosen, start=1)
+    ]
     quotes = reader.units_score(question, passages, embedding_model=settings.FOUNDRY.embedding.model)
     norm = [normalize_answer(g) for g in golds if normalize_answer(g)]
     asked = content_words(question)
@@ -63,10 +66,17 @@ def features(question: str, golds: list[str]) -> dict | None:
     for q in quotes:
         neighbours = [by_unit.get((q.passage.label, s)) for s in _neighbour_starts(q, quotes)]
         words = content_words(q.unit.scored_text)
-        rows.append({"cos": round(q.cosine, 5), "lex": round(q.lexical, 4), "pscore": pscore[q.passage.label],
-                     "novel": round(len(words - asked) / len(words), 4) if words else 0.0,
-                     "nb": round(max((n.lexical for n in neighbours if n), default=0.0), 4),
-                     "rank": q.passage.rank, "gold": any(g in normalize_answer(q.unit.text) for g in norm)})
+        rows.append(
+            {
+                "cos": round(q.cosine, 5),
+                "lex": round(q.lexical, 4),
+                "pscore": pscore[q.passage.label],
+                "novel": round(len(words - asked) / len(words), 4) if words else 0.0,
+                "nb": round(max((n.lexical for n in neighbours if n), default=0.0), 4),
+                "rank": q.passage.rank,
+                "gold": any(g in normalize_answer(q.unit.text) for g in norm),
+            }
+        )
     return {"units": rows, "passage_gold": any(g in normalize_answer(p.text) for p in passages for g in norm)}
 
 
@@ -97,9 +107,16 @@ def weight_sweep(answerable: list[dict], seed: int) -> list[dict]:
             for rank in RANK:
                 for novel in NOVELTY:
                     w = (lex, nb, rank, novel)
-                    rows.append({"lexical": lex, "neighbour": nb, "rank": rank, "novelty": novel,
-                                 "top1_tune": round(sum(top_hit(x, w) for x in tune) / len(tune), 4),
-                                 "top1_held": round(sum(top_hit(x, w) for x in held) / len(held), 4)})
+                    rows.append(
+                        {
+                            "lexical": lex,
+                            "neighbour": nb,
+                            "rank": rank,
+                            "novelty": novel,
+                            "top1_tune": round(sum(top_hit(x, w) for x in tune) / len(tune), 4),
+                            "top1_held": round(sum(top_hit(x, w) for x in held) / len(held), 4),
+                        }
+                    )
     return sorted(rows, key=lambda r: -r["top1_tune"])
 
 
@@ -110,8 +127,7 @@ def quoted_hit(item: dict, weights: tuple[float, ...], margin: float, max_units:
     return any(r["gold"] for r in ranked[:max_units] if score(r, *weights) >= best - margin)
 
 
-def threshold_curve(data: dict[str, list[dict | None]], weights: tuple[float, ...],
-                    max_units: int) -> list[dict]:
+def threshold_curve(data: dict[str, list[dict | None]], weights: tuple[float, ...], max_units: int) -> list[dict]:
     """Gate (min_score) x reader threshold x quoting margin, replayed on the features: a question is
     answered when a passage reaches the gate and the best unit of the passages that do reaches the threshold."""
     rows = []
@@ -124,8 +140,9 @@ def threshold_curve(data: dict[str, list[dict | None]], weights: tuple[float, ..
                     answered = [x for x in kept if x and max(score(r, *weights) for r in x["units"]) >= t]
                     row[f"answered_{kind}"] = round(len(answered) / len(items), 4) if items else None
                     if kind == "answerable":
-                        row["holds_gold"] = round(sum(quoted_hit(x, weights, margin, max_units)
-                                                      for x in answered) / len(items), 4)
+                        row["holds_gold"] = round(
+                            sum(quoted_hit(x, weights, margin, max_units) for x in answered) / len(items), 4
+                        )
                 rows.append(row)
     return rows
 
@@ -149,9 +166,11 @@ def main() -> None:
     articles = load_squad(args.squad)
     kb, asked = sample(articles, kb_articles=args.kb_articles, limit=args.eval_limit, seed=args.seed)
     left_out = {q.qid for qs in asked.values() for q in qs}
-    pools = {"answerable": [q for a in kb for q in a.questions if not q.impossible and q.qid not in left_out],
-             "impossible": [q for a in kb for q in a.questions if q.impossible and q.qid not in left_out],
-             "out_of_corpus": [q for a in articles if a not in kb for q in a.questions if q.qid not in left_out]}
+    pools = {
+        "answerable": [q for a in kb for q in a.questions if not q.impossible and q.qid not in left_out],
+        "impossible": [q for a in kb for q in a.questions if q.impossible and q.qid not in left_out],
+        "out_of_corpus": [q for a in articles if a not in kb for q in a.questions if q.qid not in left_out],
+    }
     rng = random.Random(args.seed + 1)
     data: dict[str, list[dict | None]] = {}
     with squad_index(args.squad, kb):
@@ -171,18 +190,34 @@ def main() -> None:
     print(f"answerable: gate passed {passed:.3f}; a passage holds a gold answer {in_passages:.3f}")
     print("lexical neighbour rank novelty  top1(tune) top1(held-out)")
     for r in weights[:15]:
-        print(f"  {r['lexical']:.2f}    {r['neighbour']:.2f}    {r['rank']:.2f}   {r['novelty']:.2f}   "
-              f"{r['top1_tune']:.3f}     {r['top1_held']:.3f}")
-    print(f"weights {shipped}; gate margin threshold  answered(answerable)  holds gold  "
-          "answered(unanswerable in corpus)  answered(out of corpus)")
+        print(
+            f"  {r['lexical']:.2f}    {r['neighbour']:.2f}    {r['rank']:.2f}   {r['novelty']:.2f}   "
+            f"{r['top1_tune']:.3f}     {r['top1_held']:.3f}"
+        )
+    print(
+        f"weights {shipped}; gate margin threshold  answered(answerable)  holds gold  "
+        "answered(unanswerable in corpus)  answered(out of corpus)"
+    )
     for r in curve:
-        print(f"  {r['gate']:.3f} {r['margin']:.2f}  {r['threshold']:.3f}     "
-              f"{r['answered_answerable']:.3f}              {r['holds_gold']:.3f}       "
-              f"{r['answered_impossible']:.3f}       {r['answered_out_of_corpus']:.3f}")
+        print(
+            f"  {r['gate']:.3f} {r['margin']:.2f}  {r['threshold']:.3f}     "
+            f"{r['answered_answerable']:.3f}              {r['holds_gold']:.3f}       "
+            f"{r['answered_impossible']:.3f}       {r['answered_out_of_corpus']:.3f}"
+        )
     if args.json:
-        args.json.write_text(json.dumps({"weights": weights, "thresholds": curve, "gate_passed": passed,
-                                         "passage_holds_gold": in_passages, "machine": _common.machine_line(),
-                                         "questions": {k: len(v) for k, v in data.items()}}, indent=1))
+        args.json.write_text(
+            json.dumps(
+                {
+                    "weights": weights,
+                    "thresholds": curve,
+                    "gate_passed": passed,
+                    "passage_holds_gold": in_passages,
+                    "machine": _common.machine_line(),
+                    "questions": {k: len(v) for k, v in data.items()},
+                },
+                indent=1,
+            )
+        )
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ The same SQuAD 2.0 dev questions (answerable and in-corpus unanswerable, from th
 check is the same in both. Reported per variant: answerable questions whose answer holds a gold
 answer, HasAns F1, and unanswerable questions answered.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -32,9 +33,13 @@ from retrieval.services.retrieve import Candidate
 def reader_first(original):  # noqa: ANN001, ANN201 (wraps answers._context)
     def context(retrieval, model, request):  # noqa: ANN001, ANN202
         conf = settings.FOUNDRY.generation
-        top = retrieval.candidates[:conf.max_passages]
-        reading = reader.read(retrieval.question, [answers.reader_passage(c, i) for i, c in enumerate(top, 1)],
-                              embedding_model=settings.FOUNDRY.embedding.model, max_units=conf.reader_max_units)
+        top = retrieval.candidates[: conf.max_passages]
+        reading = reader.read(
+            retrieval.question,
+            [answers.reader_passage(c, i) for i, c in enumerate(top, 1)],
+            embedding_model=settings.FOUNDRY.embedding.model,
+            max_units=conf.reader_max_units,
+        )
         if not reading.quotes:
             return original(retrieval, model, request)
         first = top[0].chunk
@@ -42,15 +47,24 @@ def reader_first(original):  # noqa: ANN001, ANN201 (wraps answers._context)
         shifted = [Candidate(quoted, top[0].score, top[0].fused, {}, label="S1")]
         shifted += [Candidate(c.chunk, c.score, c.fused, c.ranks, label=f"S{i}") for i, c in enumerate(top, start=2)]
         return original(replace(retrieval, candidates=shifted), model, request)
+
     return context
 
 
 def replace_chunk(chunk, text):  # noqa: ANN001, ANN201
     from sources.models import Chunk
 
-    return Chunk(source=chunk.source, ordinal=chunk.ordinal, text=text, heading=chunk.heading,
-                 page_start=chunk.page_start, page_end=chunk.page_end, line_start=chunk.line_start,
-                 line_end=chunk.line_end, token_count=0)
+    return Chunk(
+        source=chunk.source,
+        ordinal=chunk.ordinal,
+        text=text,
+        heading=chunk.heading,
+        page_start=chunk.page_start,
+        page_end=chunk.page_end,
+        line_start=chunk.line_start,
+        line_end=chunk.line_end,
+        token_count=0,
+    )
 
 
 def ask(questions: list, model: str) -> list[dict]:
@@ -60,18 +74,26 @@ def ask(questions: list, model: str) -> list[dict]:
         for q in questions:
             a = answers.answer_question(question=q.question)
             said = "" if a.answer_class == "no_evidence" else prediction_text(a.answer)
-            rows.append({"qid": q.qid, "impossible": q.impossible, "answered": bool(said),
-                         "holds_gold": holds_gold(said, list(q.answers)) if not q.impossible else False,
-                         "f1": f1_score(said, list(q.answers)) if not q.impossible else 0.0})
+            rows.append(
+                {
+                    "qid": q.qid,
+                    "impossible": q.impossible,
+                    "answered": bool(said),
+                    "holds_gold": holds_gold(said, list(q.answers)) if not q.impossible else False,
+                    "f1": f1_score(said, list(q.answers)) if not q.impossible else 0.0,
+                }
+            )
     return rows
 
 
 def summary(rows: list[dict]) -> dict:
     has = [r for r in rows if not r["impossible"]]
     no = [r for r in rows if r["impossible"]]
-    return {"holds_gold": round(sum(r["holds_gold"] for r in has) / len(has), 4),
-            "HasAns_f1": round(100 * sum(r["f1"] for r in has) / len(has), 2),
-            "answered_impossible": round(sum(r["answered"] for r in no) / len(no), 4)}
+    return {
+        "holds_gold": round(sum(r["holds_gold"] for r in has) / len(has), 4),
+        "HasAns_f1": round(100 * sum(r["f1"] for r in has) / len(has), 2),
+        "answered_impossible": round(sum(r["answered"] for r in no) / len(no), 4),
+    }
 
 
 def main() -> None:
@@ -97,14 +119,22 @@ def main() -> None:
             results["reader's units first"] = summary(ask(questions, args.model))
         finally:
             answers._context = original
-    print(f"machine: {_common.machine_line()}; {time.perf_counter() - start:.0f} s; model {args.model}; "
-          f"{len(questions)} questions (the eval's first {args.per_kind} answerable and unanswerable)")
+    print(
+        f"machine: {_common.machine_line()}; {time.perf_counter() - start:.0f} s; model {args.model}; "
+        f"{len(questions)} questions (the eval's first {args.per_kind} answerable and unanswerable)"
+    )
     for name, s in results.items():
-        print(f"  {name:<22} holds gold {s['holds_gold']:.3f}  HasAns F1 {s['HasAns_f1']:.1f}  "
-              f"unanswerable answered {s['answered_impossible']:.3f}")
+        print(
+            f"  {name:<22} holds gold {s['holds_gold']:.3f}  HasAns F1 {s['HasAns_f1']:.1f}  "
+            f"unanswerable answered {s['answered_impossible']:.3f}"
+        )
     if args.json:
-        args.json.write_text(json.dumps({"results": results, "model": args.model, "machine": _common.machine_line(),
-                                         "per_kind": args.per_kind}, indent=1))
+        args.json.write_text(
+            json.dumps(
+                {"results": results, "model": args.model, "machine": _common.machine_line(), "per_kind": args.per_kind},
+                indent=1,
+            )
+        )
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ Ingests knowledge_base/ into a throw-away FOUNDRY_HOME, answers one question to 
 embedding model, then asks every question of tests/data/sample_kb_questions.json ``--rounds``
 times with the answer cache off. Prints P50/P95 of the whole answer and of each stage.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -17,8 +18,9 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-os.environ.update(FOUNDRY_HOME=tempfile.mkdtemp(prefix="foundry-rbench-"),
-                  DJANGO_SETTINGS_MODULE="foundry_site.settings")
+os.environ.update(
+    FOUNDRY_HOME=tempfile.mkdtemp(prefix="foundry-rbench-"), DJANGO_SETTINGS_MODULE="foundry_site.settings"
+)
 sys.path.insert(0, str(ROOT))
 
 import django  # noqa: E402
@@ -55,15 +57,30 @@ def main() -> None:
         for question in QUESTIONS:
             start = time.perf_counter()
             answer = answer_question(question=question)
-            rows.append({"ms": (time.perf_counter() - start) * 1000, "timings": answer.timings,
-                         "class": answer.answer_class, "llm_calls": answer.llm_calls})
+            rows.append(
+                {
+                    "ms": (time.perf_counter() - start) * 1000,
+                    "timings": answer.timings,
+                    "class": answer.answer_class,
+                    "llm_calls": answer.llm_calls,
+                }
+            )
     stages = sorted({s for r in rows for s in r["timings"]})
-    result = {"questions": len(QUESTIONS), "rounds": args.rounds, "load_avg_start": load,
-              "load_avg_end": os.getloadavg(), "llm_calls": sum(r["llm_calls"] for r in rows),
-              "answer_ms": {"p50": pct([r["ms"] for r in rows], 0.5), "p95": pct([r["ms"] for r in rows], 0.95)},
-              "per_stage_ms": {s: {"p50": pct([r["timings"][s] for r in rows if s in r["timings"]], 0.5),
-                                   "p95": pct([r["timings"][s] for r in rows if s in r["timings"]], 0.95)}
-                               for s in stages}}
+    result = {
+        "questions": len(QUESTIONS),
+        "rounds": args.rounds,
+        "load_avg_start": load,
+        "load_avg_end": os.getloadavg(),
+        "llm_calls": sum(r["llm_calls"] for r in rows),
+        "answer_ms": {"p50": pct([r["ms"] for r in rows], 0.5), "p95": pct([r["ms"] for r in rows], 0.95)},
+        "per_stage_ms": {
+            s: {
+                "p50": pct([r["timings"][s] for r in rows if s in r["timings"]], 0.5),
+                "p95": pct([r["timings"][s] for r in rows if s in r["timings"]], 0.95),
+            }
+            for s in stages
+        },
+    }
     print(json.dumps(result, indent=1))
     if args.json:
         args.json.write_text(json.dumps(result, indent=1))

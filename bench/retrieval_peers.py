@@ -9,6 +9,7 @@ numpy scan of the same vectors.
 Documents rank where their best chunk ranks (as in ``foundry eval retrieval``).
 Latency per query includes embedding the query for every dense system.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -49,9 +50,11 @@ def score(name: str, search: Callable[[str], list[str]], beir: _common.Beir) -> 
         latencies.append((time.perf_counter() - start) * 1000)
         per_query.append(metrics.ranking_metrics(metrics.dedupe(ranked), beir.qrels[qid]))
     out = {k: round(metrics.mean([m[k] for m in per_query]), 4) for k in METRIC_KEYS}
-    print(f"  {name:<22} nDCG@10 {out['ndcg@10']:.4f}  R@100 {out['recall@100']:.4f}  "
-          f"P50 {metrics.percentile(latencies, 50):7.1f} ms  P95 {metrics.percentile(latencies, 95):7.1f} ms",
-          flush=True)
+    print(
+        f"  {name:<22} nDCG@10 {out['ndcg@10']:.4f}  R@100 {out['recall@100']:.4f}  "
+        f"P50 {metrics.percentile(latencies, 50):7.1f} ms  P95 {metrics.percentile(latencies, 95):7.1f} ms",
+        flush=True,
+    )
     return {**out, **metrics.latency_summary(latencies)}
 
 
@@ -86,13 +89,15 @@ def chroma_search(ids: np.ndarray, vectors: np.ndarray, doc_of: dict[int, str]) 
     import chromadb
     from chromadb.config import Settings
 
-    client = chromadb.PersistentClient(path=tempfile.mkdtemp(prefix="chroma-bench-"),
-                                       settings=Settings(anonymized_telemetry=False))
+    client = chromadb.PersistentClient(
+        path=tempfile.mkdtemp(prefix="chroma-bench-"), settings=Settings(anonymized_telemetry=False)
+    )
     collection = client.create_collection("scifact", metadata={"hnsw:space": "cosine"})
     step = 4000
     for start in range(0, len(ids), step):
-        collection.add(ids=[str(i) for i in ids[start:start + step]],
-                       embeddings=vectors[start:start + step].tolist())
+        collection.add(
+            ids=[str(i) for i in ids[start : start + step]], embeddings=vectors[start : start + step].tolist()
+        )
 
     def search(text: str) -> list[str]:
         found = collection.query(query_embeddings=[embed_query(text).tolist()], n_results=100, include=[])
@@ -108,13 +113,19 @@ def main() -> None:
     args = parser.parse_args()
     results: dict[str, dict] = {}
     with _common.scifact(args.data) as beir:
-        print(f"SciFact: {len(beir.corpus)} documents, {len(beir.index.doc_of_chunk)} chunks, "
-              f"{len(beir.queries)} queries\nmachine: {_common.machine_line()}", flush=True)
+        print(
+            f"SciFact: {len(beir.corpus)} documents, {len(beir.index.doc_of_chunk)} chunks, "
+            f"{len(beir.queries)} queries\nmachine: {_common.machine_line()}",
+            flush=True,
+        )
         for mode in ("bm25", "dense", "hybrid"):
             summary = mode_evaluate(mode, beir.queries, beir.qrels, beir.index, None).summary()
             results[f"foundry {mode}"] = summary
-            print(f"  {'foundry ' + mode:<22} nDCG@10 {summary['ndcg@10']:.4f}  R@100 {summary['recall@100']:.4f}  "
-                  f"P50 {summary['p50_ms']:7.1f} ms  P95 {summary['p95_ms']:7.1f} ms", flush=True)
+            print(
+                f"  {'foundry ' + mode:<22} nDCG@10 {summary['ndcg@10']:.4f}  R@100 {summary['recall@100']:.4f}  "
+                f"P50 {summary['p50_ms']:7.1f} ms  P95 {summary['p95_ms']:7.1f} ms",
+                flush=True,
+            )
         ids, vectors = chunk_vectors()
         doc_of = beir.index.doc_of_chunk
         results["rank_bm25 (BM25Okapi)"] = score("rank_bm25 (BM25Okapi)", rank_bm25_search(beir), beir)

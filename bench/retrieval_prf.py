@@ -8,6 +8,7 @@ new dense ranking is fused with BM25 by chunk-level RRF (k=60, the default) and 
 document-level RRF (k=3). nDCG@10 over documents, depth 100. Not adopted
 (docs/decisions.md, "Measured and not adopted"): no setting beats the hybrid default by more than 0.006.
 """
+
 from __future__ import annotations
 
 import _common
@@ -28,9 +29,12 @@ def main() -> None:
     with _common.scifact() as beir:
         print(f"machine: {_common.machine_line()}", flush=True)
         model = settings.FOUNDRY.embedding.model
-        rows = [(unit // vectorstore.WINDOW_SLOTS, np.frombuffer(blob, dtype=np.float32))
-                for batch in ChunkSearch.search.vector_batches(model=model)
-                for unit, _collection, blob in batch if unit % vectorstore.WINDOW_SLOTS == 0]  # chunk vectors
+        rows = [
+            (unit // vectorstore.WINDOW_SLOTS, np.frombuffer(blob, dtype=np.float32))
+            for batch in ChunkSearch.search.vector_batches(model=model)
+            for unit, _collection, blob in batch
+            if unit % vectorstore.WINDOW_SLOTS == 0
+        ]  # chunk vectors
         ids = np.array([cid for cid, _ in rows])
         matrix = np.stack([v for _, v in rows])
         matrix /= np.linalg.norm(matrix, axis=1, keepdims=True)
@@ -46,8 +50,15 @@ def main() -> None:
 
         def ndcg(ranked: dict[str, list[Hit]]) -> float:
             doc_of = beir.index.doc_of_chunk
-            return round(metrics.mean([metrics.ndcg_at_k(metrics.dedupe([doc_of[h.chunk_id] for h in hits]),
-                                                         beir.qrels[q], 10) for q, hits in ranked.items()]), 4)
+            return round(
+                metrics.mean(
+                    [
+                        metrics.ndcg_at_k(metrics.dedupe([doc_of[h.chunk_id] for h in hits]), beir.qrels[q], 10)
+                        for q, hits in ranked.items()
+                    ]
+                ),
+                4,
+            )
 
         dense = {q: search(queries[i]) for i, q in enumerate(qids)}
         bm25 = {q: ChunkSearch.search.keyword(beir.queries[q], limit=DEPTH) for q in qids}
@@ -61,10 +72,15 @@ def main() -> None:
                         vector = queries[i] + beta * matrix[[row_of[h.chunk_id] for h in feedback[q][:m]]].mean(0)
                         again[q] = search(vector / np.linalg.norm(vector))
                     chunk = {q: reciprocal_rank_fusion({"bm25": bm25[q], "dense": again[q]}, k=60) for q in qids}
-                    document = {q: document_rank_fusion({"bm25": bm25[q], "dense": again[q]}, source_of=source_of,
-                                                        k=3) for q in qids}
-                    print(f"feedback={name} m={m} beta={beta}: dense {ndcg(again)} hybrid(chunk, 60) "
-                          f"{ndcg(chunk)} hybrid(document, 3) {ndcg(document)}", flush=True)
+                    document = {
+                        q: document_rank_fusion({"bm25": bm25[q], "dense": again[q]}, source_of=source_of, k=3)
+                        for q in qids
+                    }
+                    print(
+                        f"feedback={name} m={m} beta={beta}: dense {ndcg(again)} hybrid(chunk, 60) "
+                        f"{ndcg(chunk)} hybrid(document, 3) {ndcg(document)}",
+                        flush=True,
+                    )
 
 
 if __name__ == "__main__":

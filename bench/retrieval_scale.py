@@ -32,6 +32,7 @@ scoped to the collection) and hybrid ``retrieve()`` at each ``retrieval.bm25_max
 report the share of query terms each keeps and the chunks FTS5 scores; ``--bm25-parts`` times
 the parts of the keyword channel as shipped.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -99,37 +100,48 @@ def fill(total: int, texts: list[str], rng: np.random.Generator, windows: int = 
     print(file=sys.stderr)
 
 
-def _insert_batch(start: int, count: int, texts: list[str], rng: np.random.Generator, collection_id: int,
-                  model: str, windows: int) -> None:
+def _insert_batch(
+    start: int, count: int, texts: list[str], rng: np.random.Generator, collection_id: int, model: str, windows: int
+) -> None:
     vectors = unit(rng.standard_normal((count, DIM)))
     with connection.cursor() as cur:
-        cur.execute("INSERT INTO sources_source(collection_id, root, path, title, kind, sha256, size, status, "
-                    "reason, chunk_count, embedding_model, created_at, updated_at) VALUES "
-                    "(%s, '/scale', 'batch-' || (SELECT coalesce(max(id), 0) + 1 FROM sources_source) || '.md', %s, "
-                    "'md', '', 0, 'ingested', '', %s, %s, datetime(), datetime())",
-                    [collection_id, f"Batch {start}", count, model])
+        cur.execute(
+            "INSERT INTO sources_source(collection_id, root, path, title, kind, sha256, size, status, "
+            "reason, chunk_count, embedding_model, created_at, updated_at) VALUES "
+            "(%s, '/scale', 'batch-' || (SELECT coalesce(max(id), 0) + 1 FROM sources_source) || '.md', %s, "
+            "'md', '', 0, 'ingested', '', %s, %s, datetime(), datetime())",
+            [collection_id, f"Batch {start}", count, model],
+        )
         source_id = cur.lastrowid
-        rows = [(source_id, i, " ".join(texts[(start + i + j * 7919) % len(texts)] for j in range(3)), "",
-                 1, 1, 60) for i in range(count)]
-        cur.executemany("INSERT INTO sources_chunk(source_id, ordinal, text, heading, line_start, line_end, "
-                        "token_count, context, created_at) VALUES (%s, %s, %s, %s, %s, %s, %s, '', datetime())", rows)
+        rows = [
+            (source_id, i, " ".join(texts[(start + i + j * 7919) % len(texts)] for j in range(3)), "", 1, 1, 60)
+            for i in range(count)
+        ]
+        cur.executemany(
+            "INSERT INTO sources_chunk(source_id, ordinal, text, heading, line_start, line_end, "
+            "token_count, context, created_at) VALUES (%s, %s, %s, %s, %s, %s, %s, '', datetime())",
+            rows,
+        )
         cur.execute("SELECT id FROM sources_chunk WHERE source_id = %s ORDER BY ordinal", [source_id])
         ids = [r[0] for r in cur.fetchall()]
-        cur.executemany(f"INSERT INTO {vectorstore.table_name(model)}(chunk_id, collection_id, embedding) "
-                        "VALUES (%s, %s, %s)", [(cid, collection_id, v.tobytes()) for cid, v in zip(ids, vectors)])
+        cur.executemany(
+            f"INSERT INTO {vectorstore.table_name(model)}(chunk_id, collection_id, embedding) VALUES (%s, %s, %s)",
+            [(cid, collection_id, v.tobytes()) for cid, v in zip(ids, vectors)],
+        )
         for slot in range(windows):
             # A window's vector lies near its chunk's (cosine ~0.8), as a real window's does: the
             # best rows of a query then often share a chunk, which the per-chunk pass must widen for.
             near = unit(vectors + WINDOW_NOISE * rng.standard_normal((count, DIM)))
-            cur.executemany(f"INSERT INTO {vectorstore.windows_table_name(model)}(window_id, collection_id, embedding) "
-                            "VALUES (%s, %s, %s)", [(vectorstore.window_id(cid, slot), collection_id, v.tobytes())
-                                                    for cid, v in zip(ids, near)])
+            cur.executemany(
+                f"INSERT INTO {vectorstore.windows_table_name(model)}(window_id, collection_id, embedding) "
+                "VALUES (%s, %s, %s)",
+                [(vectorstore.window_id(cid, slot), collection_id, v.tobytes()) for cid, v in zip(ids, near)],
+            )
 
 
 def unit(vectors: np.ndarray) -> np.ndarray:
     vectors = vectors.astype(np.float32)
     return vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
-
 
 
 def timed(fn, items: list) -> dict[str, float]:
@@ -138,6 +150,7 @@ def timed(fn, items: list) -> dict[str, float]:
 
 def with_retrieval(fn, **options):
     """``fn`` run with some ``retrieval.*`` options set."""
+
     def run(item):
         saved = settings.FOUNDRY
         settings.FOUNDRY = saved.with_overrides(retrieval=options)
@@ -145,6 +158,7 @@ def with_retrieval(fn, **options):
             return fn(item)
         finally:
             settings.FOUNDRY = saved
+
     return run
 
 
@@ -165,12 +179,17 @@ def measure_pruning(queries: list[str], values: list[tuple[float, float]]) -> di
         label = f"bm25_max_df={max_df} bm25_max_postings={max_postings}"
         out[label] = {
             "terms_kept": round(metrics.mean([len(k) / max(1, len(query_terms(q))) for k, q in zip(kept, queries)]), 3),
-            "chunks_matched": {f"p{n}": round(metrics.percentile(matched, n)) for n in (50, 95)}}
+            "chunks_matched": {f"p{n}": round(metrics.percentile(matched, n)) for n in (50, 95)},
+        }
         timed_fns[(label, "bm25")] = lambda q, o=options: ChunkSearch.search.keyword(q, limit=50, **o)
         timed_fns[(label, "bm25 scoped")] = lambda q, o=options: ChunkSearch.search.keyword(
-            q, limit=50, collection_ids=scope, **o)
-        timed_fns[(label, "hybrid retrieve() matrix")] = with_retrieval(lambda q: retrieve(
-            question=q, collection_ids=None, mode="hybrid"), bm25_max_df=max_df, bm25_max_postings=max_postings)
+            q, limit=50, collection_ids=scope, **o
+        )
+        timed_fns[(label, "hybrid retrieve() matrix")] = with_retrieval(
+            lambda q: retrieve(question=q, collection_ids=None, mode="hybrid"),
+            bm25_max_df=max_df,
+            bm25_max_postings=max_postings,
+        )
     for (label, name), summary in timed_turns(timed_fns, queries).items():
         out[label][name] = summary
     print(json.dumps(out), flush=True)
@@ -190,19 +209,28 @@ def measure_keyword_parts(queries: list[str]) -> dict:
             start = time.perf_counter()
             terms = rare_terms(cur, query_terms(query), conf.bm25_max_df, conf.bm25_max_postings)
             chosen = time.perf_counter()
-            cur.execute("SELECT rowid, bm25(chunks_fts) FROM chunks_fts WHERE chunks_fts MATCH %s "
-                        "ORDER BY 2 LIMIT 50", [match_expression(terms)])
+            cur.execute(
+                "SELECT rowid, bm25(chunks_fts) FROM chunks_fts WHERE chunks_fts MATCH %s ORDER BY 2 LIMIT 50",
+                [match_expression(terms)],
+            )
             cur.fetchall()
             ranked = time.perf_counter()
             parts["matched"].append(_common.chunks_matching(cur, terms))
             counted = time.perf_counter()
-            for name, (a, b) in {"choose terms": (start, chosen), "ranked query": (chosen, ranked),
-                                 "count, not ranked": (ranked, counted)}.items():
+            for name, (a, b) in {
+                "choose terms": (start, chosen),
+                "ranked query": (chosen, ranked),
+                "count, not ranked": (ranked, counted),
+            }.items():
                 parts[name].append((b - a) * 1000)
-    out = {name: {"p50": round(metrics.percentile(v, 50), 1), "p95": round(metrics.percentile(v, 95), 1)}
-           for name, v in parts.items()}
-    out["correlation with matched"] = {name: round(float(np.corrcoef(parts[name], parts["matched"])[0, 1]), 2)
-                                       for name in ("choose terms", "ranked query")}
+    out = {
+        name: {"p50": round(metrics.percentile(v, 50), 1), "p95": round(metrics.percentile(v, 95), 1)}
+        for name, v in parts.items()
+    }
+    out["correlation with matched"] = {
+        name: round(float(np.corrcoef(parts[name], parts["matched"])[0, 1]), 2)
+        for name in ("choose terms", "ranked query")
+    }
     print(json.dumps(out), flush=True)
     return out
 
@@ -234,19 +262,28 @@ def measure(size: int, queries: list[str], vectors: list[list[float]], *, vec0: 
         "bm25 (FTS5)": timed(lambda p: ChunkSearch.search.keyword(p[0], limit=50), pairs),
     }
     if vec0:  # vec0 and matrix agree on the top 50 (exact search both ways)
-        out["top50_identical_of_10"] = sum([h.chunk_id for h in ChunkSearch.search.nearest(v, model=model, k=50)]
-                                           == [h.chunk_id for h in dense.nearest(v, model=model, k=50)]
-                                           for v in vectors[:10])
+        out["top50_identical_of_10"] = sum(
+            [h.chunk_id for h in ChunkSearch.search.nearest(v, model=model, k=50)]
+            == [h.chunk_id for h in dense.nearest(v, model=model, k=50)]
+            for v in vectors[:10]
+        )
         out["dense (vec0 scan)"] = timed(lambda p: ChunkSearch.search.nearest(p[1], model=model, k=50), pairs)
     out |= {
         "dense (matrix)": timed(lambda p: dense.nearest(p[1], model=model, k=50), pairs),
         f"dense (matrix, shortlist {shortlist})": timed(
-            lambda p: dense.nearest(p[1], model=model, k=50, shortlist=shortlist), pairs),
+            lambda p: dense.nearest(p[1], model=model, k=50, shortlist=shortlist), pairs
+        ),
         # random unit vectors: the worst case for sign bits (bench/dense_shortlist.py measures real ones)
-        "shortlist_top50_kept": metrics.mean([len({h.chunk_id for h in dense.nearest(v, model=model, k=50)}
-                                                  & {h.chunk_id for h in dense.nearest(v, model=model, k=50,
-                                                                                       shortlist=shortlist)}) / 50
-                                              for v in vectors[:20]]),
+        "shortlist_top50_kept": metrics.mean(
+            [
+                len(
+                    {h.chunk_id for h in dense.nearest(v, model=model, k=50)}
+                    & {h.chunk_id for h in dense.nearest(v, model=model, k=50, shortlist=shortlist)}
+                )
+                / 50
+                for v in vectors[:20]
+            ]
+        ),
     }
     for kind in ("vec0",) * vec0 + ("matrix", "matrix exact"):
         stages: dict[str, list[float]] = {"embed": [], "search": []}
@@ -256,8 +293,11 @@ def measure(size: int, queries: list[str], vectors: list[list[float]], *, vec0: 
             for stage in stages:
                 stages[stage].append(timings[stage])
 
-        options = ({"dense_index": "matrix", "dense_exact_max_rows": 10**9} if kind == "matrix exact"
-                   else {"dense_index": kind})
+        options = (
+            {"dense_index": "matrix", "dense_exact_max_rows": 10**9}
+            if kind == "matrix exact"
+            else {"dense_index": kind}
+        )
         out[f"hybrid retrieve() {kind}"] = timed(with_retrieval(run, **options), pairs)
         for stage, values in stages.items():  # the warm-up call is the first value
             out[f"  of which {stage} ({kind})"] = metrics.latency_summary(values[1:])
@@ -267,8 +307,9 @@ def measure(size: int, queries: list[str], vectors: list[list[float]], *, vec0: 
     return out
 
 
-def measure_incremental(size: int, texts: list[str], rng: np.random.Generator, windows: int,
-                        rounds: int = 3) -> list[dict]:
+def measure_incremental(
+    size: int, texts: list[str], rng: np.random.Generator, windows: int, rounds: int = 3
+) -> list[dict]:
     """Append 1 % of ``size`` chunks, refresh the matrix vs build it from nothing (same version); then
     append one source of ``DOCUMENT`` chunks (a document's worth), then delete one source of ``BATCH``
     chunks, and do the same after each."""
@@ -293,10 +334,17 @@ def measure_incremental(size: int, texts: list[str], rng: np.random.Generator, w
             refresh_s, refreshed = build(model, fresh=False)
             refreshed_digest, dead = digest(refreshed), 0 if refreshed.live is None else int((~refreshed.live).sum())
             full_s, full = build(model, fresh=True)
-            out.append({"change": change, "rows": len(full.ids), "dead_rows": dead, "refresh_s": refresh_s,
-                        "full_build_s": full_s,
-                        "differing_parts": [k for k, v in digest(full).items() if v != refreshed_digest[k]],
-                        "load": round(os.getloadavg()[0], 2)})
+            out.append(
+                {
+                    "change": change,
+                    "rows": len(full.ids),
+                    "dead_rows": dead,
+                    "refresh_s": refresh_s,
+                    "full_build_s": full_s,
+                    "differing_parts": [k for k, v in digest(full).items() if v != refreshed_digest[k]],
+                    "load": round(os.getloadavg()[0], 2),
+                }
+            )
     return out
 
 
@@ -319,9 +367,12 @@ def digest(matrix: dense_matrix.DenseMatrix) -> dict[str, str]:
         part = slice(start, start + (1 << 20))
         vectors.update(np.asarray(matrix.vectors[part][live[part]]).tobytes())
         signs.update(np.ascontiguousarray(matrix.signs[:, part][:, live[part]].T).tobytes())  # row by row
-    return {"vectors": vectors.hexdigest(), "signs": signs.hexdigest(),
-            "ids": hashlib.sha256(matrix.ids[live].tobytes()).hexdigest(),
-            "collections": hashlib.sha256(matrix.collections[live].tobytes()).hexdigest()}
+    return {
+        "vectors": vectors.hexdigest(),
+        "signs": signs.hexdigest(),
+        "ids": hashlib.sha256(matrix.ids[live].tobytes()).hexdigest(),
+        "collections": hashlib.sha256(matrix.collections[live].tobytes()).hexdigest(),
+    }
 
 
 def main() -> None:
@@ -330,28 +381,45 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=100)
     parser.add_argument("--data", type=Path, default=_common.DEFAULT_DATA)
     parser.add_argument("--json", type=Path, default=None)
-    parser.add_argument("--windows", type=int, default=3,
-                        help="window vectors per chunk (SciFact's chunks average 3.1 under the shipped "
-                             "ingest.window_sentences 2; 0: chunk vectors only)")
-    parser.add_argument("--no-vec0", action="store_true",
-                        help="skip the vec0 scans (seconds per query at 1M chunks with windows)")
+    parser.add_argument(
+        "--windows",
+        type=int,
+        default=3,
+        help="window vectors per chunk (SciFact's chunks average 3.1 under the shipped "
+        "ingest.window_sentences 2; 0: chunk vectors only)",
+    )
+    parser.add_argument(
+        "--no-vec0", action="store_true", help="skip the vec0 scans (seconds per query at 1M chunks with windows)"
+    )
     parser.add_argument("--measure-only", action="store_true", help="do not fill; measure the kept database")
     parser.add_argument("--fill-only", action="store_true", help="fill the database (to measure it later)")
-    parser.add_argument("--bm25-max-df", default="",
-                        help="only time the keyword channel and hybrid retrieve() at these retrieval.bm25_max_df "
-                             "values (comma-separated), on the kept database")
+    parser.add_argument(
+        "--bm25-max-df",
+        default="",
+        help="only time the keyword channel and hybrid retrieve() at these retrieval.bm25_max_df "
+        "values (comma-separated), on the kept database",
+    )
     parser.add_argument("--rounds", type=int, default=3, help="rounds of --incremental")
-    parser.add_argument("--bm25-parts", action="store_true",
-                        help="only time the parts of the keyword channel (choosing terms, ranking, counting)")
-    parser.add_argument("--bm25-max-postings", default="",
-                        help="the same at these retrieval.bm25_max_postings values (at the shipped bm25_max_df)")
-    parser.add_argument("--incremental", action="store_true",
-                        help="measure only the matrix refresh after appending 1 %% (vs a full build)")
+    parser.add_argument(
+        "--bm25-parts",
+        action="store_true",
+        help="only time the parts of the keyword channel (choosing terms, ranking, counting)",
+    )
+    parser.add_argument(
+        "--bm25-max-postings",
+        default="",
+        help="the same at these retrieval.bm25_max_postings values (at the shipped bm25_max_df)",
+    )
+    parser.add_argument(
+        "--incremental",
+        action="store_true",
+        help="measure only the matrix refresh after appending 1 %% (vs a full build)",
+    )
     args = parser.parse_args()
     call_command("migrate", verbosity=0)
     from foundry_site.evaluation.beir import load_queries
 
-    queries = list(load_queries(args.data / "queries.jsonl").values())[:args.queries]
+    queries = list(load_queries(args.data / "queries.jsonl").values())[: args.queries]
     vectors = llm.embed(queries, model=settings.FOUNDRY.embedding.model)
     texts, rng, results = sentences(args.data), np.random.default_rng(0), {}
     print(f"machine: {_common.machine_line()}; database {HOME}", flush=True)
@@ -366,12 +434,15 @@ def main() -> None:
             results[size] = measure_keyword_parts(queries)
         elif args.bm25_max_df or args.bm25_max_postings:
             max_df = settings.FOUNDRY.retrieval.bm25_max_df
-            values = ([(float(v), NO_POSTINGS_CAP) for v in args.bm25_max_df.split(",") if v] +
-                      [(max_df, float(v)) for v in args.bm25_max_postings.split(",") if v])
+            values = [(float(v), NO_POSTINGS_CAP) for v in args.bm25_max_df.split(",") if v] + [
+                (max_df, float(v)) for v in args.bm25_max_postings.split(",") if v
+            ]
             results[size] = measure_pruning(queries, values)
         elif args.incremental:
-            results[size] = {"fill_s": fill_s,
-                             "incremental": measure_incremental(size, texts, rng, args.windows, args.rounds)}
+            results[size] = {
+                "fill_s": fill_s,
+                "incremental": measure_incremental(size, texts, rng, args.windows, args.rounds),
+            }
         else:
             results[size] = {"fill_s": fill_s, **measure(size, queries, vectors, vec0=not args.no_vec0)}
         print(json.dumps({size: results[size]}), flush=True)

@@ -11,6 +11,7 @@ temporary table, dense by the real vec0 search) and fused offline with the same
 ``reciprocal_rank_fusion`` Foundry uses, so every combination is scored on exactly
 the same hits. nDCG@10 is over documents (best chunk).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -41,11 +42,14 @@ def temp_fts(tokenizer: str) -> str:
     """A temporary FTS5 copy of chunks_fts with another tokenizer (connection-local, dropped on close)."""
     name = f"bench_fts_{tokenizer}"
     with connection.cursor() as cur:
-        cur.execute(f"CREATE VIRTUAL TABLE temp.{name} USING fts5(text, heading, title, "
-                    f"tokenize = '{TOKENIZERS[tokenizer]}')")
-        cur.execute(f"INSERT INTO temp.{name}(rowid, text, heading, title) "
-                    "SELECT c.id, c.text, c.heading, s.title FROM sources_chunk c "
-                    "JOIN sources_source s ON s.id = c.source_id")
+        cur.execute(
+            f"CREATE VIRTUAL TABLE temp.{name} USING fts5(text, heading, title, tokenize = '{TOKENIZERS[tokenizer]}')"
+        )
+        cur.execute(
+            f"INSERT INTO temp.{name}(rowid, text, heading, title) "
+            "SELECT c.id, c.text, c.heading, s.title FROM sources_chunk c "
+            "JOIN sources_source s ON s.id = c.source_id"
+        )
     return name
 
 
@@ -61,15 +65,24 @@ def bm25_hits(table: str, text: str, weights: tuple[float, float, float], query_
     if not query:
         return []
     with connection.cursor() as cur:
-        cur.execute(f"SELECT rowid, bm25({table}, %s, %s, %s) FROM {table} WHERE {table} MATCH %s "
-                    "ORDER BY 2 LIMIT %s", [*weights, query, DEPTH])
+        cur.execute(
+            f"SELECT rowid, bm25({table}, %s, %s, %s) FROM {table} WHERE {table} MATCH %s ORDER BY 2 LIMIT %s",
+            [*weights, query, DEPTH],
+        )
         return [Hit(cid, -s) for cid, s in cur.fetchall()]
 
 
 def ndcg(beir: _common.Beir, ranked: dict[str, list[Hit]], limit: int = 100) -> float:
     doc_of = beir.index.doc_of_chunk
-    return round(metrics.mean([metrics.ndcg_at_k(metrics.dedupe([doc_of[h.chunk_id] for h in hits[:limit]]),
-                                                 beir.qrels[q], 10) for q, hits in ranked.items()]), 4)
+    return round(
+        metrics.mean(
+            [
+                metrics.ndcg_at_k(metrics.dedupe([doc_of[h.chunk_id] for h in hits[:limit]]), beir.qrels[q], 10)
+                for q, hits in ranked.items()
+            ]
+        ),
+        4,
+    )
 
 
 def channels(beir: _common.Beir, variants: bool) -> tuple[dict, dict[str, list[Hit]]]:
@@ -83,12 +96,14 @@ def channels(beir: _common.Beir, variants: bool) -> tuple[dict, dict[str, list[H
             bm25[(tokenizer, weights)] = {q: bm25_hits(table, t, weights) for q, t in beir.queries.items()}
         if tokenizer == "porter":
             bm25[("porter+sklearn-stopwords", (1, 1, 1))] = {
-                q: bm25_hits(table, t, (1, 1, 1), fts_query_extra_stopwords) for q, t in beir.queries.items()}
+                q: bm25_hits(table, t, (1, 1, 1), fts_query_extra_stopwords) for q, t in beir.queries.items()
+            }
     return bm25, dense
 
 
-def pruning_table(beir: _common.Beir, dense: dict[str, list[Hit]], settings_: list[tuple[float, float]],
-                  floor: int = 0) -> dict:
+def pruning_table(
+    beir: _common.Beir, dense: dict[str, list[Hit]], settings_: list[tuple[float, float]], floor: int = 0
+) -> dict:
     """nDCG@10 of BM25 alone and of hybrid RRF (k=60, chunk level) with the product's ``keyword()``
     at each (``retrieval.bm25_max_df``, ``retrieval.bm25_max_postings``); plus the share of query
     terms kept, the chunks the kept terms hold together (a share of the index: what FTS5 scores)
@@ -100,22 +115,32 @@ def pruning_table(beir: _common.Beir, dense: dict[str, list[Hit]], settings_: li
         for max_df, max_postings in settings_:
             with connection.cursor() as cur:
                 start = time.perf_counter()
-                hits = {q: ChunkSearch.search.keyword(t, limit=DEPTH, max_df=max_df, max_postings=max_postings)
-                        for q, t in beir.queries.items()}
+                hits = {
+                    q: ChunkSearch.search.keyword(t, limit=DEPTH, max_df=max_df, max_postings=max_postings)
+                    for q, t in beir.queries.items()
+                }
                 ms = (time.perf_counter() - start) * 1000 / len(beir.queries)
                 kept = {q: rare_terms(cur, query_terms(t), max_df, max_postings) for q, t in beir.queries.items()}
                 cur.execute("SELECT count(*) FROM chunks_fts")
                 total = cur.fetchone()[0]
                 matched = [_common.chunks_matching(cur, terms) / total for terms in kept.values()]
             label = f"max_df={max_df} max_postings={max_postings}"
-            out[label] = {"bm25": ndcg(beir, hits), "bm25_ms": round(ms, 1),
-                          "terms_kept": round(metrics.mean([len(kept[q]) / max(1, len(query_terms(t)))
-                                                            for q, t in beir.queries.items()]), 3),
-                          "matched_share_mean": round(metrics.mean(matched), 4),
-                          "matched_share_p95": round(metrics.percentile(matched, 95), 4),
-                          **{f"hybrid depth={d}": ndcg(beir, {q: reciprocal_rank_fusion(
-                              {"bm25": hits[q][:d], "dense": dense[q][:d]}, k=60) for q in hits})
-                             for d in (50, DEPTH)}}
+            out[label] = {
+                "bm25": ndcg(beir, hits),
+                "bm25_ms": round(ms, 1),
+                "terms_kept": round(
+                    metrics.mean([len(kept[q]) / max(1, len(query_terms(t))) for q, t in beir.queries.items()]), 3
+                ),
+                "matched_share_mean": round(metrics.mean(matched), 4),
+                "matched_share_p95": round(metrics.percentile(matched, 95), 4),
+                **{
+                    f"hybrid depth={d}": ndcg(
+                        beir,
+                        {q: reciprocal_rank_fusion({"bm25": hits[q][:d], "dense": dense[q][:d]}, k=60) for q in hits},
+                    )
+                    for d in (50, DEPTH)
+                },
+            }
             print(f"floor={floor} {label}: {out[label]}", flush=True)
     finally:
         search.PRUNE_FLOOR = shipped
@@ -126,22 +151,33 @@ def fusion_table(beir: _common.Beir, bm25: dict[str, list[Hit]], dense: dict[str
     out = {}
     for k in (5, 10, 20, 30, 45, 60, 100):
         for wb, wd in ((1, 1), (1.25, 1), (1.5, 1), (2, 1), (1, 1.25), (1, 1.5)):
-            fused = {q: reciprocal_rank_fusion({"bm25": bm25[q][:depth], "dense": dense[q][:depth]}, k=k,
-                                               weights={"bm25": wb, "dense": wd}) for q in beir.queries}
+            fused = {
+                q: reciprocal_rank_fusion(
+                    {"bm25": bm25[q][:depth], "dense": dense[q][:depth]}, k=k, weights={"bm25": wb, "dense": wd}
+                )
+                for q in beir.queries
+            }
             out[f"k={k} bm25:dense={wb}:{wd}"] = ndcg(beir, fused)
     return out
 
 
-def document_fusion_table(beir: _common.Beir, bm25: dict[str, list[Hit]], dense: dict[str, list[Hit]],
-                          depth: int) -> dict:
+def document_fusion_table(
+    beir: _common.Beir, bm25: dict[str, list[Hit]], dense: dict[str, list[Hit]], depth: int
+) -> dict:
     """Foundry's ``document_rank_fusion`` (a source ranks at its best chunk) for a range of k."""
     source_of = dict(Chunk.objects.values_list("pk", "source_id"))
     out = {}
     for k in (1, 2, 3, 5, 8, 10, 15, 20, 30, 60):
         for wb, wd in ((1, 1), (1.25, 1), (1, 1.25)):
-            fused = {q: document_rank_fusion({"bm25": bm25[q][:depth], "dense": dense[q][:depth]},
-                                             source_of=source_of, k=k, weights={"bm25": wb, "dense": wd})
-                     for q in beir.queries}
+            fused = {
+                q: document_rank_fusion(
+                    {"bm25": bm25[q][:depth], "dense": dense[q][:depth]},
+                    source_of=source_of,
+                    k=k,
+                    weights={"bm25": wb, "dense": wd},
+                )
+                for q in beir.queries
+            }
             out[f"doc k={k} bm25:dense={wb}:{wd}"] = ndcg(beir, fused)
     return out
 
@@ -185,8 +221,10 @@ def hyde_compare(beir: _common.Beir, count: int) -> dict:
                 found = retrieve(question=text, collection_ids=None, mode="hybrid", top_k=10)
                 ranked = metrics.dedupe([beir.index.doc_of_chunk[c.chunk.pk] for c in found.ranked])
                 scores.append(metrics.ndcg_at_k(ranked, beir.qrels[qid], 10))
-            out[f"hyde={hyde}"] = {"ndcg@10": round(metrics.mean(scores), 4),
-                                   "ms_per_query": round((time.perf_counter() - start) * 1000 / len(subset), 1)}
+            out[f"hyde={hyde}"] = {
+                "ndcg@10": round(metrics.mean(scores), 4),
+                "ms_per_query": round((time.perf_counter() - start) * 1000 / len(subset), 1),
+            }
         print(f"  hyde={hyde}: {out[f'hyde={hyde}']}", flush=True)
     return out
 
@@ -194,14 +232,21 @@ def hyde_compare(beir: _common.Beir, count: int) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", type=Path, default=_common.DEFAULT_DATA)
-    parser.add_argument("--bm25-variants", action="store_true",
-                        help="also sweep the BM25 tokenizer and column weights (slow)")
+    parser.add_argument(
+        "--bm25-variants", action="store_true", help="also sweep the BM25 tokenizer and column weights (slow)"
+    )
     parser.add_argument("--hyde", type=int, default=0, help="queries for the HyDE comparison (0: skip)")
-    parser.add_argument("--bm25-max-df", default="",
-                        help="comma-separated retrieval.bm25_max_df values to compare with 1 (keep every term)")
-    parser.add_argument("--bm25-max-postings", default="",
-                        help="comma-separated retrieval.bm25_max_postings values (at the shipped bm25_max_df) to "
-                             "compare with keeping every term, with the share rules alone and with the shipped floor")
+    parser.add_argument(
+        "--bm25-max-df",
+        default="",
+        help="comma-separated retrieval.bm25_max_df values to compare with 1 (keep every term)",
+    )
+    parser.add_argument(
+        "--bm25-max-postings",
+        default="",
+        help="comma-separated retrieval.bm25_max_postings values (at the shipped bm25_max_df) to "
+        "compare with keeping every term, with the share rules alone and with the shipped floor",
+    )
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
     results: dict = {}
@@ -231,9 +276,11 @@ def main() -> None:
         if args.bm25_max_postings:
             max_df = settings.FOUNDRY.retrieval.bm25_max_df
             values = [(1.0, search.NO_POSTINGS_CAP), (max_df, search.NO_POSTINGS_CAP)] + [
-                (max_df, float(v)) for v in args.bm25_max_postings.split(",")]
-            results["bm25_max_postings"] = {f"floor={floor}": pruning_table(beir, dense, values, floor)
-                                            for floor in (0, search.PRUNE_FLOOR)}
+                (max_df, float(v)) for v in args.bm25_max_postings.split(",")
+            ]
+            results["bm25_max_postings"] = {
+                f"floor={floor}": pruning_table(beir, dense, values, floor) for floor in (0, search.PRUNE_FLOOR)
+            }
         if args.hyde:
             results["hyde"] = hyde_compare(beir, args.hyde)
     results["machine"] = _common.machine_line()

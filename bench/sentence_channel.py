@@ -19,6 +19,7 @@ model, once, into FOUNDRY_HOME/artifacts/bench/ (here: 47k sentences 30 min with
 benchmarks' default OMP_NUM_THREADS=1, 37k windows 19 min with 2).
 Fusion is Foundry's own ``reciprocal_rank_fusion`` / ``document_rank_fusion``.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -49,7 +50,7 @@ def sentence_vectors(model: str, window: int) -> tuple[np.ndarray, np.ndarray, d
     for pk, context, text in chunks:
         sentences = [sentence.strip() for _, sentence in _sentences(text)]
         for start in range(max(1, len(sentences) - window + 1)):
-            part = " ".join(sentences[start:start + window])
+            part = " ".join(sentences[start : start + window])
             owners.append(pk)
             texts.append(f"{context}\n\n{part}" if context else part)
     key = hashlib.sha256(json.dumps([model, texts]).encode()).hexdigest()[:16]
@@ -65,9 +66,14 @@ def sentence_vectors(model: str, window: int) -> tuple[np.ndarray, np.ndarray, d
     start = time.perf_counter()
     llm.embed(sample, model=model)
     chunk_rate = len(sample) / (time.perf_counter() - start)
-    timing = {"chunks": len(chunks), "sentences": len(texts), "sentence_embed_s": round(seconds, 1),
-              "sentences_per_s": round(len(texts) / seconds, 1), "chunks_per_s": round(chunk_rate, 1),
-              "embed_time_vs_chunks": round(seconds / (len(chunks) / chunk_rate), 2)}
+    timing = {
+        "chunks": len(chunks),
+        "sentences": len(texts),
+        "sentence_embed_s": round(seconds, 1),
+        "sentences_per_s": round(len(texts) / seconds, 1),
+        "chunks_per_s": round(chunk_rate, 1),
+        "embed_time_vs_chunks": round(seconds / (len(chunks) / chunk_rate), 2),
+    }
     np.save(cached, vectors / np.linalg.norm(vectors, axis=1, keepdims=True))
     meta.write_text(json.dumps(timing))
     return np.array(owners), np.load(cached), timing
@@ -107,8 +113,10 @@ def squad_passages(path: Path, window: int, limit: int) -> dict:
         hits: dict[str, dict[int, int]] = {"chunk vectors": {1: 0, 3: 0, 5: 0}, "windows": {1: 0, 3: 0, 5: 0}}
         for q, vector in zip(asked, qvec):
             bm25 = ChunkSearch.search.keyword(q.question, limit=50)
-            dense = {"chunk vectors": ChunkSearch.search.nearest(vector.tolist(), model=model, k=50),
-                     "windows": sentence_hits(vector / np.linalg.norm(vector), owners, vectors)[:50]}
+            dense = {
+                "chunk vectors": ChunkSearch.search.nearest(vector.tolist(), model=model, k=50),
+                "windows": sentence_hits(vector / np.linalg.norm(vector), owners, vectors)[:50],
+            }
             for name, channel in dense.items():
                 ranked = reciprocal_rank_fusion({"bm25": bm25, "dense": channel}, k=k)
                 for n in hits[name]:
@@ -129,8 +137,11 @@ def main() -> None:
     model = settings.FOUNDRY.embedding.model
     results: dict = {}
     if args.squad:
-        results = {**squad_passages(args.squad, args.window, args.limit), "window": args.window,
-                   "machine": _common.machine_line()}
+        results = {
+            **squad_passages(args.squad, args.window, args.limit),
+            "window": args.window,
+            "machine": _common.machine_line(),
+        }
         print(json.dumps(results, indent=2))
         if args.json:
             args.json.write_text(json.dumps(results, indent=2))
@@ -139,19 +150,22 @@ def main() -> None:
         print(f"SciFact: {len(beir.queries)} queries; machine: {_common.machine_line()}", flush=True)
         owners, vectors, results["timing"] = sentence_vectors(model, args.window)
         print(f"sentence vectors: {results['timing']}", flush=True)
-        qvec = dict(zip(beir.queries, np.asarray(llm.embed(list(beir.queries.values()), model=model),
-                                                 dtype=np.float32)))
+        qvec = dict(
+            zip(beir.queries, np.asarray(llm.embed(list(beir.queries.values()), model=model), dtype=np.float32))
+        )
         channels = {
             "bm25": {q: ChunkSearch.search.keyword(t, limit=DEPTH, max_df=1.0) for q, t in beir.queries.items()},
             "dense": {q: ChunkSearch.search.nearest(qvec[q].tolist(), model=model, k=DEPTH) for q in beir.queries},
-            "sentences": {q: sentence_hits(qvec[q] / np.linalg.norm(qvec[q]), owners, vectors)
-                          for q in beir.queries},
+            "sentences": {q: sentence_hits(qvec[q] / np.linalg.norm(qvec[q]), owners, vectors) for q in beir.queries},
         }
         results["alone"] = {name: ndcg(beir, hits) for name, hits in channels.items()}
         print(f"alone: {results['alone']}", flush=True)
         source_of = dict(Chunk.objects.values_list("pk", "source_id"))
-        sets = {"bm25+dense": ("bm25", "dense"), "bm25+sentences": ("bm25", "sentences"),
-                "bm25+dense+sentences": ("bm25", "dense", "sentences")}
+        sets = {
+            "bm25+dense": ("bm25", "dense"),
+            "bm25+sentences": ("bm25", "sentences"),
+            "bm25+dense+sentences": ("bm25", "dense", "sentences"),
+        }
         for label, names in sets.items():
             for weights in ({n: 1 for n in names}, {n: (2 if n == "bm25" else 1) for n in names}):
                 for fusion in ("chunk", "document"):
@@ -159,9 +173,11 @@ def main() -> None:
                         fused = {}
                         for q in beir.queries:
                             picked = {n: channels[n][q][:50] for n in names}  # the shipped depth (top_k 10)
-                            fused[q] = (reciprocal_rank_fusion(picked, k=k, weights=weights) if fusion == "chunk"
-                                        else document_rank_fusion(picked, source_of=source_of, k=k,
-                                                                  weights=weights))
+                            fused[q] = (
+                                reciprocal_rank_fusion(picked, k=k, weights=weights)
+                                if fusion == "chunk"
+                                else document_rank_fusion(picked, source_of=source_of, k=k, weights=weights)
+                            )
                         name = f"{label} {fusion} k={k} bm25 weight {weights['bm25']}"
                         results[name] = ndcg(beir, fused)
         best = sorted(((v, k) for k, v in results.items() if isinstance(v, float)), reverse=True)[:10]

@@ -9,6 +9,7 @@ use). Per answer: milliseconds to the first sentence sent (answers that send non
 counted apart), to the whole answer, and how many sentences were sent. With ``--model local/…`` the
 reply is streamed from llama.cpp and grounded sentence by sentence.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -20,8 +21,9 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-os.environ.update(FOUNDRY_HOME=tempfile.mkdtemp(prefix="foundry-sbench-"),
-                  DJANGO_SETTINGS_MODULE="foundry_site.settings")
+os.environ.update(
+    FOUNDRY_HOME=tempfile.mkdtemp(prefix="foundry-sbench-"), DJANGO_SETTINGS_MODULE="foundry_site.settings"
+)
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 sys.path.insert(0, str(ROOT))
 
@@ -52,8 +54,14 @@ def timed(question: str) -> dict:
     sent: list[float] = []
     answer = answer_question(question=question, on_sentence=lambda _: sent.append(time.perf_counter() - start))
     total = time.perf_counter() - start
-    return {"first_ms": sent[0] * 1000 if sent else None, "total_ms": total * 1000, "sentences": len(sent),
-            "class": answer.answer_class, "refusal": answer.refusal, "llm_calls": answer.llm_calls}
+    return {
+        "first_ms": sent[0] * 1000 if sent else None,
+        "total_ms": total * 1000,
+        "sentences": len(sent),
+        "class": answer.answer_class,
+        "refusal": answer.refusal,
+        "llm_calls": answer.llm_calls,
+    }
 
 
 def main() -> None:
@@ -69,16 +77,29 @@ def main() -> None:
     load = os.getloadavg()
     rows = [timed(q) for _ in range(args.rounds) for q in QUESTIONS]
     streamed = [r for r in rows if r["first_ms"] is not None]
-    result = {"model": args.model, "questions": len(QUESTIONS), "rounds": args.rounds, "answers": len(rows),
-              "answers_with_sentences": len(streamed), "load_avg_start": load, "load_avg_end": os.getloadavg(),
-              "first_sentence_ms": {"p50": pct([r["first_ms"] for r in streamed], 0.5),
-                                    "p95": pct([r["first_ms"] for r in streamed], 0.95)},
-              "whole_answer_ms": {"p50": pct([r["total_ms"] for r in streamed], 0.5),
-                                  "p95": pct([r["total_ms"] for r in streamed], 0.95)},
-              "refused_whole_answer_ms": {"p50": pct([r["total_ms"] for r in rows if r["first_ms"] is None], 0.5)},
-              "sentences_per_answer": {"p50": pct([float(r["sentences"]) for r in streamed], 0.5),
-                                       "max": max((r["sentences"] for r in streamed), default=0)},
-              "llm_calls": sum(r["llm_calls"] for r in rows)}
+    result = {
+        "model": args.model,
+        "questions": len(QUESTIONS),
+        "rounds": args.rounds,
+        "answers": len(rows),
+        "answers_with_sentences": len(streamed),
+        "load_avg_start": load,
+        "load_avg_end": os.getloadavg(),
+        "first_sentence_ms": {
+            "p50": pct([r["first_ms"] for r in streamed], 0.5),
+            "p95": pct([r["first_ms"] for r in streamed], 0.95),
+        },
+        "whole_answer_ms": {
+            "p50": pct([r["total_ms"] for r in streamed], 0.5),
+            "p95": pct([r["total_ms"] for r in streamed], 0.95),
+        },
+        "refused_whole_answer_ms": {"p50": pct([r["total_ms"] for r in rows if r["first_ms"] is None], 0.5)},
+        "sentences_per_answer": {
+            "p50": pct([float(r["sentences"]) for r in streamed], 0.5),
+            "max": max((r["sentences"] for r in streamed), default=0),
+        },
+        "llm_calls": sum(r["llm_calls"] for r in rows),
+    }
     print(json.dumps(result, indent=1))
     if args.json:
         args.json.write_text(json.dumps(result, indent=1))

@@ -24,6 +24,7 @@ weight) is picked and, beside it, the best k with no third channel; both are sco
 other half, beside the shipped default (``heldout.per_claim`` and ``heldout.halving``). The
 difference is what the channel is worth on claims its weight was not chosen on.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -68,8 +69,10 @@ class Proximity:
         if not query:
             return []
         with connection.cursor() as cur:
-            cur.execute("SELECT rowid, bm25(chunks_fts) FROM chunks_fts WHERE chunks_fts MATCH %s "
-                        "ORDER BY 2 LIMIT %s", [query, depth])
+            cur.execute(
+                "SELECT rowid, bm25(chunks_fts) FROM chunks_fts WHERE chunks_fts MATCH %s ORDER BY 2 LIMIT %s",
+                [query, depth],
+            )
             return [Hit(cid, -score) for cid, score in cur.fetchall()]
 
 
@@ -135,10 +138,12 @@ def grid(thirds: list[str]) -> dict:
             for weight in WEIGHTS:
                 if weight == 0 and third == thirds[0]:
                     out[f"k={k} w=0"] = lambda ch, k=k: reciprocal_rank_fusion(
-                        {"bm25": ch["bm25"], "dense": ch["dense"]}, k=k)
+                        {"bm25": ch["bm25"], "dense": ch["dense"]}, k=k
+                    )
                 elif weight:
                     out[f"k={k} {third} w={weight}"] = lambda ch, k=k, t=third, w=weight: reciprocal_rank_fusion(
-                        {"bm25": ch["bm25"], "dense": ch["dense"], t: ch[t]}, k=k, weights={t: w})
+                        {"bm25": ch["bm25"], "dense": ch["dense"], t: ch[t]}, k=k, weights={t: w}
+                    )
     for third in thirds:
         out[f"{third} alone"] = lambda ch, third=third: ch[third]
     return out
@@ -160,15 +165,21 @@ def main() -> None:
     alone = {name: scores.pop(f"{name} alone") for name in thirds}
     rng = np.random.default_rng(args.seed)
     table = bootstrap(scores, default, 2000, rng)
-    results = {"machine": _common.machine_line(), "top_k": args.top_k, "claims": len(scores[default]),
-               "default": default,
-               "channel_alone": {name: round(float(v.mean()), 4) for name, v in alone.items()},
-               "without_channel": {name: v for name, v in table.items() if two_channels(name)},
-               "best_settings": dict(sorted(table.items(), key=lambda item: -item[1]["ndcg@10"])[:12]),
-               "at_default_k": {name: v for name, v in table.items() if name.startswith(default.split()[0] + " ")},
-               "channel_ms": {name: {"p50": round(statistics.median(t), 1),
-                                     "p95": round(float(np.percentile(t, 95)), 1)} for name, t in times.items()},
-               "halving": halving(scores, default, args.splits, rng, baseline=two_channels)}
+    results = {
+        "machine": _common.machine_line(),
+        "top_k": args.top_k,
+        "claims": len(scores[default]),
+        "default": default,
+        "channel_alone": {name: round(float(v.mean()), 4) for name, v in alone.items()},
+        "without_channel": {name: v for name, v in table.items() if two_channels(name)},
+        "best_settings": dict(sorted(table.items(), key=lambda item: -item[1]["ndcg@10"])[:12]),
+        "at_default_k": {name: v for name, v in table.items() if name.startswith(default.split()[0] + " ")},
+        "channel_ms": {
+            name: {"p50": round(statistics.median(t), 1), "p95": round(float(np.percentile(t, 95)), 1)}
+            for name, t in times.items()
+        },
+        "halving": halving(scores, default, args.splits, rng, baseline=two_channels),
+    }
     print(json.dumps(results, indent=2))
     if args.json:
         args.json.write_text(json.dumps(results, indent=2))

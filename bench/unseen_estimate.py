@@ -24,6 +24,7 @@ of 300 claims and a pseudo-train of the rest, each estimator predicts the defaul
 from the references' pseudo-test scores, and its error is recorded. And the three published numbers are
 checked against each other: the hybrid's train→test change predicted from its channels' changes.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -43,8 +44,14 @@ from retrieval.fusion import Hit, reciprocal_rank_fusion
 
 # name: (train, test, rebuilt exactly), published nDCG@10
 REFERENCES = {"minilm": (0.660, 0.645, True), "bm25": (0.699, 0.682, False), "hybrid": (0.7098, 0.7153, False)}
-ESTIMATORS = (("own train score", ()), ("minilm", ("minilm",)), ("bm25", ("bm25",)), ("hybrid", ("hybrid",)),
-              ("minilm + bm25", ("minilm", "bm25")), ("all three", ("minilm", "bm25", "hybrid")))
+ESTIMATORS = (
+    ("own train score", ()),
+    ("minilm", ("minilm",)),
+    ("bm25", ("bm25",)),
+    ("hybrid", ("hybrid",)),
+    ("minilm + bm25", ("minilm", "bm25")),
+    ("all three", ("minilm", "bm25", "hybrid")),
+)
 TEST_CLAIMS = 300
 DEPTH = 100
 WORD = re.compile(r"\w+", re.UNICODE)
@@ -64,9 +71,15 @@ def reference_scores(beir: _common.Beir, claims: list[str]) -> dict[str, np.ndar
     for i, (claim, vector) in enumerate(zip(claims, queries)):
         words = dict.fromkeys(WORD.findall(beir.queries[claim].lower()))
         match = " OR ".join('"' + w.replace('"', '""') + '"' for w in words)
-        channels = {"bm25": [Hit(rowid, -rank) for rowid, rank in db.execute(
-                        "SELECT rowid, rank FROM docs WHERE docs MATCH ? ORDER BY rank LIMIT ?", (match, DEPTH))],
-                    "minilm": [Hit(int(j), 0.0) for j in np.argsort(-(matrix @ vector), kind="stable")[:DEPTH]]}
+        channels = {
+            "bm25": [
+                Hit(rowid, -rank)
+                for rowid, rank in db.execute(
+                    "SELECT rowid, rank FROM docs WHERE docs MATCH ? ORDER BY rank LIMIT ?", (match, DEPTH)
+                )
+            ],
+            "minilm": [Hit(int(j), 0.0) for j in np.argsort(-(matrix @ vector), kind="stable")[:DEPTH]],
+        }
         channels["hybrid"] = reciprocal_rank_fusion(channels, k=60)
         for name, hits in channels.items():
             out[name][i] = metrics.ndcg_at_k([ids[h.chunk_id] for h in hits], beir.qrels[claim], 10)
@@ -94,9 +107,13 @@ def estimate(d: np.ndarray, refs: dict[str, np.ndarray], names: tuple[str, ...])
     residual = d - sum((b * refs[n] for b, n in zip(beta, names)), np.zeros(d.size))
     se = float(residual.std(ddof=1) * np.sqrt(1 / TEST_CLAIMS + 1 / d.size))
     value = float(d.mean() + sum(b * (REFERENCES[n][1] - train_score(n, refs)) for b, n in zip(beta, names)))
-    return {"beta": [round(float(b), 3) for b in beta], "estimate": round(value, 4), "se": round(se, 4),
-            "ci95": [round(value - 1.96 * se, 4), round(value + 1.96 * se, 4)],
-            "approximate": not all(REFERENCES[n][2] for n in names)}
+    return {
+        "beta": [round(float(b), 3) for b in beta],
+        "estimate": round(value, 4),
+        "se": round(se, 4),
+        "ci95": [round(value - 1.96 * se, 4), round(value + 1.96 * se, 4)],
+        "approximate": not all(REFERENCES[n][2] for n in names),
+    }
 
 
 def pseudo_test(d: np.ndarray, refs: dict[str, np.ndarray], splits: int, rng: np.random.Generator) -> dict:
@@ -108,11 +125,18 @@ def pseudo_test(d: np.ndarray, refs: dict[str, np.ndarray], splits: int, rng: np
         test, train = order[:TEST_CLAIMS], order[TEST_CLAIMS:]
         for label, names in ESTIMATORS:
             beta = fit(d[train], [refs[n][train] for n in names])
-            guess = d[train].mean() + sum(b * (refs[n][test].mean() - refs[n][train].mean())
-                                          for b, n in zip(beta, names))
+            guess = d[train].mean() + sum(
+                b * (refs[n][test].mean() - refs[n][train].mean()) for b, n in zip(beta, names)
+            )
             errors[label].append(guess - d[test].mean())
-    return {label: {"bias": round(float(np.mean(e)), 4), "rmse": round(float(np.sqrt(np.mean(np.square(e)))), 4),
-                    "p95_abs": round(float(np.percentile(np.abs(e), 95)), 4)} for label, e in errors.items()}
+    return {
+        label: {
+            "bias": round(float(np.mean(e)), 4),
+            "rmse": round(float(np.sqrt(np.mean(np.square(e)))), 4),
+            "p95_abs": round(float(np.percentile(np.abs(e), 95)), 4),
+        }
+        for label, e in errors.items()
+    }
 
 
 def consistency(refs: dict[str, np.ndarray]) -> dict:
@@ -123,8 +147,11 @@ def consistency(refs: dict[str, np.ndarray]) -> dict:
     residual = refs["hybrid"] - sum(b * refs[n] for b, n in zip(beta, names))
     se = residual.std(ddof=1) * np.sqrt(1 / TEST_CLAIMS + 1 / residual.size)
     observed = REFERENCES["hybrid"][1] - REFERENCES["hybrid"][0]
-    return {"hybrid_change_observed": round(observed, 4), "predicted_from_channels": round(float(predicted), 4),
-            "z": round(float((observed - predicted) / se), 2)}
+    return {
+        "hybrid_change_observed": round(observed, 4),
+        "predicted_from_channels": round(float(predicted), 4),
+        "z": round(float((observed - predicted) / se), 2),
+    }
 
 
 def main() -> None:
@@ -141,16 +168,28 @@ def main() -> None:
     d = scores["default"]
     for name, (train, _, exact) in REFERENCES.items():
         if exact and abs(refs[name].mean() - train) > 0.0005:
-            raise SystemExit(f"the {name} rebuild scores {refs[name].mean():.4f} on the train claims, not {train}: "
-                             "it is not the system whose test score is known, so no estimate")
-    results = {"machine": _common.machine_line(), "claims": len(claims), "default_train": round(float(d.mean()), 4),
-               "references": {name: {"train": train, "test": test, "exact": exact,
-                                     "rebuilt_train": round(float(refs[name].mean()), 4),
-                                     "correlation_with_default": round(float(np.corrcoef(d, refs[name])[0, 1]), 3)}
-                              for name, (train, test, exact) in REFERENCES.items()},
-               "estimates": {label: estimate(d, refs, names) for label, names in ESTIMATORS},
-               "pseudo_test_check": pseudo_test(d, refs, args.splits, np.random.default_rng(args.seed)),
-               "issue_numbers_consistency": consistency(refs)}
+            raise SystemExit(
+                f"the {name} rebuild scores {refs[name].mean():.4f} on the train claims, not {train}: "
+                "it is not the system whose test score is known, so no estimate"
+            )
+    results = {
+        "machine": _common.machine_line(),
+        "claims": len(claims),
+        "default_train": round(float(d.mean()), 4),
+        "references": {
+            name: {
+                "train": train,
+                "test": test,
+                "exact": exact,
+                "rebuilt_train": round(float(refs[name].mean()), 4),
+                "correlation_with_default": round(float(np.corrcoef(d, refs[name])[0, 1]), 3),
+            }
+            for name, (train, test, exact) in REFERENCES.items()
+        },
+        "estimates": {label: estimate(d, refs, names) for label, names in ESTIMATORS},
+        "pseudo_test_check": pseudo_test(d, refs, args.splits, np.random.default_rng(args.seed)),
+        "issue_numbers_consistency": consistency(refs),
+    }
     print(json.dumps(results, indent=2))
     if args.json:
         args.json.write_text(json.dumps(results, indent=2))

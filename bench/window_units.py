@@ -11,6 +11,7 @@ Each is measured alone and fused with the product's BM25 channel (hybrid mode, d
 shipped) by Foundry's own fusion functions: chunk RRF at k = 60 (the default), 10, 1, and
 document RRF at k = 3. nDCG@10 over documents, train claims (dev data only).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -33,18 +34,25 @@ DEPTH = 50  # max(top_k * CANDIDATE_FACTOR, 50) at the shipped top_k
 
 
 def subset(matrix: dense_matrix.DenseMatrix, rows: np.ndarray) -> dense_matrix.DenseMatrix:
-    return dense_matrix.DenseMatrix(folder=matrix.folder, version=matrix.version, ids=matrix.ids[rows],
-                             collections=matrix.collections[rows], vectors=np.asarray(matrix.vectors[rows]),
-                             signs=matrix.signs)
+    return dense_matrix.DenseMatrix(
+        folder=matrix.folder,
+        version=matrix.version,
+        ids=matrix.ids[rows],
+        collections=matrix.collections[rows],
+        vectors=np.asarray(matrix.vectors[rows]),
+        signs=matrix.signs,
+    )
 
 
 def variants(matrix: dense_matrix.DenseMatrix) -> dict[str, dense_matrix.DenseMatrix]:
     chunk_row = matrix.ids % vectorstore.WINDOW_SLOTS == 0
     windowed = np.unique(matrix.ids[~chunk_row] // vectorstore.WINDOW_SLOTS)
     alone = chunk_row & ~np.isin(matrix.ids // vectorstore.WINDOW_SLOTS, windowed)
-    return {"chunks": subset(matrix, np.flatnonzero(chunk_row)),
-            "windows": subset(matrix, np.flatnonzero(~chunk_row | alone)),
-            "chunks+windows": matrix}
+    return {
+        "chunks": subset(matrix, np.flatnonzero(chunk_row)),
+        "windows": subset(matrix, np.flatnonzero(~chunk_row | alone)),
+        "chunks+windows": matrix,
+    }
 
 
 def main() -> None:
@@ -56,21 +64,30 @@ def main() -> None:
     results: dict = {"machine": _common.machine_line(), "window_sentences": settings.FOUNDRY.ingest.window_sentences}
     with _common.scifact(args.data) as beir:
         matrix, _ = dense.current(model)
-        results["rows"] = {"chunks": int(np.sum(matrix.ids % vectorstore.WINDOW_SLOTS == 0)),
-                           "all": int(matrix.ids.size)}
+        results["rows"] = {
+            "chunks": int(np.sum(matrix.ids % vectorstore.WINDOW_SLOTS == 0)),
+            "all": int(matrix.ids.size),
+        }
         qvec = dict(zip(beir.queries, llm.embed(list(beir.queries.values()), model=model)))
-        bm25 = {q: ChunkSearch.search.keyword(t, limit=DEPTH, max_df=settings.FOUNDRY.retrieval.bm25_max_df)
-                for q, t in beir.queries.items()}
+        bm25 = {
+            q: ChunkSearch.search.keyword(t, limit=DEPTH, max_df=settings.FOUNDRY.retrieval.bm25_max_df)
+            for q, t in beir.queries.items()
+        }
         source_of = dict(Chunk.objects.values_list("pk", "source_id"))
         for name, copy in variants(matrix).items():
             hits = {q: copy.search(qvec[q], k=DEPTH, collection_ids=None) for q in beir.queries}
             row = {"rows": int(copy.ids.size), "alone": ndcg(beir, hits)}
             for k in (60, 10, 1):
-                row[f"chunk k={k}"] = ndcg(beir, {q: reciprocal_rank_fusion({"bm25": bm25[q], "dense": hits[q]}, k=k)
-                                                  for q in beir.queries})
-            row["document k=3"] = ndcg(beir, {q: document_rank_fusion({"bm25": bm25[q], "dense": hits[q]},
-                                                                      source_of=source_of, k=3)
-                                              for q in beir.queries})
+                row[f"chunk k={k}"] = ndcg(
+                    beir, {q: reciprocal_rank_fusion({"bm25": bm25[q], "dense": hits[q]}, k=k) for q in beir.queries}
+                )
+            row["document k=3"] = ndcg(
+                beir,
+                {
+                    q: document_rank_fusion({"bm25": bm25[q], "dense": hits[q]}, source_of=source_of, k=3)
+                    for q in beir.queries
+                },
+            )
             results[name] = row
             print(f"{name}: {row}", flush=True)
     if args.json:

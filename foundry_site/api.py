@@ -5,6 +5,7 @@ token (``foundry tokens create``) or the signed-in browser session (CSRF is
 enforced for unsafe methods). The docs at /api/v1/docs and /api/v1/openapi.json take
 either as well (a bearer token, or a signed-in user).
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -33,7 +34,6 @@ from specs.api import generate_router, router as specs_router
 from specs.errors import SpecError
 
 
-
 def docs_access(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
     """The docs page and openapi.json: for a bearer token (as every API call), else a signed-in session."""
     session_view = login_required(view)
@@ -52,8 +52,13 @@ def docs_access(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse
     return wrapper
 
 
-api = NinjaAPI(title="Foundry API", version="1", urls_namespace="api",
-               auth=[BearerTokenAuth(), SessionCsrfAuth()], docs_decorator=docs_access)
+api = NinjaAPI(
+    title="Foundry API",
+    version="1",
+    urls_namespace="api",
+    auth=[BearerTokenAuth(), SessionCsrfAuth()],
+    docs_decorator=docs_access,
+)
 
 
 def field_location(loc: list[Any]) -> list[Any]:

@@ -4,6 +4,7 @@ Session auth checks CSRF on unsafe methods, because a browser sends the session
 cookie with any cross-site form post. A request with no credentials at all gets
 401 (not a CSRF 403), so clients learn they need to authenticate.
 """
+
 from __future__ import annotations
 
 from typing import Any

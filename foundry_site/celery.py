@@ -1,4 +1,5 @@
 """Celery app. With no FOUNDRY_BROKER_URL every task runs eagerly, in-process."""
+
 from __future__ import annotations
 
 import os

@@ -1,4 +1,5 @@
 """The navigation bar. Pages that do not exist yet show as plain text until their URL name is added."""
+
 from __future__ import annotations
 
 from django.http import HttpRequest

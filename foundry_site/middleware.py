@@ -7,6 +7,7 @@ too much must learn that with 413 and the limit, an API client as JSON.
 Checking ``Content-Length`` up front also spares the server from reading a body
 it will refuse anyway.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -50,8 +51,11 @@ def error_response(request: HttpRequest, detail: str, *, status: int) -> HttpRes
 def too_large(request: HttpRequest, *, length: int | None, limit: int) -> HttpResponse:
     """413 naming the limit."""
     size = f"is {length} bytes" if length is not None else "has a form field larger than allowed"
-    return error_response(request, f"The request body {size}; the limit is {limit} bytes "
-                                   f"({limit / MIB:.1f} MB). Send less data in one request.", status=413)
+    return error_response(
+        request,
+        f"The request body {size}; the limit is {limit} bytes ({limit / MIB:.1f} MB). Send less data in one request.",
+        status=413,
+    )
 
 
 class RequestSizeLimitMiddleware:
@@ -98,13 +102,17 @@ class ApiJsonErrorsMiddleware:
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
         response = self.get_response(request)
-        if (not request.path.startswith(API_PREFIX) or response.status_code not in (404, 405)
-                or response.get("Content-Type", "").startswith("application/json")):
+        if (
+            not request.path.startswith(API_PREFIX)
+            or response.status_code not in (404, 405)
+            or response.get("Content-Type", "").startswith("application/json")
+        ):
             return response
         if response.status_code == 404:
             return error_response(request, f"No API endpoint at {request.path}.", status=404)
         allowed = response.get("Allow", "")
-        refused = error_response(request, f"{request.method} is not allowed on {request.path}; use {allowed}.",
-                                 status=405)
+        refused = error_response(
+            request, f"{request.method} is not allowed on {request.path}; use {allowed}.", status=405
+        )
         refused["Allow"] = allowed
         return refused

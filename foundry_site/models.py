@@ -1,4 +1,5 @@
 """API tokens: a user's credential for the JSON API, stored only as a sha256 hash."""
+
 from __future__ import annotations
 
 from django.conf import settings

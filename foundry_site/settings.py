@@ -3,6 +3,7 @@
 Deployment values come from the environment (``FOUNDRY_*``, optionally from a
 ``.env`` file); pipeline knobs come from ``foundry.yaml`` (see ``config.py``).
 """
+
 from __future__ import annotations
 
 import os

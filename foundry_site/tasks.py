@@ -1,4 +1,5 @@
 """Project-wide periodic work (scheduled by celery beat on the db worker)."""
+
 from __future__ import annotations
 
 from celery import shared_task

@@ -12,8 +12,18 @@ from sources.admin import ReadOnlyAdmin
 @admin.register(GenerationRun)
 class GenerationRunAdmin(ReadOnlyAdmin):
     show_full_result_count = False
-    list_display = ["pk", "created_at", "short_topic", "spec_name", "spec_version", "status", "stage", "coverage",
-                    "llm_calls", "created_by"]
+    list_display = [
+        "pk",
+        "created_at",
+        "short_topic",
+        "spec_name",
+        "spec_version",
+        "status",
+        "stage",
+        "coverage",
+        "llm_calls",
+        "created_by",
+    ]
     list_filter = ["status", "spec_name"]
     search_fields = ["topic", "spec_name", "output_path"]
     date_hierarchy = "created_at"
@@ -22,8 +32,12 @@ class GenerationRunAdmin(ReadOnlyAdmin):
     readonly_fields = fields
 
     def get_queryset(self, request: HttpRequest) -> Any:
-        return super().get_queryset(request).select_related("created_by").defer(
-            "prompt", "spec_body", "chunks", "conflicts", "gate", "grounding", "timings")
+        return (
+            super()
+            .get_queryset(request)
+            .select_related("created_by")
+            .defer("prompt", "spec_body", "chunks", "conflicts", "gate", "grounding", "timings")
+        )
 
     @admin.display(description="topic")
     def short_topic(self, obj: GenerationRun) -> str:

@@ -5,6 +5,7 @@ generation → citation and grounding check → answer class → audit (QueryLog
 runs.csv line, artifacts/<date>/<run_id>/retrieval.json). When the gate finds no
 evidence, no LLM is called at all.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -43,10 +44,14 @@ MAX_QUESTION_CHARS = 4000
 # 4: citations and "Passages found" give each kind's location (slide, sheet rows, section, OCR).
 ANSWER_RULES = 4
 LOW_CONFIDENCE_PREFIX = "Answer (LOW CONFIDENCE — limited source coverage):"
-WITHHELD = ("No answer could be verified: the model's sentences were not supported by the passages found, "
-            "so they were withheld. Read the passages, or ask again in other words.")
-BELOW_READER = ("No sentence of the passages found answers this closely enough to quote (best {best:.2f}, "
-                "below the reader's threshold {threshold:.2f}). Read the passages, or ask again in other words.")
+WITHHELD = (
+    "No answer could be verified: the model's sentences were not supported by the passages found, "
+    "so they were withheld. Read the passages, or ask again in other words."
+)
+BELOW_READER = (
+    "No sentence of the passages found answers this closely enough to quote (best {best:.2f}, "
+    "below the reader's threshold {threshold:.2f}). Read the passages, or ask again in other words."
+)
 
 
 class QueryError(ValueError):
@@ -106,9 +111,18 @@ def _no_progress(stage: str) -> None:
     return None
 
 
-def answer_question(*, question: str, user: Any = None, collection_ids: list[int] | None = None,
-                    mode: str | None = None, top_k: int | None = None, progress: Progress | None = None,
-                    message: str = "", conversation: Any = None, on_sentence: Sentences | None = None) -> Answer:
+def answer_question(
+    *,
+    question: str,
+    user: Any = None,
+    collection_ids: list[int] | None = None,
+    mode: str | None = None,
+    top_k: int | None = None,
+    progress: Progress | None = None,
+    message: str = "",
+    conversation: Any = None,
+    on_sentence: Sentences | None = None,
+) -> Answer:
     """Answer from the sources or refuse; every call leaves exactly one QueryLog row.
 
     ``message``: the asker's raw follow-up when ``question`` is the standalone question made of it
@@ -129,8 +143,16 @@ def answer_question(*, question: str, user: Any = None, collection_ids: list[int
     model = settings.FOUNDRY.generation.model
     key = cache_key(question, collection_ids, mode, top_k)
     if settings.FOUNDRY.generation.cache_answers:
-        cached = _from_cache(key, question=question, run_id=run_id, started=started, user=user,
-                             collection_ids=collection_ids, message=message, conversation=conversation)
+        cached = _from_cache(
+            key,
+            question=question,
+            run_id=run_id,
+            started=started,
+            user=user,
+            collection_ids=collection_ids,
+            message=message,
+            conversation=conversation,
+        )
         if cached is not None:
             if on_sentence is not None and cached.citations:
                 for piece in answer_pieces(cached.answer):
@@ -141,11 +163,11 @@ def answer_question(*, question: str, user: Any = None, collection_ids: list[int
         try:
             progress("retrieving")
             retrieval = retrieve(question=question, collection_ids=collection_ids, mode=mode, top_k=top_k)
-            answer = _answer_from(retrieval, run_id=run_id, model=model, progress=progress,
-                                  on_sentence=on_sentence)
+            answer = _answer_from(retrieval, run_id=run_id, model=model, progress=progress, on_sentence=on_sentence)
         except llm.LLMError as exc:
-            _record_failure(run_id, question, user, collection_ids, retrieval, calls, exc, started, mode, message,
-                            conversation)
+            _record_failure(
+                run_id, question, user, collection_ids, retrieval, calls, exc, started, mode, message, conversation
+            )
             raise QueryFailed(f"The model failed while answering: {exc}", run_id=run_id) from exc
     answer.timings["total"] = round((time.perf_counter() - started) * 1000, 1)
     answer.llm_calls = calls.llm_calls
@@ -167,43 +189,107 @@ def cache_key(question: str, collection_ids: list[int] | None, mode: str | None,
     """Everything an answer depends on: question, scope, mode, configuration, the answer prompts'
     text (a template edited in place keeps its path), the answering rules and the index version."""
     scope = sorted(collection_ids) if collection_ids is not None else None
-    material = json.dumps([question.casefold(), scope, mode, top_k, settings.FOUNDRY.model_dump(mode="json"),
-                           prompts.render("answer_system"), prompts.render("answer_user"), ANSWER_RULES,
-                           index_version(scope)], sort_keys=True)
+    material = json.dumps(
+        [
+            question.casefold(),
+            scope,
+            mode,
+            top_k,
+            settings.FOUNDRY.model_dump(mode="json"),
+            prompts.render("answer_system"),
+            prompts.render("answer_user"),
+            ANSWER_RULES,
+            index_version(scope),
+        ],
+        sort_keys=True,
+    )
     return hashlib.sha256(material.encode("utf-8")).hexdigest()
 
 
-def _from_cache(key: str, *, question: str, run_id: str, started: float, user: Any,
-                collection_ids: list[int] | None, message: str = "", conversation: Any = None) -> Answer | None:
+def _from_cache(
+    key: str,
+    *,
+    question: str,
+    run_id: str,
+    started: float,
+    user: Any,
+    collection_ids: list[int] | None,
+    message: str = "",
+    conversation: Any = None,
+) -> Answer | None:
     hit = QueryLog.objects.filter(cache_key=key, status=QueryLog.Status.OK).order_by("-created_at").first()
     if hit is None:
         return None
     texts = dict(Chunk.objects.filter(pk__in=[c["chunk_id"] for c in hit.citations]).values_list("pk", "text"))
     if len(texts) != len(hit.citations):
         return None
-    answer = Answer(run_id=run_id, question=question, answer_class=hit.answer_class, answer=hit.answer,
-                    citations=[{**c, "text": texts[c["chunk_id"]]} for c in hit.citations],
-                    conflicts=hit.conflicts, coverage=hit.coverage, gate=hit.gate, model=hit.model, mode=hit.mode,
-                    hyde_text=hit.hyde_text, cached=True, tokens={"prompt": 0, "completion": 0},
-                    refusal=hit.refusal, hint=NO_EVIDENCE_HINT if hit.refusal == "gate" else "")
+    answer = Answer(
+        run_id=run_id,
+        question=question,
+        answer_class=hit.answer_class,
+        answer=hit.answer,
+        citations=[{**c, "text": texts[c["chunk_id"]]} for c in hit.citations],
+        conflicts=hit.conflicts,
+        coverage=hit.coverage,
+        gate=hit.gate,
+        model=hit.model,
+        mode=hit.mode,
+        hyde_text=hit.hyde_text,
+        cached=True,
+        tokens={"prompt": 0, "completion": 0},
+        refusal=hit.refusal,
+        hint=NO_EVIDENCE_HINT if hit.refusal == "gate" else "",
+    )
     answer.timings = {"total": round((time.perf_counter() - started) * 1000, 1)}
     QueryLog.objects.record(
-        run_id=run_id, user=_user(user), question=question, message=message, conversation=conversation,
-        mode=hit.mode, collection_ids=collection_ids, hyde_text=hit.hyde_text, channels=hit.channels, gate=hit.gate,
+        run_id=run_id,
+        user=_user(user),
+        question=question,
+        message=message,
+        conversation=conversation,
+        mode=hit.mode,
+        collection_ids=collection_ids,
+        hyde_text=hit.hyde_text,
+        channels=hit.channels,
+        gate=hit.gate,
         answer_class=hit.answer_class,
-        answer=hit.answer, citations=hit.citations, conflicts=hit.conflicts, coverage=hit.coverage,
-        model=hit.model, timings=answer.timings, cached=True, cache_key=key, refusal=hit.refusal)
-    audit.runs_append(run_id=run_id, task_name="rag_query", status="ok", answer_class=answer.answer_class,
-                      llm_calls=0, latency_ms=answer.timings["total"], model=hit.model, user=_user(user))
+        answer=hit.answer,
+        citations=hit.citations,
+        conflicts=hit.conflicts,
+        coverage=hit.coverage,
+        model=hit.model,
+        timings=answer.timings,
+        cached=True,
+        cache_key=key,
+        refusal=hit.refusal,
+    )
+    audit.runs_append(
+        run_id=run_id,
+        task_name="rag_query",
+        status="ok",
+        answer_class=answer.answer_class,
+        llm_calls=0,
+        latency_ms=answer.timings["total"],
+        model=hit.model,
+        user=_user(user),
+    )
     return answer
 
 
-def _answer_from(retrieval: Retrieval, *, run_id: str, model: str, progress: Progress,
-                 on_sentence: Sentences | None = None) -> Answer:
-    answer = Answer(run_id=run_id, question=retrieval.question, answer_class=QueryLog.AnswerClass.NO_EVIDENCE,
-                    answer=NO_EVIDENCE_ANSWER, gate=retrieval.gate.as_dict(), timings=retrieval.timings,
-                    mode=retrieval.mode, hyde_text=retrieval.hyde_text,
-                    conflicts=[c.as_dict() for c in retrieval.conflicts])
+def _answer_from(
+    retrieval: Retrieval, *, run_id: str, model: str, progress: Progress, on_sentence: Sentences | None = None
+) -> Answer:
+    answer = Answer(
+        run_id=run_id,
+        question=retrieval.question,
+        answer_class=QueryLog.AnswerClass.NO_EVIDENCE,
+        answer=NO_EVIDENCE_ANSWER,
+        gate=retrieval.gate.as_dict(),
+        timings=retrieval.timings,
+        mode=retrieval.mode,
+        hyde_text=retrieval.hyde_text,
+        conflicts=[c.as_dict() for c in retrieval.conflicts],
+    )
     if not retrieval.gate.passed or not retrieval.candidates:
         answer.refusal = "gate" if not retrieval.gate.passed else "relevance"
         answer.hint = NO_EVIDENCE_HINT
@@ -215,13 +301,20 @@ def _answer_from(retrieval: Retrieval, *, run_id: str, model: str, progress: Pro
     context, included = _context(retrieval, model, request)
     progress("generating")
     start = time.perf_counter()
-    messages = [{"role": "system", "content": prompts.render("answer_system", context=context)},
-                {"role": "user", "content": request}]
+    messages = [
+        {"role": "system", "content": prompts.render("answer_system", context=context)},
+        {"role": "user", "content": request},
+    ]
     grounder = Grounder(included)
     gate = SentenceGate(grounder, on_sentence) if on_sentence is not None else None
-    reply = llm.complete(messages=messages, purpose="answer", model=model,
-                         max_tokens=settings.FOUNDRY.generation.max_answer_tokens,
-                         temperature=settings.FOUNDRY.generation.temperature, on_text=gate.grow if gate else None)
+    reply = llm.complete(
+        messages=messages,
+        purpose="answer",
+        model=model,
+        max_tokens=settings.FOUNDRY.generation.max_answer_tokens,
+        temperature=settings.FOUNDRY.generation.temperature,
+        on_text=gate.grow if gate else None,
+    )
     answer.timings["generate"] = round((time.perf_counter() - start) * 1000, 1)
     progress("checking")
     start = time.perf_counter()
@@ -239,19 +332,27 @@ def _read(answer: Answer, retrieval: Retrieval, progress: Progress, on_sentence:
     conf = settings.FOUNDRY.generation
     progress("reading")
     start = time.perf_counter()
-    included = retrieval.candidates[:conf.reader_passages]
-    reading = reader.read(retrieval.question, [reader_passage(c, rank) for rank, c in enumerate(included, start=1)],
-                          embedding_model=settings.FOUNDRY.embedding.model, max_units=conf.reader_max_units)
+    included = retrieval.candidates[: conf.reader_passages]
+    reading = reader.read(
+        retrieval.question,
+        [reader_passage(c, rank) for rank, c in enumerate(included, start=1)],
+        embedding_model=settings.FOUNDRY.embedding.model,
+        max_units=conf.reader_max_units,
+    )
     answer.timings["read"] = round((time.perf_counter() - start) * 1000, 1)
     answer.grounding = reading.audit()
     if not reading.quotes or reading.best < conf.reader_min_score:
         answer.refusal = "reader"
-        answer.answer = (BELOW_READER.format(best=reading.best, threshold=conf.reader_min_score)
-                         + f" Passages found: {passages_found(included)}.")
+        answer.answer = (
+            BELOW_READER.format(best=reading.best, threshold=conf.reader_min_score)
+            + f" Passages found: {passages_found(included)}."
+        )
         return answer
     by_label = {c.label: c for c in included}
-    answer.citations = [citation(by_label[label], quotes=[q for q in reading.quotes if q.passage.label == label])
-                        for label in dict.fromkeys(q.passage.label for q in reading.quotes)]
+    answer.citations = [
+        citation(by_label[label], quotes=[q for q in reading.quotes if q.passage.label == label])
+        for label in dict.fromkeys(q.passage.label for q in reading.quotes)
+    ]
     answer.coverage = 1.0  # every sentence is a verbatim quote of the passage it cites
     weak = max(c.score for c in included) < conf.low_confidence_score or reading.best < conf.reader_low_score
     answer.answer_class = QueryLog.AnswerClass.LOW_CONFIDENCE if weak else QueryLog.AnswerClass.NORMAL
@@ -264,15 +365,24 @@ def _read(answer: Answer, retrieval: Retrieval, progress: Progress, on_sentence:
 
 def reader_passage(candidate: Candidate, rank: int) -> reader.Passage:
     chunk = candidate.chunk
-    return reader.Passage(candidate.label, chunk.text, chunk.line_start, chunk.line_end, chunk.page_start,
-                          chunk.page_end, rank=rank, source=chunk.source.name, ordinal=chunk.ordinal)
+    return reader.Passage(
+        candidate.label,
+        chunk.text,
+        chunk.line_start,
+        chunk.line_end,
+        chunk.page_start,
+        chunk.page_end,
+        rank=rank,
+        source=chunk.source.name,
+        ordinal=chunk.ordinal,
+    )
 
 
 def _context(retrieval: Retrieval, model: str, request: str) -> tuple[str, list[Candidate]]:
     conf = settings.FOUNDRY.generation
     overhead = llm.count_tokens(prompts.render("answer_system", context="") + request, model=model)
     budget = chunk_budget(model=model, configured=conf.token_budget, reserved=overhead + conf.max_answer_tokens)
-    built = context_build(retrieval.candidates[:conf.max_passages], model=model, budget=budget)
+    built = context_build(retrieval.candidates[: conf.max_passages], model=model, budget=budget)
     return built.text, built.included
 
 
@@ -309,43 +419,115 @@ def citation(candidate: Candidate, quotes: list[reader.Quote] | None = None) -> 
     if quotes:
         spans = [q.lines for q in quotes]
         lines = [min(first for first, _ in spans), max(last for _, last in spans)]
-    return {"id": candidate.label, "chunk_id": chunk.pk, "source": chunk.source.name, "title": chunk.source.title,
-            "heading": chunk.heading, "page": chunk.page_start, "lines": lines, **location_fields(chunk, lines),
-            "score": round(candidate.score, 4), "text": chunk.text}
+    return {
+        "id": candidate.label,
+        "chunk_id": chunk.pk,
+        "source": chunk.source.name,
+        "title": chunk.source.title,
+        "heading": chunk.heading,
+        "page": chunk.page_start,
+        "lines": lines,
+        **location_fields(chunk, lines),
+        "score": round(candidate.score, 4),
+        "text": chunk.text,
+    }
 
 
-def _record(answer: Answer, retrieval: Retrieval, user: Any, collection_ids: list[int] | None, key: str,
-            message: str = "", conversation: Any = None) -> None:
+def _record(
+    answer: Answer,
+    retrieval: Retrieval,
+    user: Any,
+    collection_ids: list[int] | None,
+    key: str,
+    message: str = "",
+    conversation: Any = None,
+) -> None:
     QueryLog.objects.record(
-        cache_key=key, refusal=answer.refusal, message=message, conversation=conversation,
-        run_id=answer.run_id, user=_user(user), question=answer.question, mode=answer.mode,
-        collection_ids=collection_ids, hyde_text=answer.hyde_text, channels=retrieval.channels_dict(),
-        gate=answer.gate, answer_class=answer.answer_class, answer=answer.answer,
+        cache_key=key,
+        refusal=answer.refusal,
+        message=message,
+        conversation=conversation,
+        run_id=answer.run_id,
+        user=_user(user),
+        question=answer.question,
+        mode=answer.mode,
+        collection_ids=collection_ids,
+        hyde_text=answer.hyde_text,
+        channels=retrieval.channels_dict(),
+        gate=answer.gate,
+        answer_class=answer.answer_class,
+        answer=answer.answer,
         citations=[{k: v for k, v in c.items() if k != "text"} for c in answer.citations],
-        conflicts=answer.conflicts, coverage=answer.coverage, prompt_tokens=answer.tokens.get("prompt", 0),
-        completion_tokens=answer.tokens.get("completion", 0), cost=answer.cost, llm_calls=answer.llm_calls,
-        model=answer.model, timings=answer.timings, grounding=answer.grounding)
-    audit.artifacts_write(run_id=answer.run_id, question=answer.question, retrieval=retrieval,
-                          answer={**answer.as_dict(), "grounding": answer.grounding})
-    audit.runs_append(run_id=answer.run_id, task_name="rag_query", status="ok", answer_class=answer.answer_class,
-                      llm_calls=answer.llm_calls, latency_ms=answer.timings["total"], model=answer.model,
-                      user=_user(user))
+        conflicts=answer.conflicts,
+        coverage=answer.coverage,
+        prompt_tokens=answer.tokens.get("prompt", 0),
+        completion_tokens=answer.tokens.get("completion", 0),
+        cost=answer.cost,
+        llm_calls=answer.llm_calls,
+        model=answer.model,
+        timings=answer.timings,
+        grounding=answer.grounding,
+    )
+    audit.artifacts_write(
+        run_id=answer.run_id,
+        question=answer.question,
+        retrieval=retrieval,
+        answer={**answer.as_dict(), "grounding": answer.grounding},
+    )
+    audit.runs_append(
+        run_id=answer.run_id,
+        task_name="rag_query",
+        status="ok",
+        answer_class=answer.answer_class,
+        llm_calls=answer.llm_calls,
+        latency_ms=answer.timings["total"],
+        model=answer.model,
+        user=_user(user),
+    )
 
 
-def _record_failure(run_id: str, question: str, user: Any, collection_ids: list[int] | None,
-                    retrieval: Retrieval | None, calls: llm.CallRecord, exc: Exception, started: float,
-                    mode: str | None, message: str = "", conversation: Any = None) -> None:
+def _record_failure(
+    run_id: str,
+    question: str,
+    user: Any,
+    collection_ids: list[int] | None,
+    retrieval: Retrieval | None,
+    calls: llm.CallRecord,
+    exc: Exception,
+    started: float,
+    mode: str | None,
+    message: str = "",
+    conversation: Any = None,
+) -> None:
     total = round((time.perf_counter() - started) * 1000, 1)
     QueryLog.objects.record(
-        run_id=run_id, user=_user(user), question=question, message=message, conversation=conversation,
-        mode=mode or settings.FOUNDRY.retrieval.mode, collection_ids=collection_ids,
+        run_id=run_id,
+        user=_user(user),
+        question=question,
+        message=message,
+        conversation=conversation,
+        mode=mode or settings.FOUNDRY.retrieval.mode,
+        collection_ids=collection_ids,
         channels=retrieval.channels_dict() if retrieval else {},
-        gate=retrieval.gate.as_dict() if retrieval and retrieval.gate else {}, status=QueryLog.Status.FAILED,
-        error=str(exc), llm_calls=calls.llm_calls, prompt_tokens=calls.prompt_tokens,
-        completion_tokens=calls.completion_tokens, model=getattr(exc, "model", ""),
-        timings={**(retrieval.timings if retrieval else {}), "total": total})
-    audit.runs_append(run_id=run_id, task_name="rag_query", status="failed", answer_class="", llm_calls=calls.llm_calls,
-                      latency_ms=total, model=getattr(exc, "model", ""), user=_user(user))
+        gate=retrieval.gate.as_dict() if retrieval and retrieval.gate else {},
+        status=QueryLog.Status.FAILED,
+        error=str(exc),
+        llm_calls=calls.llm_calls,
+        prompt_tokens=calls.prompt_tokens,
+        completion_tokens=calls.completion_tokens,
+        model=getattr(exc, "model", ""),
+        timings={**(retrieval.timings if retrieval else {}), "total": total},
+    )
+    audit.runs_append(
+        run_id=run_id,
+        task_name="rag_query",
+        status="failed",
+        answer_class="",
+        llm_calls=calls.llm_calls,
+        latency_ms=total,
+        model=getattr(exc, "model", ""),
+        user=_user(user),
+    )
     logger.warning("query %s failed: %s", run_id, type(exc).__name__)
 
 

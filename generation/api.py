@@ -28,8 +28,9 @@ router = Router(tags=["query", "generation"])
 ERRORS = {401: ErrorOut, 404: ErrorOut}
 
 
-@router.post("/query", response={200: QueryOut, 400: ErrorOut, 401: ErrorOut, 404: ErrorOut, 429: ErrorOut,
-                                 503: ErrorOut})
+@router.post(
+    "/query", response={200: QueryOut, 400: ErrorOut, 401: ErrorOut, 404: ErrorOut, 429: ErrorOut, 503: ErrorOut}
+)
 def query(request: HttpRequest, body: QueryIn) -> dict:
     """Answer a question from the collections the caller can read, or refuse (answer_class no_evidence).
 
@@ -42,8 +43,14 @@ def query(request: HttpRequest, body: QueryIn) -> dict:
     within = None
     if body.collection is not None:  # one of the caller's collections; any other name is 404, as elsewhere
         within = get_object_or_404(readable_collections(request.auth), name=body.collection).pk
-    answer, row = query_answer(user=request.auth, question=body.question, mode=body.mode, top_k=body.top_k,
-                               within=within, conversation_id=body.conversation_id)
+    answer, row = query_answer(
+        user=request.auth,
+        question=body.question,
+        mode=body.mode,
+        top_k=body.top_k,
+        within=within,
+        conversation_id=body.conversation_id,
+    )
     return {**answer.as_dict(), "query_id": row.pk, "conversation_id": row.conversation_id}
 
 
@@ -80,5 +87,9 @@ def download_run(request: HttpRequest, run_id: RowId) -> FileResponse:
     path = selectors.run_output_file(run)
     if path is None:
         raise HttpError(404, "This run has no downloadable document.")
-    return FileResponse(path.open("rb"), as_attachment=True, filename=selectors.run_download_name(run),
-                        content_type="text/markdown; charset=utf-8")
+    return FileResponse(
+        path.open("rb"),
+        as_attachment=True,
+        filename=selectors.run_download_name(run),
+        content_type="text/markdown; charset=utf-8",
+    )

@@ -6,6 +6,7 @@ conversation (a new one unless the caller names one of theirs); a follow-up is m
 standalone from the earlier turns (generation/condense.py) before retrieval, so the gate
 and grounding see exactly what they would see for a question asked on its own.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -22,10 +23,14 @@ from retrieval.services.conversations import conversation_discard_if_empty, conv
 from sources.selectors import query_scope
 
 NO_COLLECTIONS = "You cannot read any collection yet, so there is nothing to search. Ask an administrator for access."
-LOST_COLLECTION = ("conversation_id: this conversation searches the collection {name}, which you can no longer "
-                   "read. Start a new conversation.")
-OTHER_COLLECTION = ("collection: a follow-up searches its conversation's collection ({name}); leave collection out "
-                    "or start a new conversation.")
+LOST_COLLECTION = (
+    "conversation_id: this conversation searches the collection {name}, which you can no longer "
+    "read. Start a new conversation."
+)
+OTHER_COLLECTION = (
+    "collection: a follow-up searches its conversation's collection ({name}); leave collection out "
+    "or start a new conversation."
+)
 
 
 class ConversationNotFound(LookupError):
@@ -54,8 +59,7 @@ class Turn:
     within: int | None
 
 
-def turn_admit(*, user: Any, question: str, within: int | None = None,
-               conversation_id: int | None = None) -> Turn:
+def turn_admit(*, user: Any, question: str, within: int | None = None, conversation_id: int | None = None) -> Turn:
     """Check everything that can refuse the question before any work: the conversation is ``user``'s
     (``ConversationNotFound``), the question is usable and the scope fits it (``QueryError``), and the rate
     limit (``RateLimited``, counted once here)."""
@@ -69,8 +73,15 @@ def turn_admit(*, user: Any, question: str, within: int | None = None,
     return Turn(message, conversation, scope, within)
 
 
-def turn_answer(*, user: Any, turn: Turn, mode: str | None = None, top_k: int | None = None,
-                progress: Progress | None = None, on_sentence: Sentences | None = None) -> tuple[Answer, QueryLog]:
+def turn_answer(
+    *,
+    user: Any,
+    turn: Turn,
+    mode: str | None = None,
+    top_k: int | None = None,
+    progress: Progress | None = None,
+    on_sentence: Sentences | None = None,
+) -> tuple[Answer, QueryLog]:
     """Answer an admitted turn and return the answer with its query-log row (a turn of its conversation).
 
     A follow-up is made standalone from the earlier turns' messages first. A new conversation whose first
@@ -84,9 +95,17 @@ def turn_answer(*, user: Any, turn: Turn, mode: str | None = None, top_k: int | 
         condensed = question_standalone(message=turn.message, history=[])
         conversation = conversation_start(owner=user, question=turn.message, collection_id=turn.within)
     try:
-        answer = answer_question(question=condensed.question, user=user, collection_ids=turn.scope, mode=mode,
-                                 top_k=top_k, progress=progress, conversation=conversation,
-                                 message=condensed.message if condensed.rewritten else "", on_sentence=on_sentence)
+        answer = answer_question(
+            question=condensed.question,
+            user=user,
+            collection_ids=turn.scope,
+            mode=mode,
+            top_k=top_k,
+            progress=progress,
+            conversation=conversation,
+            message=condensed.message if condensed.rewritten else "",
+            on_sentence=on_sentence,
+        )
     except BaseException:
         if turn.conversation is None:
             with transaction.atomic():
@@ -96,9 +115,16 @@ def turn_answer(*, user: Any, turn: Turn, mode: str | None = None, top_k: int | 
     return answer, QueryLog.objects.get(run_id=answer.run_id)
 
 
-def query_answer(*, user: Any, question: str, mode: str | None = None, top_k: int | None = None,
-                 within: int | None = None, conversation_id: int | None = None,
-                 progress: Progress | None = None) -> tuple[Answer, QueryLog]:
+def query_answer(
+    *,
+    user: Any,
+    question: str,
+    mode: str | None = None,
+    top_k: int | None = None,
+    within: int | None = None,
+    conversation_id: int | None = None,
+    progress: Progress | None = None,
+) -> tuple[Answer, QueryLog]:
     """Admit (``turn_admit``), answer (``turn_answer``) within the user's collections (or ``within``, one of
     them), as a turn of conversation ``conversation_id`` (one of ``user``'s) or of a new one."""
     turn = turn_admit(user=user, question=question, within=within, conversation_id=conversation_id)

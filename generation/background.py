@@ -10,6 +10,7 @@ stage and a heartbeat, and a run whose process stopped (a restart, a crash) stay
 ``running`` with an old heartbeat until the stale-run sweeper (``foundry jobs sweep``) runs it
 again or fails it with the reason (``foundry_site/core/jobs.py``).
 """
+
 from __future__ import annotations
 
 import logging

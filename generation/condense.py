@@ -33,6 +33,7 @@ consecutive SQuAD questions about one paragraph by bench/followups.py (docs/benc
 ``retrieval.condense_model`` chooses who condenses (``question_standalone``): ``rule`` (this rule,
 the default), an LLM with the ``condense`` prompt template, or ``none`` (follow-ups asked as typed).
 """
+
 from __future__ import annotations
 
 import re
@@ -46,15 +47,33 @@ from foundry_site.core.text import STOPWORDS
 
 SHORT_WORDS = 1
 # Question words and fillers that carry no topic: never carried over, never counted as content.
-NON_TOPIC = frozenset("""
+NON_TOPIC = frozenset(
+    """
 about also again any anything else explain tell more much many please say same does mean means
 something give show list exactly one ones there here thing things way ways
-""".split())
-LEADS = ("and ", "and,", "but ", "or ", "also ", "what about", "how about", "same for", "then ", "so ",
-         "what if", "why ", "which one", "and what", "and how")
+""".split()
+)
+LEADS = (
+    "and ",
+    "and,",
+    "but ",
+    "or ",
+    "also ",
+    "what about",
+    "how about",
+    "same for",
+    "then ",
+    "so ",
+    "what if",
+    "why ",
+    "which one",
+    "and what",
+    "and how",
+)
 DEMONSTRATIVES = frozenset({"this", "that", "these", "those", "such"})
-PRONOUNS = frozenset({"it", "its", "it's", "itself", "they", "them", "their", "theirs", "themselves", "he", "she",
-                      "his", "her", "one"})
+PRONOUNS = frozenset(
+    {"it", "its", "it's", "itself", "they", "them", "their", "theirs", "themselves", "he", "she", "his", "her", "one"}
+)
 AUXILIARIES = frozenset("do does did can could should must will would may might shall".split())
 SUBJECT_PRONOUNS = frozenset("it they he she i you we".split())
 VERB_AFTER = frozenset("do does have has be mean means say show give".split())  # a main verb after the subject
@@ -104,9 +123,12 @@ def question_standalone(*, message: str, history: list[str]) -> Condensed:
     if model == "none" or not history:
         return Condensed(message, message)
     earlier = "\n".join(f"- {' '.join(turn.split())}" for turn in history)
-    reply = llm.complete(messages=[{"role": "user", "content": prompts.render("condense", history=earlier,
-                                                                            message=message)}],
-                         purpose="condense", model=model, max_tokens=120)
+    reply = llm.complete(
+        messages=[{"role": "user", "content": prompts.render("condense", history=earlier, message=message)}],
+        purpose="condense",
+        model=model,
+        max_tokens=120,
+    )
     question = next((line.strip().strip('"') for line in reply.text.splitlines() if line.strip()), message)
     return Condensed(message, question or message)
 
@@ -129,7 +151,7 @@ def _refers_back(words: list[str], i: int) -> bool:
     """Whether ``words[i]`` is a pronoun or demonstrative whose antecedent is not in the message itself."""
     low = words[i].lower()
     before = words[i - 1] if i else ""
-    after = [w.lower() for w in words[i + 1:i + 3]]
+    after = [w.lower() for w in words[i + 1 : i + 3]]
     if low == "that" and before and _topic(before):
         return False  # "the version that fixed", "wrote that": a relative pronoun or a conjunction
     if low == "it" and after[:1] in (["mean"], ["means"]) and after[1:] in (["when"], ["if"]):
@@ -158,9 +180,11 @@ def _condense_one(message: str, standalone: list[str]) -> Condensed:
     best = max(overlaps)
     index = max(i for i, n in enumerate(overlaps) if n == best) if best else len(standalone) - 1
     words = set(_TOKEN.findall(message))
-    carried = tuple(t for t in subject_terms(standalone[index])
-                    if (t not in words if _name(t) else _stem(t.lower()) not in own)
-                    and (not _shape(t) or _shape(t) not in own))
+    carried = tuple(
+        t
+        for t in subject_terms(standalone[index])
+        if (t not in words if _name(t) else _stem(t.lower()) not in own) and (not _shape(t) or _shape(t) not in own)
+    )
     if not carried:
         return Condensed(message, message)
     return Condensed(message, f"{message} ({' '.join(carried)})", carried, index)
@@ -226,8 +250,15 @@ def _phrases(text: str) -> list[tuple[list[str], bool]]:
 def _topic(token: str) -> bool:
     """A topic word: not a stop word, question word, filler, auxiliary, pronoun or demonstrative."""
     low = token.lower().rstrip(".")
-    return not (low in STOPWORDS or low in NON_TOPIC or low in AUXILIARIES or low in PRONOUNS
-                or low in DEMONSTRATIVES or len(low) < 2 or not any(ch.isalnum() for ch in low))
+    return not (
+        low in STOPWORDS
+        or low in NON_TOPIC
+        or low in AUXILIARIES
+        or low in PRONOUNS
+        or low in DEMONSTRATIVES
+        or len(low) < 2
+        or not any(ch.isalnum() for ch in low)
+    )
 
 
 def _name(word: str) -> bool:

@@ -1,4 +1,5 @@
 """The context builder: labelled passages inside a <context> fence, within a token budget."""
+
 from __future__ import annotations
 
 import re

@@ -8,6 +8,7 @@ call, no file); the output file is written atomically (temp file + rename), so a
 interrupted run never leaves half a document; a run is claimed by a conditional
 update, so executing it twice does the work once.
 """
+
 from __future__ import annotations
 
 import logging
@@ -37,9 +38,13 @@ _MARKER = re.compile(r"\[(S\d+)\]")
 # Markup the model writes although the sources are Markdown or text: script and style elements with
 # their content, ``<<topic>>`` template placeholders, HTML comments, declarations (``<!DOCTYPE …>``,
 # ``<?xml …?>``) and tags (``<p>``, ``</div>``, ``<br/>``).
-_MARKUP = (re.compile(r"<(script|style)\b[^>]*>.*?(?:</\1\s*>|$)", re.IGNORECASE), re.compile(r"<<[^<>\n]*>>"),
-           re.compile(r"<!--.*?(?:-->|$)"), re.compile(r"<[!?][^<>]*>"),
-           re.compile(r"</?[A-Za-z][\w:.-]*(?:\s[^<>]*)?/?>"))
+_MARKUP = (
+    re.compile(r"<(script|style)\b[^>]*>.*?(?:</\1\s*>|$)", re.IGNORECASE),
+    re.compile(r"<<[^<>\n]*>>"),
+    re.compile(r"<!--.*?(?:-->|$)"),
+    re.compile(r"<[!?][^<>]*>"),
+    re.compile(r"</?[A-Za-z][\w:.-]*(?:\s[^<>]*)?/?>"),
+)
 _HTML_START = re.compile(r"<(?=[A-Za-z/!?])")
 
 
@@ -82,8 +87,10 @@ def topic_request(topic: str) -> str:
     of writing (0 of the 5 sample documents of ``bench/generate_docs.py`` on an AVX-512 EPYC host);
     with the task restated last, 4 of 5 (docs/benchmarks.md, "Document generation").
     """
-    return (f"Topic: {topic}\n\nWrite the document about this topic now, in Markdown, using only sentences "
-            "from the passages, each followed by its passage id like [S1].")
+    return (
+        f"Topic: {topic}\n\nWrite the document about this topic now, in Markdown, using only sentences "
+        "from the passages, each followed by its passage id like [S1]."
+    )
 
 
 def document_prepare(*, topic: str, spec: SpecText, collection_ids: list[int] | None) -> Prepared:
@@ -96,13 +103,17 @@ def document_prepare(*, topic: str, spec: SpecText, collection_ids: list[int] | 
     if conf.generation.model == EXTRACTIVE:  # the writer quotes; there is no prompt (generation.writer)
         return Prepared(retrieval, retrieval.candidates, "")
     summaries = _summaries(retrieval.candidates, conf.generation.max_source_summaries)
-    frame = dict(feature_spec_content=spec.body, max_source_summaries=conf.generation.max_source_summaries,
-                 source_summaries=summaries or "(none)")
+    frame = dict(
+        feature_spec_content=spec.body,
+        max_source_summaries=conf.generation.max_source_summaries,
+        source_summaries=summaries or "(none)",
+    )
     model = conf.generation.model
     overhead = llm.count_tokens(prompts.render("generate_system", retrieved_chunks="", **frame) + topic, model=model)
-    budget = chunk_budget(model=model, configured=conf.generation.token_budget,
-                          reserved=overhead + conf.generation.max_document_tokens)
-    built = context_build(retrieval.candidates[:conf.generation.max_passages * 2], model=model, budget=budget)
+    budget = chunk_budget(
+        model=model, configured=conf.generation.token_budget, reserved=overhead + conf.generation.max_document_tokens
+    )
+    built = context_build(retrieval.candidates[: conf.generation.max_passages * 2], model=model, budget=budget)
     return Prepared(retrieval, built.included, prompts.render("generate_system", retrieved_chunks=built.text, **frame))
 
 
@@ -111,17 +122,31 @@ def _summaries(candidates: list[Candidate], limit: int) -> str:
     order = list(dict.fromkeys(c.chunk.source_id for c in candidates))[:limit]
     found = {s.source_id: s for s in SourceSummary.objects.filter(source_id__in=order).select_related("source")}
     # Summaries are model output about document text, so they may carry its injections too.
-    return "\n".join(fence_escape(f"- {found[sid].source.name}: {' '.join(found[sid].text.split())}")
-                     for sid in order if sid in found)
+    return "\n".join(
+        fence_escape(f"- {found[sid].source.name}: {' '.join(found[sid].text.split())}")
+        for sid in order
+        if sid in found
+    )
 
 
-def generation_run_create(*, topic: str, spec: SpecText, output_path: str | None = None, user: Any = None,
-                          collection_ids: list[int] | None = None) -> GenerationRun:
+def generation_run_create(
+    *,
+    topic: str,
+    spec: SpecText,
+    output_path: str | None = None,
+    user: Any = None,
+    collection_ids: list[int] | None = None,
+) -> GenerationRun:
     topic = topic_clean(topic)
     run = GenerationRun.objects.create(
-        topic=topic, spec_name=spec.name, spec_version=spec.version, spec_body=spec.body,
+        topic=topic,
+        spec_name=spec.name,
+        spec_version=spec.version,
+        spec_body=spec.body,
         created_by=user if getattr(user, "is_authenticated", False) else None,
-        collection_ids=collection_ids, output_path=output_path or "")
+        collection_ids=collection_ids,
+        output_path=output_path or "",
+    )
     if not output_path:
         run.output_path = str(settings.FOUNDRY_HOME / "outputs" / f"run-{run.pk}.md")
         GenerationRun.objects.filter(pk=run.pk).update(output_path=run.output_path)
@@ -139,8 +164,13 @@ def generation_run_execute(*, run_id: int) -> None:
     pipeline.generation_run_start(run_id=run_id)
 
 
-def ground_markdown(text: str, included: list[Candidate] | dict[str, str], *, embedding_model: str | None = None,
-                    min_support: float | None = None) -> Grounded:
+def ground_markdown(
+    text: str,
+    included: list[Candidate] | dict[str, str],
+    *,
+    embedding_model: str | None = None,
+    min_support: float | None = None,
+) -> Grounded:
     """Ground every prose line and table row; headings and blank lines stay, unsupported sentences go.
 
     ``included``: the passages given to the model, or their texts by label.
@@ -190,7 +220,7 @@ def _markup_strip(line: str) -> str:
         cleaned = pattern.sub(" ", cleaned)
     if cleaned == line:
         return line
-    return line[:len(line) - len(line.lstrip())] + " ".join(cleaned.split())
+    return line[: len(line) - len(line.lstrip())] + " ".join(cleaned.split())
 
 
 def _is_claim(sentence: str) -> bool:
@@ -206,7 +236,7 @@ def _is_claim(sentence: str) -> bool:
 def _claims(line: str) -> list[Sentence]:
     """The sentences of a prose line (list marker left out) that state something."""
     prefix = _LIST_PREFIX.match(line)
-    return [s for s in split_sentences(line[prefix.end():] if prefix else line) if _is_claim(s.text)]
+    return [s for s in split_sentences(line[prefix.end() :] if prefix else line) if _is_claim(s.text)]
 
 
 def _as_written(sentence: Sentence) -> str:
@@ -214,8 +244,9 @@ def _as_written(sentence: Sentence) -> str:
     return sentence.text + "".join(f"[{label}]" for label in sentence.cited)
 
 
-def _ground_prose(grounder: Grounder, line: str, claims: list[Sentence], seen: set[str],
-                  result: Grounded) -> str | None:
+def _ground_prose(
+    grounder: Grounder, line: str, claims: list[Sentence], seen: set[str], result: Grounded
+) -> str | None:
     """The line (with its list marker) holding the sentences a passage supports; None when none is left.
 
     Adds each sentence not seen before to ``result``'s counts and audit; a repeat is skipped.
@@ -293,7 +324,7 @@ def _drop_empty_sections(lines: list[str]) -> str:
     for i, line in enumerate(lines):
         if line.lstrip().startswith("#"):
             level = len(line.lstrip()) - len(line.lstrip().lstrip("#"))
-            rest = [later for later in lines[i + 1:] if later.strip()]
+            rest = [later for later in lines[i + 1 :] if later.strip()]
             nxt = rest[0].lstrip() if rest else ""
             nxt_level = len(nxt) - len(nxt.lstrip("#")) if nxt.startswith("#") else 0
             if not rest or (nxt_level and nxt_level <= level):
@@ -326,29 +357,52 @@ def footnotes_render(body: str, included: list[Candidate] | dict[str, str], *, t
 def low_coverage_note(document: str, *, kept: int, total: int) -> str:
     """The document with a low-confidence note under its title: most of what the model wrote is not in it."""
     title, _, rest = document.lstrip().partition("\n")
-    note = (f"> **Low confidence — limited source coverage:** {kept} of the {total} sentences the model wrote "
-            "are supported by the sources and kept; the others were removed. Check the sources before relying "
-            "on this document.")
+    note = (
+        f"> **Low confidence — limited source coverage:** {kept} of the {total} sentences the model wrote "
+        "are supported by the sources and kept; the others were removed. Check the sources before relying "
+        "on this document."
+    )
     return f"{title}\n\n{note}\n{rest}"
 
 
 def footnote_text(candidate: Candidate) -> str:
     """The footnote of a chunk (``footnote_format``)."""
     chunk = candidate.chunk
-    return footnote_format(name=chunk.source.name, kind=chunk.kind, heading=chunk.heading,
-                           page_start=chunk.page_start, page_end=chunk.page_end,
-                           lines=(chunk.line_start, chunk.line_end), ocr_confidence=chunk.ocr_confidence)
+    return footnote_format(
+        name=chunk.source.name,
+        kind=chunk.kind,
+        heading=chunk.heading,
+        page_start=chunk.page_start,
+        page_end=chunk.page_end,
+        lines=(chunk.line_start, chunk.line_end),
+        ocr_confidence=chunk.ocr_confidence,
+    )
 
 
-def footnote_format(*, name: str, kind: str, heading: str, page_start: int | None, page_end: int | None,
-                    lines: tuple[int, int], ocr_confidence: float | None) -> str:
+def footnote_format(
+    *,
+    name: str,
+    kind: str,
+    heading: str,
+    page_start: int | None,
+    page_end: int | None,
+    lines: tuple[int, int],
+    ocr_confidence: float | None,
+) -> str:
     """``datasheet.pdf §3.2 Power, p. 7, lines 4-15`` (the section by its own heading), then the
     rest of the location in its kind's terms (``location_text``): ``deck.pptx §Agenda, slide 3, lines 2-4``,
     ``pumps.xlsx, sheet Pumps, rows 20-45``, ``scan.png, lines 1-4, OCR, confidence 91 %``."""
     sheet = kind == Source.Kind.XLSX  # the sheet is part of the location, not a section
     section = f" §{_own_heading(heading)}" if heading and not sheet else ""
-    where = location_text(kind=kind, heading=heading if sheet else "", page_start=page_start, page_end=page_end,
-                          line_start=lines[0], line_end=lines[1], ocr_confidence=ocr_confidence)
+    where = location_text(
+        kind=kind,
+        heading=heading if sheet else "",
+        page_start=page_start,
+        page_end=page_end,
+        line_start=lines[0],
+        line_end=lines[1],
+        ocr_confidence=ocr_confidence,
+    )
     return f"{name}{section}, {where}"
 
 

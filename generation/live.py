@@ -8,6 +8,7 @@ the verdicts and the kept text that grounding the whole reply gives (``grounding
 sent, joined, begin the final answer, and the rest of it (the last sentence, checked once the reply is
 complete) follows.
 """
+
 from __future__ import annotations
 
 import re
@@ -32,7 +33,7 @@ class SentenceGate:
     def grow(self, text: str) -> None:
         """``text``: the whole reply so far. Checks each sentence that is now finished."""
         sentences = split_sentences(_OPEN_MARKER.sub("", text))
-        for sentence in sentences[self.checked:len(sentences) - 1]:
+        for sentence in sentences[self.checked : len(sentences) - 1]:
             self.checked += 1
             self._check(sentence.text, sentence.cited)
 
@@ -41,7 +42,7 @@ class SentenceGate:
         if self.sent and not answer.startswith(self.sent):  # a bug: fail loudly rather than send a contradiction
             raise RuntimeError("the sentences sent differ from the grounded answer")
         if len(answer) > len(self.sent):
-            rest = answer[len(self.sent):]
+            rest = answer[len(self.sent) :]
             self.sent = answer
             self.send(rest)
 

@@ -1,4 +1,5 @@
 """Generation runs: one row per requested document, from request to file."""
+
 from __future__ import annotations
 
 from django.conf import settings
@@ -21,10 +22,16 @@ class GenerationRun(models.Model):
     spec_body = models.TextField(editable=False, help_text="The spec text as used, kept for audit.")
     status = models.CharField(max_length=20, choices=Status.choices, default=Status.PENDING, db_index=True)
     stage = models.CharField(max_length=40, blank=True, editable=False)
-    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
-                                   editable=False)
-    collection_ids = models.JSONField(null=True, blank=True, default=None, editable=False,
-                                      help_text="Collections searched; null means every collection.")
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, editable=False
+    )
+    collection_ids = models.JSONField(
+        null=True,
+        blank=True,
+        default=None,
+        editable=False,
+        help_text="Collections searched; null means every collection.",
+    )
     models_used = models.JSONField(default=dict, editable=False)
     prompt = models.TextField(blank=True, editable=False)
     chunks = models.JSONField(default=list, editable=False, help_text="Retrieved chunk ids with scores.")
@@ -32,12 +39,19 @@ class GenerationRun(models.Model):
     conflicts = models.JSONField(default=list, editable=False)
     output_path = models.CharField(max_length=1024, blank=True, editable=False)
     coverage = models.FloatField(null=True, blank=True, editable=False)
-    low_confidence = models.BooleanField(default=False, editable=False,
-                                         help_text="Coverage was below generation.min_coverage when the document was "
-                                                   "written: the document says so under its title.")
-    grounding = models.JSONField(default=dict, blank=True, editable=False,
-                                 help_text="What the model wrote and the grounding check's verdict on each sentence "
-                                           "(unsupported ones were left out of the document).")
+    low_confidence = models.BooleanField(
+        default=False,
+        editable=False,
+        help_text="Coverage was below generation.min_coverage when the document was "
+        "written: the document says so under its title.",
+    )
+    grounding = models.JSONField(
+        default=dict,
+        blank=True,
+        editable=False,
+        help_text="What the model wrote and the grounding check's verdict on each sentence "
+        "(unsupported ones were left out of the document).",
+    )
     sentences_total = models.PositiveIntegerField(default=0, editable=False)
     sentences_kept = models.PositiveIntegerField(default=0, editable=False)
     prompt_tokens = models.PositiveIntegerField(default=0, editable=False)
@@ -49,8 +63,9 @@ class GenerationRun(models.Model):
     created_at = models.DateTimeField(default=timezone.now, editable=False, db_index=True)
     started_at = models.DateTimeField(null=True, blank=True, editable=False)
     finished_at = models.DateTimeField(null=True, blank=True, editable=False)
-    heartbeat_at = models.DateTimeField(default=timezone.now, editable=False,
-                                        help_text="Last sign of life; the stale-run sweeper reads it.")
+    heartbeat_at = models.DateTimeField(
+        default=timezone.now, editable=False, help_text="Last sign of life; the stale-run sweeper reads it."
+    )
     attempts = models.PositiveIntegerField(default=0, editable=False)
 
     class Meta:

@@ -5,6 +5,7 @@ with raw HTML escaped (answers, foundry_site.core.markup) or sanitised with nh3 
 Markdown conversion (documents). The only markup we add ourselves is the ``[S#]``
 links, put into text that is already safe.
 """
+
 from __future__ import annotations
 
 import re
@@ -46,21 +47,36 @@ class Outcome:
 # Why nothing was answered (QueryLog.refusal), told apart: nothing found, found but not
 # verified, below the extractive reader's threshold, or the model said the sources lack it.
 REFUSALS = {
-    "gate": Outcome("none", "No evidence in your sources",
-                    "Nothing in the collections you can read matched the question closely enough, so no answer "
-                    "was written.", upload_hint=True),
-    "relevance": Outcome("none", "No evidence in your sources",
-                         "The passages the search found were judged not relevant to the question, so no answer "
-                         "was written.", upload_hint=True),
-    "grounding": Outcome("unverified", "Found, but could not verify",
-                         "Passages were found, but no sentence the model wrote could be verified against them, "
-                         "so nothing was shown. Read the passages yourself:", replaces_text=True),
-    "reader": Outcome("unverified", "Below the reader's threshold",
-                      "The reader found no passage that answers the question with enough confidence, so nothing "
-                      "was shown. The closest passages:"),
-    "model": Outcome("declined", "Not in your sources",
-                     "The model read the passages found and said they do not contain the answer, so nothing "
-                     "else was shown."),
+    "gate": Outcome(
+        "none",
+        "No evidence in your sources",
+        "Nothing in the collections you can read matched the question closely enough, so no answer was written.",
+        upload_hint=True,
+    ),
+    "relevance": Outcome(
+        "none",
+        "No evidence in your sources",
+        "The passages the search found were judged not relevant to the question, so no answer was written.",
+        upload_hint=True,
+    ),
+    "grounding": Outcome(
+        "unverified",
+        "Found, but could not verify",
+        "Passages were found, but no sentence the model wrote could be verified against them, "
+        "so nothing was shown. Read the passages yourself:",
+        replaces_text=True,
+    ),
+    "reader": Outcome(
+        "unverified",
+        "Below the reader's threshold",
+        "The reader found no passage that answers the question with enough confidence, so nothing "
+        "was shown. The closest passages:",
+    ),
+    "model": Outcome(
+        "declined",
+        "Not in your sources",
+        "The model read the passages found and said they do not contain the answer, so nothing else was shown.",
+    ),
 }
 PASSAGES_FOUND = " Passages found: "
 _LABELLED = re.compile(r"^(S\d+) (.+)$")
@@ -88,16 +104,18 @@ def found_passages(row: QueryLog, viewer: Any) -> tuple[str, list[FoundPassage]]
     where: dict[str, tuple[int, int]] = {}
     for chunk in readable_chunks(viewer).filter(pk__in=retrieved).select_related("source"):
         target = (chunk.pk, chunk.source_id)
-        legacy = (f"{chunk.source.name}" + (f", p. {chunk.page_start}" if chunk.page_start else "")
-                  + f", lines {chunk.line_start}-{chunk.line_end}")
+        legacy = (
+            f"{chunk.source.name}"
+            + (f", p. {chunk.page_start}" if chunk.page_start else "")
+            + f", lines {chunk.line_start}-{chunk.line_end}"
+        )
         where.setdefault(legacy, target)
         where[f"{chunk.source.name}, {chunk.location}"] = target
     found = []
     for part in listing.rstrip(".").split("; "):
         match = _LABELLED.match(part.strip())
         target = where.get(match.group(2)) if match else None
-        url = (f"{reverse('sources:detail', args=[target[1]])}?chunk={target[0]}#chunk-{target[0]}"
-               if target else "")
+        url = f"{reverse('sources:detail', args=[target[1]])}?chunk={target[0]}#chunk-{target[0]}" if target else ""
         found.append(FoundPassage(label=match.group(1) if match else "", text=part.strip(), url=url))
     return lead.strip(), found
 
@@ -123,17 +141,28 @@ def source_entries(citations: list[dict], viewer: Any) -> list[SourceEntry]:
         source_id = readable.get(c.get("chunk_id"))
         if "page_end" not in c and c.get("chunk_id") in page_ends:
             c = {**c, "page_end": page_ends[c["chunk_id"]]}
-        url = (f"{reverse('sources:detail', args=[source_id])}?chunk={c['chunk_id']}#chunk-{c['chunk_id']}"
-               if source_id else "")
-        entries.append(SourceEntry(label=str(c.get("id", "")), title=str(c.get("title") or c.get("source", "")),
-                                   path=str(c.get("source", "")), location=citation_location(c),
-                                   score=float(c.get("score") or 0.0), url=url))
+        url = (
+            f"{reverse('sources:detail', args=[source_id])}?chunk={c['chunk_id']}#chunk-{c['chunk_id']}"
+            if source_id
+            else ""
+        )
+        entries.append(
+            SourceEntry(
+                label=str(c.get("id", "")),
+                title=str(c.get("title") or c.get("source", "")),
+                path=str(c.get("source", "")),
+                location=citation_location(c),
+                score=float(c.get("score") or 0.0),
+                url=url,
+            )
+        )
     return entries
 
 
 def answer_html(text: str, labels: set[str], anchor: str = "") -> SafeString:
     """The answer as safe Markdown (raw HTML shown as text), each known ``[S#]`` marker a link to its source entry
     (``#<anchor>source-S#``)."""
+
     def link(match: re.Match) -> str:
         label = match.group(1)
         if label not in labels:
@@ -160,30 +189,75 @@ def answer_context(row: QueryLog, viewer: Any, *, anchor: str = "") -> dict[str,
     # A source without a link is one the viewer cannot read now. Only the asker could read it when
     # the question was asked; an auditor looking at someone else's answer perhaps never could.
     unreadable = "no longer readable" if row.user_id == getattr(viewer, "pk", None) else "not readable by you"
-    shown = row.status == QueryLog.Status.OK and row.answer_class in (QueryLog.AnswerClass.NORMAL,
-                                                                      QueryLog.AnswerClass.LOW_CONFIDENCE)
-    return {"row": row, "sources": entries, "badge_class": badge_class, "badge_label": badge_label,
-            "unreadable_label": unreadable, "outcome": outcome, "passages_found": passages, "shown": shown,
-            "answer_html": answer_html(lead, {e.label for e in entries}, anchor),
-            "anchor": anchor, "answer_id": f"{anchor}answer",
-            "feedback": list(row.feedback.select_related("user").order_by("-created_at", "-pk"))}
+    shown = row.status == QueryLog.Status.OK and row.answer_class in (
+        QueryLog.AnswerClass.NORMAL,
+        QueryLog.AnswerClass.LOW_CONFIDENCE,
+    )
+    return {
+        "row": row,
+        "sources": entries,
+        "badge_class": badge_class,
+        "badge_label": badge_label,
+        "unreadable_label": unreadable,
+        "outcome": outcome,
+        "passages_found": passages,
+        "shown": shown,
+        "answer_html": answer_html(lead, {e.label for e in entries}, anchor),
+        "anchor": anchor,
+        "answer_id": f"{anchor}answer",
+        "feedback": list(row.feedback.select_related("user").order_by("-created_at", "-pk")),
+    }
 
 
 def access_context(viewer: Any) -> dict[str, Any]:
     """What the ask page says before a question: the collections the viewer reads, and whom to ask for more."""
     names = list(readable_collections(viewer).order_by("name").values_list("name", flat=True))
-    return {"readable_names": names, "reads_everything": bool(getattr(viewer, "is_superuser", False)),
-            "access_contacts": [n for n in access_contacts() if n != viewer.get_username()]}
+    return {
+        "readable_names": names,
+        "reads_everything": bool(getattr(viewer, "is_superuser", False)),
+        "access_contacts": [n for n in access_contacts() if n != viewer.get_username()],
+    }
 
 
-ALLOWED_TAGS = {"h1", "h2", "h3", "h4", "h5", "h6", "p", "br", "hr", "ul", "ol", "li", "strong", "em", "code", "pre",
-                "blockquote", "table", "thead", "tbody", "tr", "th", "td", "sup", "sub", "a", "div", "span", "del"}
+ALLOWED_TAGS = {
+    "h1",
+    "h2",
+    "h3",
+    "h4",
+    "h5",
+    "h6",
+    "p",
+    "br",
+    "hr",
+    "ul",
+    "ol",
+    "li",
+    "strong",
+    "em",
+    "code",
+    "pre",
+    "blockquote",
+    "table",
+    "thead",
+    "tbody",
+    "tr",
+    "th",
+    "td",
+    "sup",
+    "sub",
+    "a",
+    "div",
+    "span",
+    "del",
+}
 
 
 _FOOTNOTE_DEF = re.compile(r"^\[\^(\d+)\]: (.+)$", re.MULTILINE)
 # What ``documents.footnote_text`` writes: ``manual.md §Wiring, p. 3, lines 40-52`` (section and page optional).
-_FOOTNOTE_PLACE = re.compile(r"^(?P<source>.+?)(?: §.*?)?(?:, pp?\. (?P<page>\d+)\S*)?, "
-                             r"lines (?P<start>\d+)[-–](?P<end>\d+)$")
+_FOOTNOTE_PLACE = re.compile(
+    r"^(?P<source>.+?)(?: §.*?)?(?:, pp?\. (?P<page>\d+)\S*)?, "
+    r"lines (?P<start>\d+)[-–](?P<end>\d+)$"
+)
 
 
 def footnote_links(document: str, chunk_ids: list[int], viewer: Any) -> dict[str, str]:
@@ -193,16 +267,24 @@ def footnote_links(document: str, chunk_ids: list[int], viewer: Any) -> dict[str
     lines hold the footnote's lines (the extractive writer cites a unit's own lines inside its chunk),
     the narrowest if several do. A footnote whose chunk ``viewer`` cannot read (now) gets no link.
     """
-    rows = list(readable_chunks(viewer).filter(pk__in=chunk_ids).values_list(
-        "pk", "source_id", "source__name", "page_start", "line_start", "line_end"))
+    rows = list(
+        readable_chunks(viewer)
+        .filter(pk__in=chunk_ids)
+        .values_list("pk", "source_id", "source__name", "page_start", "line_start", "line_end")
+    )
     links: dict[str, str] = {}
     for number, text in _FOOTNOTE_DEF.findall(document):
         place = _FOOTNOTE_PLACE.match(text.replace("&lt;", "<").strip())
         if place is None:
             continue
         start, end, page = int(place["start"]), int(place["end"]), place["page"]
-        holding = [r for r in rows if r[2] == place["source"] and (page is None or r[3] == int(page))
-                   and ((r[4], r[5]) == (start, end) or r[4] <= start <= end <= r[5])]
+        holding = [
+            r
+            for r in rows
+            if r[2] == place["source"]
+            and (page is None or r[3] == int(page))
+            and ((r[4], r[5]) == (start, end) or r[4] <= start <= end <= r[5])
+        ]
         if holding:
             pk, source_id = min(holding, key=lambda r: (r[5] - r[4], r[0]))[:2]
             links[number] = f"{reverse('sources:detail', args=[source_id])}?chunk={pk}#chunk-{pk}"
@@ -234,6 +316,12 @@ def document_html(text: str, links: dict[str, str] | None = None) -> SafeString:
         return value
 
     raw = markdown.markdown(_FOOTNOTE_DEF.sub(linked, text), extensions=["footnotes", "tables", "sane_lists"])
-    clean = nh3.clean(raw, tags=ALLOWED_TAGS, attributes={"*": {"id", "class"}, "a": {"href", "title"}},
-                      attribute_filter=keep, link_rel=None, url_schemes={"http", "https"})
+    clean = nh3.clean(
+        raw,
+        tags=ALLOWED_TAGS,
+        attributes={"*": {"id", "class"}, "a": {"href", "title"}},
+        attribute_filter=keep,
+        link_rel=None,
+        url_schemes={"http", "https"},
+    )
     return mark_safe(clean)  # noqa: S308 (sanitised by nh3)

@@ -13,6 +13,7 @@ best unit's score into refuse / low confidence / normal: the in-corpus "unanswer
 case the chunk gate cannot see. The reader works on plain passage data, so the same code
 runs next to the database and on a compute worker.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -73,9 +74,15 @@ class Quote:
 
     def as_dict(self) -> dict:
         first, last = self.lines
-        return {"label": self.passage.label, "text": self.unit.text, "kind": self.unit.kind,
-                "lines": [first, last], "score": round(self.score, 4), "cosine": round(self.cosine, 4),
-                "lexical": round(self.lexical, 4)}
+        return {
+            "label": self.passage.label,
+            "text": self.unit.text,
+            "kind": self.unit.kind,
+            "lines": [first, last],
+            "score": round(self.score, 4),
+            "cosine": round(self.cosine, 4),
+            "lexical": round(self.lexical, 4),
+        }
 
 
 @dataclass
@@ -93,8 +100,12 @@ class Reading:
         return "\n".join(lines)
 
     def audit(self, limit: int = 10) -> dict:
-        return {"reader": "extractive", "best": round(self.best, 4),
-                "quoted": [q.as_dict() for q in self.quotes], "top_units": [q.as_dict() for q in self.scored[:limit]]}
+        return {
+            "reader": "extractive",
+            "best": round(self.best, 4),
+            "quoted": [q.as_dict() for q in self.quotes],
+            "top_units": [q.as_dict() for q in self.scored[:limit]],
+        }
 
 
 def units_score(question: str, passages: list[Passage], *, embedding_model: str) -> list[Quote]:
@@ -102,18 +113,26 @@ def units_score(question: str, passages: list[Passage], *, embedding_model: str)
     units = [(p, u) for p in passages for u in passage_units(p.text) if _states_something(u)]
     if not units:
         return []
-    vectors = llm.embed([question] + [u.scored_text for _, u in units], model=embedding_model,
-                        batch_size=EMBED_BATCH)
+    vectors = llm.embed([question] + [u.scored_text for _, u in units], model=embedding_model, batch_size=EMBED_BATCH)
     asked = content_words(question)
     cosines = [_dot(vectors[0], v) for v in vectors[1:]]
     lexical = [_overlap(asked, u.scored_text) for _, u in units]
-    quotes = [Quote(passage, unit, cosine + LEXICAL_WEIGHT * lex, cosine, lex)
-              for (passage, unit), cosine, lex in zip(units, cosines, lexical)]
+    quotes = [
+        Quote(passage, unit, cosine + LEXICAL_WEIGHT * lex, cosine, lex)
+        for (passage, unit), cosine, lex in zip(units, cosines, lexical)
+    ]
     return sorted(quotes, key=lambda q: (-q.score, q.passage.rank, q.unit.start))
 
 
-def read(question: str, passages: list[Passage], *, embedding_model: str, max_units: int,
-         exclude: set[str] | None = None, margin: float = NEAR_BEST) -> Reading:
+def read(
+    question: str,
+    passages: list[Passage],
+    *,
+    embedding_model: str,
+    max_units: int,
+    exclude: set[str] | None = None,
+    margin: float = NEAR_BEST,
+) -> Reading:
     """The best units to quote for ``question`` (see the module docstring): the best one and those within
     ``margin`` of it, at most ``max_units``.
 

@@ -1,4 +1,5 @@
 """Request and response schemas of the query and generation-run API. Fields are listed explicitly."""
+
 from __future__ import annotations
 
 from datetime import datetime
@@ -18,9 +19,15 @@ class QueryIn(InputSchema):
     mode: Literal["hybrid", "dense", "bm25"] | None = None
     top_k: int | None = Field(None, ge=1, le=50)
     collection: str | None = Field(None, max_length=100, description="search only this one of your collections")
-    conversation_id: int | None = Field(None, ge=1, le=2**62, description=(
-        "a follow-up in this conversation of yours (from an earlier answer's conversation_id): the question "
-        "is made standalone from the earlier turns before retrieval; left out, a new conversation starts"))
+    conversation_id: int | None = Field(
+        None,
+        ge=1,
+        le=2**62,
+        description=(
+            "a follow-up in this conversation of yours (from an earlier answer's conversation_id): the question "
+            "is made standalone from the earlier turns before retrieval; left out, a new conversation starts"
+        ),
+    )
 
 
 class CitationOut(Schema):
@@ -34,8 +41,11 @@ class CitationOut(Schema):
     kind: str = Field("", description="kind of file: pdf, docx, pptx, xlsx, csv, html, image, md, txt, json")
     page_end: int | None = Field(None, description="last page (slide) of a passage that crosses pages")
     ocr_confidence: float | None = Field(None, description="set when the text was read by OCR (0-100)")
-    location: str = Field("", description="where the passage sits, in its kind's terms: '§ Agenda, slide 3, "
-                                          "lines 2-4', 'sheet Pumps, rows 20-45', 'lines 1-4, OCR, confidence 91 %'")
+    location: str = Field(
+        "",
+        description="where the passage sits, in its kind's terms: '§ Agenda, slide 3, "
+        "lines 2-4', 'sheet Pumps, rows 20-45', 'lines 1-4, OCR, confidence 91 %'",
+    )
     score: float
     text: str | None = None
 
@@ -104,8 +114,10 @@ class ConversationDetailOut(ConversationOut):
 
 
 RunStatus = Literal["pending", "running", "succeeded", "needs_review", "failed"]
-RUN_STATUS_HELP = ("pending → running → succeeded, or needs_review (written with low confidence: check it "
-                   "before use), or failed (see error)")
+RUN_STATUS_HELP = (
+    "pending → running → succeeded, or needs_review (written with low confidence: check it "
+    "before use), or failed (see error)"
+)
 
 
 class RunOut(Schema):

@@ -1,4 +1,5 @@
 """Reads over generation runs: who may see a run, and which file its download may serve."""
+
 from __future__ import annotations
 
 import os

@@ -8,6 +8,7 @@ The worker uses the request's own database connection, lent to it for the while:
 waits on the queue until the work is done, so the two never use it at the same time, and the work sees
 exactly what the request sees (in tests, the test's open transaction too).
 """
+
 from __future__ import annotations
 
 import logging

@@ -3,14 +3,21 @@
 Queues (see README, "Topology"): ``generate_compute`` runs on ``compute`` and never
 opens the database; everything else runs on ``db``, next to the SQLite file.
 """
+
 from __future__ import annotations
 
 from typing import Any
 
 from celery import shared_task
 
-from foundry_site.core.jobs import (FoundryTask, Heartbeat, heartbeat_interval, is_eager, retry_transient,
-                               task_failure_error)
+from foundry_site.core.jobs import (
+    FoundryTask,
+    Heartbeat,
+    heartbeat_interval,
+    is_eager,
+    retry_transient,
+    task_failure_error,
+)
 from generation import documents, pipeline
 
 

@@ -1,4 +1,5 @@
 """Pages: ask a question in a conversation (plain form, or streamed verified sentences with JS), generation runs."""
+
 from __future__ import annotations
 
 import json
@@ -26,14 +27,23 @@ from generation.models import GenerationRun
 from generation.streaming import Emit, run_streamed
 from generation.present import access_context, answer_context, document_html, footnote_links
 from retrieval.models import Conversation, QueryLog
-from retrieval.selectors import (conversation_turns, may_give_feedback, own_conversations, sees_every_query,
-                                 visible_conversations, visible_queries)
+from retrieval.selectors import (
+    conversation_turns,
+    may_give_feedback,
+    own_conversations,
+    sees_every_query,
+    visible_conversations,
+    visible_queries,
+)
 from sources.vectorstore import MissingEmbeddings
 
 logger = logging.getLogger(__name__)
 
-STAGES = {"retrieving": "Retrieving sources", "generating": "Writing the answer",
-          "checking": "Checking every sentence against the sources"}
+STAGES = {
+    "retrieving": "Retrieving sources",
+    "generating": "Writing the answer",
+    "checking": "Checking every sentence against the sources",
+}
 READER_STAGES = {"retrieving": "Retrieving sources", "reading": "Choosing the sentences to quote"}
 
 
@@ -67,8 +77,11 @@ def _ask_post(request: HttpRequest, *, conversation: Conversation | None) -> Htt
     if not form.is_valid():
         return _render_ask(request, form, conversation=conversation, status=400)
     try:
-        _, row = query_answer(user=request.user, question=form.cleaned_data["question"],
-                              conversation_id=conversation.pk if conversation else None)
+        _, row = query_answer(
+            user=request.user,
+            question=form.cleaned_data["question"],
+            conversation_id=conversation.pk if conversation else None,
+        )
     except RateLimited as exc:
         response = _render_ask(request, form, conversation=conversation, error=str(exc), status=429)
         response["Retry-After"] = str(exc.retry_after)
@@ -102,16 +115,35 @@ def conversation_list(request: HttpRequest) -> HttpResponse:
     return render(request, "ask/conversations.html", {"page": page, "everyone": sees_every_query(request.user)})
 
 
-def _render_ask(request: HttpRequest, form: AskForm, *, row: QueryLog | None = None,
-                conversation: Conversation | None = None, error: str = "", status: int = 200) -> HttpResponse:
+def _render_ask(
+    request: HttpRequest,
+    form: AskForm,
+    *,
+    row: QueryLog | None = None,
+    conversation: Conversation | None = None,
+    error: str = "",
+    status: int = 200,
+) -> HttpResponse:
     # select_related(None): visible_queries() joins the user, which .only() would defer (a FieldError).
-    recent = (visible_queries(request.user).filter(user=request.user).select_related(None)
-              .only("pk", "question", "message", "created_at").order_by("-created_at", "-pk")[:6])
+    recent = (
+        visible_queries(request.user)
+        .filter(user=request.user)
+        .select_related(None)
+        .only("pk", "question", "message", "created_at")
+        .order_by("-created_at", "-pk")[:6]
+    )
     conversations = own_conversations(request.user)[:6]
-    context: dict[str, Any] = {"form": form, "error": error, "recent": recent, "stages": stages(),
-                               "conversation": conversation, "conversations": conversations, "turns": [],
-                               "may_ask": conversation is None or conversation.owner_id == request.user.pk,
-                               **access_context(request.user)}
+    context: dict[str, Any] = {
+        "form": form,
+        "error": error,
+        "recent": recent,
+        "stages": stages(),
+        "conversation": conversation,
+        "conversations": conversations,
+        "turns": [],
+        "may_ask": conversation is None or conversation.owner_id == request.user.pk,
+        **access_context(request.user),
+    }
     if conversation is not None:
         context["turns"] = _turns_html(request, conversation)
     if row is not None:
@@ -122,8 +154,10 @@ def _render_ask(request: HttpRequest, form: AskForm, *, row: QueryLog | None = N
 def _turns_html(request: HttpRequest, chat: Conversation) -> list[tuple[int, str]]:
     """(query id, rendered answer) per turn, oldest first; the latest keeps the plain element ids."""
     rows = list(conversation_turns(chat, request.user))
-    return [(row.pk, _answer_html(request, row, anchor="" if i == len(rows) - 1 else f"t{row.pk}-"))
-            for i, row in enumerate(rows)]
+    return [
+        (row.pk, _answer_html(request, row, anchor="" if i == len(rows) - 1 else f"t{row.pk}-"))
+        for i, row in enumerate(rows)
+    ]
 
 
 def _answer_html(request: HttpRequest, row: QueryLog, *, anchor: str = "") -> str:
@@ -144,8 +178,11 @@ def ask_stream(request: HttpRequest) -> HttpResponse:
     an audit row.)
     """
     try:
-        turn = turn_admit(user=request.user, question=request.POST.get("question", ""),
-                          conversation_id=_conversation_id(request.POST.get("conversation", "")))
+        turn = turn_admit(
+            user=request.user,
+            question=request.POST.get("question", ""),
+            conversation_id=_conversation_id(request.POST.get("conversation", "")),
+        )
     except ConversationNotFound as exc:
         return JsonResponse({"detail": str(exc)}, status=404)
     except RateLimited as exc:
@@ -168,8 +205,12 @@ def _conversation_id(value: str) -> int | None:
 
 def _answer_events(request: HttpRequest, turn: Turn) -> Iterator[str]:
     def work(emit: Emit) -> int:
-        _, row = turn_answer(user=request.user, turn=turn, progress=lambda stage: emit("stage", stage),
-                             on_sentence=lambda text: emit("sentence", text))
+        _, row = turn_answer(
+            user=request.user,
+            turn=turn,
+            progress=lambda stage: emit("stage", stage),
+            on_sentence=lambda text: emit("sentence", text),
+        )
         return row.pk
 
     for event in run_streamed(work):
@@ -181,8 +222,15 @@ def _answer_events(request: HttpRequest, turn: Turn) -> Iterator[str]:
             yield _sse("sentence", {"text": event.value})
         elif event.kind == "done":
             row = visible_queries(request.user).get(pk=event.value)
-            yield _sse("answer", {"html": _answer_html(request, row), "url": _turn_url(row), "query_id": row.pk,
-                                  "conversation_id": row.conversation_id})
+            yield _sse(
+                "answer",
+                {
+                    "html": _answer_html(request, row),
+                    "url": _turn_url(row),
+                    "query_id": row.pk,
+                    "conversation_id": row.conversation_id,
+                },
+            )
         else:
             yield _sse("error", {"detail": _error_text(event.value)})
 
@@ -209,8 +257,14 @@ def run_list(request: HttpRequest) -> HttpResponse:
 
 
 # The stages a run goes through, as the run page lists them (``stage`` on the run; "" is queued).
-RUN_STAGES = {"queued": "Queued", "retrieval": "Retrieving sources", "reading": "Choosing the passages to quote",
-              "generate": "Writing the document", "grounding": "Checking every sentence", "done": "Done"}
+RUN_STAGES = {
+    "queued": "Queued",
+    "retrieval": "Retrieving sources",
+    "reading": "Choosing the passages to quote",
+    "generate": "Writing the document",
+    "grounding": "Checking every sentence",
+    "done": "Done",
+}
 
 
 def run_stages(run: GenerationRun) -> dict[str, str]:
@@ -226,8 +280,10 @@ def review_reason(run: GenerationRun) -> str:
         return ""
     if (run.grounding or {}).get("writer") == EXTRACTIVE:
         return "more than half of the spec's sections had nothing in the sources close enough to quote"
-    return (f"only {run.sentences_kept} of the {run.sentences_total} sentences the model wrote are supported by "
-            "the sources, fewer than generation.min_coverage asks")
+    return (
+        f"only {run.sentences_kept} of the {run.sentences_total} sentences the model wrote are supported by "
+        "the sources, fewer than generation.min_coverage asks"
+    )
 
 
 @require_GET
@@ -241,22 +297,39 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
     stages, stage = run_stages(run), run.stage or "queued"
     order = list(stages)
     now = order.index(stage) if stage in order else -1
-    steps = [(name, label, "active" if i == now else "past" if i < now else "") for i, (name, label)
-             in enumerate(stages.items())]
-    return render(request, "runs/detail.html", {
-        "run": run, "done": run.is_finished, "document_html": html, "downloadable": document is not None,
-        "steps": steps, "stage_label": stages.get(stage, stage),
-        "review_reason": review_reason(run),
-        "show_grounding": selectors.may_review_grounding(request.user)})
+    steps = [
+        (name, label, "active" if i == now else "past" if i < now else "")
+        for i, (name, label) in enumerate(stages.items())
+    ]
+    return render(
+        request,
+        "runs/detail.html",
+        {
+            "run": run,
+            "done": run.is_finished,
+            "document_html": html,
+            "downloadable": document is not None,
+            "steps": steps,
+            "stage_label": stages.get(stage, stage),
+            "review_reason": review_reason(run),
+            "show_grounding": selectors.may_review_grounding(request.user),
+        },
+    )
 
 
 @require_GET
 def run_status(request: HttpRequest, run_id: int) -> JsonResponse:
     """What the run page polls: status (and its label) and stage."""
-    run = get_object_or_404(selectors.visible_runs(request.user).only("pk", "status", "stage", "created_by"),
-                            pk=run_id)
-    return JsonResponse({"id": run.pk, "status": run.status, "label": run.get_status_display(),
-                         "stage": run.stage, "done": run.is_finished})
+    run = get_object_or_404(selectors.visible_runs(request.user).only("pk", "status", "stage", "created_by"), pk=run_id)
+    return JsonResponse(
+        {
+            "id": run.pk,
+            "status": run.status,
+            "label": run.get_status_display(),
+            "stage": run.stage,
+            "done": run.is_finished,
+        }
+    )
 
 
 @require_GET
@@ -266,5 +339,9 @@ def run_download(request: HttpRequest, run_id: int) -> FileResponse:
     path = selectors.run_output_file(run)
     if path is None:
         raise Http404("This run has no downloadable document.")
-    return FileResponse(path.open("rb"), as_attachment=True, filename=selectors.run_download_name(run),
-                        content_type="text/markdown; charset=utf-8")
+    return FileResponse(
+        path.open("rb"),
+        as_attachment=True,
+        filename=selectors.run_download_name(run),
+        content_type="text/markdown; charset=utf-8",
+    )

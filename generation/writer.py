@@ -8,6 +8,7 @@ in source order, each with a footnote naming the unit's own lines. A section wit
 the reader's threshold says so instead of being padded. Conflicts between the sources come
 first, with the spec's own notes on which source takes precedence.
 """
+
 from __future__ import annotations
 
 import re
@@ -41,12 +42,16 @@ def spec_outline(body: str) -> list[str]:
 
 def precedence_notes(body: str) -> list[str]:
     """The spec's lines that say which sources take precedence (shown with the conflicts)."""
-    return [line.strip().lstrip("-*> ").strip() for line in body.splitlines()
-            if _PRECEDENCE.search(line) and not line.lstrip().startswith("#")]
+    return [
+        line.strip().lstrip("-*> ").strip()
+        for line in body.splitlines()
+        if _PRECEDENCE.search(line) and not line.lstrip().startswith("#")
+    ]
 
 
-def sections_prepare(*, topic: str, body: str, collection_ids: list[int] | None,
-                     max_passages: int) -> tuple[list[dict[str, Any]], dict[int, Candidate]]:
+def sections_prepare(
+    *, topic: str, body: str, collection_ids: list[int] | None, max_passages: int
+) -> tuple[list[dict[str, Any]], dict[int, Candidate]]:
     """Per section of the outline: its heading, the gate's verdict and its passages' chunk ids by rank.
 
     Returns the sections and every candidate found, by chunk id (their texts go into the payload).
@@ -56,8 +61,7 @@ def sections_prepare(*, topic: str, body: str, collection_ids: list[int] | None,
         retrieval = retrieve(question=section_question(topic, heading), collection_ids=collection_ids)
         chosen = retrieval.candidates[:max_passages] if retrieval.gate.passed else []
         found.update({c.chunk.pk: c for c in chosen})
-        sections.append({"heading": heading, "gate": retrieval.gate.as_dict(),
-                         "chunks": [c.chunk.pk for c in chosen]})
+        sections.append({"heading": heading, "gate": retrieval.gate.as_dict(), "chunks": [c.chunk.pk for c in chosen]})
     return sections, found
 
 
@@ -67,15 +71,33 @@ def section_question(topic: str, heading: str) -> str:
 
 def passage_payload(candidate: Candidate, footnote: str) -> dict[str, Any]:
     chunk = candidate.chunk
-    return {"chunk_id": chunk.pk, "text": chunk.text, "footnote": footnote, "source": chunk.source.name,
-            "ordinal": chunk.ordinal, "line_start": chunk.line_start, "line_end": chunk.line_end,
-            "page_start": chunk.page_start, "page_end": chunk.page_end, "kind": chunk.kind,
-            "heading": chunk.heading, "ocr_confidence": chunk.ocr_confidence}
+    return {
+        "chunk_id": chunk.pk,
+        "text": chunk.text,
+        "footnote": footnote,
+        "source": chunk.source.name,
+        "ordinal": chunk.ordinal,
+        "line_start": chunk.line_start,
+        "line_end": chunk.line_end,
+        "page_start": chunk.page_start,
+        "page_end": chunk.page_end,
+        "kind": chunk.kind,
+        "heading": chunk.heading,
+        "ocr_confidence": chunk.ocr_confidence,
+    }
 
 
-def document_write(*, topic: str, title: str, sections: Sequence[dict[str, Any]], passages: dict[str, dict[str, Any]],
-                   conflicts: Sequence[str], notes: Sequence[str], embedding_model: str, min_score: float,
-                   ) -> tuple[str, dict[str, str], dict[str, Any]]:
+def document_write(
+    *,
+    topic: str,
+    title: str,
+    sections: Sequence[dict[str, Any]],
+    passages: dict[str, dict[str, Any]],
+    conflicts: Sequence[str],
+    notes: Sequence[str],
+    embedding_model: str,
+    min_score: float,
+) -> tuple[str, dict[str, str], dict[str, Any]]:
     """The document body with ``[S#]`` markers (one label per quote), each label's footnote, and the audit.
 
     ``passages``: payload passages by chunk id (as a string, JSON keys). Raises nothing: a document
@@ -91,10 +113,14 @@ def document_write(*, topic: str, title: str, sections: Sequence[dict[str, Any]]
     audit: list[dict[str, Any]] = []
     for section in sections:
         ranked = [passages[str(cid)] for cid in section["chunks"]]
-        reading = read(section_question(topic, section["heading"]),
-                       [_passage(p, rank) for rank, p in enumerate(ranked, start=1)],
-                       embedding_model=embedding_model, max_units=SECTION_UNITS, exclude=quoted,
-                       margin=SECTION_MARGIN)
+        reading = read(
+            section_question(topic, section["heading"]),
+            [_passage(p, rank) for rank, p in enumerate(ranked, start=1)],
+            embedding_model=embedding_model,
+            max_units=SECTION_UNITS,
+            exclude=quoted,
+            margin=SECTION_MARGIN,
+        )
         kept = [q for q in reading.quotes if q.score >= min_score]
         quoted.update(unit_key(q.unit.text) for q in kept)
         lines += [markup_escape(f"## {section['heading']}"), "", *_section_lines(kept, footnotes, passages), ""]
@@ -103,9 +129,17 @@ def document_write(*, topic: str, title: str, sections: Sequence[dict[str, Any]]
 
 
 def _passage(payload: dict[str, Any], rank: int) -> Passage:
-    return Passage(str(payload["chunk_id"]), payload["text"], payload["line_start"], payload["line_end"],
-                   payload["page_start"], payload["page_end"], rank=rank, source=payload["source"],
-                   ordinal=payload["ordinal"])
+    return Passage(
+        str(payload["chunk_id"]),
+        payload["text"],
+        payload["line_start"],
+        payload["line_end"],
+        payload["page_start"],
+        payload["page_end"],
+        rank=rank,
+        source=payload["source"],
+        ordinal=payload["ordinal"],
+    )
 
 
 def _section_lines(quotes: list[Quote], footnotes: dict[str, str], passages: dict[str, dict[str, Any]]) -> list[str]:
@@ -119,17 +153,26 @@ def _section_lines(quotes: list[Quote], footnotes: dict[str, str], passages: dic
         label, kind = f"S{len(footnotes) + 1}", quote.unit.kind
         footnotes[label] = unit_footnote(quote, passages[quote.passage.label])
         marked = markup_escape(f"{quote.quoted if kind == 'sentence' else quote.unit.text} [{label}]")
-        continues = previous is not None and previous.unit.kind == kind and (
-            (kind in ("item", "field") and previous.passage is quote.passage)
-            or (kind == "sentence" and previous.passage is quote.passage
-                and not quote.passage.text[previous.unit.end:quote.unit.start].strip())
-            or (kind == "row" and previous.unit.context == quote.unit.context))
+        continues = (
+            previous is not None
+            and previous.unit.kind == kind
+            and (
+                (kind in ("item", "field") and previous.passage is quote.passage)
+                or (
+                    kind == "sentence"
+                    and previous.passage is quote.passage
+                    and not quote.passage.text[previous.unit.end : quote.unit.start].strip()
+                )
+                or (kind == "row" and previous.unit.context == quote.unit.context)
+            )
+        )
         if continues:
             blocks[-1] += (" " if kind == "sentence" else "\n") + marked
         elif kind == "row" and quote.unit.context:
             columns = quote.unit.context.strip().strip("|").split("|")
-            blocks.append("\n".join([markup_escape(quote.unit.context), "|" + "|".join("---" for _ in columns) + "|",
-                                     marked]))
+            blocks.append(
+                "\n".join([markup_escape(quote.unit.context), "|" + "|".join("---" for _ in columns) + "|", marked])
+            )
         else:
             blocks.append(marked)
         previous = quote
@@ -138,9 +181,15 @@ def _section_lines(quotes: list[Quote], footnotes: dict[str, str], passages: dic
 
 def unit_footnote(quote: Quote, passage: dict[str, Any]) -> str:
     """The passage's footnote (``manual.md §Wiring, p. 3, lines 40-52``) with the quoted unit's own lines."""
-    return footnote_format(name=passage["source"], kind=passage["kind"], heading=passage["heading"],
-                           page_start=passage["page_start"], page_end=passage["page_end"], lines=quote.lines,
-                           ocr_confidence=passage["ocr_confidence"])
+    return footnote_format(
+        name=passage["source"],
+        kind=passage["kind"],
+        heading=passage["heading"],
+        page_start=passage["page_start"],
+        page_end=passage["page_end"],
+        lines=quote.lines,
+        ocr_confidence=passage["ocr_confidence"],
+    )
 
 
 def _audit(reading: Reading, kept: list[Quote]) -> dict[str, Any]:

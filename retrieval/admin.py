@@ -12,8 +12,17 @@ from sources.admin import ReadOnlyAdmin
 @admin.register(QueryLog)
 class QueryLogAdmin(ReadOnlyAdmin):
     show_full_result_count = False
-    list_display = ["created_at", "user", "short_question", "answer_class", "status", "coverage", "llm_calls",
-                    "model", "cached"]
+    list_display = [
+        "created_at",
+        "user",
+        "short_question",
+        "answer_class",
+        "status",
+        "coverage",
+        "llm_calls",
+        "model",
+        "cached",
+    ]
     list_filter = ["kind", "answer_class", "status", "mode", "cached", "model"]
     search_fields = ["question", "answer", "run_id"]
     date_hierarchy = "created_at"
@@ -22,8 +31,12 @@ class QueryLogAdmin(ReadOnlyAdmin):
     readonly_fields = fields
 
     def get_queryset(self, request: HttpRequest) -> Any:
-        return super().get_queryset(request).select_related("user").defer(
-            "answer", "channels", "citations", "conflicts", "gate", "grounding", "hyde_text", "timings")
+        return (
+            super()
+            .get_queryset(request)
+            .select_related("user")
+            .defer("answer", "channels", "citations", "conflicts", "gate", "grounding", "hyde_text", "timings")
+        )
 
     @admin.display(description="question")
     def short_question(self, obj: QueryLog) -> str:

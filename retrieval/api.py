@@ -33,11 +33,17 @@ def list_queries(request: HttpRequest, filters: Query[QueryLogFilter]) -> QueryS
         visible = Collection.objects.all() if selectors.sees_every_query(user) else readable_collections(user)
         collection_id = visible.filter(name=filters.collection).values_list("pk", flat=True).first() or -1
     chosen = selectors.QueryFilters(
-        user=filters.user or "", date_from=filters.date_from, date_to=filters.date_to,
-        answer_class=filters.answer_class or "", collection=collection_id, feedback=filters.feedback or "",
-        q=(filters.q or "").strip())
+        user=filters.user or "",
+        date_from=filters.date_from,
+        date_to=filters.date_to,
+        answer_class=filters.answer_class or "",
+        collection=collection_id,
+        feedback=filters.feedback or "",
+        q=(filters.q or "").strip(),
+    )
     return selectors.queries_filter(selectors.visible_queries(user), chosen, viewer=user).defer(
-        "channels", "hyde_text", "gate", "conflicts", "citations", "answer")
+        "channels", "hyde_text", "gate", "conflicts", "citations", "answer"
+    )
 
 
 @router.get("/query-log/{query_id}", response={200: QueryLogDetailOut, **ERRORS})

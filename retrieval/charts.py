@@ -1,4 +1,5 @@
 """Server-side SVG chart geometry for the dashboard (no JavaScript, no chart library)."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -42,11 +43,18 @@ def daily_bars(days: list[DayCount]) -> Chart:
         h_total = plot_h * day.total / top
         h_refused = plot_h * day.refused / top
         x = PAD_LEFT + i * step
-        bars.append(Bar(x=round(x + step * 0.15, 1), width=round(step * 0.7, 1),
-                        y_total=round(PAD_TOP + plot_h - h_total, 1), h_total=round(h_total, 1),
-                        y_refused=round(PAD_TOP + plot_h - h_refused, 1), h_refused=round(h_refused, 1),
-                        label=day.day.strftime("%m-%d"),
-                        title=f"{day.day.isoformat()}: {day.total} queries, {day.refused} without evidence"))
+        bars.append(
+            Bar(
+                x=round(x + step * 0.15, 1),
+                width=round(step * 0.7, 1),
+                y_total=round(PAD_TOP + plot_h - h_total, 1),
+                h_total=round(h_total, 1),
+                y_refused=round(PAD_TOP + plot_h - h_refused, 1),
+                h_refused=round(h_refused, 1),
+                label=day.day.strftime("%m-%d"),
+                title=f"{day.day.isoformat()}: {day.total} queries, {day.refused} without evidence",
+            )
+        )
         if i % every == 0:
             labels.append((round(x + step / 2, 1), day.day.strftime("%m-%d")))
     ticks = [(round(PAD_TOP + plot_h - plot_h * v / top, 1), v) for v in sorted({0, top // 2, top})]

@@ -45,6 +45,7 @@ Design (keep it explainable):
   width, or its ids do not add up to vec0's) the build reads every vector and logs why.
   ``retrieve()`` records the build, either way, as the ``dense_index_build`` timing.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -93,8 +94,9 @@ def root_folder(model: str) -> Path:
     return Path(settings.FOUNDRY_HOME) / "dense" / tag / vectorstore.model_slug(model)
 
 
-def nearest(vector: Sequence[float], *, model: str, k: int = 20,
-            collection_ids: Sequence[int] | None = None, shortlist: int = 0) -> list[Hit]:
+def nearest(
+    vector: Sequence[float], *, model: str, k: int = 20, collection_ids: Sequence[int] | None = None, shortlist: int = 0
+) -> list[Hit]:
     """Nearest chunks by cosine similarity, best first: the same answer as ``ChunkSearch.search.nearest``
     (with a ``shortlist``, see ``DenseMatrix.search``)."""
     if not vectorstore.table_exists(model):
@@ -126,8 +128,10 @@ def current(model: str) -> tuple[DenseMatrix, bool]:
                 del _loaded[stale]
             _loaded[folder] = matrix
         return matrix, built
-    raise DenseIndexError(f"the dense matrix of {model} was replaced during each of {BUILD_ATTEMPTS} reads; "
-                          "retry when the running ingest has finished")
+    raise DenseIndexError(
+        f"the dense matrix of {model} was replaced during each of {BUILD_ATTEMPTS} reads; "
+        "retry when the running ingest has finished"
+    )
 
 
 def _version_hash(version: str) -> str:
@@ -172,8 +176,9 @@ def _build(model: str) -> tuple[Path, bool]:
                 rows, dimension, read = _write(model, staging, base)
             if vectorstore.vectors_version(model) != version:
                 shutil.rmtree(staging, ignore_errors=True)
-                logger.info("dense matrix: an ingest committed during the read (attempt %s); reading again",
-                            attempt + 1)
+                logger.info(
+                    "dense matrix: an ingest committed during the read (attempt %s); reading again", attempt + 1
+                )
                 continue
             meta = {"version": version, "rows": rows, "dimension": dimension, "model": model}
             (staging / "meta.json").write_text(json.dumps(meta))
@@ -181,12 +186,19 @@ def _build(model: str) -> tuple[Path, bool]:
             for old in root.iterdir():
                 if old.is_dir() and old != folder:
                     shutil.rmtree(old, ignore_errors=True)
-            logger.info("dense matrix built: %s rows (%s vectors read from vec0, the others kept from %s) "
-                        "in %.1f s (%s)", rows, read, base.folder.name if base else "no previous copy",
-                        time.perf_counter() - start, folder)
+            logger.info(
+                "dense matrix built: %s rows (%s vectors read from vec0, the others kept from %s) in %.1f s (%s)",
+                rows,
+                read,
+                base.folder.name if base else "no previous copy",
+                time.perf_counter() - start,
+                folder,
+            )
             return folder, True
-    raise DenseIndexError(f"the vectors of {model} changed during each of {BUILD_ATTEMPTS} reads; "
-                          "retry when the running ingest has finished")
+    raise DenseIndexError(
+        f"the vectors of {model} changed during each of {BUILD_ATTEMPTS} reads; "
+        "retry when the running ingest has finished"
+    )
 
 
 def _previous(root: Path, model: str) -> DenseMatrix | None:
@@ -203,8 +215,12 @@ def _previous(root: Path, model: str) -> DenseMatrix | None:
         return None
     dimension = vectorstore.table_dimension(model)
     if base.vectors.shape[1] != dimension:
-        logger.warning("dense matrix: cannot reuse %s (%s-d vectors, the table holds %s-d); reading every vector",
-                       newest, base.vectors.shape[1], dimension)
+        logger.warning(
+            "dense matrix: cannot reuse %s (%s-d vectors, the table holds %s-d); reading every vector",
+            newest,
+            base.vectors.shape[1],
+            dimension,
+        )
         return None
     return base
 
@@ -221,8 +237,7 @@ def _write(model: str, staging: Path, base: DenseMatrix | None) -> tuple[int, in
     dimension = vectorstore.table_dimension(model) or 0
     after = int(base.ids.max()) if base is not None and base.ids.size else 0
     alive = np.zeros(0, bool) if base is None else base.collections != DEAD
-    live, stored, ids, collections = _read(model, staging / "read.f32", dimension, after=after,
-                                           kept=int(alive.sum()))
+    live, stored, ids, collections = _read(model, staging / "read.f32", dimension, after=after, kept=int(alive.sum()))
     order = np.argsort(ids, kind="stable")
     read = _map(staging / "read.f32", ids.size, dimension)
     if base is None:
@@ -233,8 +248,10 @@ def _write(model: str, staging: Path, base: DenseMatrix | None) -> tuple[int, in
         if live is not None:
             keep[keep] = contained(base.ids[keep], live)
         if int(keep.sum()) + ids.size != stored or np.any(np.diff(base.ids) <= 0):
-            raise DenseIndexError(f"{base.folder} does not match {vectorstore.table_name(model)}: "
-                                  f"{int(keep.sum())} rows kept + {ids.size} read, {stored} stored")
+            raise DenseIndexError(
+                f"{base.folder} does not match {vectorstore.table_name(model)}: "
+                f"{int(keep.sum())} rows kept + {ids.size} read, {stored} stored"
+            )
         if base.ids.size + ids.size - stored <= COMPACT_SHARE * (base.ids.size + ids.size) and _link(base, staging):
             _write_rows(staging / "vectors.f32", [(read, order)], after_rows=base.ids.size)
             kept_ids, kept_collections = base.ids, np.where(keep, base.collections, DEAD)
@@ -251,7 +268,7 @@ def _write(model: str, staging: Path, base: DenseMatrix | None) -> tuple[int, in
     if first:
         signs[:, :first] = old_signs
     for start in range(first, rows, COPY_ROWS):
-        signs[:, start:start + COPY_ROWS] = sign_words(vectors[start:min(start + COPY_ROWS, rows)]).T
+        signs[:, start : start + COPY_ROWS] = sign_words(vectors[start : min(start + COPY_ROWS, rows)]).T
     np.save(staging / "signs.npy", signs)
     np.save(staging / "ids.npy", np.concatenate([kept_ids, ids[order]]))
     np.save(staging / "collections.npy", np.concatenate([kept_collections, collections[order]]))
@@ -264,8 +281,11 @@ def _link(base: DenseMatrix, staging: Path) -> bool:
     try:
         os.link(base.folder / "vectors.f32", staging / "vectors.f32")
     except OSError as exc:
-        logger.warning("dense matrix: cannot hard-link %s (%s); writing a new file of the live rows",
-                       base.folder / "vectors.f32", exc)
+        logger.warning(
+            "dense matrix: cannot hard-link %s (%s); writing a new file of the live rows",
+            base.folder / "vectors.f32",
+            exc,
+        )
         return False
     return True
 
@@ -285,17 +305,18 @@ def _write_rows(path: Path, parts: list[tuple[np.ndarray, np.ndarray]], *, after
             out.seek(after_rows * row_bytes)
         for vectors, rows in parts:
             for start in range(0, rows.size, COPY_ROWS):
-                block = rows[start:start + COPY_ROWS]
+                block = rows[start : start + COPY_ROWS]
                 if np.all(np.diff(block) == 1):  # consecutive rows, as most are: write the slice, no gather
-                    out.write(vectors[block[0]:block[-1] + 1])
+                    out.write(vectors[block[0] : block[-1] + 1])
                 else:
                     out.write(vectors[block])
         out.flush()
         os.fsync(out.fileno())
 
 
-def _read(model: str, path: Path, dimension: int, *, after: int,
-          kept: int) -> tuple[np.ndarray | None, int, np.ndarray, np.ndarray]:
+def _read(
+    model: str, path: Path, dimension: int, *, after: int, kept: int
+) -> tuple[np.ndarray | None, int, np.ndarray, np.ndarray]:
     """Write vec0's vectors above unit id ``after`` to ``path`` as unit-length rows, in the order read.
 
     Returns every unit id in vec0, or None when there are exactly ``kept`` (the previous copy's
@@ -310,8 +331,11 @@ def _read(model: str, path: Path, dimension: int, *, after: int,
     else:
         stored = search.unit_count(model=model)
         live = None if stored == kept + new.size else search.unit_ids(model=model)
-    batches = (search.vector_batches(model=model, ids=np.sort(new)) if new.size * LOOKUP_COST < stored
-               else search.vector_batches(model=model, after=after))
+    batches = (
+        search.vector_batches(model=model, ids=np.sort(new))
+        if new.size * LOOKUP_COST < stored
+        else search.vector_batches(model=model, after=after)
+    )
     ids, collections = [np.zeros(0, np.int64)], [np.zeros(0, np.int64)]
     with open(path, "wb") as out:
         for batch in batches:
@@ -319,20 +343,25 @@ def _read(model: str, path: Path, dimension: int, *, after: int,
                 continue
             block = np.frombuffer(b"".join(row[2] for row in batch), dtype=np.float32).reshape(len(batch), -1)
             if block.shape[1] != dimension:
-                raise DenseIndexError(f"{vectorstore.table_name(model)} returned {block.shape[1]}-d vectors, "
-                                      f"expected {dimension}")
+                raise DenseIndexError(
+                    f"{vectorstore.table_name(model)} returned {block.shape[1]}-d vectors, expected {dimension}"
+                )
             norms = np.linalg.norm(block, axis=1, keepdims=True)
             out.write(np.divide(block, norms, out=np.zeros_like(block), where=norms > 0).tobytes())
             ids.append(np.fromiter((row[0] for row in batch), dtype=np.int64, count=len(batch)))
-            collections.append(np.fromiter((-1 if row[1] is None else row[1] for row in batch),
-                                           dtype=np.int64, count=len(batch)))
+            collections.append(
+                np.fromiter((-1 if row[1] is None else row[1] for row in batch), dtype=np.int64, count=len(batch))
+            )
     return live, stored, np.concatenate(ids), np.concatenate(collections)
 
 
 def _map(path: Path, rows: int, dimension: int) -> np.ndarray:
     # numpy cannot map an empty file
-    return (np.memmap(path, dtype=np.float32, mode="r", shape=(rows, dimension)) if rows
-            else np.zeros((0, dimension), np.float32))
+    return (
+        np.memmap(path, dtype=np.float32, mode="r", shape=(rows, dimension))
+        if rows
+        else np.zeros((0, dimension), np.float32)
+    )
 
 
 def _open(folder: Path) -> DenseMatrix:
@@ -349,9 +378,18 @@ def _open(folder: Path) -> DenseMatrix:
         raise DenseIndexError(f"cannot read the dense matrix in {folder}: {exc}") from exc
     words = sign_word_count(dimension) if rows else 0
     if ids.shape != (rows,) or collections.shape != (rows,) or signs.shape != (words, rows):
-        raise DenseIndexError(f"the dense matrix in {folder} is inconsistent: {rows} vectors, "
-                              f"{ids.size} ids, {collections.size} collection ids, sign bits of shape {signs.shape} "
-                              f"(expected {(words, rows)})")
+        raise DenseIndexError(
+            f"the dense matrix in {folder} is inconsistent: {rows} vectors, "
+            f"{ids.size} ids, {collections.size} collection ids, sign bits of shape {signs.shape} "
+            f"(expected {(words, rows)})"
+        )
     live = collections != DEAD
-    return DenseMatrix(folder=folder, version=meta["version"], ids=ids, collections=collections, vectors=vectors,
-                       signs=signs, live=None if live.all() else live)
+    return DenseMatrix(
+        folder=folder,
+        version=meta["version"],
+        ids=ids,
+        collections=collections,
+        vectors=vectors,
+        signs=signs,
+        live=None if live.all() else live,
+    )

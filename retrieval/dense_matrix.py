@@ -20,6 +20,7 @@ Built, kept current and mapped by ``retrieval.dense``; this module only reads th
   and covariance (``bench/dense_shortlist.py``): with 8,000, 98.7 % of the exact top 10
   kept, nDCG@10 -0.0003 (dense) / +0.0005 (hybrid), 13 ms against 108 ms.
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -43,14 +44,15 @@ class DenseIndexError(Exception):
 class DenseMatrix:
     folder: Path
     version: str
-    ids: np.ndarray          # int64 unit ids, one per row (``unit // WINDOW_SLOTS`` is the chunk)
+    ids: np.ndarray  # int64 unit ids, one per row (``unit // WINDOW_SLOTS`` is the chunk)
     collections: np.ndarray  # int64 collection ids, one per row
-    vectors: np.ndarray      # float32 (rows, dimension), unit rows, memory-mapped
-    signs: np.ndarray        # uint64 (words, rows): each row's sign bits (``sign_words``), memory-mapped
+    vectors: np.ndarray  # float32 (rows, dimension), unit rows, memory-mapped
+    signs: np.ndarray  # uint64 (words, rows): each row's sign bits (``sign_words``), memory-mapped
     live: np.ndarray | None  # bool per row, False for a ``DEAD`` row; None when every row is live
 
-    def search(self, vector: Sequence[float], *, k: int, collection_ids: Sequence[int] | None,
-               shortlist: int = 0) -> list[Hit]:
+    def search(
+        self, vector: Sequence[float], *, k: int, collection_ids: Sequence[int] | None, shortlist: int = 0
+    ) -> list[Hit]:
         """The ``k`` chunks nearest ``vector`` by cosine (of their best row), best first (ties by chunk id).
 
         ``shortlist`` 0 scores every row. Above 0, when more rows are in scope, every row is
@@ -61,8 +63,9 @@ class DenseMatrix:
         """
         query = np.asarray(vector, dtype=np.float32)
         if query.shape != (self.vectors.shape[1],):
-            raise DenseIndexError(f"query vector has {query.size} dimensions but {self.folder} holds "
-                                  f"{self.vectors.shape[1]}-d vectors")
+            raise DenseIndexError(
+                f"query vector has {query.size} dimensions but {self.folder} holds {self.vectors.shape[1]}-d vectors"
+            )
         norm = float(np.linalg.norm(query))
         query = query / norm if norm else query
         allowed = self.live
@@ -147,5 +150,5 @@ def sign_words(vectors: np.ndarray) -> np.ndarray:
     """One bit per dimension (1 where > 0), packed into uint64 words: shape (rows, ceil(dimension / 64))."""
     bits = np.packbits(vectors > 0, axis=1)
     padded = np.zeros((bits.shape[0], sign_word_count(vectors.shape[1]) * 8), np.uint8)
-    padded[:, :bits.shape[1]] = bits
+    padded[:, : bits.shape[1]] = bits
     return padded.view(np.uint64)

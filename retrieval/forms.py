@@ -16,19 +16,22 @@ class QueryLogFilterForm(forms.Form):
     user = forms.CharField(required=False, max_length=150)
     date_from = forms.DateField(required=False, widget=forms.DateInput(attrs={"type": "date"}), label="From")
     date_to = forms.DateField(required=False, widget=forms.DateInput(attrs={"type": "date"}), label="To")
-    answer_class = forms.ChoiceField(required=False, choices=[("", "any")] + QueryLog.AnswerClass.choices,
-                                     label="Answer")
+    answer_class = forms.ChoiceField(
+        required=False, choices=[("", "any")] + QueryLog.AnswerClass.choices, label="Answer"
+    )
     collection = forms.ModelChoiceField(queryset=Collection.objects.none(), required=False, empty_label="any")
-    feedback = forms.ChoiceField(required=False, choices=[("", "any"), ("correct", "correct"),
-                                                          ("incorrect", "incorrect"), ("none", "none")])
+    feedback = forms.ChoiceField(
+        required=False, choices=[("", "any"), ("correct", "correct"), ("incorrect", "incorrect"), ("none", "none")]
+    )
     q = forms.CharField(required=False, max_length=200, label="Text")
 
     def __init__(self, *args: Any, viewer: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         # Only a viewer who sees every row can filter by user, or by collections they cannot read.
         everyone = sees_every_query(viewer)
-        self.fields["collection"].queryset = (Collection.objects.all() if everyone
-                                              else readable_collections(viewer)).order_by("name")
+        self.fields["collection"].queryset = (
+            Collection.objects.all() if everyone else readable_collections(viewer)
+        ).order_by("name")
         if not everyone:
             del self.fields["user"]
 
@@ -36,10 +39,15 @@ class QueryLogFilterForm(forms.Form):
         """The valid filters (an invalid field filters nothing; the form shows its error)."""
         data = self.cleaned_data if self.is_bound and hasattr(self, "cleaned_data") else {}
         collection = data.get("collection")
-        return QueryFilters(user=data.get("user") or "", date_from=data.get("date_from"), date_to=data.get("date_to"),
-                            answer_class=data.get("answer_class") or "",
-                            collection=collection.pk if collection else None,
-                            feedback=data.get("feedback") or "", q=(data.get("q") or "").strip())
+        return QueryFilters(
+            user=data.get("user") or "",
+            date_from=data.get("date_from"),
+            date_to=data.get("date_to"),
+            answer_class=data.get("answer_class") or "",
+            collection=collection.pk if collection else None,
+            feedback=data.get("feedback") or "",
+            q=(data.get("q") or "").strip(),
+        )
 
 
 class FeedbackForm(forms.Form):

@@ -1,4 +1,5 @@
 """Rank fusion: pure functions over ranked lists of chunk hits, no database."""
+
 from __future__ import annotations
 
 from collections.abc import Mapping
@@ -11,8 +12,9 @@ class Hit:
     score: float
 
 
-def reciprocal_rank_fusion(channels: dict[str, list[Hit]], *, k: int = 60,
-                           weights: dict[str, float] | None = None) -> list[Hit]:
+def reciprocal_rank_fusion(
+    channels: dict[str, list[Hit]], *, k: int = 60, weights: dict[str, float] | None = None
+) -> list[Hit]:
     """Fuse ranked lists: score(d) = sum over channels of weight / (k + rank), rank from 1."""
     scores: dict[int, float] = {}
     for name, hits in channels.items():
@@ -22,8 +24,13 @@ def reciprocal_rank_fusion(channels: dict[str, list[Hit]], *, k: int = 60,
     return [Hit(cid, s) for cid, s in sorted(scores.items(), key=lambda item: (-item[1], item[0]))]
 
 
-def document_rank_fusion(channels: dict[str, list[Hit]], *, source_of: Mapping[int, int], k: int = 60,
-                         weights: dict[str, float] | None = None) -> list[Hit]:
+def document_rank_fusion(
+    channels: dict[str, list[Hit]],
+    *,
+    source_of: Mapping[int, int],
+    k: int = 60,
+    weights: dict[str, float] | None = None,
+) -> list[Hit]:
     """Fuse ranked chunk lists per document (source), then return the chunks.
 
     In each channel a source ranks where its best chunk ranks, counting sources

@@ -1,4 +1,5 @@
 """The query log (append-only audit) and the search proxy over chunks."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -49,16 +50,24 @@ class Conversation(models.Model):
     Owned like a query: only its owner (and auditors, read-only) ever see it.
     """
 
-    owner = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL,
-                              related_name="conversations", editable=False)
-    collection = models.ForeignKey("sources.Collection", null=True, blank=True, on_delete=models.PROTECT,
-                                   related_name="+", editable=False,
-                                   help_text="The one collection its questions search; empty means every "
-                                             "collection the owner can read when asking.")
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="conversations", editable=False
+    )
+    collection = models.ForeignKey(
+        "sources.Collection",
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="+",
+        editable=False,
+        help_text="The one collection its questions search; empty means every "
+        "collection the owner can read when asking.",
+    )
     title = models.CharField(max_length=200, editable=False, help_text="The first question, shortened.")
     created_at = models.DateTimeField(default=timezone.now, editable=False)
-    updated_at = models.DateTimeField(default=timezone.now, editable=False, db_index=True,
-                                      help_text="When its latest turn was asked.")
+    updated_at = models.DateTimeField(
+        default=timezone.now, editable=False, db_index=True, help_text="When its latest turn was asked."
+    )
 
     class Meta:
         ordering = ["-updated_at", "-pk"]
@@ -83,33 +92,66 @@ class QueryLog(models.Model):
         SEARCH = "search", "Search (passages only, no answer)"
 
     run_id = models.CharField(max_length=40, unique=True, editable=False)
-    kind = models.CharField(max_length=8, choices=Kind.choices, default=Kind.ANSWER, editable=False,
-                            help_text="A question answered (or refused), or a search that returned passages only.")
-    user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
-                             related_name="queries", editable=False)
+    kind = models.CharField(
+        max_length=8,
+        choices=Kind.choices,
+        default=Kind.ANSWER,
+        editable=False,
+        help_text="A question answered (or refused), or a search that returned passages only.",
+    )
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="queries",
+        editable=False,
+    )
     question = models.TextField(editable=False)
-    message = models.TextField(blank=True, editable=False,
-                               help_text="The asker's own words when they were a follow-up in a conversation; "
-                                         "question is then the standalone question that was answered.")
-    conversation = models.ForeignKey(Conversation, null=True, blank=True, on_delete=models.PROTECT,
-                                     related_name="turns", editable=False,
-                                     help_text="The conversation this question was a turn of.")
+    message = models.TextField(
+        blank=True,
+        editable=False,
+        help_text="The asker's own words when they were a follow-up in a conversation; "
+        "question is then the standalone question that was answered.",
+    )
+    conversation = models.ForeignKey(
+        Conversation,
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="turns",
+        editable=False,
+        help_text="The conversation this question was a turn of.",
+    )
     mode = models.CharField(max_length=10, editable=False)
-    collection_ids = models.JSONField(null=True, blank=True, default=None, editable=False,
-                                      help_text="Collections searched; null means every collection.")
+    collection_ids = models.JSONField(
+        null=True,
+        blank=True,
+        default=None,
+        editable=False,
+        help_text="Collections searched; null means every collection.",
+    )
     hyde_text = models.TextField(blank=True, editable=False)
     channels = models.JSONField(default=dict, editable=False, help_text="Chunk ids and scores per channel.")
     gate = models.JSONField(default=dict, editable=False)
     answer_class = models.CharField(max_length=16, choices=AnswerClass.choices, blank=True, editable=False)
     answer = models.TextField(blank=True, editable=False)
     citations = models.JSONField(default=list, editable=False)
-    grounding = models.JSONField(default=dict, blank=True, editable=False,
-                                 help_text="What the model wrote and the grounding check's verdict on each sentence "
-                                           "(unsupported ones were withheld from the answer).")
+    grounding = models.JSONField(
+        default=dict,
+        blank=True,
+        editable=False,
+        help_text="What the model wrote and the grounding check's verdict on each sentence "
+        "(unsupported ones were withheld from the answer).",
+    )
     conflicts = models.JSONField(default=list, editable=False)
     coverage = models.FloatField(null=True, blank=True, editable=False)
-    refusal = models.CharField(max_length=10, blank=True, editable=False,
-                               help_text="Why nothing was answered: gate, relevance, grounding or model.")
+    refusal = models.CharField(
+        max_length=10,
+        blank=True,
+        editable=False,
+        help_text="Why nothing was answered: gate, relevance, grounding or model.",
+    )
     prompt_tokens = models.PositiveIntegerField(default=0, editable=False)
     completion_tokens = models.PositiveIntegerField(default=0, editable=False)
     cost = models.FloatField(default=0.0, editable=False)
@@ -119,8 +161,13 @@ class QueryLog(models.Model):
     status = models.CharField(max_length=8, choices=Status.choices, default=Status.OK, editable=False)
     error = models.TextField(blank=True, editable=False)
     cached = models.BooleanField(default=False, editable=False)
-    cache_key = models.CharField(max_length=64, blank=True, db_index=True, editable=False,
-                                 help_text="Question, scope, configuration and index version, hashed.")
+    cache_key = models.CharField(
+        max_length=64,
+        blank=True,
+        db_index=True,
+        editable=False,
+        help_text="Question, scope, configuration and index version, hashed.",
+    )
     created_at = models.DateTimeField(default=timezone.now, editable=False, db_index=True)
 
     objects = QueryLogManager()

@@ -1,4 +1,5 @@
 """Schemas of the query-log API. Fields are listed explicitly."""
+
 from __future__ import annotations
 
 from datetime import date, datetime

@@ -4,6 +4,7 @@ User text reaches ``MATCH`` only through ``match_expression`` (every term quoted
 bound as a parameter). Table names are constants, except ``vec_chunks_{slug}``, whose
 slug ``sources.vectorstore`` derives from configuration and checks.
 """
+
 from __future__ import annotations
 
 import re
@@ -75,14 +76,18 @@ def rare_terms(cursor, terms: Sequence[str], max_df: float, max_postings: float 
     limit, room = (max(share * total, PRUNE_FLOOR) for share in (max_df, max_postings))
     if total <= limit and total * len(terms) <= room:
         return list(terms)
-    for ddl in (f"CREATE VIRTUAL TABLE IF NOT EXISTS temp.query_terms USING fts5(term, tokenize = '{TOKENIZER}')",
-                "CREATE VIRTUAL TABLE IF NOT EXISTS temp.query_stems USING fts5vocab(temp, query_terms, 'instance')",
-                "CREATE VIRTUAL TABLE IF NOT EXISTS temp.chunk_terms USING fts5vocab(main, chunks_fts, 'row')"):
+    for ddl in (
+        f"CREATE VIRTUAL TABLE IF NOT EXISTS temp.query_terms USING fts5(term, tokenize = '{TOKENIZER}')",
+        "CREATE VIRTUAL TABLE IF NOT EXISTS temp.query_stems USING fts5vocab(temp, query_terms, 'instance')",
+        "CREATE VIRTUAL TABLE IF NOT EXISTS temp.chunk_terms USING fts5vocab(main, chunks_fts, 'row')",
+    ):
         cursor.execute(ddl)
     cursor.execute("DELETE FROM temp.query_terms")
     cursor.executemany("INSERT INTO temp.query_terms(rowid, term) VALUES (%s, %s)", list(enumerate(terms)))
-    cursor.execute("SELECT s.doc, max(coalesce(c.doc, 0)) FROM temp.query_stems s "
-                   "LEFT JOIN temp.chunk_terms c ON c.term = s.term GROUP BY s.doc")
+    cursor.execute(
+        "SELECT s.doc, max(coalesce(c.doc, 0)) FROM temp.query_stems s "
+        "LEFT JOIN temp.chunk_terms c ON c.term = s.term GROUP BY s.doc"
+    )
     chunks_with = dict(cursor.fetchall())
     rarest_first = sorted((chunks_with.get(i, 0), i) for i in range(len(terms)))
     kept, used = set(), 0
@@ -115,8 +120,15 @@ def _scope(collection_ids: Sequence[int] | None, column: str) -> tuple[str, list
 
 
 class ChunkSearchManager(models.Manager):
-    def keyword(self, text: str, *, limit: int = 20, collection_ids: Sequence[int] | None = None,
-                max_df: float = 1.0, max_postings: float = NO_POSTINGS_CAP) -> list[Hit]:
+    def keyword(
+        self,
+        text: str,
+        *,
+        limit: int = 20,
+        collection_ids: Sequence[int] | None = None,
+        max_df: float = 1.0,
+        max_postings: float = NO_POSTINGS_CAP,
+    ) -> list[Hit]:
         """BM25 hits, best first; ``score`` is -bm25 (higher is better).
 
         Common terms are left out as ``rare_terms`` says (``max_df``, ``max_postings``).
@@ -131,26 +143,34 @@ class ChunkSearchManager(models.Manager):
             if not query:
                 return []
             fetch = limit if collection_ids is None else limit * SCOPE_OVERFETCH
-            cur.execute("SELECT rowid, bm25(chunks_fts) FROM chunks_fts WHERE chunks_fts MATCH %s "
-                        "ORDER BY 2 LIMIT %s", [query, fetch])
+            cur.execute(
+                "SELECT rowid, bm25(chunks_fts) FROM chunks_fts WHERE chunks_fts MATCH %s ORDER BY 2 LIMIT %s",
+                [query, fetch],
+            )
             ranked = [Hit(cid, -score) for cid, score in cur.fetchall()]
             if collection_ids is None or not ranked:
                 return ranked
             where, params = _scope(collection_ids, "s.collection_id")
-            cur.execute("SELECT c.id FROM sources_chunk c JOIN sources_source s ON s.id = c.source_id "
-                        f"WHERE c.id IN ({','.join(['%s'] * len(ranked))}){where}",
-                        [h.chunk_id for h in ranked] + params)
+            cur.execute(
+                "SELECT c.id FROM sources_chunk c JOIN sources_source s ON s.id = c.source_id "
+                f"WHERE c.id IN ({','.join(['%s'] * len(ranked))}){where}",
+                [h.chunk_id for h in ranked] + params,
+            )
             inside = {cid for (cid,) in cur.fetchall()}
             hits = [h for h in ranked if h.chunk_id in inside][:limit]
             if len(hits) == limit or len(ranked) < fetch:
                 return hits
-            cur.execute("SELECT f.rowid, bm25(chunks_fts) FROM chunks_fts f "
-                        "JOIN sources_chunk c ON c.id = f.rowid JOIN sources_source s ON s.id = c.source_id "
-                        f"WHERE chunks_fts MATCH %s{where} ORDER BY 2 LIMIT %s", [query, *params, limit])
+            cur.execute(
+                "SELECT f.rowid, bm25(chunks_fts) FROM chunks_fts f "
+                "JOIN sources_chunk c ON c.id = f.rowid JOIN sources_source s ON s.id = c.source_id "
+                f"WHERE chunks_fts MATCH %s{where} ORDER BY 2 LIMIT %s",
+                [query, *params, limit],
+            )
             return [Hit(cid, -score) for cid, score in cur.fetchall()]
 
-    def nearest(self, vector: Sequence[float], *, model: str, k: int = 20,
-                collection_ids: Sequence[int] | None = None) -> list[Hit]:
+    def nearest(
+        self, vector: Sequence[float], *, model: str, k: int = 20, collection_ids: Sequence[int] | None = None
+    ) -> list[Hit]:
         """Nearest chunks by cosine similarity (``score`` = 1 - cosine distance), best first.
 
         A chunk scores the best of its own vector and its windows' (``vectorstore``). The
@@ -165,20 +185,26 @@ class ChunkSearchManager(models.Manager):
         blob = vectorstore.serialize(vector)
         best: dict[int, float] = {}
         with connection.cursor() as cur:
-            cur.execute(f"SELECT chunk_id, distance FROM {vectorstore.table_name(model)} "
-                        f"WHERE embedding MATCH %s AND k = %s{where}", [blob, k, *params])
+            cur.execute(
+                f"SELECT chunk_id, distance FROM {vectorstore.table_name(model)} "
+                f"WHERE embedding MATCH %s AND k = %s{where}",
+                [blob, k, *params],
+            )
             units = cur.fetchall()
             if vectorstore.windows_exist(model):
-                cur.execute(f"SELECT window_id / {vectorstore.WINDOW_SLOTS}, distance FROM "
-                            f"{vectorstore.windows_table_name(model)} WHERE embedding MATCH %s AND k = %s{where}",
-                            [blob, min(k * WINDOW_FETCH, VEC0_MAX_K), *params])
+                cur.execute(
+                    f"SELECT window_id / {vectorstore.WINDOW_SLOTS}, distance FROM "
+                    f"{vectorstore.windows_table_name(model)} WHERE embedding MATCH %s AND k = %s{where}",
+                    [blob, min(k * WINDOW_FETCH, VEC0_MAX_K), *params],
+                )
                 units += cur.fetchall()
         for cid, dist in units:
             best[cid] = max(best.get(cid, -2.0), 1.0 - dist)
         return sorted((Hit(cid, score) for cid, score in best.items()), key=lambda h: (-h.score, h.chunk_id))[:k]
 
-    def vector_batches(self, *, model: str, after: int = 0, ids: np.ndarray | None = None,
-                       size: int = 20_000) -> Iterator[list[tuple[int, int | None, bytes]]]:
+    def vector_batches(
+        self, *, model: str, after: int = 0, ids: np.ndarray | None = None, size: int = 20_000
+    ) -> Iterator[list[tuple[int, int | None, bytes]]]:
         """Every stored (unit id, collection_id, float32 vector bytes) above unit id ``after``, or
         of the unit ids ``ids`` (those vec0 holds), in batches. A chunk's own vector has the unit id
         ``chunk_id * WINDOW_SLOTS``, a window its window id (``sources/vectorstore.py``).
@@ -198,17 +224,19 @@ class ChunkSearchManager(models.Manager):
             if ids is not None:
                 for start in range(0, len(ids), size):
                     batch = []
-                    for unit in ids[start:start + size].tolist():
+                    for unit in ids[start : start + size].tolist():
                         if unit % slots:
                             cur.execute(f"SELECT collection_id, embedding FROM {windows} WHERE window_id = %s", [unit])
                         else:
-                            cur.execute(f"SELECT collection_id, embedding FROM {chunks} WHERE chunk_id = %s",
-                                        [unit // slots])
+                            cur.execute(
+                                f"SELECT collection_id, embedding FROM {chunks} WHERE chunk_id = %s", [unit // slots]
+                            )
                         batch += [(unit, *row) for row in cur.fetchall()]
                     yield batch
                 return
-            statements = [f"SELECT chunk_id * {slots}, collection_id, embedding FROM {chunks} "
-                          f"WHERE chunk_id * {slots} > %s"]
+            statements = [
+                f"SELECT chunk_id * {slots}, collection_id, embedding FROM {chunks} WHERE chunk_id * {slots} > %s"
+            ]
             if vectorstore.windows_exist(model):
                 statements.append(f"SELECT window_id, collection_id, embedding FROM {windows} WHERE window_id > %s")
             for sql in statements:
@@ -244,8 +272,9 @@ class ChunkSearchManager(models.Manager):
         return total
 
     @staticmethod
-    def _unit_tables(model: str, chunk_column: str, window_column: str,
-                     after: int | None) -> list[tuple[str, list[int]]]:
+    def _unit_tables(
+        model: str, chunk_column: str, window_column: str, after: int | None
+    ) -> list[tuple[str, list[int]]]:
         """(statement, parameters) reading ``chunk_column`` / ``window_column`` of each row-id table,
         over the unit ids above ``after`` (None: every one, which lets ``count(*)`` use the b-tree's count)."""
         if not vectorstore.table_exists(model):
@@ -253,8 +282,13 @@ class ChunkSearchManager(models.Manager):
         tables = [(vectorstore.table_name(model), chunk_column, vectorstore.WINDOW_SLOTS)]
         if vectorstore.windows_exist(model):
             tables.append((vectorstore.windows_table_name(model), window_column, 1))
-        return [(f"SELECT {column} FROM {table}_rowids" + ("" if after is None else " WHERE rowid > %s"),
-                 [] if after is None else [after // per_row]) for table, column, per_row in tables]
+        return [
+            (
+                f"SELECT {column} FROM {table}_rowids" + ("" if after is None else " WHERE rowid > %s"),
+                [] if after is None else [after // per_row],
+            )
+            for table, column, per_row in tables
+        ]
 
     def similarity(self, vector: Sequence[float], chunk_ids: Sequence[int], *, model: str) -> dict[int, float]:
         """Cosine similarity of ``vector`` to each of ``chunk_ids`` (for the gate and the Sources list).
@@ -264,8 +298,7 @@ class ChunkSearchManager(models.Manager):
         ``chunk_id = ?`` lookup takes well under a millisecond at any size.
         """
         blob = vectorstore.serialize(vector)
-        sql = (f"SELECT vec_distance_cosine(embedding, %s) FROM {vectorstore.table_name(model)} "
-               "WHERE chunk_id = %s")
+        sql = f"SELECT vec_distance_cosine(embedding, %s) FROM {vectorstore.table_name(model)} WHERE chunk_id = %s"
         found: dict[int, float] = {}
         with connection.cursor() as cur:
             for cid in dict.fromkeys(chunk_ids):

@@ -8,6 +8,7 @@ permission ``retrieval.view_querylog`` (superusers hold every permission). Staff
 status alone grants nothing here: it only opens the admin, and a spec reviewer is
 staff without being an auditor.
 """
+
 from __future__ import annotations
 
 import statistics

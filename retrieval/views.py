@@ -3,6 +3,7 @@
 Auditors (``retrieval.view_querylog``) see every user's queries; anyone else, staff
 included, only their own (see ``retrieval.selectors``).
 """
+
 from __future__ import annotations
 
 import csv
@@ -25,9 +26,27 @@ from sources.models import Collection, citation_location
 from sources.selectors import readable_chunks
 
 PAGE_SIZE = 50
-CSV_COLUMNS = ["id", "created_at", "run_id", "user", "question", "answer_class", "status", "refusal", "coverage",
-               "total_ms", "llm_calls", "prompt_tokens", "completion_tokens", "cost", "model", "cached",
-               "feedback", "sources", "answer"]
+CSV_COLUMNS = [
+    "id",
+    "created_at",
+    "run_id",
+    "user",
+    "question",
+    "answer_class",
+    "status",
+    "refusal",
+    "coverage",
+    "total_ms",
+    "llm_calls",
+    "prompt_tokens",
+    "completion_tokens",
+    "cost",
+    "model",
+    "cached",
+    "feedback",
+    "sources",
+    "answer",
+]
 
 
 def _filtered(request: HttpRequest) -> tuple[QueryLogFilterForm, Any]:
@@ -45,8 +64,11 @@ def querylog_list(request: HttpRequest) -> HttpResponse:
     page = Paginator(rows, PAGE_SIZE).get_page(request.GET.get("page"))
     query = request.GET.copy()
     query.pop("page", None)
-    return render(request, "querylog/list.html", {"form": form, "page": page, "query": query.urlencode(),
-                                                  "everyone": selectors.sees_every_query(request.user)})
+    return render(
+        request,
+        "querylog/list.html",
+        {"form": form, "page": page, "query": query.urlencode(), "everyone": selectors.sees_every_query(request.user)},
+    )
 
 
 @require_GET
@@ -68,12 +90,30 @@ def _csv_lines(rows: Any) -> Iterator[str]:
     writer = csv.writer(_Echo())
     yield writer.writerow(CSV_COLUMNS)
     for row in rows.iterator(chunk_size=500):
-        sources = "; ".join(f"[{c.get('id')}] {c.get('source')} lines {'-'.join(map(str, c.get('lines') or []))}"
-                            for c in row.citations)
-        values = [row.pk, row.created_at.isoformat(), row.run_id, row.user.get_username() if row.user else "",
-                  row.question, row.answer_class, row.status, row.refusal, row.coverage, row.timings.get("total"),
-                  row.llm_calls, row.prompt_tokens, row.completion_tokens, row.cost, row.model, row.cached,
-                  row.verdict or "", sources, row.answer]
+        sources = "; ".join(
+            f"[{c.get('id')}] {c.get('source')} lines {'-'.join(map(str, c.get('lines') or []))}" for c in row.citations
+        )
+        values = [
+            row.pk,
+            row.created_at.isoformat(),
+            row.run_id,
+            row.user.get_username() if row.user else "",
+            row.question,
+            row.answer_class,
+            row.status,
+            row.refusal,
+            row.coverage,
+            row.timings.get("total"),
+            row.llm_calls,
+            row.prompt_tokens,
+            row.completion_tokens,
+            row.cost,
+            row.model,
+            row.cached,
+            row.verdict or "",
+            sources,
+            row.answer,
+        ]
         yield writer.writerow([_cell(v) for v in values])
 
 
@@ -88,18 +128,32 @@ def _cell(value: Any) -> Any:
 def querylog_detail(request: HttpRequest, query_id: int) -> HttpResponse:
     row = get_object_or_404(selectors.visible_queries(request.user), pk=query_id)
     chunk_ids = {int(hit[0]) for hits in row.channels.values() for hit in hits} | {
-        c.get("chunk_id") for c in row.citations}
+        c.get("chunk_id") for c in row.citations
+    }
     readable = dict(readable_chunks(request.user).filter(pk__in=chunk_ids).values_list("pk", "source_id"))
-    channels = {name: [{"chunk_id": int(h[0]), "score": h[1], "source_id": readable.get(int(h[0]))} for h in hits]
-                for name, hits in row.channels.items()}
-    collections = None if row.collection_ids is None else list(
-        Collection.objects.filter(pk__in=row.collection_ids).order_by("name").values_list("name", flat=True))
-    return render(request, "querylog/detail.html", {
-        "row": row, "channels": channels, "collections": collections, "readable": readable,
-        "citations": [{**c, "location": citation_location(c)} for c in row.citations],
-        "feedback": row.feedback.select_related("user").order_by("-created_at", "-pk"),
-        "may_feedback": selectors.may_give_feedback(request.user, row),
-        "show_grounding": selectors.may_review_grounding(request.user)})
+    channels = {
+        name: [{"chunk_id": int(h[0]), "score": h[1], "source_id": readable.get(int(h[0]))} for h in hits]
+        for name, hits in row.channels.items()
+    }
+    collections = (
+        None
+        if row.collection_ids is None
+        else list(Collection.objects.filter(pk__in=row.collection_ids).order_by("name").values_list("name", flat=True))
+    )
+    return render(
+        request,
+        "querylog/detail.html",
+        {
+            "row": row,
+            "channels": channels,
+            "collections": collections,
+            "readable": readable,
+            "citations": [{**c, "location": citation_location(c)} for c in row.citations],
+            "feedback": row.feedback.select_related("user").order_by("-created_at", "-pk"),
+            "may_feedback": selectors.may_give_feedback(request.user, row),
+            "show_grounding": selectors.may_review_grounding(request.user),
+        },
+    )
 
 
 @require_POST
@@ -110,16 +164,19 @@ def querylog_feedback(request: HttpRequest, query_id: int) -> HttpResponse:
         return HttpResponse(status=404)
     form = FeedbackForm(request.POST)
     target = request.POST.get("next", "")
-    if not url_has_allowed_host_and_scheme(target, allowed_hosts={request.get_host()},
-                                           require_https=request.is_secure()):
+    if not url_has_allowed_host_and_scheme(
+        target, allowed_hosts={request.get_host()}, require_https=request.is_secure()
+    ):
         target = reverse("querylog-detail", args=[row.pk])
     if not form.is_valid():
-        messages.error(request, "Feedback needs a verdict (correct or incorrect); "
-                                "the note has at most 4000 characters.")
+        messages.error(
+            request, "Feedback needs a verdict (correct or incorrect); the note has at most 4000 characters."
+        )
         return redirect(target)
     try:
-        feedback_record(query=row, user=request.user, verdict=form.cleaned_data["verdict"],
-                        note=form.cleaned_data["note"])
+        feedback_record(
+            query=row, user=request.user, verdict=form.cleaned_data["verdict"], note=form.cleaned_data["note"]
+        )
     except FeedbackError as exc:
         messages.error(request, str(exc))
         return redirect(target)
@@ -135,6 +192,14 @@ def dashboard(request: HttpRequest) -> HttpResponse:
     wanted = request.GET.get("days", "30")
     days = int(wanted) if wanted in {str(d) for d in DASHBOARD_DAYS} else 30
     stats = selectors.dashboard_stats(selectors.visible_queries(request.user), days=days)
-    return render(request, "querylog/dashboard.html", {
-        "stats": stats, "days": days, "choices": DASHBOARD_DAYS, "chart": charts.daily_bars(stats.days),
-        "everyone": selectors.sees_every_query(request.user)})
+    return render(
+        request,
+        "querylog/dashboard.html",
+        {
+            "stats": stats,
+            "days": days,
+            "choices": DASHBOARD_DAYS,
+            "chart": charts.daily_bars(stats.days),
+            "everyone": selectors.sees_every_query(request.user),
+        },
+    )

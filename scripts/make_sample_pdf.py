@@ -145,23 +145,27 @@ def build(output: Path) -> Path:
     )
     pdf.set_font(FONT, "B", 10)
     pdf.cell(0, 6, "Features", new_x="LMARGIN", new_y="NEXT")
-    pdf.bullets([
-        "RS-485 sensor bus, Modbus RTU master, up to 8 sensors, 1.5 kV galvanic isolation",
-        "Ethernet 10/100 Mbit/s: Modbus TCP server, MQTT client (TLS on port 8883), HTTPS REST API",
-        "Sampling interval 1 s to 3600 s, default 60 s",
-        "Per-channel low/high alarm thresholds with hysteresis and delay",
-        "Alarm relay output, changeover contact, 30 V DC / 1 A",
-        "Main input 12 - 24 V DC, reverse polarity protected",
-        "Operating temperature -20 to +60 deg C",
-        "35 mm DIN-rail housing, 90 x 72 x 60 mm, 210 g",
-    ])
+    pdf.bullets(
+        [
+            "RS-485 sensor bus, Modbus RTU master, up to 8 sensors, 1.5 kV galvanic isolation",
+            "Ethernet 10/100 Mbit/s: Modbus TCP server, MQTT client (TLS on port 8883), HTTPS REST API",
+            "Sampling interval 1 s to 3600 s, default 60 s",
+            "Per-channel low/high alarm thresholds with hysteresis and delay",
+            "Alarm relay output, changeover contact, 30 V DC / 1 A",
+            "Main input 12 - 24 V DC, reverse polarity protected",
+            "Operating temperature -20 to +60 deg C",
+            "35 mm DIN-rail housing, 90 x 72 x 60 mm, 210 g",
+        ]
+    )
     pdf.set_font(FONT, "B", 10)
     pdf.cell(0, 6, "Typical applications", new_x="LMARGIN", new_y="NEXT")
-    pdf.bullets([
-        "Temperature, humidity and pressure monitoring in buildings and cold storage",
-        "Condition monitoring of pumps, compressors and process equipment",
-        "Collection of sensor data for SCADA, building management and cloud platforms",
-    ])
+    pdf.bullets(
+        [
+            "Temperature, humidity and pressure monitoring in buildings and cold storage",
+            "Condition monitoring of pumps, compressors and process equipment",
+            "Collection of sensor data for SCADA, building management and cloud platforms",
+        ]
+    )
     pdf.set_font(FONT, "B", 10)
     pdf.cell(0, 6, "Front panel", new_x="LMARGIN", new_y="NEXT")
     pdf.para(
@@ -174,10 +178,7 @@ def build(output: Path) -> Path:
     # ---- Page 2: electrical characteristics -----------------------------
     pdf.add_page()
     pdf.section("2 Electrical characteristics")
-    pdf.para(
-        "All values apply over the full operating temperature range of -20 to +60 deg C "
-        "unless otherwise noted."
-    )
+    pdf.para("All values apply over the full operating temperature range of -20 to +60 deg C unless otherwise noted.")
     pdf.section("2.1 Power", level=1)
     pdf.para(
         "The gateway is supplied through terminal X1 (+V, GND) from a SELV power supply. "
@@ -264,14 +265,16 @@ def build(output: Path) -> Path:
     )
     pdf.set_font(FONT, "B", 10)
     pdf.cell(0, 6, "Certifications and standards", new_x="LMARGIN", new_y="NEXT")
-    pdf.bullets([
-        "CE (EMC Directive 2014/30/EU, RoHS Directive 2011/65/EU)",
-        "UKCA",
-        "FCC Part 15, Class A",
-        "EN IEC 61000-6-2 (immunity, industrial environments)",
-        "EN IEC 61000-6-4 (emission, industrial environments)",
-        "RoHS compliant (EU 2015/863)",
-    ])
+    pdf.bullets(
+        [
+            "CE (EMC Directive 2014/30/EU, RoHS Directive 2011/65/EU)",
+            "UKCA",
+            "FCC Part 15, Class A",
+            "EN IEC 61000-6-2 (immunity, industrial environments)",
+            "EN IEC 61000-6-4 (emission, industrial environments)",
+            "RoHS compliant (EU 2015/863)",
+        ]
+    )
 
     pdf.section("4 Ordering information")
     pdf.spec_table(

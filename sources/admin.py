@@ -2,6 +2,7 @@
 
 Collections are the one editable thing: who may read which sources.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -32,8 +33,16 @@ class ReadOnlyAdmin(admin.ModelAdmin):
 
 @admin.register(Collection)
 class CollectionAdmin(admin.ModelAdmin):
-    list_display = ["name", "public", "source_count", "reader_count", "folder", "synced_at", "description",
-                    "created_at"]
+    list_display = [
+        "name",
+        "public",
+        "source_count",
+        "reader_count",
+        "folder",
+        "synced_at",
+        "description",
+        "created_at",
+    ]
     list_filter = ["public"]
     search_fields = ["name", "description", "folder"]
     filter_horizontal = ["readers"]
@@ -42,8 +51,11 @@ class CollectionAdmin(admin.ModelAdmin):
     readonly_fields = ["folder", "synced_at", "sync_error", "created_at"]
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Collection]:
-        return super().get_queryset(request).annotate(
-            n_sources=Count("sources", distinct=True), n_readers=Count("readers", distinct=True))
+        return (
+            super()
+            .get_queryset(request)
+            .annotate(n_sources=Count("sources", distinct=True), n_readers=Count("readers", distinct=True))
+        )
 
     def get_readonly_fields(self, request: HttpRequest, obj: Collection | None = None) -> list[str]:
         # Ingest finds a collection by name (`--collection NAME`); renaming one would make the
@@ -67,8 +79,24 @@ class SourceAdmin(ReadOnlyAdmin):
     search_fields = ["path", "title"]
     list_select_related = ["collection"]
     date_hierarchy = "ingested_at"
-    fields = ["path", "title", "collection", "kind", "status", "reason", "chunks_link", "root", "sha256", "size",
-              "mtime", "embedding_model", "chunking", "created_at", "updated_at", "ingested_at"]
+    fields = [
+        "path",
+        "title",
+        "collection",
+        "kind",
+        "status",
+        "reason",
+        "chunks_link",
+        "root",
+        "sha256",
+        "size",
+        "mtime",
+        "embedding_model",
+        "chunking",
+        "created_at",
+        "updated_at",
+        "ingested_at",
+    ]
     readonly_fields = fields
 
     @admin.display(description="chunks")
@@ -85,8 +113,19 @@ class ChunkAdmin(ReadOnlyAdmin):
     list_select_related = ["source"]
     show_full_result_count = False  # COUNT(*) over every chunk is slow on large knowledge bases.
     list_per_page = 50
-    fields = ["source", "ordinal", "heading", "page_start", "page_end", "line_start", "line_end", "token_count",
-              "text", "context", "created_at"]
+    fields = [
+        "source",
+        "ordinal",
+        "heading",
+        "page_start",
+        "page_end",
+        "line_start",
+        "line_end",
+        "token_count",
+        "text",
+        "context",
+        "created_at",
+    ]
     readonly_fields = fields
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Chunk]:

@@ -38,8 +38,9 @@ def list_sources(request: HttpRequest, filters: Query[SourceFilter]) -> QuerySet
 
 
 @router.post("/sources", response={201: UploadOut, 400: ErrorOut, 409: ErrorOut, 413: ErrorOut, **ERRORS})
-def upload_source(request: HttpRequest, file: File[UploadedFile], collection: Form[str],
-                  replace: Form[bool] = False) -> tuple[int, dict]:
+def upload_source(
+    request: HttpRequest, file: File[UploadedFile], collection: Form[str], replace: Form[bool] = False
+) -> tuple[int, dict]:
     """Upload one file into a collection and ingest it: .txt .md .markdown .pdf .json .docx .html .htm .pptx .xlsx
     .csv, or an image to OCR (.png .jpg .jpeg .tif .tiff).
 
@@ -48,8 +49,14 @@ def upload_source(request: HttpRequest, file: File[UploadedFile], collection: Fo
     """
     coll = _upload_collection(request, collection)
     upload = source_upload(collection=coll, upload=file, replace=replace)
-    return 201, {"name": upload.name, "replaced": upload.replaced, "status": upload.result.status,
-                 "reason": upload.result.reason, "chunks": upload.result.chunks, "source": upload.source}
+    return 201, {
+        "name": upload.name,
+        "replaced": upload.replaced,
+        "status": upload.result.status,
+        "reason": upload.result.reason,
+        "chunks": upload.result.chunks,
+        "source": upload.source,
+    }
 
 
 def _upload_collection(request: HttpRequest, name: str) -> Collection:

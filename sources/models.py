@@ -1,4 +1,5 @@
 """Sources (one row per file), their chunks and summaries, and collections."""
+
 from __future__ import annotations
 
 from pathlib import PurePosixPath
@@ -29,13 +30,21 @@ class Collection(models.Model):
     readers = models.ManyToManyField(settings.AUTH_USER_MODEL, blank=True, related_name="collections")
     public = models.BooleanField(default=False, help_text="Readable by every signed-in user.")
     folder = models.CharField(
-        max_length=1024, blank=True, editable=False,
+        max_length=1024,
+        blank=True,
+        editable=False,
         help_text="Absolute folder the collection is bound to: `foundry sync` re-ingests it (changes in, deletions "
-                  "out). Set with `foundry collections bind` / `unbind`.")
-    synced_at = models.DateTimeField(null=True, blank=True, editable=False,
-                                     help_text="When the bound folder was last synced (its ingest job started).")
-    sync_error = models.TextField(blank=True, editable=False,
-                                  help_text="Why the last sync of the bound folder failed; empty when it worked.")
+        "out). Set with `foundry collections bind` / `unbind`.",
+    )
+    synced_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        editable=False,
+        help_text="When the bound folder was last synced (its ingest job started).",
+    )
+    sync_error = models.TextField(
+        blank=True, editable=False, help_text="Why the last sync of the bound folder failed; empty when it worked."
+    )
     created_at = models.DateTimeField(default=timezone.now, editable=False)
 
     def __str__(self) -> str:
@@ -64,9 +73,12 @@ class Source(models.Model):
     collection = models.ForeignKey(Collection, on_delete=models.PROTECT, related_name="sources")
     root = models.CharField(max_length=1024, editable=False, help_text="Absolute folder the path is relative to.")
     path = models.CharField(max_length=1024, editable=False)
-    name = models.CharField(max_length=2048, editable=False,
-                            help_text="How citations name the file: its path, with the folder it was ingested from "
-                                      "in front while another folder has a file at the same path.")
+    name = models.CharField(
+        max_length=2048,
+        editable=False,
+        help_text="How citations name the file: its path, with the folder it was ingested from "
+        "in front while another folder has a file at the same path.",
+    )
     title = models.CharField(max_length=500, blank=True)
     kind = models.CharField(max_length=8, choices=Kind.choices, blank=True)
     sha256 = models.CharField(max_length=64, blank=True, editable=False)
@@ -77,17 +89,23 @@ class Source(models.Model):
     chunk_count = models.PositiveIntegerField(default=0, editable=False)
     embedding_model = models.CharField(max_length=200, blank=True, editable=False)
     chunking = models.CharField(
-        max_length=400, blank=True, editable=False,
+        max_length=400,
+        blank=True,
+        editable=False,
         help_text="Chunking settings the chunks were built with (sources.services.chunking_settings); "
-                  "ingest re-chunks the file when foundry.yaml sets others.")
+        "ingest re-chunks the file when foundry.yaml sets others.",
+    )
     created_at = models.DateTimeField(default=timezone.now, editable=False)
     updated_at = models.DateTimeField(default=timezone.now, editable=False)
     ingested_at = models.DateTimeField(null=True, blank=True, editable=False)
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["root", "path"], name="source_unique_root_path")]
-        indexes = [models.Index(fields=["status"]), models.Index(fields=["collection", "status"]),
-                   models.Index(fields=["path"])]
+        indexes = [
+            models.Index(fields=["status"]),
+            models.Index(fields=["collection", "status"]),
+            models.Index(fields=["path"]),
+        ]
 
     def __str__(self) -> str:
         return self.path
@@ -114,15 +132,26 @@ def place_text(page_start: int | None, page_end: int | None, line_start: int, li
     if page_start and page_end and page_end != page_start:
         pages = "slides" if kind == Source.Kind.PPTX else "pp."
         return f"{pages} {page_start}–{page_end}, {unit} {line_start}–{line_end}"
-    lines = (f"{unit.removesuffix('s')} {line_start}" if unit != "lines" and line_start == line_end
-             else f"{unit} {line_start}-{line_end}")
+    lines = (
+        f"{unit.removesuffix('s')} {line_start}"
+        if unit != "lines" and line_start == line_end
+        else f"{unit} {line_start}-{line_end}"
+    )
     if page_start:
         return f"{'slide' if kind == Source.Kind.PPTX else 'p.'} {page_start}, {lines}"
     return lines
 
 
-def location_text(*, kind: str, heading: str, page_start: int | None, page_end: int | None, line_start: int,
-                  line_end: int, ocr_confidence: float | None = None) -> str:
+def location_text(
+    *,
+    kind: str,
+    heading: str,
+    page_start: int | None,
+    page_end: int | None,
+    line_start: int,
+    line_end: int,
+    ocr_confidence: float | None = None,
+) -> str:
     """Where a passage sits, in the terms of its kind of file: the one formatter every citation uses.
 
     ``§ Install > Power, p. 7, lines 4-15`` (PDF); ``§ Agenda, slide 3, lines 2-4`` (PowerPoint);
@@ -151,9 +180,13 @@ class Chunk(models.Model):
     line_end = models.PositiveIntegerField()
     token_count = models.PositiveIntegerField()
     context = models.TextField(blank=True, help_text="Contextual prefix embedded with the text; never shown as source.")
-    ocr_confidence = models.FloatField(null=True, blank=True, editable=False,
-                                       help_text="Read by OCR from an image: the lowest mean word confidence "
-                                                 "(0-100) of its pages. Empty for text the file holds as text.")
+    ocr_confidence = models.FloatField(
+        null=True,
+        blank=True,
+        editable=False,
+        help_text="Read by OCR from an image: the lowest mean word confidence "
+        "(0-100) of its pages. Empty for text the file holds as text.",
+    )
     created_at = models.DateTimeField(default=timezone.now, editable=False)
 
     class Meta:
@@ -166,9 +199,15 @@ class Chunk(models.Model):
     @property
     def location(self) -> str:
         """Human citation of where the chunk sits, in the terms of its kind of file (``location_text``)."""
-        return location_text(kind=self.kind, heading=self.heading, page_start=self.page_start,
-                             page_end=self.page_end, line_start=self.line_start, line_end=self.line_end,
-                             ocr_confidence=self.ocr_confidence)
+        return location_text(
+            kind=self.kind,
+            heading=self.heading,
+            page_start=self.page_start,
+            page_end=self.page_end,
+            line_start=self.line_start,
+            line_end=self.line_end,
+            ocr_confidence=self.ocr_confidence,
+        )
 
     @property
     def place(self) -> str:
@@ -186,11 +225,20 @@ def location_fields(chunk: Chunk, lines: list[int] | None = None) -> dict:
     last page (slide), the OCR confidence (None unless read by OCR) and ``location``, the text ``location_text``
     writes. ``lines`` narrows the lines (rows, paragraphs) to the quoted ones."""
     first, last = lines or (chunk.line_start, chunk.line_end)
-    return {"kind": chunk.kind, "page_end": chunk.page_end,
-            "ocr_confidence": None if chunk.ocr_confidence is None else round(chunk.ocr_confidence, 1),
-            "location": location_text(kind=chunk.kind, heading=chunk.heading, page_start=chunk.page_start,
-                                      page_end=chunk.page_end, line_start=first, line_end=last,
-                                      ocr_confidence=chunk.ocr_confidence)}
+    return {
+        "kind": chunk.kind,
+        "page_end": chunk.page_end,
+        "ocr_confidence": None if chunk.ocr_confidence is None else round(chunk.ocr_confidence, 1),
+        "location": location_text(
+            kind=chunk.kind,
+            heading=chunk.heading,
+            page_start=chunk.page_start,
+            page_end=chunk.page_end,
+            line_start=first,
+            line_end=last,
+            ocr_confidence=chunk.ocr_confidence,
+        ),
+    }
 
 
 def citation_location(citation: dict) -> str:
@@ -199,9 +247,15 @@ def citation_location(citation: dict) -> str:
     if citation.get("location"):
         return str(citation["location"])
     lines = citation.get("lines") or [0, 0]
-    return location_text(kind=str(citation.get("kind") or ""), heading=str(citation.get("heading") or ""),
-                         page_start=citation.get("page"), page_end=citation.get("page_end"),
-                         line_start=lines[0], line_end=lines[-1], ocr_confidence=citation.get("ocr_confidence"))
+    return location_text(
+        kind=str(citation.get("kind") or ""),
+        heading=str(citation.get("heading") or ""),
+        page_start=citation.get("page"),
+        page_end=citation.get("page_end"),
+        line_start=lines[0],
+        line_end=lines[-1],
+        ocr_confidence=citation.get("ocr_confidence"),
+    )
 
 
 class SourceSummary(models.Model):
@@ -243,14 +297,18 @@ class IngestJob(models.Model):
     root = models.CharField(max_length=1024, editable=False, help_text="Folder the file paths are relative to.")
     status = models.CharField(max_length=12, choices=Status.choices, default=Status.PENDING, editable=False)
     stage = models.CharField(max_length=12, choices=Stage.choices, default=Stage.QUEUED, editable=False)
-    options = models.JSONField(default=dict, editable=False,
-                               help_text="include_private, embedding model, whether target is a folder, "
-                                         "and the scanned candidates [[path, skip reason], …].")
+    options = models.JSONField(
+        default=dict,
+        editable=False,
+        help_text="include_private, embedding model, whether target is a folder, "
+        "and the scanned candidates [[path, skip reason], …].",
+    )
     files_total = models.PositiveIntegerField(default=0, editable=False)
     files_done = models.PositiveIntegerField(default=0, editable=False)
     chunks_done = models.PositiveIntegerField(default=0, editable=False)
-    results = models.JSONField(default=list, editable=False,
-                               help_text="Per-file results in completion order: {path, status, reason, chunks}.")
+    results = models.JSONField(
+        default=list, editable=False, help_text="Per-file results in completion order: {path, status, reason, chunks}."
+    )
     error = models.TextField(blank=True, editable=False, help_text="Why the whole job failed.")
     attempts = models.PositiveIntegerField(default=0, editable=False)
     created_at = models.DateTimeField(default=timezone.now, editable=False)

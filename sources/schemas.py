@@ -1,4 +1,5 @@
 """Request and response schemas of the sources API. Fields are listed explicitly."""
+
 from __future__ import annotations
 
 from datetime import datetime

@@ -1,4 +1,5 @@
 """Reads over sources and chunks."""
+
 from __future__ import annotations
 
 import shlex
@@ -26,15 +27,27 @@ def index_overview() -> list[dict]:
     """Per collection: sources by status and chunk count."""
     rows = []
     for source in Source.objects.select_related("collection").order_by("collection__name", "path"):
-        rows.append({"collection": source.collection.name, "path": source.path, "title": source.title,
-                     "status": source.status, "chunks": source.chunk_count, "reason": source.reason})
+        rows.append(
+            {
+                "collection": source.collection.name,
+                "path": source.path,
+                "title": source.title,
+                "status": source.status,
+                "chunks": source.chunk_count,
+                "reason": source.reason,
+            }
+        )
     return rows
 
 
 def index_counts(*, model: str) -> dict[str, int]:
     """Chunk rows, FTS rows and vectors for ``model`` (the three must always agree), and window vectors."""
-    return {"chunks": Chunk.objects.count(), "fts": vectorstore.fts_count(), "vectors": vectorstore.vector_count(model),
-            "windows": vectorstore.window_count(model)}
+    return {
+        "chunks": Chunk.objects.count(),
+        "fts": vectorstore.fts_count(),
+        "vectors": vectorstore.vector_count(model),
+        "windows": vectorstore.window_count(model),
+    }
 
 
 def index_version(collection_ids: list[int] | None = None) -> str:
@@ -47,8 +60,10 @@ def index_version(collection_ids: list[int] | None = None) -> str:
 
     sources, chunks = Source.objects.all(), Chunk.objects.all()
     if collection_ids is not None:
-        sources, chunks = sources.filter(collection_id__in=collection_ids), chunks.filter(
-            source__collection_id__in=collection_ids)
+        sources, chunks = (
+            sources.filter(collection_id__in=collection_ids),
+            chunks.filter(source__collection_id__in=collection_ids),
+        )
     agg = sources.aggregate(latest=Max("updated_at"), sources=Count("id"))
     return f"{agg['sources']}:{agg['latest'].isoformat() if agg['latest'] else '-'}:{chunks.count()}"
 
@@ -84,13 +99,21 @@ def stale_embeddings(*, model: str, collection_ids: Sequence[int] | None = None)
     silently miss them. Rows that record no model (written by hand, not by ingest)
     are not judged.
     """
-    rows = (Source.objects.filter(status=Source.Status.INGESTED).exclude(embedding_model="")
-            .exclude(embedding_model=model))
+    rows = (
+        Source.objects.filter(status=Source.Status.INGESTED).exclude(embedding_model="").exclude(embedding_model=model)
+    )
     if collection_ids is not None:
         rows = rows.filter(collection_id__in=list(collection_ids))
-    return [StaleEmbeddings(model=g["embedding_model"], collection=g["collection__name"], root=g["root"],
-                            sources=g["sources"], private=bool(g["private"]))
-            for g in _reingest_groups(rows, "embedding_model")]
+    return [
+        StaleEmbeddings(
+            model=g["embedding_model"],
+            collection=g["collection__name"],
+            root=g["root"],
+            sources=g["sources"],
+            private=bool(g["private"]),
+        )
+        for g in _reingest_groups(rows, "embedding_model")
+    ]
 
 
 def _reingest_groups(rows: QuerySet[Source], by: str) -> list[dict]:
@@ -98,9 +121,11 @@ def _reingest_groups(rows: QuerySet[Source], by: str) -> list[dict]:
     if not rows.exists():
         return []
     private = Q(path__startswith="private/") | Q(path__contains="/private/")
-    return list(rows.values(by, "collection__name", "root")
-                .annotate(sources=Count("id"), private=Count("id", filter=private))
-                .order_by(by, "collection__name", "root"))
+    return list(
+        rows.values(by, "collection__name", "root")
+        .annotate(sources=Count("id"), private=Count("id", filter=private))
+        .order_by(by, "collection__name", "root")
+    )
 
 
 @dataclass(frozen=True)
@@ -118,15 +143,23 @@ def chunking_drift(*, chunking: str, model: str) -> list[ChunkingDrift]:
     record no model (written by hand, not by ingest) are not judged.
     """
     rows = Source.objects.filter(status=Source.Status.INGESTED, embedding_model=model).exclude(chunking=chunking)
-    return [ChunkingDrift(chunking=g["chunking"], collection=g["collection__name"], root=g["root"],
-                          sources=g["sources"], private=bool(g["private"]))
-            for g in _reingest_groups(rows, "chunking")]
+    return [
+        ChunkingDrift(
+            chunking=g["chunking"],
+            collection=g["collection__name"],
+            root=g["root"],
+            sources=g["sources"],
+            private=bool(g["private"]),
+        )
+        for g in _reingest_groups(rows, "chunking")
+    ]
 
 
 # Row-level security. Every page, API call and query goes through these, so a
 # user only ever sees the collections they read. Superusers see everything;
 # anyone else sees the collections they are a reader of plus the public ones.
 # Objects outside the scope must answer 404, never 403, so ids cannot be probed.
+
 
 def readable_collections(user: AbstractBaseUser | AnonymousUser) -> QuerySet[Collection]:
     if not user.is_authenticated or not user.is_active:
@@ -183,6 +216,7 @@ def uploadable_collections(user: AbstractBaseUser | AnonymousUser) -> QuerySet[C
 
 # Background jobs: what the CLI progress bar, `foundry jobs` and the web pages show.
 
+
 @dataclass(frozen=True)
 class JobProgress:
     """What the CLI and the web pages show about one ingest job."""
@@ -230,7 +264,18 @@ def _progress(job: IngestJob) -> JobProgress:
     if not reason and failed:
         first = failed[0]
         reason = f"{len(failed)} file(s) failed; first: {first['path']}: {first['reason']}"
-    return JobProgress(id=job.pk, kind="ingest", status=job.status, stage=job.stage, files_done=job.files_done,
-                       files_total=job.files_total, chunks_done=job.chunks_done, files_failed=len(failed),
-                       reason=reason, attempts=job.attempts, created_at=job.created_at,
-                       heartbeat_at=job.heartbeat_at, finished_at=job.finished_at)
+    return JobProgress(
+        id=job.pk,
+        kind="ingest",
+        status=job.status,
+        stage=job.stage,
+        files_done=job.files_done,
+        files_total=job.files_total,
+        chunks_done=job.chunks_done,
+        files_failed=len(failed),
+        reason=reason,
+        attempts=job.attempts,
+        created_at=job.created_at,
+        heartbeat_at=job.heartbeat_at,
+        finished_at=job.finished_at,
+    )

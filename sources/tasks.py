@@ -3,6 +3,7 @@
 Queues (see docs/operations.md): ``prepare_source`` runs on ``compute`` and never
 opens the database; everything else runs on ``db``, next to the SQLite file.
 """
+
 from __future__ import annotations
 
 from typing import Any

@@ -13,6 +13,7 @@ may not import ``retrieval``, so the write side of the vector SQL lives here; th
 read side (KNN search) is in ``retrieval/search.py``. The table name is the only
 SQL built from a value, and that value is a slug checked against ``[a-z0-9_]+``.
 """
+
 from __future__ import annotations
 
 import re
@@ -48,10 +49,13 @@ class EmbeddingModelChanged(MissingEmbeddings):
         for group in stale:
             counts[group.model] = counts.get(group.model, 0) + group.sources
         built = ", ".join(f"{old} ({n} source{'' if n == 1 else 's'})" for old, n in counts.items())
-        self.problem = (f"The index was built with embedding model {built}, but foundry.yaml sets "
-                        f"embedding.model: {model}; those vectors cannot be searched with {model}.")
-        Exception.__init__(self, f"{self.problem} An administrator must re-ingest the sources "
-                                 "(`foundry check` prints the commands).")
+        self.problem = (
+            f"The index was built with embedding model {built}, but foundry.yaml sets "
+            f"embedding.model: {model}; those vectors cannot be searched with {model}."
+        )
+        Exception.__init__(
+            self, f"{self.problem} An administrator must re-ingest the sources (`foundry check` prints the commands)."
+        )
         self.model = model
         self.stale = stale
         self.old_models = list(counts)
@@ -59,9 +63,11 @@ class EmbeddingModelChanged(MissingEmbeddings):
     @property
     def fix(self) -> str:
         commands = list(dict.fromkeys(group.reingest_command for group in self.stale))
-        return (f"Re-ingest to embed every source with {self.model}:\n"
-                + "".join(f"  {command}\n" for command in commands)
-                + f"or set embedding.model back to {' or '.join(self.old_models)} in foundry.yaml.")
+        return (
+            f"Re-ingest to embed every source with {self.model}:\n"
+            + "".join(f"  {command}\n" for command in commands)
+            + f"or set embedding.model back to {' or '.join(self.old_models)} in foundry.yaml."
+        )
 
 
 def model_slug(model: str) -> str:
@@ -126,8 +132,10 @@ def ensure_table(model: str, dimension: int) -> None:
     existing = table_dimension(model)
     if existing is not None:
         if existing != dimension:
-            raise ValueError(f"{table_name(model)} holds {existing}-d vectors but {model} returned {dimension}-d; "
-                             "re-ingest with --rebuild after changing the model")
+            raise ValueError(
+                f"{table_name(model)} holds {existing}-d vectors but {model} returned {dimension}-d; "
+                "re-ingest with --rebuild after changing the model"
+            )
         return
     with connection.cursor() as cur:
         cur.execute(
@@ -191,8 +199,11 @@ def all_tables(*, kind: str = "chunks") -> list[str]:
     if kind not in ("chunks", "windows"):
         raise ValueError(f"unknown vector table kind {kind!r}")
     with connection.cursor() as cur:
-        cur.execute("SELECT name FROM sqlite_master WHERE type = 'table' AND name LIKE %s ESCAPE '\\' "
-                    "AND sql LIKE 'CREATE VIRTUAL TABLE%%'", [f"vec\\_{kind}\\_%"])
+        cur.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND name LIKE %s ESCAPE '\\' "
+            "AND sql LIKE 'CREATE VIRTUAL TABLE%%'",
+            [f"vec\\_{kind}\\_%"],
+        )
         return [row[0] for row in cur.fetchall() if _SLUG_OK.match(row[0])]
 
 
@@ -225,8 +236,10 @@ def source_index_complete(source_id: int, chunk_count: int, model: str) -> bool:
         ids = [row[0] for row in cur.fetchall()]
         if len(ids) != chunk_count:
             return False
-        cur.execute("SELECT count(*) FROM chunks_fts WHERE rowid IN "
-                    "(SELECT id FROM sources_chunk WHERE source_id = %s)", [source_id])
+        cur.execute(
+            "SELECT count(*) FROM chunks_fts WHERE rowid IN (SELECT id FROM sources_chunk WHERE source_id = %s)",
+            [source_id],
+        )
         if cur.fetchone()[0] != chunk_count:
             return False
         for cid in ids:
@@ -255,6 +268,7 @@ def vectors_version(model: str) -> str:
 
 
 # --------------------------------------------------------------------------- integrity (``foundry check``)
+
 
 def sqlite_integrity() -> str:
     """SQLite's own ``PRAGMA integrity_check``: "ok", or its findings joined by "; "."""
@@ -307,4 +321,3 @@ def _ids(sql: str) -> set[int]:
     with connection.cursor() as cur:
         cur.execute(sql)
         return {row[0] for row in cur.fetchall()}
-

@@ -1,4 +1,5 @@
 """Pages: the sources list with upload, the source viewer and the original-file download."""
+
 from __future__ import annotations
 
 import os
@@ -30,18 +31,26 @@ def source_list(request: HttpRequest) -> HttpResponse:
 
 
 def _render_list(request: HttpRequest, form: UploadForm, *, status: int = 200) -> HttpResponse:
-    collections = (selectors.readable_collections(request.user).order_by("name")
-                   .annotate(source_count=Count("sources"), last_ingest=Max("sources__ingested_at")))
+    collections = (
+        selectors.readable_collections(request.user)
+        .order_by("name")
+        .annotate(source_count=Count("sources"), last_ingest=Max("sources__ingested_at"))
+    )
     sources = selectors.readable_sources(request.user).select_related("collection").order_by("collection__name", "path")
     selected = request.GET.get("collection", "")
     if selected:
         sources = sources.filter(collection__name=selected)
     page = Paginator(sources, PAGE_SIZE).get_page(request.GET.get("page"))
-    context = {"collections": collections, "page": page, "selected": selected, "form": form,
-               "query": urlencode({"collection": selected}) if selected else "",
-               "pending": any(s.status == Source.Status.PENDING for s in page),
-               "max_file_mb": f"{settings.FOUNDRY.ingest.max_file_mb:g}",
-               "accepted_formats": " ".join(ALLOWED_SUFFIXES)}
+    context = {
+        "collections": collections,
+        "page": page,
+        "selected": selected,
+        "form": form,
+        "query": urlencode({"collection": selected}) if selected else "",
+        "pending": any(s.status == Source.Status.PENDING for s in page),
+        "max_file_mb": f"{settings.FOUNDRY.ingest.max_file_mb:g}",
+        "accepted_formats": " ".join(ALLOWED_SUFFIXES),
+    }
     return render(request, "sources/list.html", context, status=status)
 
 
@@ -51,8 +60,11 @@ def source_upload_view(request: HttpRequest) -> HttpResponse:
     if not form.is_valid():
         return _render_list(request, form, status=400)
     try:
-        upload = source_upload(collection=form.cleaned_data["collection"], upload=form.cleaned_data["file"],
-                               replace=form.cleaned_data["replace"])
+        upload = source_upload(
+            collection=form.cleaned_data["collection"],
+            upload=form.cleaned_data["file"],
+            replace=form.cleaned_data["replace"],
+        )
     except UploadRejected as exc:
         form.add_error("file", str(exc))
         return _render_list(request, form, status=exc.status_code)

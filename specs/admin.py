@@ -1,4 +1,5 @@
 """Governance UI: write, submit, approve and reject feature specs through the same services as the CLI."""
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -24,7 +25,8 @@ class FeatureSpecForm(forms.ModelForm):
     body = forms.CharField(
         widget=forms.Textarea(attrs={"rows": 24, "cols": 100, "style": "font-family: monospace"}),
         help_text="Markdown. Changing the body of an approved or in-review spec creates a new draft "
-                  "version; generation keeps using the approved version until the new one is approved.")
+        "version; generation keeps using the approved version until the new one is approved.",
+    )
 
     class Meta:
         model = FeatureSpec
@@ -43,8 +45,10 @@ class FeatureSpecForm(forms.ModelForm):
 
 
 class RejectForm(forms.Form):
-    note = forms.CharField(widget=forms.Textarea(attrs={"rows": 4, "cols": 80}),
-                           help_text="Why the spec is rejected; kept in the history and shown to the author.")
+    note = forms.CharField(
+        widget=forms.Textarea(attrs={"rows": 4, "cols": 80}),
+        help_text="Why the spec is rejected; kept in the history and shown to the author.",
+    )
 
 
 class LatestStatusFilter(admin.SimpleListFilter):
@@ -95,10 +99,16 @@ class FeatureSpecAdmin(ReviewerMayView, admin.ModelAdmin):
     def get_queryset(self, request: HttpRequest) -> QuerySet[FeatureSpec]:
         latest = SpecVersion.objects.filter(spec=OuterRef("pk")).order_by("-number")
         approved = SpecVersion.objects.filter(spec=OuterRef("pk"), status=SpecStatus.APPROVED)
-        return (super().get_queryset(request).select_related("created_by")
-                .annotate(latest_number=Subquery(latest.values("number")[:1]),
-                          latest_status=Subquery(latest.values("status")[:1]),
-                          approved_number=Subquery(approved.values("number")[:1])))
+        return (
+            super()
+            .get_queryset(request)
+            .select_related("created_by")
+            .annotate(
+                latest_number=Subquery(latest.values("number")[:1]),
+                latest_status=Subquery(latest.values("status")[:1]),
+                approved_number=Subquery(approved.values("number")[:1]),
+            )
+        )
 
     def get_fields(self, request: HttpRequest, obj: FeatureSpec | None = None) -> list[str]:
         if obj is None:
@@ -152,20 +162,47 @@ class FeatureSpecAdmin(ReviewerMayView, admin.ModelAdmin):
     @admin.display(description="versions")
     def versions(self, obj: FeatureSpec) -> str:
         rows = format_html_join(
-            "", '<tr><td><a href="{}">v{}</a></td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>',
-            ((reverse("admin:specs_specversion_change", args=[v.pk]), v.number, v.get_status_display(),
-              v.edited_by, v.decided_by or "", v.decision_note) for v in obj.versions.order_by("-number")))
-        return format_html("<table><tr><th>version</th><th>status</th><th>last edited by</th><th>decided by</th>"
-                           "<th>note</th></tr>{}</table>", rows)
+            "",
+            '<tr><td><a href="{}">v{}</a></td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>',
+            (
+                (
+                    reverse("admin:specs_specversion_change", args=[v.pk]),
+                    v.number,
+                    v.get_status_display(),
+                    v.edited_by,
+                    v.decided_by or "",
+                    v.decision_note,
+                )
+                for v in obj.versions.order_by("-number")
+            ),
+        )
+        return format_html(
+            "<table><tr><th>version</th><th>status</th><th>last edited by</th><th>decided by</th>"
+            "<th>note</th></tr>{}</table>",
+            rows,
+        )
 
     @admin.display(description="history")
     def history(self, obj: FeatureSpec) -> str:
         rows = SpecDecision.objects.filter(version__spec=obj).select_related("version").order_by("at", "id")
-        body = format_html_join("", "<tr><td>{}</td><td>v{}</td><td>{} → {}</td><td>{}</td><td>{}</td></tr>",
-                                ((d.at.strftime("%Y-%m-%d %H:%M"), d.version.number, d.from_status or "new",
-                                  d.to_status, d.by_username, d.note) for d in rows))
-        return format_html("<table><tr><th>when</th><th>version</th><th>change</th><th>by</th><th>note</th></tr>"
-                           "{}</table>", body)
+        body = format_html_join(
+            "",
+            "<tr><td>{}</td><td>v{}</td><td>{} → {}</td><td>{}</td><td>{}</td></tr>",
+            (
+                (
+                    d.at.strftime("%Y-%m-%d %H:%M"),
+                    d.version.number,
+                    d.from_status or "new",
+                    d.to_status,
+                    d.by_username,
+                    d.note,
+                )
+                for d in rows
+            ),
+        )
+        return format_html(
+            "<table><tr><th>when</th><th>version</th><th>change</th><th>by</th><th>note</th></tr>{}</table>", body
+        )
 
     # -- saving goes through the services ----------------------------------------------------
 
@@ -174,9 +211,12 @@ class FeatureSpecAdmin(ReviewerMayView, admin.ModelAdmin):
         if change:
             result = services.spec_edit(name=obj.name, title=data["title"], body=data["body"], by=request.user)
             if result.outcome == "new_version":
-                self.message_user(request, f"Saved '{obj.name}' as new draft version {result.version.number}; "
-                                           "the approved version stays in use until this one is approved.",
-                                  messages.WARNING)
+                self.message_user(
+                    request,
+                    f"Saved '{obj.name}' as new draft version {result.version.number}; "
+                    "the approved version stays in use until this one is approved.",
+                    messages.WARNING,
+                )
             return
         version = services.spec_create(name=data["name"], title=data["title"], body=data["body"], by=request.user)
         # The admin's add view needs the saved row's identity for its log entry and redirect.
@@ -188,8 +228,9 @@ class FeatureSpecAdmin(ReviewerMayView, admin.ModelAdmin):
 
     # -- actions ---------------------------------------------------------------------------
 
-    def _apply(self, request: HttpRequest, queryset: QuerySet[FeatureSpec],
-               step: Callable[[str], SpecVersion], verb: str) -> None:
+    def _apply(
+        self, request: HttpRequest, queryset: QuerySet[FeatureSpec], step: Callable[[str], SpecVersion], verb: str
+    ) -> None:
         """Run ``step`` on every selected spec and report each result on its own line."""
         for spec in queryset.order_by("name"):
             try:
@@ -202,8 +243,9 @@ class FeatureSpecAdmin(ReviewerMayView, admin.ModelAdmin):
 
     @admin.action(description="Submit selected specs for review")
     def submit_selected(self, request: HttpRequest, queryset: QuerySet[FeatureSpec]) -> None:
-        self._apply(request, queryset, lambda name: services.spec_submit(name=name, by=request.user),
-                    "submitted for review")
+        self._apply(
+            request, queryset, lambda name: services.spec_submit(name=name, by=request.user), "submitted for review"
+        )
 
     @admin.action(description="Approve selected specs", permissions=["approve"])
     def approve_selected(self, request: HttpRequest, queryset: QuerySet[FeatureSpec]) -> None:
@@ -219,8 +261,9 @@ class FeatureSpecAdmin(ReviewerMayView, admin.ModelAdmin):
         form = RejectForm(request.POST if request.POST.get("confirm") == "yes" else None)
         if form.is_valid():
             note = form.cleaned_data["note"]
-            self._apply(request, queryset,
-                        lambda name: services.spec_reject(name=name, by=request.user, note=note), "rejected")
+            self._apply(
+                request, queryset, lambda name: services.spec_reject(name=name, by=request.user, note=note), "rejected"
+            )
             return None
         context = {
             **self.admin_site.each_context(request),
@@ -241,8 +284,19 @@ class SpecVersionAdmin(ReviewerMayView, ReadOnlyAdmin):
     list_filter = ["status"]
     search_fields = ["spec__name", "spec__title"]
     list_select_related = ["spec", "edited_by", "decided_by"]
-    readonly_fields = ["spec", "number", "status", "body", "created_by", "created_at", "edited_by", "updated_at",
-                       "decided_by", "decided_at", "decision_note"]
+    readonly_fields = [
+        "spec",
+        "number",
+        "status",
+        "body",
+        "created_by",
+        "created_at",
+        "edited_by",
+        "updated_at",
+        "decided_by",
+        "decided_at",
+        "decision_note",
+    ]
     fields = readonly_fields
 
 

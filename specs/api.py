@@ -3,6 +3,7 @@
 No ``auth`` is set here, so the router inherits whatever the NinjaAPI in
 ``foundry_site/api.py`` requires; token auth added there covers these endpoints too.
 """
+
 from __future__ import annotations
 
 from django.db.models import QuerySet

@@ -1,4 +1,5 @@
 """Domain errors of the spec workflow. Messages are written for the person who hit them."""
+
 from __future__ import annotations
 
 

@@ -6,6 +6,7 @@ Each body change that follows a review produces a new ``SpecVersion``. A version
 ``specs.services`` changes ``status``. Generation uses the one approved version of a spec
 until a newer version is approved, which archives the older one.
 """
+
 from __future__ import annotations
 
 from django.conf import settings
@@ -26,13 +27,13 @@ OPEN_STATUSES = (SpecStatus.DRAFT, SpecStatus.IN_REVIEW)
 
 
 class FeatureSpec(models.Model):
-    name = models.SlugField(max_length=100, unique=True,
-                            help_text="Identifier used by `foundry generate --feature NAME`.")
+    name = models.SlugField(
+        max_length=100, unique=True, help_text="Identifier used by `foundry generate --feature NAME`."
+    )
     title = models.CharField(max_length=300)
     # Users who touched a spec are protected from deletion: deactivate them instead,
     # so the governance history keeps saying who did what.
-    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT,
-                                   related_name="+", editable=False)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+", editable=False)
     created_at = models.DateTimeField(default=timezone.now, editable=False)
 
     class Meta:
@@ -58,14 +59,19 @@ class SpecVersion(models.Model):
     number = models.PositiveIntegerField(editable=False)
     body = models.TextField(help_text="Markdown; becomes the feature-spec part of the generation prompt.")
     status = models.CharField(max_length=12, choices=SpecStatus.choices, default=SpecStatus.DRAFT, editable=False)
-    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT,
-                                   related_name="+", editable=False)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+", editable=False)
     created_at = models.DateTimeField(default=timezone.now, editable=False)
-    edited_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT,
-                                  related_name="+", editable=False, help_text="Last editor of the body.")
+    edited_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.PROTECT,
+        related_name="+",
+        editable=False,
+        help_text="Last editor of the body.",
+    )
     updated_at = models.DateTimeField(default=timezone.now, editable=False)
-    decided_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, null=True, blank=True,
-                                   related_name="+", editable=False)
+    decided_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, null=True, blank=True, related_name="+", editable=False
+    )
     decided_at = models.DateTimeField(null=True, blank=True, editable=False)
     decision_note = models.TextField(blank=True, editable=False)
 
@@ -74,11 +80,13 @@ class SpecVersion(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["spec", "number"], name="specversion_unique_number"),
             # At most one version per spec is used by generation ...
-            models.UniqueConstraint(fields=["spec"], condition=Q(status=SpecStatus.APPROVED),
-                                    name="specversion_one_approved"),
+            models.UniqueConstraint(
+                fields=["spec"], condition=Q(status=SpecStatus.APPROVED), name="specversion_one_approved"
+            ),
             # ... and at most one is being worked on or reviewed.
-            models.UniqueConstraint(fields=["spec"], condition=Q(status__in=OPEN_STATUSES),
-                                    name="specversion_one_open"),
+            models.UniqueConstraint(
+                fields=["spec"], condition=Q(status__in=OPEN_STATUSES), name="specversion_one_open"
+            ),
         ]
         indexes = [models.Index(fields=["status"])]
 
@@ -87,11 +95,18 @@ class SpecVersion(models.Model):
 
 
 class SpecDecisionManager(models.Manager["SpecDecision"]):
-    def record(self, *, version: SpecVersion, from_status: str, to_status: str, by: models.Model,
-               note: str = "") -> SpecDecision:
+    def record(
+        self, *, version: SpecVersion, from_status: str, to_status: str, by: models.Model, note: str = ""
+    ) -> SpecDecision:
         """The only way to write a decision row; rows are never updated or deleted."""
-        return self.create(version=version, from_status=from_status, to_status=to_status, by=by,
-                           by_username=by.get_username(), note=note)
+        return self.create(
+            version=version,
+            from_status=from_status,
+            to_status=to_status,
+            by=by,
+            by_username=by.get_username(),
+            note=note,
+        )
 
 
 class SpecDecision(models.Model):

@@ -3,6 +3,7 @@
 This lives in ``specs`` because it resolves the approved spec, and ``generation``
 may not import ``specs`` (dependency direction).
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -31,8 +32,9 @@ def generation_start(*, user: Any, topic: str, feature: str | None = None) -> Ge
     if scope == []:
         # Refused here: a run stores [] for "no limit", so an empty scope must never be saved.
         raise GenerationError("You cannot read any collection yet, so there is nothing to write from.")
-    run = generation_run_create(topic=topic, spec=SpecText(selected.name, selected.version, selected.body),
-                                user=user, collection_ids=scope)
+    run = generation_run_create(
+        topic=topic, spec=SpecText(selected.name, selected.version, selected.body), user=user, collection_ids=scope
+    )
     if is_eager():
         run_id = run.pk
         transaction.on_commit(lambda: background.run_submit(run_id))

@@ -1,4 +1,5 @@
 """API schemas for specs; fields are listed explicitly."""
+
 from __future__ import annotations
 
 from datetime import datetime

@@ -1,4 +1,5 @@
 """Reads over feature specs, including the one question generation asks: which spec do I use?"""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -41,8 +42,10 @@ def spec_get(*, name: str) -> FeatureSpec:
         return spec
     known = list(FeatureSpec.objects.order_by("name").values_list("name", flat=True))
     if not known:
-        raise SpecNotFound(f"No feature spec named '{name}': there are no feature specs yet. "
-                           "Import one with `foundry specs import FILE.md`.")
+        raise SpecNotFound(
+            f"No feature spec named '{name}': there are no feature specs yet. "
+            "Import one with `foundry specs import FILE.md`."
+        )
     raise SpecNotFound(f"No feature spec named '{name}'. Known specs: {', '.join(known)}.")
 
 
@@ -53,8 +56,11 @@ def spec_list() -> QuerySet[FeatureSpec]:
 
 def approved_versions() -> QuerySet[SpecVersion]:
     """The approved version of every spec that has one, by spec name."""
-    return (SpecVersion.objects.filter(status=SpecStatus.APPROVED)
-            .select_related("spec", "decided_by").order_by("spec__name"))
+    return (
+        SpecVersion.objects.filter(status=SpecStatus.APPROVED)
+        .select_related("spec", "decided_by")
+        .order_by("spec__name")
+    )
 
 
 def spec_history(*, name: str) -> QuerySet[SpecDecision]:
@@ -81,11 +87,11 @@ def spec_for_generation(name: str | None = None) -> SelectedSpec:
         raise SpecSelectionError(
             "No approved feature spec. Import one with `foundry specs import FILE.md`, submit it "
             "(`foundry specs submit NAME`) and have it approved in the admin or with "
-            "`foundry specs approve NAME --as REVIEWER`.")
+            "`foundry specs approve NAME --as REVIEWER`."
+        )
     if len(approved) > 1:
         names = ", ".join(v.spec.name for v in approved)
-        raise SpecSelectionError(f"Several approved feature specs: {names}. "
-                                 "Choose one with --feature NAME.")
+        raise SpecSelectionError(f"Several approved feature specs: {names}. Choose one with --feature NAME.")
     return _selected(approved[0])
 
 
@@ -93,12 +99,16 @@ def _not_approved_message(spec: FeatureSpec) -> str:
     latest = spec.latest_version
     state = f"latest is version {latest.number}, {latest.get_status_display().lower()}" if latest else "no versions"
     others = ", ".join(v.spec.name for v in approved_versions()) or "none"
-    return (f"Feature spec '{spec.name}' has no approved version ({state}). "
-            f"Approved specs: {others}.")
+    return f"Feature spec '{spec.name}' has no approved version ({state}). Approved specs: {others}."
 
 
 def _selected(version: SpecVersion) -> SelectedSpec:
-    return SelectedSpec(name=version.spec.name, title=version.spec.title, version=version.number,
-                        body=version.body, version_id=version.pk,
-                        approved_by=version.decided_by.get_username() if version.decided_by else "",
-                        approved_at=version.decided_at)
+    return SelectedSpec(
+        name=version.spec.name,
+        title=version.spec.title,
+        version=version.number,
+        body=version.body,
+        version_id=version.pk,
+        approved_by=version.decided_by.get_username() if version.decided_by else "",
+        approved_at=version.decided_at,
+    )

@@ -4,6 +4,7 @@ Each service runs in one transaction. The database backend opens transactions wi
 ``BEGIN IMMEDIATE``, so the state read at the start of a service cannot change under it:
 two reviewers approving at once are serialised, and the second sees the first's result.
 """
+
 from __future__ import annotations
 
 import logging
@@ -66,8 +67,10 @@ def spec_create(*, name: str, title: str, body: str, by: User) -> SpecVersion:
     _check_active(by)
     with transaction.atomic():
         if FeatureSpec.objects.filter(name=name).exists():
-            raise SpecInputError(f"A feature spec named '{name}' already exists; edit it instead "
-                                 f"(`foundry specs import FILE.md` updates it).")
+            raise SpecInputError(
+                f"A feature spec named '{name}' already exists; edit it instead "
+                f"(`foundry specs import FILE.md` updates it)."
+            )
         spec = FeatureSpec.objects.create(name=name, title=title or name, created_by=by)
         version = _new_version(spec=spec, number=1, body=body, by=by, note="version 1 created")
     logger.info("spec %s created (version id %s)", name, version.pk)
@@ -99,11 +102,19 @@ def spec_edit(*, name: str, body: str, by: User, title: str | None = None) -> Ed
             return EditResult(latest, "updated")
         number = latest.number + 1
         if latest.status == SpecStatus.IN_REVIEW:
-            _move(latest, to=SpecStatus.REJECTED, by=by,
-                  note=f"Withdrawn: superseded by version {number}, edited by {by.get_username()} while in review.")
-        version = _new_version(spec=spec, number=number, body=body, by=by,
-                               note=f"version {number} created (previous: version {latest.number}, "
-                                    f"{latest.get_status_display().lower()})")
+            _move(
+                latest,
+                to=SpecStatus.REJECTED,
+                by=by,
+                note=f"Withdrawn: superseded by version {number}, edited by {by.get_username()} while in review.",
+            )
+        version = _new_version(
+            spec=spec,
+            number=number,
+            body=body,
+            by=by,
+            note=f"version {number} created (previous: version {latest.number}, {latest.get_status_display().lower()})",
+        )
     logger.info("spec %s: new version %s (id %s)", spec.name, number, version.pk)
     return EditResult(version, "new_version")
 
@@ -151,8 +162,9 @@ def spec_approve(*, name: str, by: User, note: str = "") -> SpecVersion:
 def spec_reject(*, name: str, by: User, note: str) -> SpecVersion:
     """Reject the version of ``name`` that is in review, saying why. Requires the approve permission."""
     if not note or not note.strip():
-        raise SpecInputError(f"cannot reject '{spec_name_normalise(name)}': a rejection needs a note "
-                             "saying why (--note TEXT).")
+        raise SpecInputError(
+            f"cannot reject '{spec_name_normalise(name)}': a rejection needs a note saying why (--note TEXT)."
+        )
     _check_reviewer(by=by, action="reject", name=name)
     with transaction.atomic():
         version = _latest_for(name=name, action="reject")
@@ -167,8 +179,10 @@ def spec_archive(*, name: str, by: User, note: str = "") -> SpecVersion:
         version = spec.approved_version
         if version is None:
             latest = spec.latest_version
-            raise SpecTransitionError(f"cannot archive '{spec.name}': it has no approved version "
-                                      f"(latest is version {latest.number}, {latest.get_status_display().lower()}).")
+            raise SpecTransitionError(
+                f"cannot archive '{spec.name}': it has no approved version "
+                f"(latest is version {latest.number}, {latest.get_status_display().lower()})."
+            )
         return _move(version, to=SpecStatus.ARCHIVED, by=by, note=note.strip())
 
 
@@ -182,8 +196,9 @@ def _latest_for(*, name: str, action: str) -> SpecVersion:
     allowed, _ = TRANSITIONS[action]
     if version.status not in allowed:
         step = _NEXT_STEP[version.status].format(name=spec.name)
-        raise SpecTransitionError(f"cannot {action} '{spec.name}': version {version.number} "
-                                  f"{_STATE[version.status]}; {step}.")
+        raise SpecTransitionError(
+            f"cannot {action} '{spec.name}': version {version.number} {_STATE[version.status]}; {step}."
+        )
     return version
 
 
@@ -209,8 +224,9 @@ def _new_version(*, spec: FeatureSpec, number: int, body: str, by: User, note: s
 
 def _check_active(by: User) -> None:
     if by is None or not by.is_active:
-        raise SpecPermissionError(f"user {by and by.get_username()!r} is not an active user; "
-                                  "inactive users cannot change feature specs.")
+        raise SpecPermissionError(
+            f"user {by and by.get_username()!r} is not an active user; inactive users cannot change feature specs."
+        )
 
 
 def _check_reviewer(*, by: User, action: str, name: str) -> None:
@@ -218,7 +234,8 @@ def _check_reviewer(*, by: User, action: str, name: str) -> None:
     if not by.has_perm(APPROVE_PERMISSION):
         raise SpecPermissionError(
             f"{by.get_username()} may not {action} '{spec_name_normalise(name)}': that needs the permission "
-            f"'{APPROVE_PERMISSION}' (\"Can approve, reject and archive feature specs\").")
+            f"'{APPROVE_PERMISSION}' (\"Can approve, reject and archive feature specs\")."
+        )
 
 
 def _check_not_author(*, version: SpecVersion, by: User) -> None:
@@ -227,14 +244,17 @@ def _check_not_author(*, version: SpecVersion, by: User) -> None:
     if by.pk in authors and not by.is_superuser:
         raise SpecPermissionError(
             f"{by.get_username()} may not approve '{version.spec.name}' version {version.number}: "
-            "they created or edited it. Another reviewer has to approve it.")
+            "they created or edited it. Another reviewer has to approve it."
+        )
 
 
 def _valid_name(name: str) -> str:
     name = spec_name_normalise(name)
     if not NAME_RE.match(name) or len(name) > 100:
-        raise SpecInputError(f"invalid spec name {name!r}: use lowercase letters, digits, '-' and '_' "
-                             "(at most 100 characters; it is what --feature NAME takes).")
+        raise SpecInputError(
+            f"invalid spec name {name!r}: use lowercase letters, digits, '-' and '_' "
+            "(at most 100 characters; it is what --feature NAME takes)."
+        )
     return name
 
 
@@ -263,16 +283,19 @@ def _read_markdown(path: Path) -> tuple[dict, str]:
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f":{mark.line + 2}:{mark.column + 1}" if mark else ""  # + the opening '---' line, 1-based
-        reason = " ".join(str(part) for part in (getattr(exc, "context", None), getattr(exc, "problem", None))
-                          if part) or str(exc)
+        reason = " ".join(
+            str(part) for part in (getattr(exc, "context", None), getattr(exc, "problem", None)) if part
+        ) or str(exc)
         raise SpecInputError(f"{path}{where}: invalid front matter: {reason}") from None
     if not isinstance(front, dict):
         raise SpecInputError(f"{path}: front matter must be a mapping such as 'name: wiring-guide'.")
     for key in ("name", "title"):  # YAML reads `name: 123` as a number and `title: [a, b]` as a list
         if key in front and not isinstance(front[key], str):
-            raise SpecInputError(f"{path}: front matter '{key}' must be text, not {front[key]!r} "
-                                 f"({type(front[key]).__name__}); quote it, e.g. {key}: \"{front[key]}\"")
-    return front, text[match.end():]
+            raise SpecInputError(
+                f"{path}: front matter '{key}' must be text, not {front[key]!r} "
+                f'({type(front[key]).__name__}); quote it, e.g. {key}: "{front[key]}"'
+            )
+    return front, text[match.end() :]
 
 
 def _first_h1(body: str) -> str:

@@ -1,4 +1,5 @@
 """The generate page: a topic and an approved spec start a generation run."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -15,14 +16,18 @@ from specs.selectors import approved_versions
 
 
 class GenerateForm(forms.Form):
-    topic = forms.CharField(max_length=1000, widget=forms.Textarea(attrs={"rows": 2}),
-                            help_text="What the document is about; also what the sources are searched for.")
+    topic = forms.CharField(
+        max_length=1000,
+        widget=forms.Textarea(attrs={"rows": 2}),
+        help_text="What the document is about; also what the sources are searched for.",
+    )
     feature = forms.ChoiceField(label="Feature spec", choices=())
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.fields["feature"].choices = [(v.spec.name, f"{v.spec.name} v{v.number}: {v.spec.title}")
-                                          for v in approved_versions()]
+        self.fields["feature"].choices = [
+            (v.spec.name, f"{v.spec.name} v{v.number}: {v.spec.title}") for v in approved_versions()
+        ]
 
 
 @require_http_methods(["GET", "POST"])
@@ -30,8 +35,9 @@ def generate(request: HttpRequest) -> HttpResponse:
     form = GenerateForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
         try:
-            run = generation_start(user=request.user, topic=form.cleaned_data["topic"],
-                                   feature=form.cleaned_data["feature"])
+            run = generation_start(
+                user=request.user, topic=form.cleaned_data["topic"], feature=form.cleaned_data["feature"]
+            )
         except (SpecError, GenerationError) as exc:
             form.add_error(None, str(exc))
         else:

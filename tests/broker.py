@@ -5,6 +5,7 @@ Needs Redis at 127.0.0.1:6379 (or FOUNDRY_TEST_REDIS_URL); uses database 14, flu
 before and after. ``redis_or_skip`` skips with a message when Redis is unreachable,
 except in CI (CI=true), where it fails.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -27,8 +28,10 @@ REDIS_URL = os.environ.get("FOUNDRY_TEST_REDIS_URL", "redis://127.0.0.1:6379/14"
 # `python -m celery`, minus any editable-install import hook: a shared development
 # virtualenv may hold an editable install of another checkout, whose hook would
 # fill in modules this checkout lacks (Celery autodiscovers `<app>.tasks`).
-WORKER_BOOT = ("import sys; sys.meta_path[:] = [f for f in sys.meta_path if 'Editable' not in repr(f)]; "
-               "from celery.__main__ import main; sys.argv[0] = 'celery'; sys.exit(main())")
+WORKER_BOOT = (
+    "import sys; sys.meta_path[:] = [f for f in sys.meta_path if 'Editable' not in repr(f)]; "
+    "from celery.__main__ import main; sys.argv[0] = 'celery'; sys.exit(main())"
+)
 WORKER_APP = "tests.broker_worker_app"
 REPO = Path(settings.BASE_DIR)
 
@@ -67,9 +70,24 @@ class Worker:
 
     def start(self) -> None:
         """Start the process; ``wait_ready`` blocks until it consumes."""
-        argv = [sys.executable, "-c", WORKER_BOOT, "-A", WORKER_APP, "worker",
-                "-Q", self.queue, "-n", f"{self.name}-test@%h", "-c", "1", "--loglevel", "INFO",
-                "--without-mingle", "--without-gossip"]
+        argv = [
+            sys.executable,
+            "-c",
+            WORKER_BOOT,
+            "-A",
+            WORKER_APP,
+            "worker",
+            "-Q",
+            self.queue,
+            "-n",
+            f"{self.name}-test@%h",
+            "-c",
+            "1",
+            "--loglevel",
+            "INFO",
+            "--without-mingle",
+            "--without-gossip",
+        ]
         env = dict(self.env)
         if self.queue == "db":
             argv += ["--beat", "--schedule", str(self.home / f"beat-schedule-{self.name}")]
@@ -77,14 +95,15 @@ class Worker:
             env["FOUNDRY_COMPUTE_ONLY"] = "1"
         self.offset = self.log.stat().st_size if self.log.exists() else 0
         with self.log.open("ab") as log:
-            self.proc = subprocess.Popen(argv, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT,
-                                         start_new_session=True)
+            self.proc = subprocess.Popen(
+                argv, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+            )
 
     def wait_ready(self, timeout: float = 90) -> None:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             assert self.proc and self.proc.poll() is None, f"{self.name} worker exited:\n{self.tail()}"
-            if b" ready." in self.log.read_bytes()[self.offset:]:
+            if b" ready." in self.log.read_bytes()[self.offset :]:
                 return
             time.sleep(0.2)
         raise AssertionError(f"{self.name} worker not ready after {timeout}s:\n{self.tail()}")
@@ -106,7 +125,7 @@ class Worker:
 
     def since_start(self) -> str:
         """The log written since the last start."""
-        return self.log.read_bytes()[self.offset:].decode(errors="replace") if self.log.exists() else ""
+        return self.log.read_bytes()[self.offset :].decode(errors="replace") if self.log.exists() else ""
 
     def tail(self) -> str:
         return self.log.read_text(errors="replace")[-3000:] if self.log.exists() else "(no log)"
@@ -120,14 +139,23 @@ def worker_env(home: Path, *, config: str, **extra: str) -> dict[str, str]:
     db_name = str(connection.settings_dict["NAME"])
     path = home / "foundry.yaml"
     path.write_text(config)
-    return {**os.environ, "DJANGO_SETTINGS_MODULE": "foundry_site.settings", "PYTHONPATH": str(REPO),
-            "FOUNDRY_HOME": str(home), "FOUNDRY_DB": db_name, "FOUNDRY_TEST_DB": db_name,
-            "FOUNDRY_BROKER_URL": REDIS_URL, "FOUNDRY_CONFIG": str(path), **extra}
+    return {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "foundry_site.settings",
+        "PYTHONPATH": str(REPO),
+        "FOUNDRY_HOME": str(home),
+        "FOUNDRY_DB": db_name,
+        "FOUNDRY_TEST_DB": db_name,
+        "FOUNDRY_BROKER_URL": REDIS_URL,
+        "FOUNDRY_CONFIG": str(path),
+        **extra,
+    }
 
 
 @contextlib.contextmanager
-def worker_pool(home: Path, env: dict[str, str],
-                queues: tuple[str, ...] = ("compute", "db")) -> Iterator[dict[str, Worker]]:
+def worker_pool(
+    home: Path, env: dict[str, str], queues: tuple[str, ...] = ("compute", "db")
+) -> Iterator[dict[str, Worker]]:
     """One worker per queue, started and ready; stopped and the test Redis database flushed afterwards."""
     redis_or_skip()
     redis_flush()

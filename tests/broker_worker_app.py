@@ -13,6 +13,7 @@ inputs whose name says so:
 (The generation marker sits in the spec, which reaches the prompt, not in the
 topic, which would change what retrieval finds.)
 """
+
 from __future__ import annotations
 
 import os

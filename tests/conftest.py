@@ -1,4 +1,5 @@
 """Shared fixtures: scripted LLM, config overrides, small documents built on the fly."""
+
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
@@ -31,14 +32,23 @@ class ScriptedLLM(llm.CustomLLM):
     def __post_init__(self) -> None:
         super().__init__()
 
-    def completion(self, model: str, messages: list, api_base: str, custom_prompt_dict: dict,
-                   model_response: Any, *args: Any, **kwargs: Any) -> Any:
+    def completion(
+        self,
+        model: str,
+        messages: list,
+        api_base: str,
+        custom_prompt_dict: dict,
+        model_response: Any,
+        *args: Any,
+        **kwargs: Any,
+    ) -> Any:
         self.calls.append(messages)
         model_response.choices[0].message.content = self.reply(messages)
         model_response.model = f"scripted/{model}"
         if self.completion_tokens is not None:
-            model_response.usage = llm.litellm.Usage(prompt_tokens=0, completion_tokens=self.completion_tokens,
-                                                     total_tokens=self.completion_tokens)
+            model_response.usage = llm.litellm.Usage(
+                prompt_tokens=0, completion_tokens=self.completion_tokens, total_tokens=self.completion_tokens
+            )
         return model_response
 
     def streaming(self, model: str, messages: list, *args: Any, **kwargs: Any) -> Iterator[Any]:
@@ -154,8 +164,9 @@ def make_pdf(path: Path, pages: list[tuple[str, str]], *, title: str = "Test PDF
 def isolated_media_and_cache(settings: Any, tmp_path: Path) -> None:
     """Uploads go to a per-test folder; rate-limit counters live in a per-test memory cache."""
     settings.MEDIA_ROOT = tmp_path / "home" / "uploads"
-    settings.CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache",
-                                   "LOCATION": str(tmp_path)}}
+    settings.CACHES = {
+        "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": str(tmp_path)}
+    }
 
 
 PASSWORD = "correct horse battery staple"
@@ -187,31 +198,62 @@ class World:
 def world(make_user: Callable[..., Any], tmp_path: Path) -> World:
     from sources.models import Chunk, Collection, Source
 
-    users = {"alice": make_user("alice"), "bob": make_user("bob"), "carol": make_user("carol", staff=True),
-             "root": make_user("root", superuser=True)}
-    collections = {"alpha": Collection.objects.create(name="alpha"), "beta": Collection.objects.create(name="beta"),
-                   "handbook": Collection.objects.create(name="handbook", public=True)}
+    users = {
+        "alice": make_user("alice"),
+        "bob": make_user("bob"),
+        "carol": make_user("carol", staff=True),
+        "root": make_user("root", superuser=True),
+    }
+    collections = {
+        "alpha": Collection.objects.create(name="alpha"),
+        "beta": Collection.objects.create(name="beta"),
+        "handbook": Collection.objects.create(name="handbook", public=True),
+    }
     collections["alpha"].readers.add(users["alice"], users["carol"])
     collections["beta"].readers.add(users["bob"])
     sources, chunks = {}, {}
-    for name, coll, texts in (("alpha.md", "alpha", ["# Alpha\n\nAlpha power is 24 V.", "Alpha bus has 8 ports."]),
-                              ("beta.txt", "beta", ["Beta secret: the launch is in May."]),
-                              ("handbook.md", "handbook", ["Everyone may read the handbook."])):
+    for name, coll, texts in (
+        ("alpha.md", "alpha", ["# Alpha\n\nAlpha power is 24 V.", "Alpha bus has 8 ports."]),
+        ("beta.txt", "beta", ["Beta secret: the launch is in May."]),
+        ("handbook.md", "handbook", ["Everyone may read the handbook."]),
+    ):
         root = tmp_path / "kb" / coll
         root.mkdir(parents=True)
         (root / name).write_text("\n\n".join(texts))
-        source = Source.objects.create(collection=collections[coll], root=str(root), path=name, title=name,
-                                       kind=name.rsplit(".", 1)[1], status=Source.Status.INGESTED,
-                                       chunk_count=len(texts), ingested_at=timezone.now())
+        source = Source.objects.create(
+            collection=collections[coll],
+            root=str(root),
+            path=name,
+            title=name,
+            kind=name.rsplit(".", 1)[1],
+            status=Source.Status.INGESTED,
+            chunk_count=len(texts),
+            ingested_at=timezone.now(),
+        )
         sources[coll] = source
-        chunks[coll] = [Chunk.objects.create(source=source, ordinal=i, text=t, heading="Alpha" if i == 0 else "",
-                                             line_start=1 + 2 * i, line_end=1 + 2 * i, token_count=8)
-                        for i, t in enumerate(texts)]
+        chunks[coll] = [
+            Chunk.objects.create(
+                source=source,
+                ordinal=i,
+                text=t,
+                heading="Alpha" if i == 0 else "",
+                line_start=1 + 2 * i,
+                line_end=1 + 2 * i,
+                token_count=8,
+            )
+            for i, t in enumerate(texts)
+        ]
     return World(users, collections, sources, chunks)
 
 
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--no-first-run"]
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--no-first-run",
+]
 
 
 @pytest.fixture
@@ -239,8 +281,13 @@ def chromium_or_skip() -> tuple[str, Any]:
         from playwright.sync_api import sync_playwright
     except ImportError:
         sync_playwright = None
-    missing = ("chromium is not installed (run `make browser`)" if not os.path.exists(chromium)
-               else "the playwright package is not installed" if sync_playwright is None else "")
+    missing = (
+        "chromium is not installed (run `make browser`)"
+        if not os.path.exists(chromium)
+        else "the playwright package is not installed"
+        if sync_playwright is None
+        else ""
+    )
     if missing:
         if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
             pytest.fail(f"browser test cannot run: {missing}")
@@ -278,6 +325,13 @@ def record_query(user: Any, **fields: Any) -> Any:
 
     from retrieval.models import QueryLog
 
-    values = {"run_id": uuid.uuid4().hex, "user": user, "question": "q?", "mode": "hybrid",
-              "answer_class": "normal", "answer": "An answer.", "timings": {"total": 100.0}}
+    values = {
+        "run_id": uuid.uuid4().hex,
+        "user": user,
+        "question": "q?",
+        "mode": "hybrid",
+        "answer_class": "normal",
+        "answer": "An answer.",
+        "timings": {"total": 100.0},
+    }
     return QueryLog.objects.record(**{**values, **fields})

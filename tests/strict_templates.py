@@ -13,6 +13,7 @@ site and wrong for tests, where they hide bugs:
 (files under the repository, and templates built from strings in tests). Django's own
 templates (the admin's) keep their forgiving behaviour: they rely on it.
 """
+
 from __future__ import annotations
 
 import contextvars
@@ -32,8 +33,7 @@ class StrictTemplateError(Exception):
 
 
 def _ours(context: Any) -> bool:
-    template = getattr(getattr(context, "render_context", None), "template", None) or getattr(context, "template",
-                                                                                              None)
+    template = getattr(getattr(context, "render_context", None), "template", None) or getattr(context, "template", None)
     origin = getattr(getattr(template, "origin", None), "name", None)
     if origin is None or origin == base.UNKNOWN_SOURCE:
         return origin == base.UNKNOWN_SOURCE
@@ -42,8 +42,7 @@ def _ours(context: Any) -> bool:
 
 
 def _template_name(context: Any) -> str:
-    template = getattr(getattr(context, "render_context", None), "template", None) or getattr(context, "template",
-                                                                                              None)
+    template = getattr(getattr(context, "render_context", None), "template", None) or getattr(context, "template", None)
     return str(getattr(getattr(template, "origin", None), "name", "?"))
 
 
@@ -70,8 +69,9 @@ def enable() -> None:
             return original_variable_resolve(self, context)
         except VariableDoesNotExist as exc:
             if strict:
-                raise StrictTemplateError(f"{_template_name(context)}: {{{{ {self.var} }}}} is not defined "
-                                          f"({exc})") from exc
+                raise StrictTemplateError(
+                    f"{_template_name(context)}: {{{{ {self.var} }}}} is not defined ({exc})"
+                ) from exc
             raise
         finally:
             _STRICT.reset(token)
@@ -93,7 +93,8 @@ def _make_operator_strict(operator: type) -> None:
         try:
             return func(context, self.first, self.second) if infix else func(context, self.first)
         except Exception as exc:
-            raise StrictTemplateError(f"{_template_name(context)}: an {{% if %}} operand raised "
-                                      f"{type(exc).__name__}: {exc}") from exc
+            raise StrictTemplateError(
+                f"{_template_name(context)}: an {{% if %}} operand raised {type(exc).__name__}: {exc}"
+            ) from exc
 
     operator.eval = strict_eval

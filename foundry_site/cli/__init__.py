@@ -1,4 +1,5 @@
 """``foundry`` console script: the same as ``python manage.py foundry …``."""
+
 from __future__ import annotations
 
 import os

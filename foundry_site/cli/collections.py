@@ -1,5 +1,6 @@
 """``foundry collections list|create|grant|revoke|bind|unbind``: who may read which sources, and the folders
 that ``foundry sync`` keeps them in step with."""
+
 from __future__ import annotations
 
 import argparse
@@ -69,8 +70,10 @@ def revoke_command(opts: argparse.Namespace, out: TextIO) -> int:
 
 def bind_command(opts: argparse.Namespace, out: TextIO) -> int:
     coll = collection_bind(collection=opts.collection, folder=Path(opts.folder))
-    out.write(f"Collection {coll.name} is bound to {safe(coll.folder)}: `foundry sync` ingests its changes and "
-              "removes sources whose file is gone.\n")
+    out.write(
+        f"Collection {coll.name} is bound to {safe(coll.folder)}: `foundry sync` ingests its changes and "
+        "removes sources whose file is gone.\n"
+    )
     return 0
 
 

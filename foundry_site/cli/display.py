@@ -5,6 +5,7 @@ Everything a ``foundry`` command prints on stdout passes through ``TerminalSafe`
 heading, quote, reason) through ``safe`` first. A document is untrusted input: its
 text must not be able to clear, retitle or recolour the terminal it is shown on.
 """
+
 from __future__ import annotations
 
 import json
@@ -108,21 +109,31 @@ def database_error_message(exc: DatabaseError) -> str:
     """What went wrong with the SQLite file and what to do about it, for a database error."""
     path = settings.DATABASES["default"]["NAME"]
     text = str(exc)
-    after = ("Each file is stored in one transaction, so nothing half-written was kept; "
-             "`foundry check` verifies the index and `foundry ingest` again finishes the work.")
+    after = (
+        "Each file is stored in one transaction, so nothing half-written was kept; "
+        "`foundry check` verifies the index and `foundry ingest` again finishes the work."
+    )
     if "disk is full" in text or ("Could not insert a new vector chunk" in text and _space_left(path) < VEC0_BLOCK):
         return f"Disk full: SQLite could not write the knowledge base {path} ({text}). Free some space. {after}"
     if "locked" in text or "busy" in text:
         timeout = settings.DATABASES["default"].get("OPTIONS", {}).get("timeout", 5)
-        return (f"The knowledge base {path} stayed locked by another process for more than {timeout} s "
-                f"({text}): another ingest or worker is writing. Run the command again when it has finished. {after}")
+        return (
+            f"The knowledge base {path} stayed locked by another process for more than {timeout} s "
+            f"({text}): another ingest or worker is writing. Run the command again when it has finished. {after}"
+        )
     if "disk I/O error" in text:
-        return (f"Disk I/O error writing the knowledge base {path} ({text}): a failing or full disk, or a file "
-                f"size limit. Fix the storage. {after}")
+        return (
+            f"Disk I/O error writing the knowledge base {path} ({text}): a failing or full disk, or a file "
+            f"size limit. Fix the storage. {after}"
+        )
     if "malformed" in text or "not a database" in text:
-        return (f"The knowledge base file {path} is damaged ({text}). Run `foundry check`; restore it from a "
-                "backup, or delete it and run `foundry ingest` to rebuild the index from the documents.")
+        return (
+            f"The knowledge base file {path} is damaged ({text}). Run `foundry check`; restore it from a "
+            "backup, or delete it and run `foundry ingest` to rebuild the index from the documents."
+        )
     if "no such table" in text:
-        return (f"The knowledge base {path} is not set up ({text}): run `.venv/bin/python manage.py migrate` "
-                "with the same FOUNDRY_HOME first (`make run` does it for the default home).")
+        return (
+            f"The knowledge base {path} is not set up ({text}): run `.venv/bin/python manage.py migrate` "
+            "with the same FOUNDRY_HOME first (`make run` does it for the default home)."
+        )
     return f"Database error on {path}: {text}"

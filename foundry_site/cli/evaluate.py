@@ -1,4 +1,5 @@
 """``foundry eval retrieval`` (BEIR) and ``foundry eval answers`` (SQuAD 2.0)."""
+
 from __future__ import annotations
 
 import argparse
@@ -32,11 +33,15 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     a.add_argument("--kb-articles", type=int, default=5, help="articles that form the knowledge base")
     a.add_argument("--limit", type=int, default=60, help="questions asked, split across the three kinds")
     a.add_argument("--seed", type=int, default=0, help="seed of the article and question sample")
-    a.add_argument("--reader", default=None,
-                   help="comma-separated generation.model values to compare on the same questions, e.g. "
-                        "extractive,local/smollm2-135m (default: the configured one)")
-    a.add_argument("--official-scorer", type=Path, default=None,
-                   help="also score with the official evaluate-v2.0.py at this path")
+    a.add_argument(
+        "--reader",
+        default=None,
+        help="comma-separated generation.model values to compare on the same questions, e.g. "
+        "extractive,local/smollm2-135m (default: the configured one)",
+    )
+    a.add_argument(
+        "--official-scorer", type=Path, default=None, help="also score with the official evaluate-v2.0.py at this path"
+    )
     a.add_argument("--json", action="store_true", help="print one JSON summary")
     a.add_argument("--report", type=Path, default=None, help="report folder (default: under artifacts/eval/)")
     a.set_defaults(handler=answers_command)
@@ -51,8 +56,14 @@ class Progress:
 
     def bar(self, name: str, total: int | None = None) -> tqdm:
         if name not in self.bars:
-            self.bars[name] = tqdm(total=total, desc=name, unit="q" if name != "index" else "file",
-                                   file=sys.stderr, disable=self.quiet or None, dynamic_ncols=True)
+            self.bars[name] = tqdm(
+                total=total,
+                desc=name,
+                unit="q" if name != "index" else "file",
+                file=sys.stderr,
+                disable=self.quiet or None,
+                dynamic_ncols=True,
+            )
         return self.bars[name]
 
     def ingest(self, result: FileResult) -> None:
@@ -69,30 +80,44 @@ def retrieval_command(opts: argparse.Namespace, out: TextIO) -> int:
     report.report_folder_check(opts.report)
     progress = Progress(quiet=opts.json)
     try:
-        result = retrieval_evaluate(corpus=opts.corpus, queries=opts.queries, qrels=opts.qrels, modes=modes,
-                                    ingest_progress=progress.ingest,
-                                    query_progress=lambda mode: progress.bar(mode).update(1))
+        result = retrieval_evaluate(
+            corpus=opts.corpus,
+            queries=opts.queries,
+            qrels=opts.qrels,
+            modes=modes,
+            ingest_progress=progress.ingest,
+            query_progress=lambda mode: progress.bar(mode).update(1),
+        )
     finally:
         progress.close()
     eval_id = report.eval_id_new()
     folder = report.report_folder("retrieval", eval_id, opts.report)
     conf = settings.FOUNDRY
     # every setting the numbers depend on, so a report says what it measured
-    config = {**conf.retrieval.model_dump(mode="json"), "top_k": EVAL_TOP_K, "embedding": conf.embedding.model,
-              "context_model": conf.embedding.context_model, "chunk_tokens": conf.ingest.chunk_tokens,
-              "chunk_overlap_tokens": conf.ingest.chunk_overlap_tokens,
-              "window_sentences": conf.ingest.window_sentences}
+    config = {
+        **conf.retrieval.model_dump(mode="json"),
+        "top_k": EVAL_TOP_K,
+        "embedding": conf.embedding.model,
+        "context_model": conf.embedding.context_model,
+        "chunk_tokens": conf.ingest.chunk_tokens,
+        "chunk_overlap_tokens": conf.ingest.chunk_overlap_tokens,
+        "window_sentences": conf.ingest.window_sentences,
+    }
     retrieval_report(result, folder=folder, eval_id=eval_id, config=config)
     summary = result.as_dict()
     if opts.json:
         out.write(json.dumps({**summary, "report": str(folder)}) + "\n")
         return 0
     out.write(f"Retrieval evaluation on {result.queries} queries ({result.index['chunks']} chunks)\n\n")
-    out.write(f"  {'mode':<8} {'nDCG@10':>8} {'95 % interval':>17} {'R@10':>7} {'R@100':>7} {'MRR@10':>7} "
-              f"{'P50 ms':>8} {'P95 ms':>8}\n")
+    out.write(
+        f"  {'mode':<8} {'nDCG@10':>8} {'95 % interval':>17} {'R@10':>7} {'R@100':>7} {'MRR@10':>7} "
+        f"{'P50 ms':>8} {'P95 ms':>8}\n"
+    )
     for mode, s in summary["modes"].items():
-        out.write(f"  {mode:<8} {s['ndcg@10']:>8.4f} {metrics.span(s['ndcg@10_ci95']):>17} {s['recall@10']:>7.4f} "
-                  f"{s['recall@100']:>7.4f} {s['mrr@10']:>7.4f} {s['p50_ms']:>8.1f} {s['p95_ms']:>8.1f}\n")
+        out.write(
+            f"  {mode:<8} {s['ndcg@10']:>8.4f} {metrics.span(s['ndcg@10_ci95']):>17} {s['recall@10']:>7.4f} "
+            f"{s['recall@100']:>7.4f} {s['mrr@10']:>7.4f} {s['p50_ms']:>8.1f} {s['p95_ms']:>8.1f}\n"
+        )
     if summary["differences"]:
         out.write("\n  nDCG@10 differences, query by query (an interval holding 0 is within chance):\n")
         for pair, d in summary["differences"].items():
@@ -139,15 +164,21 @@ def _answers_one(opts: argparse.Namespace, out: TextIO, *, report_folder: Path |
 
     progress = Progress(quiet=opts.json)
     try:
-        result = answers_evaluate(squad=opts.squad, kb_articles=opts.kb_articles, limit=opts.limit, seed=opts.seed,
-                                  ingest_progress=progress.ingest,
-                                  question_progress=lambda outcome: progress.bar("questions").update(1))
+        result = answers_evaluate(
+            squad=opts.squad,
+            kb_articles=opts.kb_articles,
+            limit=opts.limit,
+            seed=opts.seed,
+            ingest_progress=progress.ingest,
+            question_progress=lambda outcome: progress.bar("questions").update(1),
+        )
     finally:
         progress.close()
     eval_id = report.eval_id_new()
     folder = report.report_folder("answers", eval_id, report_folder)
-    summary = answers_report(result, articles=load_squad(opts.squad), folder=folder, eval_id=eval_id,
-                             official_scorer=opts.official_scorer)
+    summary = answers_report(
+        result, articles=load_squad(opts.squad), folder=folder, eval_id=eval_id, official_scorer=opts.official_scorer
+    )
     if opts.json:
         out.write(json.dumps({**summary, "reader": settings.FOUNDRY.generation.model, "report": str(folder)}) + "\n")
     else:
@@ -156,16 +187,22 @@ def _answers_one(opts: argparse.Namespace, out: TextIO, *, report_folder: Path |
     return {**summary, "report": str(folder)}
 
 
-READER_COLUMNS = (("holds gold (answerable)", "HasAns_holds_gold"), ("HasAns F1", "HasAns_f1"),
-                  ("refused, out of corpus", "refusal_rate_out_of_corpus"),
-                  ("answered, unanswerable in corpus", "hallucination_rate_impossible"),
-                  ("LLM calls", "llm_calls"))
+READER_COLUMNS = (
+    ("holds gold (answerable)", "HasAns_holds_gold"),
+    ("HasAns F1", "HasAns_f1"),
+    ("refused, out of corpus", "refusal_rate_out_of_corpus"),
+    ("answered, unanswerable in corpus", "hallucination_rate_impossible"),
+    ("LLM calls", "llm_calls"),
+)
 
 
 def readers_table(summaries: dict[str, dict]) -> str:
     """One row per reader: the headline numbers side by side."""
-    lines = ["", "| reader | " + " | ".join(title for title, _ in READER_COLUMNS) + " | P95 total ms |",
-             "|---" * (len(READER_COLUMNS) + 2) + "|"]
+    lines = [
+        "",
+        "| reader | " + " | ".join(title for title, _ in READER_COLUMNS) + " | P95 total ms |",
+        "|---" * (len(READER_COLUMNS) + 2) + "|",
+    ]
     for name, s in summaries.items():
         cells = [_cell(s.get(key), key) for _, key in READER_COLUMNS]
         p95 = s.get("latency_ms", {}).get("total", {}).get("p95_ms")

@@ -1,4 +1,5 @@
 """``foundry generate``: a cited Markdown document from an approved feature spec."""
+
 from __future__ import annotations
 
 import argparse
@@ -61,12 +62,16 @@ def generate_command(opts: argparse.Namespace, out: TextIO) -> int:
         out.write(conflict_format(conflict) + "\n\n")
     if not run.wrote_document:
         raise CommandError(f"Run {run.pk} failed: {(run.error or {}).get('message', 'unknown error')}")
-    out.write(f"Wrote {output} (run {run.pk}, spec {spec.name} v{spec.version}, "
-              f"{run.sentences_kept}/{run.sentences_total} sentences kept, coverage "
-              f"{run.coverage:.0%}, {run.timings.get('total', 0) / 1000:.1f}s)\n")
+    out.write(
+        f"Wrote {output} (run {run.pk}, spec {spec.name} v{spec.version}, "
+        f"{run.sentences_kept}/{run.sentences_total} sentences kept, coverage "
+        f"{run.coverage:.0%}, {run.timings.get('total', 0) / 1000:.1f}s)\n"
+    )
     if run.status == GenerationRun.Status.NEEDS_REVIEW:
-        out.write("NEEDS REVIEW — low confidence, limited source coverage: fewer sentences kept than "
-                  "generation.min_coverage asks (the document says so under its title).\n")
+        out.write(
+            "NEEDS REVIEW — low confidence, limited source coverage: fewer sentences kept than "
+            "generation.min_coverage asks (the document says so under its title).\n"
+        )
     return 0
 
 
@@ -103,8 +108,10 @@ def _dry_run(topic: str, spec: SpecText, scope: list[int] | None, out: TextIO) -
     out.write(f"Retrieval ({r.mode}): gate {'passed' if r.gate.passed else 'REFUSED'}: {r.gate.reason}\n")
     for c in r.candidates:
         ranks = ", ".join(f"{name} #{rank}" for name, rank in c.ranks.items())
-        out.write(f"  [{c.label}] {safe(c.chunk.source.name)}, {safe(c.where)}  similarity {c.score:.2f}  "
-                  f"fused {c.fused:.4f}  ({ranks})\n")
+        out.write(
+            f"  [{c.label}] {safe(c.chunk.source.name)}, {safe(c.where)}  similarity {c.score:.2f}  "
+            f"fused {c.fused:.4f}  ({ranks})\n"
+        )
     for conflict in r.conflicts:
         out.write("\n" + conflict_format(conflict.as_dict()) + "\n")
     if settings.FOUNDRY.generation.model == EXTRACTIVE:
@@ -117,8 +124,9 @@ def _dry_run(topic: str, spec: SpecText, scope: list[int] | None, out: TextIO) -
 
 def _dry_run_outline(topic: str, spec: SpecText, scope: list[int] | None, out: TextIO) -> None:
     """The extractive writer's plan: each section of the outline with the passages it would quote from."""
-    sections, found = writer.sections_prepare(topic=topic, body=spec.body, collection_ids=scope,
-                                              max_passages=settings.FOUNDRY.generation.max_passages)
+    sections, found = writer.sections_prepare(
+        topic=topic, body=spec.body, collection_ids=scope, max_passages=settings.FOUNDRY.generation.max_passages
+    )
     out.write("\n--- outline (extractive writer: quotes, no model) ---\n")
     for section in sections:
         out.write(f"## {safe(section['heading'])}: gate {'passed' if section['gate']['passed'] else 'REFUSED'}\n")
@@ -127,8 +135,19 @@ def _dry_run_outline(topic: str, spec: SpecText, scope: list[int] | None, out: T
 
 
 def run_summary(run: GenerationRun) -> dict:
-    return {"run_id": run.pk, "status": run.status, "topic": run.topic, "spec": run.spec_name,
-            "spec_version": run.spec_version, "output": run.output_path, "coverage": run.coverage,
-            "low_confidence": run.low_confidence,
-            "sentences_total": run.sentences_total, "sentences_kept": run.sentences_kept,
-            "conflicts": run.conflicts, "llm_calls": run.llm_calls, "timings": run.timings, "error": run.error}
+    return {
+        "run_id": run.pk,
+        "status": run.status,
+        "topic": run.topic,
+        "spec": run.spec_name,
+        "spec_version": run.spec_version,
+        "output": run.output_path,
+        "coverage": run.coverage,
+        "low_confidence": run.low_confidence,
+        "sentences_total": run.sentences_total,
+        "sentences_kept": run.sentences_kept,
+        "conflicts": run.conflicts,
+        "llm_calls": run.llm_calls,
+        "timings": run.timings,
+        "error": run.error,
+    }

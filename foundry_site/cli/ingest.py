@@ -1,4 +1,5 @@
 """``foundry ingest`` and ``foundry export``."""
+
 from __future__ import annotations
 
 import argparse
@@ -33,11 +34,17 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     p.add_argument("path", nargs="?", default=None, help="folder or file (default: knowledge_base/)")
     p.add_argument("--collection", default=DEFAULT_COLLECTION, help="collection the sources belong to")
     p.add_argument("--include-private", action="store_true", default=None, help="also ingest private/ folders")
-    p.add_argument("--move", action="store_true",
-                   help="move files already ingested into another collection into this one (refused otherwise)")
+    p.add_argument(
+        "--move",
+        action="store_true",
+        help="move files already ingested into another collection into this one (refused otherwise)",
+    )
     p.add_argument("--json", action="store_true", help="print one JSON summary instead of a table")
-    p.add_argument("--detach", action="store_true",
-                   help="with a broker: queue the job, print its id and return (follow it with foundry jobs)")
+    p.add_argument(
+        "--detach",
+        action="store_true",
+        help="with a broker: queue the job, print its id and return (follow it with foundry jobs)",
+    )
     p.set_defaults(handler=ingest_command)
 
     e = sub.add_parser("export", help="write documents.csv (one row per chunk)")
@@ -54,23 +61,35 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
 
 def ingest_command(opts: argparse.Namespace, out: TextIO) -> int:
     target = Path(opts.path) if opts.path else Path(settings.FOUNDRY_KNOWLEDGE_BASE)
-    job = ingest_jobs.ingest_job_create(target=target, collection=opts.collection,
-                                        include_private=opts.include_private, move=opts.move)
+    job = ingest_jobs.ingest_job_create(
+        target=target, collection=opts.collection, include_private=opts.include_private, move=opts.move
+    )
     if opts.detach and not jobs.is_eager():
         ingest_jobs.ingest_job_enqueue(job_id=job.pk)
         out.write(json.dumps({"job": job.pk}) + "\n" if opts.json else f"Ingest job {job.pk} queued.\n")
         return 0
-    bar = tqdm(total=job.files_total, unit="file", file=sys.stderr, disable=opts.json or None,
-               desc=f"ingest job {job.pk}", dynamic_ncols=True)
+    bar = tqdm(
+        total=job.files_total,
+        unit="file",
+        file=sys.stderr,
+        disable=opts.json or None,
+        desc=f"ingest job {job.pk}",
+        dynamic_ncols=True,
+    )
     try:
         with _sigterm_as_interrupt():
             job = ingest_jobs.ingest_job_execute(job_id=job.pk, on_file=_progress_bar(bar))
     except KeyboardInterrupt:
         if jobs.is_eager():  # the work stops with this process: say so on the job, not leave it "running"
-            ingest_jobs.ingest_job_abort(job_id=job.pk, reason="interrupted (Ctrl-C or SIGTERM) before every file "
-                                                               f"was done; `foundry jobs retry {job.pk}` does the rest")
-            sys.stderr.write(f"\nInterrupted. Files already stored stay; `foundry jobs retry {job.pk}` (or "
-                             "`foundry ingest` again) does the rest.\n")
+            ingest_jobs.ingest_job_abort(
+                job_id=job.pk,
+                reason="interrupted (Ctrl-C or SIGTERM) before every file "
+                f"was done; `foundry jobs retry {job.pk}` does the rest",
+            )
+            sys.stderr.write(
+                f"\nInterrupted. Files already stored stay; `foundry jobs retry {job.pk}` (or "
+                "`foundry ingest` again) does the rest.\n"
+            )
             return 130
         sys.stderr.write(f"\nStopped waiting; ingest job {job.pk} goes on in the background (foundry jobs).\n")
         return 130
@@ -128,10 +147,15 @@ def next_step() -> str:
 
     from foundry_site.cli.init import WEB_URL
 
-    account = ("" if get_user_model().objects.filter(is_active=True).exists()
-               else " (create an account first: foundry init --admin NAME)")
-    return (f"\nNext: ask a question: foundry query \"your question\"\n"
-            f"      or in the web UI: foundry serve, then open {WEB_URL}{account}\n")
+    account = (
+        ""
+        if get_user_model().objects.filter(is_active=True).exists()
+        else " (create an account first: foundry init --admin NAME)"
+    )
+    return (
+        f'\nNext: ask a question: foundry query "your question"\n'
+        f"      or in the web UI: foundry serve, then open {WEB_URL}{account}\n"
+    )
 
 
 def format_report(report: IngestReport, *, target: Path, collection: str) -> str:
@@ -162,8 +186,17 @@ def export_command(opts: argparse.Namespace, out: TextIO) -> int:
             writer = csv.writer(handle)
             writer.writerow(EXPORT_COLUMNS)
             for chunk in selectors.chunks_for_export(collection=opts.collection):
-                writer.writerow([chunk.source_id, chunk.source.path, chunk.source.title, chunk.pk, chunk.text,
-                                 chunk.source.created_at.isoformat(), chunk.source.updated_at.isoformat()])
+                writer.writerow(
+                    [
+                        chunk.source_id,
+                        chunk.source.path,
+                        chunk.source.title,
+                        chunk.pk,
+                        chunk.text,
+                        chunk.source.created_at.isoformat(),
+                        chunk.source.updated_at.isoformat(),
+                    ]
+                )
                 rows += 1
         tmp.replace(path)
     except BaseException:
@@ -188,16 +221,20 @@ def status_command(opts: argparse.Namespace, out: TextIO) -> int:
     drift = selectors.chunking_drift(chunking=configured, model=model)
     if drift:
         out.write(f"WARNING: {chunking_drift_warning(configured=configured, drift=drift)}\n")
-    out.write(f"Sources: {len(overview)}  chunks: {counts['chunks']}  FTS rows: {counts['fts']}  "
-              f"vectors: {counts['vectors']}  window vectors: {counts['windows']}\n")
+    out.write(
+        f"Sources: {len(overview)}  chunks: {counts['chunks']}  FTS rows: {counts['fts']}  "
+        f"vectors: {counts['vectors']}  window vectors: {counts['windows']}\n"
+    )
     for coll in Collection.objects.exclude(folder="").order_by("name"):
         out.write(f"Collection {coll.name} is bound to {safe(coll.folder)}: {safe(sync_summary(coll))}\n")
     out.write("\n")
     out.write(f"  {'collection':<12} {'status':<9} {'chunks':>6}  {'file':<36}  title / reason\n")
     for row in overview:
         detail = row["reason"] if row["status"] != "ingested" else row["title"]
-        out.write(f"  {safe(row['collection']):<12} {row['status']:<9} {row['chunks']:>6}  {safe(row['path']):<36}  "
-                  f"{safe(detail)}\n")
+        out.write(
+            f"  {safe(row['collection']):<12} {row['status']:<9} {row['chunks']:>6}  {safe(row['path']):<36}  "
+            f"{safe(detail)}\n"
+        )
     return 0
 
 

@@ -1,4 +1,5 @@
 """``foundry init``: set up a knowledge base and its first admin, then say what to do next."""
+
 from __future__ import annotations
 
 import argparse
@@ -19,11 +20,16 @@ WEB_URL = "http://127.0.0.1:8000/"
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("init", help="set up the knowledge base (database, first admin) and print the next steps")
-    p.add_argument("--admin", metavar="NAME", default=None,
-                   help=f"create this superuser (password from {PASSWORD_VARIABLE}, else a prompt)")
+    p.add_argument(
+        "--admin",
+        metavar="NAME",
+        default=None,
+        help=f"create this superuser (password from {PASSWORD_VARIABLE}, else a prompt)",
+    )
     p.add_argument("--email", default="", help="the admin's e-mail address")
-    p.add_argument("--team", action="store_true",
-                   help="one-team install: every signed-in user may read the `default` collection")
+    p.add_argument(
+        "--team", action="store_true", help="one-team install: every signed-in user may read the `default` collection"
+    )
     p.set_defaults(handler=init_command)
 
 
@@ -58,9 +64,11 @@ def init_command(opts: argparse.Namespace, out: TextIO) -> int:
 
 def next_steps(*, admin: str | None) -> str:
     sign_in = f"sign in as {admin}" if admin else "sign in (create an account first: `foundry init --admin NAME`)"
-    return ("\nNext steps:\n"
-            f"  1. foundry ingest [FOLDER]      # add your documents (default: {settings.FOUNDRY_KNOWLEDGE_BASE})\n"
-            "  2. foundry serve                # start the web UI\n"
-            f"  3. open {WEB_URL} and {sign_in}\n"
-            "     or ask from here: foundry query \"your question\"\n"
-            f"  4. add your team's accounts in {WEB_URL}admin/ (Users → Add user)\n")
+    return (
+        "\nNext steps:\n"
+        f"  1. foundry ingest [FOLDER]      # add your documents (default: {settings.FOUNDRY_KNOWLEDGE_BASE})\n"
+        "  2. foundry serve                # start the web UI\n"
+        f"  3. open {WEB_URL} and {sign_in}\n"
+        '     or ask from here: foundry query "your question"\n'
+        f"  4. add your team's accounts in {WEB_URL}admin/ (Users → Add user)\n"
+    )

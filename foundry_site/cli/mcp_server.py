@@ -3,6 +3,7 @@
 The server acts as one user for its whole life: ``--as USER``, else the API token in
 ``FOUNDRY_TOKEN``. stdout carries the protocol, so nothing else may be printed there.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -21,8 +22,13 @@ TOKEN_VARIABLE = "FOUNDRY_TOKEN"
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("mcp", help="run the MCP server over stdio (for an agent that starts it as a subprocess)")
-    p.add_argument("--as", dest="as_user", metavar="USER", default=None,
-                   help=f"act as this user (default: the owner of the API token in ${TOKEN_VARIABLE})")
+    p.add_argument(
+        "--as",
+        dest="as_user",
+        metavar="USER",
+        default=None,
+        help=f"act as this user (default: the owner of the API token in ${TOKEN_VARIABLE})",
+    )
     p.set_defaults(handler=mcp_command)
 
 
@@ -34,8 +40,10 @@ def stdio_user(as_user: str | None, token: str | None) -> Any:
             raise CommandError(f"no active user named {as_user!r}")
         return user
     if not token:
-        raise CommandError(f"say who the MCP server acts as: set {TOKEN_VARIABLE} to an API token "
-                           "(foundry tokens create USER) or pass --as USER")
+        raise CommandError(
+            f"say who the MCP server acts as: set {TOKEN_VARIABLE} to an API token "
+            "(foundry tokens create USER) or pass --as USER"
+        )
     user = token_authenticate(token.strip())
     if user is None:
         raise CommandError(f"{TOKEN_VARIABLE} is not a valid API token (unknown, revoked, or its user is inactive)")
@@ -46,6 +54,7 @@ def mcp_command(opts: argparse.Namespace, out: TextIO) -> int:
     ACTING_USER.set(stdio_user(opts.as_user, os.environ.get(TOKEN_VARIABLE)))
     # The request thread's connection was only used to find the user; tool calls run on worker threads.
     from django.db import connections
+
     connections.close_all()
     anyio.run(foundry_server().run_stdio_async)
     return 0

@@ -1,4 +1,5 @@
 """``foundry query``: ask the knowledge base."""
+
 from __future__ import annotations
 
 import argparse
@@ -38,8 +39,9 @@ def query_command(opts: argparse.Namespace, out: TextIO) -> int:
     if opts.top_k is not None and not 1 <= opts.top_k <= 100:
         raise CommandError("--top-k must be between 1 and 100")
     try:
-        answer = answer_question(question=opts.question, collection_ids=collection_ids(opts.collection),
-                                 mode=opts.mode, top_k=opts.top_k)
+        answer = answer_question(
+            question=opts.question, collection_ids=collection_ids(opts.collection), mode=opts.mode, top_k=opts.top_k
+        )
     except EmbeddingModelChanged as exc:  # the CLI is the administrator's: show the commands
         raise CommandError(f"{exc.problem}\n{exc.fix}") from None
     except (QueryError, MissingEmbeddings) as exc:

@@ -3,6 +3,7 @@
 Document-derived text is escaped for the terminal: names, places, headings and quotes as one
 line each (``safe``), the answer and snippet lines as running text (``safe_text``).
 """
+
 from __future__ import annotations
 
 from foundry_site.cli.display import safe, safe_text
@@ -15,10 +16,12 @@ def conflict_format(conflict: dict) -> str:
     """The warning block for one ``Conflict.as_dict()``: names, places and quotes each on their line,
     control characters escaped (``safe``), so none can fake a line or drive the terminal."""
     a, b = conflict["a"], conflict["b"]
-    return (f"⚠ Conflict detected:\n"
-            f"  Source A ({safe(a['source'])} {safe(a['where'])}): \"{safe(a['quote'])}\"\n"
-            f"  Source B ({safe(b['source'])} {safe(b['where'])}): \"{safe(b['quote'])}\"\n"
-            f"  {HINT}")
+    return (
+        f"⚠ Conflict detected:\n"
+        f'  Source A ({safe(a["source"])} {safe(a["where"])}): "{safe(a["quote"])}"\n'
+        f'  Source B ({safe(b["source"])} {safe(b["where"])}): "{safe(b["quote"])}"\n'
+        f"  {HINT}"
+    )
 
 
 def answer_format(answer: Answer, *, snippets: bool = False) -> str:

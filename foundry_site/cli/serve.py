@@ -1,4 +1,5 @@
 """``foundry serve`` (gunicorn) and ``foundry worker`` (a Celery worker on chosen queues)."""
+
 from __future__ import annotations
 
 import argparse
@@ -16,21 +17,34 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     s.add_argument("--port", type=int, default=8000)
     s.add_argument("--workers", type=int, default=2, help="gunicorn worker processes (default 2)")
-    s.add_argument("--threads", type=int, default=4,
-                   help="threads per worker (default 4): refusals and cached answers are served while "
-                        "another thread waits for the model")
+    s.add_argument(
+        "--threads",
+        type=int,
+        default=4,
+        help="threads per worker (default 4): refusals and cached answers are served while "
+        "another thread waits for the model",
+    )
     s.add_argument("--timeout", type=int, default=120, help="seconds before a silent web worker is restarted")
     s.set_defaults(handler=serve_command)
 
     w = sub.add_parser("worker", help="run a Celery worker (needs FOUNDRY_BROKER_URL)")
-    w.add_argument("--queues", default="compute,db",
-                   help="comma-separated: compute (any machine), db (only the database host); default both")
-    w.add_argument("--concurrency", type=int, default=settings.CELERY_WORKER_CONCURRENCY,
-                   help="worker processes (default FOUNDRY_WORKER_CONCURRENCY)")
+    w.add_argument(
+        "--queues",
+        default="compute,db",
+        help="comma-separated: compute (any machine), db (only the database host); default both",
+    )
+    w.add_argument(
+        "--concurrency",
+        type=int,
+        default=settings.CELERY_WORKER_CONCURRENCY,
+        help="worker processes (default FOUNDRY_WORKER_CONCURRENCY)",
+    )
     w.add_argument("--name", default=None, help="worker name (default: the queues, e.g. compute@host)")
-    w.add_argument("--no-beat", action="store_true",
-                   help="do not run the beat schedule (stale-run sweeper, folder sync) in this db worker "
-                        "(run exactly one beat)")
+    w.add_argument(
+        "--no-beat",
+        action="store_true",
+        help="do not run the beat schedule (stale-run sweeper, folder sync) in this db worker (run exactly one beat)",
+    )
     w.add_argument("--loglevel", default="INFO")
     w.set_defaults(handler=worker_command)
 
@@ -41,10 +55,28 @@ def serve_argv(opts: argparse.Namespace) -> list[str]:
     # a busy machine) got the worker SIGKILLed mid-answer, and its replacement had to load the
     # models again (found by tests/reliability/test_load.py). A gthread worker's main loop keeps
     # reporting while its threads work; --timeout then only catches a worker that is really stuck.
-    return [sys.executable, "-m", "gunicorn", "foundry_site.wsgi:application",
-            "--bind", f"{opts.host}:{opts.port}", "--workers", str(opts.workers),
-            "--worker-class", "gthread", "--threads", str(opts.threads), "--timeout", str(opts.timeout),
-            "--chdir", str(settings.BASE_DIR), "--access-logfile", "-", "--error-logfile", "-"]
+    return [
+        sys.executable,
+        "-m",
+        "gunicorn",
+        "foundry_site.wsgi:application",
+        "--bind",
+        f"{opts.host}:{opts.port}",
+        "--workers",
+        str(opts.workers),
+        "--worker-class",
+        "gthread",
+        "--threads",
+        str(opts.threads),
+        "--timeout",
+        str(opts.timeout),
+        "--chdir",
+        str(settings.BASE_DIR),
+        "--access-logfile",
+        "-",
+        "--error-logfile",
+        "-",
+    ]
 
 
 def serve_command(opts: argparse.Namespace, out: TextIO) -> int:
@@ -67,8 +99,22 @@ def worker_argv(opts: argparse.Namespace) -> tuple[list[str], dict[str, str]]:
     if "db" not in queues:
         env["FOUNDRY_COMPUTE_ONLY"] = "1"  # this worker must never open the SQLite file
     name = opts.name or "+".join(queues)
-    argv = [sys.executable, "-m", "celery", "-A", "foundry_site", "worker", "-Q", ",".join(queues),
-            "-n", f"{name}@%h", "-c", str(opts.concurrency), "--loglevel", opts.loglevel]
+    argv = [
+        sys.executable,
+        "-m",
+        "celery",
+        "-A",
+        "foundry_site",
+        "worker",
+        "-Q",
+        ",".join(queues),
+        "-n",
+        f"{name}@%h",
+        "-c",
+        str(opts.concurrency),
+        "--loglevel",
+        opts.loglevel,
+    ]
     if "db" in queues and not opts.no_beat:
         argv += ["--beat", "--schedule", settings.CELERY_BEAT_SCHEDULE_FILENAME]
     return argv, env
@@ -76,8 +122,10 @@ def worker_argv(opts: argparse.Namespace) -> tuple[list[str], dict[str, str]]:
 
 def worker_command(opts: argparse.Namespace, out: TextIO) -> int:
     if not settings.CELERY_BROKER_URL:
-        raise ValueError("no broker configured: set FOUNDRY_BROKER_URL (e.g. redis://127.0.0.1:6379/0). "
-                         "Without one, tasks run in-process and no worker is needed.")
+        raise ValueError(
+            "no broker configured: set FOUNDRY_BROKER_URL (e.g. redis://127.0.0.1:6379/0). "
+            "Without one, tasks run in-process and no worker is needed."
+        )
     argv, env = worker_argv(opts)
     out.write(f"Starting: {' '.join(argv[1:])}\n")
     out.flush()

@@ -4,6 +4,7 @@ Every write names the acting user with ``--as USER``: the CLI runs with the data
 rights, so it cannot know who is typing, and the same permission and four-eyes checks as
 in the admin apply to the user named.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -37,33 +38,40 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     _acting_user(imp)
     imp.set_defaults(handler=import_command)
 
-    for action, text in (("submit", "put the draft up for review"),
-                         ("approve", "approve the version in review (needs specs.approve_featurespec)"),
-                         ("reject", "reject the version in review (needs specs.approve_featurespec)"),
-                         ("archive", "retire the approved version (needs specs.approve_featurespec)")):
+    for action, text in (
+        ("submit", "put the draft up for review"),
+        ("approve", "approve the version in review (needs specs.approve_featurespec)"),
+        ("reject", "reject the version in review (needs specs.approve_featurespec)"),
+        ("archive", "retire the approved version (needs specs.approve_featurespec)"),
+    ):
         q = specs.add_parser(action, help=text)
         q.add_argument("name")
         if action != "submit":
-            q.add_argument("--note", default="", help="reason, kept in the history" +
-                           (" (required)" if action == "reject" else ""))
+            q.add_argument(
+                "--note", default="", help="reason, kept in the history" + (" (required)" if action == "reject" else "")
+            )
         _acting_user(q)
         q.set_defaults(handler=transition_command, specs_action=action)
 
 
 def _acting_user(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--as", dest="as_user", metavar="USER", default=None,
-                        help="username of the person taking this step (required)")
+    parser.add_argument(
+        "--as", dest="as_user", metavar="USER", default=None, help="username of the person taking this step (required)"
+    )
 
 
 def _user(opts: argparse.Namespace) -> object:
     if not opts.as_user:
-        raise CommandError(f"`foundry specs {opts.specs_command}` needs --as USER: the user taking this step, "
-                           "so the history records who did it and permissions can be checked.")
+        raise CommandError(
+            f"`foundry specs {opts.specs_command}` needs --as USER: the user taking this step, "
+            "so the history records who did it and permissions can be checked."
+        )
     try:
         return get_user_model().objects.get_by_natural_key(opts.as_user)
     except get_user_model().DoesNotExist:
-        raise CommandError(f"No user named '{opts.as_user}'. Create one with "
-                           "`python manage.py createsuperuser` or in the admin.") from None
+        raise CommandError(
+            f"No user named '{opts.as_user}'. Create one with `python manage.py createsuperuser` or in the admin."
+        ) from None
 
 
 def _spec_errors(func):  # type: ignore[no-untyped-def]
@@ -94,8 +102,10 @@ def list_command(opts: argparse.Namespace, out: TextIO) -> int:
     for spec in specs:
         versions = list(spec.versions.all())  # prefetched, newest first
         approved = _approved(spec)
-        out.write(f"  {spec.name:<24} {_status(versions[0]):<14} "
-                  f"{('v' + str(approved.number)) if approved else '-':<10} {spec.title}\n")
+        out.write(
+            f"  {spec.name:<24} {_status(versions[0]):<14} "
+            f"{('v' + str(approved.number)) if approved else '-':<10} {spec.title}\n"
+        )
     return 0
 
 
@@ -115,12 +125,12 @@ def show_command(opts: argparse.Namespace, out: TextIO) -> int:
     out.write("Versions:\n")
     for v in versions:
         decided = f"  decided by {v.decided_by.get_username()} {v.decided_at:%Y-%m-%d %H:%M}" if v.decided_by else ""
-        note = f"  \"{v.decision_note}\"" if v.decision_note else ""
+        note = f'  "{v.decision_note}"' if v.decision_note else ""
         out.write(f"  v{v.number:<3} {v.status:<10} edited by {v.edited_by.get_username():<12}{decided}{note}\n")
     out.write("\nHistory:\n")
     for d in selectors.spec_history(name=spec.name):
         change = f"{d.from_status} -> {d.to_status}" if d.from_status else f"created ({d.to_status})"
-        note = f"  \"{d.note}\"" if d.note else ""
+        note = f'  "{d.note}"' if d.note else ""
         out.write(f"  {d.at:%Y-%m-%d %H:%M}  v{d.version.number:<3} {change:<24} {d.by_username}{note}\n")
     out.write(f"\n--- body of v{chosen.number} ({chosen.status}) ---\n{chosen.body}")
     return 0
@@ -130,8 +140,9 @@ def show_command(opts: argparse.Namespace, out: TextIO) -> int:
 def import_command(opts: argparse.Namespace, out: TextIO) -> int:
     result = services.spec_import(path=opts.file, name=opts.name, by=_user(opts))
     v = result.version
-    what = {"created": "created", "new_version": "new version", "updated": "updated draft",
-            "unchanged": "unchanged"}[result.outcome]
+    what = {"created": "created", "new_version": "new version", "updated": "updated draft", "unchanged": "unchanged"}[
+        result.outcome
+    ]
     out.write(f"{v.spec.name}: {what} (v{v.number}, {v.status}) — {v.spec.title}\n")
     if v.status == "draft":
         out.write(f"Next: foundry specs submit {v.spec.name} --as USER\n")

@@ -1,4 +1,5 @@
 """``foundry sync [COLLECTION …] [--every 10m]``: re-ingest the folders bound to collections."""
+
 from __future__ import annotations
 
 import argparse
@@ -25,9 +26,14 @@ def duration(value: str) -> float:
 def add_parsers(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("sync", help="re-ingest the folders bound to collections (foundry collections bind)")
     p.add_argument("collections", nargs="*", metavar="COLLECTION", help="only these collections (default: all bound)")
-    p.add_argument("--every", type=duration, default=None, metavar="DURATION",
-                   help="keep running: sync again every DURATION (30s, 10m, 1h) until stopped; without a broker "
-                        "this replaces the Celery beat schedule")
+    p.add_argument(
+        "--every",
+        type=duration,
+        default=None,
+        metavar="DURATION",
+        help="keep running: sync again every DURATION (30s, 10m, 1h) until stopped; without a broker "
+        "this replaces the Celery beat schedule",
+    )
     p.add_argument("--json", action="store_true", help="print one JSON line per round instead of a table")
     p.set_defaults(handler=sync_command)
 
@@ -51,8 +57,13 @@ def sync_command(opts: argparse.Namespace, out: TextIO) -> int:
     return 0  # not reached: the loop ends only by an interrupt
 
 
-def sync_loop(one_round: Callable[[], int], *, every: float, sleep: Callable[[float], None] = time.sleep,
-              clock: Callable[[], float] = time.monotonic) -> None:
+def sync_loop(
+    one_round: Callable[[], int],
+    *,
+    every: float,
+    sleep: Callable[[float], None] = time.sleep,
+    clock: Callable[[], float] = time.monotonic,
+) -> None:
     """Run ``one_round`` now and then every ``every`` seconds after the previous round started (a round that
     takes longer than that is followed at once by the next); runs until interrupted."""
     while True:
@@ -66,12 +77,17 @@ def format_results(results: list[SyncResult], *, as_json: bool = False) -> str:
         return json.dumps([r.as_dict() for r in results]) + "\n"
     if not results:
         return "No collection is bound to a folder (foundry collections bind COLLECTION FOLDER).\n"
-    lines = [f"  {'collection':<20} {'status':<7} {'job':>5}  {'ingested':>8} {'unchanged':>9} {'removed':>7} "
-             f"{'failed':>6}  folder / reason"]
+    lines = [
+        f"  {'collection':<20} {'status':<7} {'job':>5}  {'ingested':>8} {'unchanged':>9} {'removed':>7} "
+        f"{'failed':>6}  folder / reason"
+    ]
     for r in results:
         c = r.counts
-        counts = (f"{c['ingested']:>8} {c['unchanged']:>9} {c['removed']:>7} {c['failed']:>6}" if c
-                  else f"{'':>8} {'':>9} {'':>7} {'':>6}")
+        counts = (
+            f"{c['ingested']:>8} {c['unchanged']:>9} {c['removed']:>7} {c['failed']:>6}"
+            if c
+            else f"{'':>8} {'':>9} {'':>7} {'':>6}"
+        )
         job = str(r.job_id) if r.job_id else "-"
         lines.append(f"  {safe(r.collection):<20} {r.status:<7} {job:>5}  {counts}  {safe(r.folder)}")
         if r.reason:

@@ -1,4 +1,5 @@
 """``foundry tokens create USER [--name N]`` and ``foundry tokens revoke ID``."""
+
 from __future__ import annotations
 
 import argparse
@@ -24,8 +25,10 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
 
 def create_command(opts: argparse.Namespace, out: TextIO) -> int:
     new = token_create(username=opts.username, name=opts.name)
-    out.write(f"Created API token {new.token.pk} for {new.token.user.get_username()}"
-              f"{f' ({new.token.name})' if new.token.name else ''}.\n")
+    out.write(
+        f"Created API token {new.token.pk} for {new.token.user.get_username()}"
+        f"{f' ({new.token.name})' if new.token.name else ''}.\n"
+    )
     out.write("Copy it now; it is not stored and cannot be shown again:\n\n")
     out.write(f"{new.plain}\n\n")
     out.write("Use it as:  Authorization: Bearer <token>\n")
@@ -41,8 +44,12 @@ def revoke_command(opts: argparse.Namespace, out: TextIO) -> int:
 def list_command(opts: argparse.Namespace, out: TextIO) -> int:
     out.write(f"  {'id':>4}  {'user':<16} {'name':<20} {'token':<12} {'created':<16} {'last used':<16} revoked\n")
     for t in ApiToken.objects.select_related("user").order_by("pk"):
+
         def when(value: object) -> str:
             return value.strftime("%Y-%m-%d %H:%M") if value else "-"
-        out.write(f"  {t.pk:>4}  {t.user.get_username():<16} {t.name[:20]:<20} {t.prefix + '…':<12} "
-                  f"{when(t.created_at):<16} {when(t.last_used_at):<16} {when(t.revoked_at)}\n")
+
+        out.write(
+            f"  {t.pk:>4}  {t.user.get_username():<16} {t.name[:20]:<20} {t.prefix + '…':<12} "
+            f"{when(t.created_at):<16} {when(t.last_used_at):<16} {when(t.revoked_at)}\n"
+        )
     return 0

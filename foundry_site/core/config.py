@@ -4,6 +4,7 @@ Every key is optional; the defaults are the offline ones (local embedding model
 and local LLM). An LLM role set to ``none`` switches that step off. A wrong
 value stops startup with the key, the value and what is allowed.
 """
+
 from __future__ import annotations
 
 import re
@@ -34,8 +35,10 @@ def _reader_name(value: str) -> str:
     if value == EXTRACTIVE:
         return value
     if not isinstance(value, str) or not MODEL_PATTERN.match(value):
-        raise ValueError("expected 'extractive' (quote the sources, no LLM), 'provider/model' "
-                         "(e.g. local/smollm2-135m, openai/gpt-4o) or 'none'")
+        raise ValueError(
+            "expected 'extractive' (quote the sources, no LLM), 'provider/model' "
+            "(e.g. local/smollm2-135m, openai/gpt-4o) or 'none'"
+        )
     return value
 
 
@@ -48,8 +51,10 @@ def _condenser_name(value: str) -> str:
     if value == CONDENSE_RULE:
         return value
     if not isinstance(value, str) or not MODEL_PATTERN.match(value):
-        raise ValueError("expected 'none' or 'provider/model' (e.g. openai/gpt-4o), "
-                         "or 'rule' (the deterministic follow-up rule, no LLM)")
+        raise ValueError(
+            "expected 'none' or 'provider/model' (e.g. openai/gpt-4o), "
+            "or 'rule' (the deterministic follow-up rule, no LLM)"
+        )
     return value
 
 
@@ -91,8 +96,10 @@ class IngestConfig(_Section):
     @model_validator(mode="after")
     def _overlap_below_size(self) -> IngestConfig:
         if self.chunk_overlap_tokens >= self.chunk_tokens // 2:
-            raise ValueError(f"chunk_overlap_tokens ({self.chunk_overlap_tokens}) must be less than half of "
-                             f"chunk_tokens ({self.chunk_tokens})")
+            raise ValueError(
+                f"chunk_overlap_tokens ({self.chunk_overlap_tokens}) must be less than half of "
+                f"chunk_tokens ({self.chunk_tokens})"
+            )
         return self
 
 
@@ -171,8 +178,10 @@ class GenerationConfig(_Section):
     @model_validator(mode="after")
     def _thresholds_ordered(self) -> GenerationConfig:
         if self.reader_low_score < self.reader_min_score:
-            raise ValueError(f"reader_low_score ({self.reader_low_score}) must not be below reader_min_score "
-                             f"({self.reader_min_score})")
+            raise ValueError(
+                f"reader_low_score ({self.reader_low_score}) must not be below reader_min_score "
+                f"({self.reader_min_score})"
+            )
         return self
 
 
@@ -200,8 +209,7 @@ def parse_duration(text: str) -> float:
     """
     match = _DURATION.match(text) if isinstance(text, str) else None
     if match is None:
-        raise ValueError(f"invalid duration {text!r}: expected a number and a unit s, m, h or d "
-                         "(e.g. 30s, 10m, 1h)")
+        raise ValueError(f"invalid duration {text!r}: expected a number and a unit s, m, h or d (e.g. 30s, 10m, 1h)")
     seconds = float(match.group(1)) * DURATION_UNITS[match.group(2)]
     if seconds < 1:
         raise ValueError(f"invalid duration {text!r}: it must be at least 1 second")
@@ -261,12 +269,14 @@ class FoundryConfig(_Section):
 
         Roles set to ``none`` and a HyDE model while HyDE is off are left out.
         """
-        keys = {"embedding.model": (self.embedding.model, "embedding"),
-                "embedding.context_model": (self.embedding.context_model, "chat"),
-                "ingest.summary_model": (self.ingest.summary_model, "chat"),
-                "retrieval.scorer_model": (self.retrieval.scorer_model, "chat"),
-                "retrieval.condense_model": (self.retrieval.condense_model, "chat"),
-                "generation.model": (self.generation.model, "chat")}
+        keys = {
+            "embedding.model": (self.embedding.model, "embedding"),
+            "embedding.context_model": (self.embedding.context_model, "chat"),
+            "ingest.summary_model": (self.ingest.summary_model, "chat"),
+            "retrieval.scorer_model": (self.retrieval.scorer_model, "chat"),
+            "retrieval.condense_model": (self.retrieval.condense_model, "chat"),
+            "generation.model": (self.generation.model, "chat"),
+        }
         if self.retrieval.hyde:
             keys["retrieval.hyde_model"] = (self.retrieval.hyde_model, "chat")
         return {key: value for key, value in keys.items() if value[0] not in ("none", EXTRACTIVE, CONDENSE_RULE)}

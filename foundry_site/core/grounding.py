@@ -13,6 +13,7 @@ Every sentence must be supported by a passage of the context:
 
 ``Grounder`` runs the check with real embeddings: one embedding call per batch of new text pieces.
 """
+
 from __future__ import annotations
 
 import re
@@ -59,9 +60,15 @@ class Grounded:
     def audit(self, output: str) -> dict:
         """For the audit trail: what the model wrote and the verdict on each sentence (a sentence
         with no ``supported_by`` was removed from the answer)."""
-        return {"model_output": output, "refused": self.refused, "invalid_citations": self.invalid_citations,
-                "sentences": [{"text": s.text, "cited": s.cited, "supported_by": s.supported_by,
-                               "support": round(s.support, 4)} for s in self.sentences]}
+        return {
+            "model_output": output,
+            "refused": self.refused,
+            "invalid_citations": self.invalid_citations,
+            "sentences": [
+                {"text": s.text, "cited": s.cited, "supported_by": s.supported_by, "support": round(s.support, 4)}
+                for s in self.sentences
+            ],
+        }
 
     @property
     def cited_ids(self) -> list[str]:
@@ -87,7 +94,7 @@ def unfinished_cut(text: str) -> str:
     """
     head, _, last = text.rstrip().rpartition("\n")
     ends = list(_FINISHED.finditer(last))
-    kept = last[:ends[-1].end()] if ends else ""
+    kept = last[: ends[-1].end()] if ends else ""
     return "\n".join(part for part in (head, kept) if part).rstrip()
 
 
@@ -133,9 +140,10 @@ def number_contexts(text: str) -> dict[str, list[set[str]]]:
     out: dict[str, list[set[str]]] = {}
     for i, token in enumerate(tokens):
         if token[0].isdigit():
-            near = tokens[max(0, i - NUMBER_REACH):i] + tokens[i + 1:i + 1 + NUMBER_REACH]
+            near = tokens[max(0, i - NUMBER_REACH) : i] + tokens[i + 1 : i + 1 + NUMBER_REACH]
             out.setdefault(_number(token), []).append(
-                {t.lower()[:6] for t in near if not t[0].isdigit() and t.lower() not in STOPWORDS})
+                {t.lower()[:6] for t in near if not t[0].isdigit() and t.lower() not in STOPWORDS}
+            )
     return out
 
 
@@ -189,8 +197,10 @@ def ground(text: str, passages: dict[str, str], *, similarity: Similarity, min_s
         sentence.valid_citation = bool(valid)
         order = valid + [pid for pid in passages if pid not in valid]
         for pid in order:
-            score = max(_support(sentence.text, window, similarity(sentence.text, window))
-                        for window in passage_windows(passages[pid]))
+            score = max(
+                _support(sentence.text, window, similarity(sentence.text, window))
+                for window in passage_windows(passages[pid])
+            )
             if score >= min_support and score > sentence.support:
                 sentence.supported_by, sentence.support = pid, score
                 if pid in valid:
@@ -241,8 +251,13 @@ class Grounder:
     to the settings.
     """
 
-    def __init__(self, included: Sequence[Passage] | Mapping[str, str], *, embedding_model: str | None = None,
-                 min_support: float | None = None) -> None:
+    def __init__(
+        self,
+        included: Sequence[Passage] | Mapping[str, str],
+        *,
+        embedding_model: str | None = None,
+        min_support: float | None = None,
+    ) -> None:
         self.passages = dict(included) if isinstance(included, Mapping) else {p.label: p.text for p in included}
         self.embedding_model = embedding_model or settings.FOUNDRY.embedding.model
         self.min_support = settings.FOUNDRY.generation.min_support if min_support is None else min_support

@@ -7,6 +7,7 @@ needs ``Status`` with PENDING / RUNNING / FAILED, a non-null ``heartbeat_at``
 that the workers touch as they progress, ``attempts`` (raised each time a worker
 claims the run), ``error`` and ``finished_at``.
 """
+
 from __future__ import annotations
 
 import functools
@@ -123,7 +124,7 @@ class FoundryTask(DjangoTask):
 
     @property
     def retry_backoff_max(self) -> int:
-        return max(settings.FOUNDRY_TASK_RETRY_BACKOFF * 2 ** 6, 60)
+        return max(settings.FOUNDRY_TASK_RETRY_BACKOFF * 2**6, 60)
 
     def before_start(self, task_id: str, args: tuple, kwargs: dict) -> None:
         deliveries = delivery_count(task_id, self.request.retries)
@@ -159,6 +160,7 @@ def delivery_count(task_id: str, retries: int) -> int:
 # Done marks let a compute worker drop a duplicate message (left in the queue when
 # a stale run was re-queued) without opening the database: the db side sets the
 # mark after it commits the result, the compute side only reads it.
+
 
 def done_mark(*keys: str) -> None:
     """Mark ``keys`` done, in one round trip however many there are (a failed job's every file)."""
@@ -253,6 +255,7 @@ def is_eager() -> bool:
 
 # --------------------------------------------------------------------------- stale runs
 
+
 @dataclass(frozen=True)
 class StaleSweep:
     """A run model the sweeper watches, how to put one of its runs back on the queue, and what to tell the
@@ -274,8 +277,9 @@ class SweepAction:
 _SWEEPS: dict[str, StaleSweep] = {}
 
 
-def register_stale_sweep(model: type[models.Model], requeue: Callable[[int], None] | None,
-                         failed: Callable[[int], None] | None = None) -> None:
+def register_stale_sweep(
+    model: type[models.Model], requeue: Callable[[int], None] | None, failed: Callable[[int], None] | None = None
+) -> None:
     """Let the sweeper watch ``model``. Called once per model from an app's ``ready()``.
 
     ``requeue(run_id)`` puts a stale run (already set back to pending) on the queue
@@ -316,8 +320,7 @@ def _sweep_model(sweep: StaleSweep, *, stale_after: timedelta, max_attempts: int
         claim = model._default_manager.filter(pk=run_id, heartbeat_at=heartbeat)
         idle = int((timezone.now() - heartbeat).total_seconds())
         if sweep.requeue is None or attempts >= max_attempts:
-            reason = (f"no progress for {idle} s after {attempts} attempts "
-                      "(worker lost, or no worker serves its queue)")
+            reason = f"no progress for {idle} s after {attempts} attempts (worker lost, or no worker serves its queue)"
             if claim.update(status=status.FAILED, error=_error_value(model, reason), finished_at=timezone.now()):
                 logger.warning("run failed as stale model=%s id=%s", model._meta.label, run_id)
                 if sweep.failed is not None:

@@ -9,6 +9,7 @@ PyPI wheels (nothing is downloaded at run time).
 Calls made inside ``record_calls()`` are counted, which is how a query reports
 ``llm_calls``, tokens and cost, and how tests prove that a refusal made none.
 """
+
 from __future__ import annotations
 
 import atexit
@@ -143,6 +144,7 @@ def record_calls() -> Iterator[CallRecord]:
 
 # --------------------------------------------------------------------------- local models
 
+
 def _package_dir(package: str) -> Path:
     spec = importlib.util.find_spec(package)
     if spec is None or not spec.submodule_search_locations:
@@ -182,12 +184,19 @@ class _LocalModels:
         with self.lock:
             if name not in self.chat:
                 if name not in LOCAL_CHAT_MODELS:
-                    raise ModelUnavailable(f"unknown local chat model {name!r}; known: {sorted(LOCAL_CHAT_MODELS)}",
-                                           model=f"local/{name}")
+                    raise ModelUnavailable(
+                        f"unknown local chat model {name!r}; known: {sorted(LOCAL_CHAT_MODELS)}", model=f"local/{name}"
+                    )
                 from llama_cpp import Llama
 
-                self.chat[name] = Llama(model_path=str(LOCAL_CHAT_MODELS[name]()), n_ctx=LOCAL_CONTEXT_WINDOW,
-                                        n_threads=os.cpu_count() or 2, n_batch=512, verbose=False, seed=0)
+                self.chat[name] = Llama(
+                    model_path=str(LOCAL_CHAT_MODELS[name]()),
+                    n_ctx=LOCAL_CONTEXT_WINDOW,
+                    n_threads=os.cpu_count() or 2,
+                    n_batch=512,
+                    verbose=False,
+                    seed=0,
+                )
             return self.chat[name]
 
     def embedder(self, name: str) -> Any:
@@ -196,7 +205,8 @@ class _LocalModels:
                 if name not in LOCAL_EMBEDDING_MODELS:
                     raise ModelUnavailable(
                         f"unknown local embedding model {name!r}; known: {sorted(LOCAL_EMBEDDING_MODELS)}",
-                        model=f"local/{name}")
+                        model=f"local/{name}",
+                    )
                 from sentence_transformers import SentenceTransformer
 
                 self.embedders[name] = SentenceTransformer(str(LOCAL_EMBEDDING_MODELS[name]()), device="cpu")
@@ -217,9 +227,21 @@ atexit.register(_local.close)
 class LocalProvider(CustomLLM):
     """litellm provider ``local/``: llama.cpp chat models and sentence-transformers embedders."""
 
-    def completion(self, model: str, messages: list, api_base: str, custom_prompt_dict: dict,
-                   model_response: ModelResponse, print_verbose: Any, encoding: Any, api_key: Any,
-                   logging_obj: Any, optional_params: dict, *args: Any, **kwargs: Any) -> ModelResponse:
+    def completion(
+        self,
+        model: str,
+        messages: list,
+        api_base: str,
+        custom_prompt_dict: dict,
+        model_response: ModelResponse,
+        print_verbose: Any,
+        encoding: Any,
+        api_key: Any,
+        logging_obj: Any,
+        optional_params: dict,
+        *args: Any,
+        **kwargs: Any,
+    ) -> ModelResponse:
         llm = _local.chat_model(model)
         with _local.lock:
             out = llm.create_chat_completion(
@@ -233,23 +255,40 @@ class LocalProvider(CustomLLM):
         model_response.choices[0].message.content = out["choices"][0]["message"]["content"]
         model_response.choices[0].finish_reason = out["choices"][0].get("finish_reason") or "stop"
         usage = out.get("usage") or {}
-        model_response.usage = litellm.Usage(prompt_tokens=usage.get("prompt_tokens", 0),
-                                             completion_tokens=usage.get("completion_tokens", 0),
-                                             total_tokens=usage.get("total_tokens", 0))
+        model_response.usage = litellm.Usage(
+            prompt_tokens=usage.get("prompt_tokens", 0),
+            completion_tokens=usage.get("completion_tokens", 0),
+            total_tokens=usage.get("total_tokens", 0),
+        )
         model_response.model = f"local/{model}"
         return model_response
 
-    def streaming(self, model: str, messages: list, api_base: str, custom_prompt_dict: dict,
-                  model_response: ModelResponse, print_verbose: Any, encoding: Any, api_key: Any,
-                  logging_obj: Any, optional_params: dict, *args: Any,
-                  **kwargs: Any) -> Iterator[GenericStreamingChunk]:
+    def streaming(
+        self,
+        model: str,
+        messages: list,
+        api_base: str,
+        custom_prompt_dict: dict,
+        model_response: ModelResponse,
+        print_verbose: Any,
+        encoding: Any,
+        api_key: Any,
+        logging_obj: Any,
+        optional_params: dict,
+        *args: Any,
+        **kwargs: Any,
+    ) -> Iterator[GenericStreamingChunk]:
         """The reply as llama.cpp writes it, piece by piece; the last chunk carries the token counts."""
         llm = _local.chat_model(model)
         with _local.lock:
             parts = llm.create_chat_completion(
-                messages=messages, max_tokens=optional_params.get("max_tokens") or 256,
-                temperature=optional_params.get("temperature", 0.0), stop=optional_params.get("stop"),
-                repeat_penalty=LOCAL_REPEAT_PENALTY, stream=True)
+                messages=messages,
+                max_tokens=optional_params.get("max_tokens") or 256,
+                temperature=optional_params.get("temperature", 0.0),
+                stop=optional_params.get("stop"),
+                repeat_penalty=LOCAL_REPEAT_PENALTY,
+                stream=True,
+            )
             written = []
             finish = "stop"
             prompt = None
@@ -265,12 +304,15 @@ class LocalProvider(CustomLLM):
             completion = len(llm.tokenize("".join(written).encode("utf-8"), add_bos=False)) if written else 0
         yield _stream_chunk("", finish=finish, usage=(prompt or 0, completion))
 
-    def embedding(self, model: str, input: list, model_response: EmbeddingResponse, *args: Any,
-                  **kwargs: Any) -> EmbeddingResponse:
-        vectors = _local.embedder(model).encode(list(input), batch_size=64, normalize_embeddings=True,
-                                                convert_to_numpy=True, show_progress_bar=False)
-        model_response.data = [{"object": "embedding", "index": i, "embedding": v.tolist()}
-                               for i, v in enumerate(vectors)]
+    def embedding(
+        self, model: str, input: list, model_response: EmbeddingResponse, *args: Any, **kwargs: Any
+    ) -> EmbeddingResponse:
+        vectors = _local.embedder(model).encode(
+            list(input), batch_size=64, normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False
+        )
+        model_response.data = [
+            {"object": "embedding", "index": i, "embedding": v.tolist()} for i, v in enumerate(vectors)
+        ]
         model_response.model = f"local/{model}"
         model_response.usage = litellm.Usage(prompt_tokens=0, completion_tokens=0, total_tokens=0)
         return model_response
@@ -279,15 +321,21 @@ class LocalProvider(CustomLLM):
 def _stream_chunk(text: str, *, finish: str = "", usage: tuple[int, int] | None = None) -> GenericStreamingChunk:
     """One piece of a custom provider's streamed reply (litellm's GenericStreamingChunk)."""
     counts = {"prompt_tokens": usage[0], "completion_tokens": usage[1], "total_tokens": sum(usage)} if usage else None
-    return {"text": text, "tool_use": None, "is_finished": bool(finish), "finish_reason": finish,
-            "usage": counts, "index": 0}
+    return {
+        "text": text,
+        "tool_use": None,
+        "is_finished": bool(finish),
+        "finish_reason": finish,
+        "usage": counts,
+        "index": 0,
+    }
 
 
 def register_provider(name: str, handler: CustomLLM) -> None:
     """Register another in-process provider (tests use this for scripted models)."""
-    litellm.custom_provider_map = [
-        e for e in litellm.custom_provider_map if e.get("provider") != name
-    ] + [{"provider": name, "custom_handler": handler}]
+    litellm.custom_provider_map = [e for e in litellm.custom_provider_map if e.get("provider") != name] + [
+        {"provider": name, "custom_handler": handler}
+    ]
     if name not in litellm._custom_providers:
         litellm._custom_providers.append(name)
 
@@ -306,7 +354,10 @@ TRANSIENT_ERRORS: tuple[type[BaseException], ...] = (
     litellm.ServiceUnavailableError,
 )
 REFUSED_ERRORS: tuple[type[BaseException], ...] = (
-    litellm.AuthenticationError, litellm.NotFoundError, litellm.BadRequestError)
+    litellm.AuthenticationError,
+    litellm.NotFoundError,
+    litellm.BadRequestError,
+)
 
 
 def _is_transient(exc: BaseException) -> bool:
@@ -321,8 +372,11 @@ def _retry_after(exc: BaseException) -> float | None:
     litellm keeps the provider's headers on ``litellm_response_headers``; its
     ``response`` is a stand-in whose headers are empty.
     """
-    for headers in (getattr(exc, "litellm_response_headers", None), getattr(exc, "headers", None),
-                    getattr(getattr(exc, "response", None), "headers", None)):
+    for headers in (
+        getattr(exc, "litellm_response_headers", None),
+        getattr(exc, "headers", None),
+        getattr(getattr(exc, "response", None), "headers", None),
+    ):
         value = headers.get("retry-after") if hasattr(headers, "get") else None
         if value is None:
             continue
@@ -375,13 +429,17 @@ def _with_retries(call: Any, *, model: str, retries: int, what: str) -> Any:
             budget = MAX_BACKOFF_S - waited
             if asked is not None and asked > budget and attempt <= retries:
                 # Retrying before the provider's own time is up would only be refused again.
-                raise LLMError(f"{what} with {model} failed after {attempt} attempts: the provider asked to wait "
-                               f"{asked:.0f} s, more than the {budget:.0f} s left to wait: {exc}",
-                               model=model, transient=True) from exc
+                raise LLMError(
+                    f"{what} with {model} failed after {attempt} attempts: the provider asked to wait "
+                    f"{asked:.0f} s, more than the {budget:.0f} s left to wait: {exc}",
+                    model=model,
+                    transient=True,
+                ) from exc
             delay = min(asked or 2.0 ** (attempt - 1), budget)
             if attempt > retries or delay <= 0:
-                raise LLMError(f"{what} with {model} failed after {attempt} attempts: {exc}",
-                               model=model, transient=True) from exc
+                raise LLMError(
+                    f"{what} with {model} failed after {attempt} attempts: {exc}", model=model, transient=True
+                ) from exc
             logger.warning("%s with %s failed (attempt %s), retrying in %.1fs", what, model, attempt, delay)
             time.sleep(delay)
             waited += delay
@@ -432,15 +490,25 @@ def _within(call: Any, *, seconds: float, model: str) -> Any:
     try:
         ok, value = outcome.get(timeout=seconds)
     except queue.Empty:
-        raise litellm.Timeout(message=f"no complete reply within {seconds:g} s (llm.timeout_s)", model=model,
-                              llm_provider=model.partition("/")[0]) from None
+        raise litellm.Timeout(
+            message=f"no complete reply within {seconds:g} s (llm.timeout_s)",
+            model=model,
+            llm_provider=model.partition("/")[0],
+        ) from None
     if not ok:
         raise value
     return value
 
 
-def complete(*, messages: list[dict[str, str]], purpose: str, model: str, max_tokens: int = 256,
-             temperature: float = 0.0, on_text: Callable[[str], None] | None = None) -> Completion:
+def complete(
+    *,
+    messages: list[dict[str, str]],
+    purpose: str,
+    model: str,
+    max_tokens: int = 256,
+    temperature: float = 0.0,
+    on_text: Callable[[str], None] | None = None,
+) -> Completion:
     """One chat completion with retries; raises LLMError, never returns an empty text.
 
     ``on_text``: the reply is streamed, and ``on_text`` is given the whole text written so far each time
@@ -453,17 +521,20 @@ def complete(*, messages: list[dict[str, str]], purpose: str, model: str, max_to
 
     def call() -> Any:
         if on_text is not None:
-            response = _streamed(model=model, messages=messages, max_tokens=max_tokens, temperature=temperature,
-                                 on_text=on_text)
+            response = _streamed(
+                model=model, messages=messages, max_tokens=max_tokens, temperature=temperature, on_text=on_text
+            )
         else:
-            response = litellm.completion(model=model, messages=messages, max_tokens=max_tokens,
-                                          temperature=temperature, **_call_kwargs(model))
+            response = litellm.completion(
+                model=model, messages=messages, max_tokens=max_tokens, temperature=temperature, **_call_kwargs(model)
+            )
         choices = getattr(response, "choices", None) or []
         message = getattr(choices[0], "message", None) if choices else None
         text = (getattr(message, "content", None) or "").strip()
         if not text:
-            raise litellm.InternalServerError(message="empty completion" if choices else "a reply without choices",
-                                              llm_provider="", model=model)
+            raise litellm.InternalServerError(
+                message="empty completion" if choices else "a reply without choices", llm_provider="", model=model
+            )
         return response, text
 
     attempt = (lambda: _within(call, seconds=conf.timeout_s, model=model)) if _remote(model) else call
@@ -478,20 +549,30 @@ def complete(*, messages: list[dict[str, str]], purpose: str, model: str, max_to
         record.prompt_tokens += prompt_tokens
         record.completion_tokens += completion_tokens
         record.cost += cost
-    logger.info("llm %s model=%s prompt_tokens=%s completion_tokens=%s", purpose, model, prompt_tokens,
-                completion_tokens)
-    return Completion(text=text, model=model, prompt_tokens=prompt_tokens,
-                      completion_tokens=completion_tokens, cost=cost)
+    logger.info(
+        "llm %s model=%s prompt_tokens=%s completion_tokens=%s", purpose, model, prompt_tokens, completion_tokens
+    )
+    return Completion(
+        text=text, model=model, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens, cost=cost
+    )
 
 
-def _streamed(*, model: str, messages: list[dict[str, str]], max_tokens: int, temperature: float,
-              on_text: Callable[[str], None]) -> Any:
+def _streamed(
+    *, model: str, messages: list[dict[str, str]], max_tokens: int, temperature: float, on_text: Callable[[str], None]
+) -> Any:
     """A streamed completion put back together (litellm's ``stream_chunk_builder``: text and usage)."""
     chunks: list[Any] = []
     written = ""
     try:
-        stream = litellm.completion(model=model, messages=messages, max_tokens=max_tokens, temperature=temperature,
-                                    stream=True, stream_options={"include_usage": True}, **_call_kwargs(model))
+        stream = litellm.completion(
+            model=model,
+            messages=messages,
+            max_tokens=max_tokens,
+            temperature=temperature,
+            stream=True,
+            stream_options={"include_usage": True},
+            **_call_kwargs(model),
+        )
         for chunk in stream:
             chunks.append(chunk)
             choices = getattr(chunk, "choices", None) or []
@@ -532,7 +613,7 @@ def embed(texts: list[str], *, model: str, batch_size: int = 64) -> list[list[fl
     ordered = [texts[i] for i in order]
     vectors: list[list[float]] = []
     for start in range(0, len(ordered), batch_size):
-        batch = ordered[start:start + batch_size]
+        batch = ordered[start : start + batch_size]
 
         def call(batch: list[str] = batch) -> Any:
             return litellm.embedding(model=model, input=batch, **_call_kwargs(model))

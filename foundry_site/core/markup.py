@@ -5,14 +5,41 @@ in the text is shown as text, escaped, never passed through as markup), then nh3
 allow-list of tags, attributes and URL schemes over whatever Markdown produced. The
 Content-Security-Policy is the third.
 """
+
 from __future__ import annotations
 
 import markdown
 import nh3
 from django.utils.safestring import SafeString, mark_safe
 
-TEXT_TAGS = {"h1", "h2", "h3", "h4", "h5", "h6", "p", "br", "hr", "ul", "ol", "li", "strong", "em", "code", "pre",
-             "blockquote", "table", "thead", "tbody", "tr", "th", "td", "sup", "sub", "del"}
+TEXT_TAGS = {
+    "h1",
+    "h2",
+    "h3",
+    "h4",
+    "h5",
+    "h6",
+    "p",
+    "br",
+    "hr",
+    "ul",
+    "ol",
+    "li",
+    "strong",
+    "em",
+    "code",
+    "pre",
+    "blockquote",
+    "table",
+    "thead",
+    "tbody",
+    "tr",
+    "th",
+    "td",
+    "sup",
+    "sub",
+    "del",
+}
 LINK_REL = "nofollow noopener noreferrer"
 
 
@@ -39,8 +66,12 @@ def markdown_html(text: str, *, links: bool = False, line_breaks: bool = False) 
     """
     extensions = ["tables", "sane_lists", "fenced_code"] + (["nl2br"] if line_breaks else [])
     tags = TEXT_TAGS | ({"a"} if links else set())
-    clean = nh3.clean(_convert(text, extensions=extensions), tags=tags,
-                      attributes={"a": {"href", "title"}} if links else {},
-                      attribute_filter=_web_links_only, link_rel=LINK_REL if links else None,
-                      url_schemes={"http", "https"})
+    clean = nh3.clean(
+        _convert(text, extensions=extensions),
+        tags=tags,
+        attributes={"a": {"href", "title"}} if links else {},
+        attribute_filter=_web_links_only,
+        link_rel=LINK_REL if links else None,
+        url_schemes={"http", "https"},
+    )
     return mark_safe(clean)  # noqa: S308 (raw HTML escaped by Markdown, then sanitised by nh3)

@@ -4,6 +4,7 @@ Unbounded, ``?page=10**25`` becomes an OFFSET that SQLite's 64-bit integers cann
 hold: the driver raises OverflowError and the API answers 500. Here such a value is
 a 422 naming the parameter.
 """
+
 from __future__ import annotations
 
 from ninja import Field, Schema

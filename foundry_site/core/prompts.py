@@ -1,4 +1,5 @@
 """Prompt templates live in files (``prompts.*`` in foundry.yaml), overridable per project."""
+
 from __future__ import annotations
 
 import re
@@ -9,10 +10,17 @@ from django.conf import settings
 _PLACEHOLDER = re.compile(r"\{([a-z_]+)\}")
 # What each template must hand the model: without it a query or a run would go on without its
 # question or its passages (checked at startup, ``foundry_site.db.checks``).
-REQUIRED = {"answer_system": ("context",), "answer_user": ("question",),
-            "generate_system": ("feature_spec_content", "retrieved_chunks"), "hyde": ("question",),
-            "conflicts": ("passages",), "relevance": ("question", "passages"), "context_prefix": ("chunk",),
-            "summary": ("document",), "condense": ("history", "message")}
+REQUIRED = {
+    "answer_system": ("context",),
+    "answer_user": ("question",),
+    "generate_system": ("feature_spec_content", "retrieved_chunks"),
+    "hyde": ("question",),
+    "conflicts": ("passages",),
+    "relevance": ("question", "passages"),
+    "context_prefix": ("chunk",),
+    "summary": ("document",),
+    "condense": ("history", "message"),
+}
 
 
 def missing_placeholders(name: str) -> list[str]:

@@ -4,6 +4,7 @@ A fixed one-minute window counted in Django's cache. The cache must be shared
 by every server process (the default file cache under FOUNDRY_HOME/cache is),
 otherwise each gunicorn worker would allow the full rate on its own.
 """
+
 from __future__ import annotations
 
 import math
@@ -19,8 +20,9 @@ class RateLimited(Exception):
     """Too many queries this minute; ``retry_after`` is the wait in seconds (the API answers 429)."""
 
     def __init__(self, retry_after: int) -> None:
-        super().__init__(f"Too many queries: at most {settings.FOUNDRY_QUERY_RATE} a minute. "
-                         f"Try again in {retry_after} s.")
+        super().__init__(
+            f"Too many queries: at most {settings.FOUNDRY_QUERY_RATE} a minute. Try again in {retry_after} s."
+        )
         self.retry_after = retry_after
 
 

@@ -6,6 +6,7 @@ leaving the caller to believe it took effect. Strings holding unpaired UTF-16
 surrogates (``"\\ud800"`` is valid JSON, but not Unicode) are refused the same
 way, before they reach SQLite, which cannot store them.
 """
+
 from __future__ import annotations
 
 from typing import Annotated, Any

@@ -1,4 +1,5 @@
 """Free text: the words that carry no topic, and checks on what users type (questions, topics, notes)."""
+
 from __future__ import annotations
 
 import re
@@ -9,11 +10,13 @@ _CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")  # control charac
 
 
 # Words that carry no topic: dropping them keeps BM25 from ranking on "what is the".
-STOPWORDS = frozenset("""
+STOPWORDS = frozenset(
+    """
 a an and are as at be but by can could did do does for from had has have how i if in into is it its
 me my no not of on or our shall should so than that the their them then there these they this to
 was we were what when where which who whom why will with would you your
-""".split())
+""".split()
+)
 
 
 class TextRejected(ValueError):
@@ -35,8 +38,10 @@ def user_text(value: str, *, what: str, max_chars: int, collapse: bool = True) -
     ``max_chars``, or not valid Unicode.
     """
     if unpaired_surrogates(value):
-        raise TextRejected(f"the {what} contains characters that are not valid Unicode (unpaired surrogates, "
-                           "e.g. from bytes that are not UTF-8)")
+        raise TextRejected(
+            f"the {what} contains characters that are not valid Unicode (unpaired surrogates, "
+            "e.g. from bytes that are not UTF-8)"
+        )
     text = _CONTROL.sub(" ", value)
     text = " ".join(text.split()) if collapse else text.strip()
     if not any(unicodedata.category(c)[0] not in "ZC" for c in text):  # nothing visible: spaces, zero widths

@@ -7,20 +7,25 @@ to an abbreviation ("e.g.", "approx.", "Fig."), an initial, or a numbered refere
 ("Section 3. …" is one sentence); decimals and versions ("3.3 V", "2.4.1") never split,
 since no space follows their points.
 """
+
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
 
 # Lower-cased words that end with a period without ending the sentence.
-ABBREVIATIONS = frozenset("""
+ABBREVIATIONS = frozenset(
+    """
     e.g i.e etc approx appr ca cf vs incl excl resp max min no nos nr fig figs tab eq eqs ref refs sec
     sect ch chap vol pp p para art mr mrs ms dr prof st jr sr inc ltd co corp dept est al
     jan feb mar apr jun jul aug sep sept oct nov dec mon tue wed thu fri sat sun
-""".split())
+""".split()
+)
 # A number after one of these words is a reference ("Section 3. Wiring", "step 2."), not a sentence end.
-NUMBERED = frozenset("section sec chapter ch step table tab figure fig item version v rev revision page p no "
-                     "part appendix annex clause article art".split())
+NUMBERED = frozenset(
+    "section sec chapter ch step table tab figure fig item version v rev revision page p no "
+    "part appendix annex clause article art".split()
+)
 _END = re.compile(r"[.!?][\"')\]]*(?=\s+[\"'(\[]?[A-Z0-9À-Ý])")
 _LIST_ITEM = re.compile(r"^\s*(?:[-*+•]|\d{1,3}[.)]|[a-z][.)])\s+\S")
 # A labelled value on its own line (``interfaces[0].max_sensors: 8``, ``voltage_v: 3.3``): a key path or a
@@ -101,8 +106,17 @@ def _lines(text: str) -> list[tuple[int, int]]:
     return spans
 
 
-def _unit(text: str, lines: list[tuple[int, int]], first: int, last: int, kind: str, *,
-          start: int | None = None, end: int | None = None, context: str = "") -> Unit:
+def _unit(
+    text: str,
+    lines: list[tuple[int, int]],
+    first: int,
+    last: int,
+    kind: str,
+    *,
+    start: int | None = None,
+    end: int | None = None,
+    context: str = "",
+) -> Unit:
     """The unit from ``start`` (default: line ``first``'s start) to ``end`` (line ``last``'s end), trimmed."""
     start = lines[first][0] if start is None else start
     end = lines[last][1] if end is None else end
@@ -110,8 +124,9 @@ def _unit(text: str, lines: list[tuple[int, int]], first: int, last: int, kind: 
         start += 1
     while end > start and text[end - 1].isspace():
         end -= 1
-    return Unit(text[start:end], kind, start, end, _line_of(lines, start), _line_of(lines, max(start, end - 1)),
-                context)
+    return Unit(
+        text[start:end], kind, start, end, _line_of(lines, start), _line_of(lines, max(start, end - 1)), context
+    )
 
 
 def _line_of(lines: list[tuple[int, int]], offset: int) -> int:
@@ -136,8 +151,10 @@ def _item_units(text: str, lines: list[tuple[int, int]], first: int, last: int, 
     item = _unit(text, lines, first, last, kind)
     if len(item.text.split()) <= MAX_ITEM_WORDS:
         return [item]
-    return [Unit(u.text, kind, u.start, u.end, u.line_first, u.line_last)
-            for u in _sentences(text, lines, item.start, item.end)]
+    return [
+        Unit(u.text, kind, u.start, u.end, u.line_first, u.line_last)
+        for u in _sentences(text, lines, item.start, item.end)
+    ]
 
 
 def _paragraph_units(text: str, lines: list[tuple[int, int]], paragraph: list[tuple[int, int]]) -> list[Unit]:
@@ -149,8 +166,11 @@ def _paragraph_units(text: str, lines: list[tuple[int, int]], paragraph: list[tu
     for (index, _), nxt in zip(paragraph, paragraph[1:] + [(-1, -1)]):
         line = text[slice(*lines[index])].rstrip()
         follower = text[slice(*lines[nxt[0]])].lstrip() if nxt[0] >= 0 else ""
-        if nxt[0] >= 0 and not (len(line) < SHORT_LINE and line[-1:] not in _OPEN_ENDS
-                                and (follower[:1].isupper() or follower[:1].isdigit())):
+        if nxt[0] >= 0 and not (
+            len(line) < SHORT_LINE
+            and line[-1:] not in _OPEN_ENDS
+            and (follower[:1].isupper() or follower[:1].isdigit())
+        ):
             continue
         out += _sentences(text, lines, lines[first][0], lines[index][1])
         first = nxt[0]
@@ -161,7 +181,7 @@ def _sentences(text: str, lines: list[tuple[int, int]], start: int, end: int) ->
     out: list[Unit] = []
     cursor = start
     for match in _END.finditer(text, start, end):
-        if not sentence_ends(text[cursor:match.start() + 1]):
+        if not sentence_ends(text[cursor : match.start() + 1]):
             continue
         out.append(_unit(text, lines, 0, 0, "sentence", start=cursor, end=match.end()))
         cursor = match.end()

@@ -5,6 +5,7 @@ backend subclasses ``sqlite3.Cursor`` at import time, so pysqlite3 has to stand
 in for ``sqlite3`` *before* that backend is imported; the swap below does that
 and refuses to run if the stdlib backend was already loaded.
 """
+
 from __future__ import annotations
 
 import sys

@@ -5,6 +5,7 @@ templates exist, and the index was embedded with the configured embedding model.
 all of them; the other ``foundry`` commands skip the index check (``INDEX_TAG``), because
 ``foundry ingest`` is how that problem is fixed.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -23,12 +24,22 @@ def check_sqlite_extensions(app_configs: Any = None, **kwargs: Any) -> list[Chec
         try:
             cur.execute("SELECT vec_version()")
         except Exception as exc:  # any failure here means vec0 is unusable
-            errors.append(Error(f"sqlite-vec (vec0) is not available: {exc}", id="foundry.E001",
-                                hint="Install sqlite-vec and use ENGINE 'foundry_site.db'."))
+            errors.append(
+                Error(
+                    f"sqlite-vec (vec0) is not available: {exc}",
+                    id="foundry.E001",
+                    hint="Install sqlite-vec and use ENGINE 'foundry_site.db'.",
+                )
+            )
         cur.execute("SELECT sqlite_compileoption_used('ENABLE_FTS5')")
         if not cur.fetchone()[0]:
-            errors.append(Error("SQLite was built without FTS5.", id="foundry.E002",
-                                hint="Install pysqlite3-binary, which ships FTS5."))
+            errors.append(
+                Error(
+                    "SQLite was built without FTS5.",
+                    id="foundry.E002",
+                    hint="Install pysqlite3-binary, which ships FTS5.",
+                )
+            )
     return errors
 
 
@@ -40,10 +51,11 @@ def check_models(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
 
     from foundry_site.core import llm
 
-    return [Error(f"{key}: {problem}", id="foundry.E003",
-                  hint="Fix foundry.yaml or set the provider's API key variable.")
-            for key, (model, role) in settings.FOUNDRY.model_roles().items()
-            for problem in llm.validate_models({model}, role=role)]
+    return [
+        Error(f"{key}: {problem}", id="foundry.E003", hint="Fix foundry.yaml or set the provider's API key variable.")
+        for key, (model, role) in settings.FOUNDRY.model_roles().items()
+        for problem in llm.validate_models({model}, role=role)
+    ]
 
 
 @register(TAG)
@@ -58,19 +70,29 @@ def check_prompt_templates(app_configs: Any = None, **kwargs: Any) -> list[Check
     for name in type(settings.FOUNDRY.prompts).model_fields:
         path = prompts.template_path(name)
         if not path.is_file():
-            errors.append(Error(f"prompts.{name}: template file {path} does not exist", id="foundry.E005",
-                                hint="Fix the path in foundry.yaml (relative paths start at the project folder)."))
+            errors.append(
+                Error(
+                    f"prompts.{name}: template file {path} does not exist",
+                    id="foundry.E005",
+                    hint="Fix the path in foundry.yaml (relative paths start at the project folder).",
+                )
+            )
             continue
         try:
             missing = prompts.missing_placeholders(name)
         except (OSError, UnicodeDecodeError) as exc:
-            errors.append(Error(f"prompts.{name}: template file {path} cannot be read as UTF-8 text: {exc}",
-                                id="foundry.E005"))
+            errors.append(
+                Error(f"prompts.{name}: template file {path} cannot be read as UTF-8 text: {exc}", id="foundry.E005")
+            )
             continue
         if missing:
-            errors.append(Error(f"prompts.{name}: template file {path} lacks "
-                                + ", ".join("{" + key + "}" for key in missing), id="foundry.E006",
-                                hint="The model would never see what that placeholder carries; put it back."))
+            errors.append(
+                Error(
+                    f"prompts.{name}: template file {path} lacks " + ", ".join("{" + key + "}" for key in missing),
+                    id="foundry.E006",
+                    hint="The model would never see what that placeholder carries; put it back.",
+                )
+            )
     return errors
 
 

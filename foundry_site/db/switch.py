@@ -5,6 +5,7 @@ duration of the block that alias is bound to a fresh connection to ``path``
 (migrated first); the previous connection is put back untouched afterwards,
 even if it was inside a transaction. Thread-local, like Django's connections.
 """
+
 from __future__ import annotations
 
 import contextlib

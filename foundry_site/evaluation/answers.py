@@ -8,6 +8,7 @@ of the knowledge base (``out_of_corpus``: the gate should refuse with no LLM
 call). For scoring, out-of-corpus questions count as unanswerable: from this
 knowledge base the right answer is to abstain ("").
 """
+
 from __future__ import annotations
 
 import random
@@ -69,20 +70,25 @@ class AnswersEvaluation:
         return answers_summary(self.outcomes)
 
 
-def sample(articles: list[Article], *, kb_articles: int, limit: int, seed: int
-           ) -> tuple[list[Article], dict[str, list[Question]]]:
+def sample(
+    articles: list[Article], *, kb_articles: int, limit: int, seed: int
+) -> tuple[list[Article], dict[str, list[Question]]]:
     """Pick the knowledge-base articles and up to ``limit`` questions, split evenly over the kinds."""
     if not 1 <= kb_articles < len(articles):
-        raise EvalDataError(f"--kb-articles must be between 1 and {len(articles) - 1} "
-                            f"(the file has {len(articles)} articles; at least one must stay out of the corpus)")
+        raise EvalDataError(
+            f"--kb-articles must be between 1 and {len(articles) - 1} "
+            f"(the file has {len(articles)} articles; at least one must stay out of the corpus)"
+        )
     if limit < 3:
         raise ValueError("--limit must be at least 3 (one question of each kind)")
     rng = random.Random(seed)
     kb = rng.sample(articles, kb_articles)
     outside = [a for a in articles if a not in kb]
-    pools = {"answerable": [q for a in kb for q in a.questions if not q.impossible],
-             "impossible": [q for a in kb for q in a.questions if q.impossible],
-             "out_of_corpus": [q for a in outside for q in a.questions]}
+    pools = {
+        "answerable": [q for a in kb for q in a.questions if not q.impossible],
+        "impossible": [q for a in kb for q in a.questions if q.impossible],
+        "out_of_corpus": [q for a in outside for q in a.questions],
+    }
     share = {kind: limit // 3 + (1 if i < limit % 3 else 0) for i, kind in enumerate(KINDS)}
     return kb, {kind: rng.sample(pool, min(share[kind], len(pool))) for kind, pool in pools.items()}
 
@@ -97,18 +103,26 @@ def prediction_text(answer_text: str) -> str:
 
 
 @contextmanager
-def squad_index(squad: Path, kb: list[Article], *, digest: str | None = None,
-                progress: ProgressFn | None = None) -> Iterator[EvalIndex]:
+def squad_index(
+    squad: Path, kb: list[Article], *, digest: str | None = None, progress: ProgressFn | None = None
+) -> Iterator[EvalIndex]:
     """The cached knowledge base of ``kb``'s articles (keyed by the file and the article titles)."""
     key = cache_key(data_sha256=digest or file_sha256(squad), extra={"articles": sorted(a.title for a in kb)})
-    with eval_index(name=f"squad-{squad.stem}", key=key, documents=[article_document(a) for a in kb],
-                    progress=progress) as index:
+    with eval_index(
+        name=f"squad-{squad.stem}", key=key, documents=[article_document(a) for a in kb], progress=progress
+    ) as index:
         yield index
 
 
-def answers_evaluate(*, squad: Path, kb_articles: int, limit: int, seed: int,
-                     ingest_progress: ProgressFn | None = None,
-                     question_progress: Callable[[Outcome], None] | None = None) -> AnswersEvaluation:
+def answers_evaluate(
+    *,
+    squad: Path,
+    kb_articles: int,
+    limit: int,
+    seed: int,
+    ingest_progress: ProgressFn | None = None,
+    question_progress: Callable[[Outcome], None] | None = None,
+) -> AnswersEvaluation:
     """Build (or reuse) the knowledge base, ask every sampled question, score each answer."""
 
     load_start = report.machine()["loadavg"]
@@ -116,13 +130,18 @@ def answers_evaluate(*, squad: Path, kb_articles: int, limit: int, seed: int,
     kb, questions = sample(articles, kb_articles=kb_articles, limit=limit, seed=seed)
     digest = file_sha256(squad)
     titles = sorted(a.title for a in kb)
-    result = AnswersEvaluation(dataset={"squad": str(squad), "sha256": digest, "articles": len(articles),
-                                        "seed": seed, "limit": limit}, kb_articles=titles,
-                                load_start=load_start)
+    result = AnswersEvaluation(
+        dataset={"squad": str(squad), "sha256": digest, "articles": len(articles), "seed": seed, "limit": limit},
+        kb_articles=titles,
+        load_start=load_start,
+    )
     with squad_index(squad, kb, digest=digest, progress=ingest_progress) as index:
         counts = index.ingest.as_dict()
-        result.index = {"folder": str(index.folder), "chunks": len(index.doc_of_chunk),
-                        **{k: counts[k] for k in ("ingested", "unchanged", "failed", "skipped")}}
+        result.index = {
+            "folder": str(index.folder),
+            "chunks": len(index.doc_of_chunk),
+            **{k: counts[k] for k in ("ingested", "unchanged", "failed", "skipped")},
+        }
         runs = index.folder / "runs"
         # Per-question audit rows (runs.csv, retrieval.json) stay with the eval index, not the user's home,
         # and the answer cache is off: a second run must measure the pipeline, not replay the log.
@@ -143,14 +162,31 @@ def question_ask(question: Question, kind: str) -> Outcome:
     golds = list(question.answers) if kind == "answerable" else []
     prediction = "" if refused else prediction_text(answer.answer)
     gold_norm = [normalize_answer(g) for g in question.answers if normalize_answer(g)]
-    citations = [{"chunk_id": c["chunk_id"], "source": c["source"],
-                  "supports": any(g in normalize_answer(c["text"]) for g in gold_norm)} for c in answer.citations]
-    return Outcome(qid=question.qid, kind=kind, question=question.question, golds=golds, prediction=prediction,
-                   answer_class=answer.answer_class, refusal=answer.refusal, llm_calls=answer.llm_calls,
-                   coverage=answer.coverage, gate_max_score=float(answer.gate.get("max_score", 0.0)),
-                   citations=citations, timings=dict(answer.timings),
-                   em=exact_match(prediction, golds), f1=f1_score(prediction, golds),
-                   holds_gold=holds_gold(prediction, golds))
+    citations = [
+        {
+            "chunk_id": c["chunk_id"],
+            "source": c["source"],
+            "supports": any(g in normalize_answer(c["text"]) for g in gold_norm),
+        }
+        for c in answer.citations
+    ]
+    return Outcome(
+        qid=question.qid,
+        kind=kind,
+        question=question.question,
+        golds=golds,
+        prediction=prediction,
+        answer_class=answer.answer_class,
+        refusal=answer.refusal,
+        llm_calls=answer.llm_calls,
+        coverage=answer.coverage,
+        gate_max_score=float(answer.gate.get("max_score", 0.0)),
+        citations=citations,
+        timings=dict(answer.timings),
+        em=exact_match(prediction, golds),
+        f1=f1_score(prediction, golds),
+        holds_gold=holds_gold(prediction, golds),
+    )
 
 
 def holds_gold(prediction: str, golds: list[str]) -> bool:
@@ -174,7 +210,8 @@ def answers_summary(outcomes: list[Outcome]) -> dict:
     ooc = by_kind["out_of_corpus"]
     stages = sorted({s for o in outcomes for s in o.timings})
     return {
-        "questions": len(outcomes), "counts": {k: len(v) for k, v in by_kind.items()},
+        "questions": len(outcomes),
+        "counts": {k: len(v) for k, v in by_kind.items()},
         "exact": round(100 * metrics.mean([o.em for o in outcomes]), 2),
         "f1": round(100 * metrics.mean([o.f1 for o in outcomes]), 2),
         "HasAns_exact": round(100 * metrics.mean([o.em for o in has_ans]), 2),
@@ -188,28 +225,37 @@ def answers_summary(outcomes: list[Outcome]) -> dict:
         "refused_without_llm_out_of_corpus": _rate(sum(o.abstained and o.llm_calls == 0 for o in ooc), len(ooc)),
         "false_refusal_rate": _rate(sum(o.abstained for o in has_ans), len(has_ans)),
         "hallucination_rate": _rate(sum(not o.abstained for o in no_ans), len(no_ans)),
-        "hallucination_rate_impossible": _rate(sum(not o.abstained for o in by_kind["impossible"]),
-                                               len(by_kind["impossible"])),
+        "hallucination_rate_impossible": _rate(
+            sum(not o.abstained for o in by_kind["impossible"]), len(by_kind["impossible"])
+        ),
         "citation_precision": _rate(sum(c["supports"] for c in judged), len(judged)),
         "attribution_coverage": round(metrics.mean([o.coverage for o in answered if o.coverage is not None]), 4)
-        if answered else None,
-        "refusals_by_reason": {r: sum(o.refusal == r for o in outcomes) for r in
-                               sorted({o.refusal for o in outcomes if o.refusal})},
-        "latency_ms": {s: metrics.latency_summary([o.timings[s] for o in outcomes if s in o.timings])
-                       for s in stages},
+        if answered
+        else None,
+        "refusals_by_reason": {
+            r: sum(o.refusal == r for o in outcomes) for r in sorted({o.refusal for o in outcomes if o.refusal})
+        },
+        "latency_ms": {s: metrics.latency_summary([o.timings[s] for o in outcomes if s in o.timings]) for s in stages},
         # 95 % intervals: bootstrap for the mean F1, Wilson for the rates (a few dozen questions a kind)
-        "ci95": {"f1": metrics.rounded(metrics.mean_interval([o.f1 for o in outcomes]), 100),
-                 "HasAns_f1": metrics.rounded(metrics.mean_interval([o.f1 for o in has_ans]), 100),
-                 "HasAns_holds_gold": metrics.rounded(metrics.proportion_interval(
-                     sum(o.holds_gold for o in has_ans), len(has_ans))),
-                 "refusal_rate_out_of_corpus": metrics.rounded(metrics.proportion_interval(
-                     sum(o.abstained for o in ooc), len(ooc))),
-                 "false_refusal_rate": metrics.rounded(metrics.proportion_interval(
-                     sum(o.abstained for o in has_ans), len(has_ans))),
-                 "hallucination_rate": metrics.rounded(metrics.proportion_interval(
-                     sum(not o.abstained for o in no_ans), len(no_ans))),
-                 "citation_precision": metrics.rounded(metrics.proportion_interval(
-                     sum(c["supports"] for c in judged), len(judged)))},
+        "ci95": {
+            "f1": metrics.rounded(metrics.mean_interval([o.f1 for o in outcomes]), 100),
+            "HasAns_f1": metrics.rounded(metrics.mean_interval([o.f1 for o in has_ans]), 100),
+            "HasAns_holds_gold": metrics.rounded(
+                metrics.proportion_interval(sum(o.holds_gold for o in has_ans), len(has_ans))
+            ),
+            "refusal_rate_out_of_corpus": metrics.rounded(
+                metrics.proportion_interval(sum(o.abstained for o in ooc), len(ooc))
+            ),
+            "false_refusal_rate": metrics.rounded(
+                metrics.proportion_interval(sum(o.abstained for o in has_ans), len(has_ans))
+            ),
+            "hallucination_rate": metrics.rounded(
+                metrics.proportion_interval(sum(not o.abstained for o in no_ans), len(no_ans))
+            ),
+            "citation_precision": metrics.rounded(
+                metrics.proportion_interval(sum(c["supports"] for c in judged), len(judged))
+            ),
+        },
     }
 
 
@@ -224,10 +270,18 @@ def official_dataset(articles: list[Article], outcomes: list[Outcome]) -> dict:
     for article in articles:
         paragraphs = []
         for j, context in enumerate(article.paragraphs):
-            qas = [{"id": q.qid, "question": q.question, "is_impossible": kinds[q.qid] != "answerable",
+            qas = [
+                {
+                    "id": q.qid,
+                    "question": q.question,
+                    "is_impossible": kinds[q.qid] != "answerable",
                     "answers": [{"text": g, "answer_start": 0} for g in q.answers]
-                    if kinds[q.qid] == "answerable" else []}
-                   for q in article.questions if q.paragraph == j and q.qid in kinds]
+                    if kinds[q.qid] == "answerable"
+                    else [],
+                }
+                for q in article.questions
+                if q.paragraph == j and q.qid in kinds
+            ]
             if qas:
                 paragraphs.append({"context": context, "qas": qas})
         if paragraphs:
@@ -243,15 +297,20 @@ def official_score(scorer: Path, dataset: Path, predictions: Path, out: Path) ->
 
     if not scorer.is_file():
         raise EvalDataError(f"{scorer}: no such file (the official SQuAD 2.0 scorer)")
-    done = subprocess.run([sys.executable, str(scorer), str(dataset), str(predictions), "-o", str(out)],
-                          capture_output=True, text=True, timeout=600)
+    done = subprocess.run(
+        [sys.executable, str(scorer), str(dataset), str(predictions), "-o", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     if done.returncode != 0:
         raise EvalDataError(f"{scorer} failed: {done.stderr.strip()[-500:]}")
     return json.loads(out.read_text(encoding="utf-8"))
 
 
-def answers_report(result: AnswersEvaluation, *, articles: list[Article], folder: Path, eval_id: str,
-                   official_scorer: Path | None) -> dict:
+def answers_report(
+    result: AnswersEvaluation, *, articles: list[Article], folder: Path, eval_id: str, official_scorer: Path | None
+) -> dict:
     """Write predictions (official format), the question subset, report.md/json and plots; append eval.csv."""
     import json
 
@@ -262,30 +321,65 @@ def answers_report(result: AnswersEvaluation, *, articles: list[Article], folder
     dataset.write_text(json.dumps(official_dataset(articles, result.outcomes), ensure_ascii=False), encoding="utf-8")
     if official_scorer is not None:
         summary["official"] = official_score(official_scorer, dataset, predictions, folder / "official.json")
-    rates = {k: summary[k] or 0.0 for k in ("refusal_rate_out_of_corpus", "false_refusal_rate", "hallucination_rate",
-                                             "citation_precision", "attribution_coverage")}
-    report.bars_plot(folder / "answers.png", title=f"Answers ({summary['questions']} questions)",
-                     groups={"rate": rates, "score/100": {k: summary[k] / 100 for k in
-                                                          ("exact", "f1", "HasAns_f1", "NoAns_f1")}})
-    report.latency_plot(folder / "latency.png", title="Latency per stage",
-                        series={s: [o.timings[s] for o in result.outcomes if s in o.timings]
-                                for s in ("search", "read", "generate", "grounding", "total")})
+    rates = {
+        k: summary[k] or 0.0
+        for k in (
+            "refusal_rate_out_of_corpus",
+            "false_refusal_rate",
+            "hallucination_rate",
+            "citation_precision",
+            "attribution_coverage",
+        )
+    }
+    report.bars_plot(
+        folder / "answers.png",
+        title=f"Answers ({summary['questions']} questions)",
+        groups={"rate": rates, "score/100": {k: summary[k] / 100 for k in ("exact", "f1", "HasAns_f1", "NoAns_f1")}},
+    )
+    report.latency_plot(
+        folder / "latency.png",
+        title="Latency per stage",
+        series={
+            s: [o.timings[s] for o in result.outcomes if s in o.timings]
+            for s in ("search", "read", "generate", "grounding", "total")
+        },
+    )
     host = {**report.machine(), "loadavg_start": result.load_start}
     conf = settings.FOUNDRY
-    config = {"generation.model": conf.generation.model, "retrieval.mode": conf.retrieval.mode,
-              "min_score": conf.retrieval.min_score, "min_chunks": conf.retrieval.min_chunks,
-              "min_support": conf.generation.min_support, "hyde": conf.retrieval.hyde,
-              "reader_min_score": conf.generation.reader_min_score,
-              "reader_low_score": conf.generation.reader_low_score}
-    payload = {"eval_id": eval_id, "kind": "answers", **summary, "dataset": result.dataset,
-               "kb_articles": result.kb_articles, "index": result.index, "config": config, "machine": host,
-               "outcomes": [outcome_dict(o) for o in result.outcomes]}
+    config = {
+        "generation.model": conf.generation.model,
+        "retrieval.mode": conf.retrieval.mode,
+        "min_score": conf.retrieval.min_score,
+        "min_chunks": conf.retrieval.min_chunks,
+        "min_support": conf.generation.min_support,
+        "hyde": conf.retrieval.hyde,
+        "reader_min_score": conf.generation.reader_min_score,
+        "reader_low_score": conf.generation.reader_low_score,
+    }
+    payload = {
+        "eval_id": eval_id,
+        "kind": "answers",
+        **summary,
+        "dataset": result.dataset,
+        "kb_articles": result.kb_articles,
+        "index": result.index,
+        "config": config,
+        "machine": host,
+        "outcomes": [outcome_dict(o) for o in result.outcomes],
+    }
     report.report_write(folder, payload=payload, markdown=answers_markdown(eval_id, result, summary, config, host))
-    report.eval_csv_append(eval_id=eval_id, kind="answers", dataset=result.dataset["squad"],
-                           dataset_sha256=result.dataset["sha256"], questions=summary["questions"],
-                           modes=conf.retrieval.mode, headline="f1", headline_value=summary["f1"],
-                           metrics={k: v for k, v in summary.items() if k not in ("latency_ms", "official")},
-                           report=str(folder))
+    report.eval_csv_append(
+        eval_id=eval_id,
+        kind="answers",
+        dataset=result.dataset["squad"],
+        dataset_sha256=result.dataset["sha256"],
+        questions=summary["questions"],
+        modes=conf.retrieval.mode,
+        headline="f1",
+        headline_value=summary["f1"],
+        metrics={k: v for k, v in summary.items() if k not in ("latency_ms", "official")},
+        report=str(folder),
+    )
     return summary
 
 
@@ -298,29 +392,33 @@ def answers_markdown(eval_id: str, result: AnswersEvaluation, summary: dict, con
         return f" (95 %: {scale * interval[0]:.1f}–{scale * interval[1]:.1f})" if interval else ""
 
     counts = summary["counts"]
-    lines = [f"# Answers evaluation {eval_id}", "",
-             f"- data: `{result.dataset['squad']}` (sha256 {result.dataset['sha256'][:12]}), seed "
-             f"{result.dataset['seed']}; knowledge base: {', '.join(result.kb_articles)} "
-             f"({result.index.get('chunks', 0)} chunks)",
-             f"- questions: {counts['answerable']} answerable, {counts['impossible']} unanswerable in corpus, "
-             f"{counts['out_of_corpus']} out of corpus",
-             f"- config: {', '.join(f'{k}={v}' for k, v in config.items())}",
-             f"- machine: {host['platform']}, {host['cpus']} CPUs, load average {host['loadavg_start']} at the start, "
-             f"{host['loadavg']} at the end", "",
-             "| metric | value |", "|---|---|",
-             f"| EM / F1 (all) | {summary['exact']:.2f} / {summary['f1']:.2f}{ci('f1', 1)} |",
-             f"| HasAns EM / F1 | {summary['HasAns_exact']:.2f} / {summary['HasAns_f1']:.2f}{ci('HasAns_f1', 1)} |",
-             f"| answerable: answer holds a gold answer | {pct(summary['HasAns_holds_gold'])}"
-             f"{ci('HasAns_holds_gold')} |",
-             f"| NoAns EM / F1 | {summary['NoAns_exact']:.2f} / {summary['NoAns_f1']:.2f} |",
-             f"| refusal rate, out of corpus | {pct(summary['refusal_rate_out_of_corpus'])}"
-             f"{ci('refusal_rate_out_of_corpus')} (LLM calls: {summary['llm_calls_out_of_corpus']}) |",
-             f"| false-refusal rate (answerable) | {pct(summary['false_refusal_rate'])}{ci('false_refusal_rate')} |",
-             f"| hallucination rate (answered, should refuse) | {pct(summary['hallucination_rate'])}"
-             f"{ci('hallucination_rate')} (in-corpus unanswerable: {pct(summary['hallucination_rate_impossible'])}) |",
-             f"| citation precision | {pct(summary['citation_precision'])}{ci('citation_precision')} |",
-             f"| attribution coverage | {pct(summary['attribution_coverage'])} |",
-             f"| refusals by reason | {summary['refusals_by_reason']} |"]
+    lines = [
+        f"# Answers evaluation {eval_id}",
+        "",
+        f"- data: `{result.dataset['squad']}` (sha256 {result.dataset['sha256'][:12]}), seed "
+        f"{result.dataset['seed']}; knowledge base: {', '.join(result.kb_articles)} "
+        f"({result.index.get('chunks', 0)} chunks)",
+        f"- questions: {counts['answerable']} answerable, {counts['impossible']} unanswerable in corpus, "
+        f"{counts['out_of_corpus']} out of corpus",
+        f"- config: {', '.join(f'{k}={v}' for k, v in config.items())}",
+        f"- machine: {host['platform']}, {host['cpus']} CPUs, load average {host['loadavg_start']} at the start, "
+        f"{host['loadavg']} at the end",
+        "",
+        "| metric | value |",
+        "|---|---|",
+        f"| EM / F1 (all) | {summary['exact']:.2f} / {summary['f1']:.2f}{ci('f1', 1)} |",
+        f"| HasAns EM / F1 | {summary['HasAns_exact']:.2f} / {summary['HasAns_f1']:.2f}{ci('HasAns_f1', 1)} |",
+        f"| answerable: answer holds a gold answer | {pct(summary['HasAns_holds_gold'])}{ci('HasAns_holds_gold')} |",
+        f"| NoAns EM / F1 | {summary['NoAns_exact']:.2f} / {summary['NoAns_f1']:.2f} |",
+        f"| refusal rate, out of corpus | {pct(summary['refusal_rate_out_of_corpus'])}"
+        f"{ci('refusal_rate_out_of_corpus')} (LLM calls: {summary['llm_calls_out_of_corpus']}) |",
+        f"| false-refusal rate (answerable) | {pct(summary['false_refusal_rate'])}{ci('false_refusal_rate')} |",
+        f"| hallucination rate (answered, should refuse) | {pct(summary['hallucination_rate'])}"
+        f"{ci('hallucination_rate')} (in-corpus unanswerable: {pct(summary['hallucination_rate_impossible'])}) |",
+        f"| citation precision | {pct(summary['citation_precision'])}{ci('citation_precision')} |",
+        f"| attribution coverage | {pct(summary['attribution_coverage'])} |",
+        f"| refusals by reason | {summary['refusals_by_reason']} |",
+    ]
     if "official" in summary:
         off = summary["official"]
         lines.append(f"| official evaluate-v2.0.py | EM {off.get('exact', 0):.2f} / F1 {off.get('f1', 0):.2f} |")

@@ -3,6 +3,7 @@
 Every error names the file and the line, so a broken download is found at once
 instead of turning into a quietly wrong score.
 """
+
 from __future__ import annotations
 
 import json
@@ -67,8 +68,9 @@ def load_corpus(path: Path) -> dict[str, Document]:
         doc_id = _field(row, "_id", path, number)
         if doc_id in corpus:
             raise EvalDataError(f"{path}:{number}: duplicate _id {doc_id!r}")
-        corpus[doc_id] = Document(doc_id, _field(row, "title", path, number, required=False),
-                                  _field(row, "text", path, number))
+        corpus[doc_id] = Document(
+            doc_id, _field(row, "title", path, number, required=False), _field(row, "text", path, number)
+        )
     if not corpus:
         raise EvalDataError(f"{path}: no documents")
     return corpus
@@ -102,8 +104,9 @@ def load_qrels(path: Path) -> dict[str, dict[str, int]]:
         if len(parts) == 4:  # TREC style: query-id, iteration, corpus-id, score
             parts = [parts[0], parts[2], parts[3]]
         if len(parts) != 3:
-            raise EvalDataError(f"{path}:{number}: expected 3 tab-separated columns "
-                                f"(query-id, corpus-id, score), found {len(parts)}")
+            raise EvalDataError(
+                f"{path}:{number}: expected 3 tab-separated columns (query-id, corpus-id, score), found {len(parts)}"
+            )
         query_id, doc_id, score = (p.strip() for p in parts)
         if number == 1 and score.lower() in ("score", "relevance", "rel"):
             continue  # the header line
@@ -117,8 +120,9 @@ def load_qrels(path: Path) -> dict[str, dict[str, int]]:
     return qrels
 
 
-def judged_queries(queries: dict[str, str], qrels: dict[str, dict[str, int]], corpus: dict[str, Document],
-                   *, qrels_path: Path) -> dict[str, str]:
+def judged_queries(
+    queries: dict[str, str], qrels: dict[str, dict[str, int]], corpus: dict[str, Document], *, qrels_path: Path
+) -> dict[str, str]:
     """Queries that have at least one relevant judgment, in qrels order.
 
     A judgment naming a query missing from the queries file or a document missing
@@ -127,12 +131,15 @@ def judged_queries(queries: dict[str, str], qrels: dict[str, dict[str, int]], co
     """
     for query_id, docs in qrels.items():
         if query_id not in queries:
-            raise EvalDataError(f"{qrels_path}:{_qrels_line(qrels_path, query_id)}: query {query_id!r} is not in "
-                                "the queries file")
+            raise EvalDataError(
+                f"{qrels_path}:{_qrels_line(qrels_path, query_id)}: query {query_id!r} is not in the queries file"
+            )
         for doc_id in docs:
             if doc_id not in corpus:
-                raise EvalDataError(f"{qrels_path}:{_qrels_line(qrels_path, query_id, doc_id)}: query {query_id!r} "
-                                    f"judges document {doc_id!r}, which is not in the corpus")
+                raise EvalDataError(
+                    f"{qrels_path}:{_qrels_line(qrels_path, query_id, doc_id)}: query {query_id!r} "
+                    f"judges document {doc_id!r}, which is not in the corpus"
+                )
     return {q: queries[q] for q, docs in qrels.items() if any(g > 0 for g in docs.values())}
 
 

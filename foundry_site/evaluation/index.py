@@ -7,6 +7,7 @@ when set), so a second
 run with the same inputs finds every file ``unchanged`` and embeds nothing;
 an interrupted build resumes where it stopped (ingest is idempotent per file).
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -42,8 +43,13 @@ class EvalIndex:
 def cache_key(*, data_sha256: str, extra: dict | None = None) -> str:
     """Key of an eval index: data hash + embedding model + chunk size + context model + format version."""
     conf = settings.FOUNDRY
-    material = {"data": data_sha256, "model": conf.embedding.model, "chunk_tokens": conf.ingest.chunk_tokens,
-                "format": FORMAT_VERSION, **(extra or {})}
+    material = {
+        "data": data_sha256,
+        "model": conf.embedding.model,
+        "chunk_tokens": conf.ingest.chunk_tokens,
+        "format": FORMAT_VERSION,
+        **(extra or {}),
+    }
     # Options added later enter the key only when set, so existing indexes keep their keys.
     if conf.embedding.context_model != "none":
         material["context_model"] = conf.embedding.context_model
@@ -95,8 +101,9 @@ def documents_write(folder: Path, documents: Iterable[Document]) -> dict[str, st
 
 
 @contextlib.contextmanager
-def eval_index(*, name: str, key: str, documents: Iterable[Document],
-               progress: ProgressFn | None = None) -> Iterator[EvalIndex]:
+def eval_index(
+    *, name: str, key: str, documents: Iterable[Document], progress: ProgressFn | None = None
+) -> Iterator[EvalIndex]:
     """Build (or reuse) the index and bind the default connection to it inside the block.
 
     Ingest runs without source summaries (they are never searched, and thousands of
@@ -111,6 +118,7 @@ def eval_index(*, name: str, key: str, documents: Iterable[Document],
     with database_use(database):
         with override_settings(FOUNDRY=lean):
             report = knowledge_base_ingest(target=folder / "docs", collection=EVAL_COLLECTION, progress=progress)
-        doc_of_chunk = {cid: names[path] for cid, path in Chunk.objects.values_list("id", "source__path")
-                        if path in names}
+        doc_of_chunk = {
+            cid: names[path] for cid, path in Chunk.objects.values_list("id", "source__path") if path in names
+        }
         yield EvalIndex(folder=folder, database=database, ingest=report, doc_of_chunk=doc_of_chunk)

@@ -5,6 +5,7 @@ relevance itself (not 2^rel - 1), the discount is log2(rank + 1), the ideal DCG
 is taken over every judged relevant document, and a document judged 0 (or lower)
 is not relevant.
 """
+
 from __future__ import annotations
 
 import math
@@ -22,8 +23,7 @@ def dedupe(ranked: Sequence[str]) -> list[str]:
 
 
 def dcg_at_k(ranked: Sequence[str], qrels: Qrels, k: int) -> float:
-    return sum(max(qrels.get(doc, 0), 0) / math.log2(rank + 1)
-               for rank, doc in enumerate(ranked[:k], start=1))
+    return sum(max(qrels.get(doc, 0), 0) / math.log2(rank + 1) for rank, doc in enumerate(ranked[:k], start=1))
 
 
 def ndcg_at_k(ranked: Sequence[str], qrels: Qrels, k: int = 10) -> float:
@@ -51,23 +51,34 @@ def mrr_at_k(ranked: Sequence[str], qrels: Qrels, k: int = 10) -> float:
 
 def ranking_metrics(ranked: Sequence[str], qrels: Qrels) -> dict[str, float]:
     """The four numbers ``foundry eval retrieval`` reports for one query."""
-    return {"ndcg@10": ndcg_at_k(ranked, qrels, 10), "recall@10": recall_at_k(ranked, qrels, 10),
-            "recall@100": recall_at_k(ranked, qrels, 100), "mrr@10": mrr_at_k(ranked, qrels, 10)}
+    return {
+        "ndcg@10": ndcg_at_k(ranked, qrels, 10),
+        "recall@10": recall_at_k(ranked, qrels, 10),
+        "recall@100": recall_at_k(ranked, qrels, 100),
+        "mrr@10": mrr_at_k(ranked, qrels, 10),
+    }
 
 
 def mean(values: Sequence[float]) -> float:
     return sum(values) / len(values) if values else 0.0
 
 
-def mean_interval(values: Sequence[float], *, confidence: float = 0.95, resamples: int = 2000,
-                  seed: int = 0) -> tuple[float, float] | None:
+def mean_interval(
+    values: Sequence[float], *, confidence: float = 0.95, resamples: int = 2000, seed: int = 0
+) -> tuple[float, float] | None:
     """Percentile-bootstrap interval of the mean of per-query ``values`` (for two systems on the same
     queries, pass the per-query differences: a paired interval). None under two values. Seeded, so a
     report's interval is reproducible."""
     if len(values) < 2:
         return None
-    found = stats.bootstrap((np.asarray(values, dtype=float),), np.mean, confidence_level=confidence,
-                            n_resamples=resamples, method="percentile", rng=np.random.default_rng(seed))
+    found = stats.bootstrap(
+        (np.asarray(values, dtype=float),),
+        np.mean,
+        confidence_level=confidence,
+        n_resamples=resamples,
+        method="percentile",
+        rng=np.random.default_rng(seed),
+    )
     return float(found.confidence_interval.low), float(found.confidence_interval.high)
 
 

@@ -1,4 +1,5 @@
 """Eval reports: a folder with report.md, report.json and PNG plots, plus one eval.csv row per run."""
+
 from __future__ import annotations
 
 import csv
@@ -12,8 +13,19 @@ from pathlib import Path
 from django.conf import settings
 from django.utils import timezone
 
-EVAL_COLUMNS = ["eval_id", "timestamp", "kind", "dataset", "dataset_sha256", "questions", "modes", "headline",
-                "headline_value", "metrics", "report"]
+EVAL_COLUMNS = [
+    "eval_id",
+    "timestamp",
+    "kind",
+    "dataset",
+    "dataset_sha256",
+    "questions",
+    "modes",
+    "headline",
+    "headline_value",
+    "metrics",
+    "report",
+]
 
 
 def eval_id_new() -> str:
@@ -37,8 +49,13 @@ def report_folder(kind: str, eval_id: str, requested: Path | None) -> Path:
 def machine() -> dict:
     """Where the numbers were measured; latency means little without the load average."""
     load = os.getloadavg() if hasattr(os, "getloadavg") else (0.0, 0.0, 0.0)
-    return {"platform": platform.platform(), "python": platform.python_version(), "cpus": os.cpu_count(),
-            "processor": platform.processor() or platform.machine(), "loadavg": [round(x, 2) for x in load]}
+    return {
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "cpus": os.cpu_count(),
+        "processor": platform.processor() or platform.machine(),
+        "loadavg": [round(x, 2) for x in load],
+    }
 
 
 def report_write(folder: Path, *, payload: dict, markdown: str) -> dict[str, str]:
@@ -94,8 +111,19 @@ def latency_plot(path: Path, *, title: str, series: dict[str, list[float]]) -> s
     return str(path)
 
 
-def eval_csv_append(*, eval_id: str, kind: str, dataset: str, dataset_sha256: str, questions: int, modes: str,
-                    headline: str, headline_value: float, metrics: dict, report: str) -> Path:
+def eval_csv_append(
+    *,
+    eval_id: str,
+    kind: str,
+    dataset: str,
+    dataset_sha256: str,
+    questions: int,
+    modes: str,
+    headline: str,
+    headline_value: float,
+    metrics: dict,
+    report: str,
+) -> Path:
     """Append one row to FOUNDRY_HOME/eval.csv in a single write (header first if the file is new)."""
     path = Path(settings.FOUNDRY_HOME) / "eval.csv"
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -103,8 +131,21 @@ def eval_csv_append(*, eval_id: str, kind: str, dataset: str, dataset_sha256: st
     writer = csv.writer(buffer)
     if not path.exists():
         writer.writerow(EVAL_COLUMNS)
-    writer.writerow([eval_id, timezone.now().isoformat(), kind, dataset, dataset_sha256, questions, modes, headline,
-                     round(headline_value, 4), json.dumps(metrics, sort_keys=True), report])
+    writer.writerow(
+        [
+            eval_id,
+            timezone.now().isoformat(),
+            kind,
+            dataset,
+            dataset_sha256,
+            questions,
+            modes,
+            headline,
+            round(headline_value, 4),
+            json.dumps(metrics, sort_keys=True),
+            report,
+        ]
+    )
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:
         os.write(fd, buffer.getvalue().encode("utf-8"))

@@ -5,6 +5,7 @@
 collapse whitespace; token-level F1; a no-answer question scores 1 only for the
 empty prediction), so CI can score without the official file at hand.
 """
+
 from __future__ import annotations
 
 import collections

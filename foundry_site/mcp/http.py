@@ -13,6 +13,7 @@ Authentication is the API's: ``Authorization: Bearer <token>`` (``foundry tokens
 no token, or a revoked one, is 401 before the SDK sees the request. Django's ALLOWED_HOSTS
 checks the Host header, so the SDK's own DNS-rebinding check is not repeated.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -27,8 +28,10 @@ from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from foundry_site.mcp.server import ACTING_USER, foundry_server
 from foundry_site.services.tokens import token_authenticate
 
-NEEDS_TOKEN = ("Authentication required: send Authorization: Bearer <token> "
-               "(an administrator creates one with `foundry tokens create USER`).")
+NEEDS_TOKEN = (
+    "Authentication required: send Authorization: Bearer <token> "
+    "(an administrator creates one with `foundry tokens create USER`)."
+)
 # Hop-by-hop and length headers are WSGI's business, not the app's.
 DROPPED_HEADERS = {"connection", "content-length", "transfer-encoding", "keep-alive"}
 
@@ -51,8 +54,9 @@ def mcp_endpoint(request: HttpRequest) -> HttpResponse:
     if request.method != "POST":
         # A stateless server has no stream to open (GET) and no session to end (DELETE); the spec's answer
         # is 405. (Passed to the SDK, a GET would open an event stream that never ends.)
-        response = JsonResponse({"detail": "This MCP endpoint is stateless: send JSON-RPC messages with POST."},
-                                status=405)
+        response = JsonResponse(
+            {"detail": "This MCP endpoint is stateless: send JSON-RPC messages with POST."}, status=405
+        )
         response["Allow"] = "POST"
         return response
     reply = asgi_exchange(asgi_scope(request), request.body, user=user)
@@ -74,11 +78,20 @@ def asgi_scope(request: HttpRequest) -> dict[str, Any]:
     """The ASGI HTTP scope of a WSGI request (headers lower-cased, as ASGI requires)."""
     headers = [(name.lower().encode("latin-1"), value.encode("latin-1")) for name, value in request.headers.items()]
     port = int(request.get_port() or 80)
-    return {"type": "http", "asgi": {"version": "3.0", "spec_version": "2.3"}, "http_version": "1.1",
-            "method": request.method, "scheme": request.scheme, "path": request.path,
-            "raw_path": request.path.encode("utf-8"), "root_path": "",
-            "query_string": request.META.get("QUERY_STRING", "").encode("latin-1"), "headers": headers,
-            "client": (request.META.get("REMOTE_ADDR", ""), 0), "server": (request.get_host().split(":")[0], port)}
+    return {
+        "type": "http",
+        "asgi": {"version": "3.0", "spec_version": "2.3"},
+        "http_version": "1.1",
+        "method": request.method,
+        "scheme": request.scheme,
+        "path": request.path,
+        "raw_path": request.path.encode("utf-8"),
+        "root_path": "",
+        "query_string": request.META.get("QUERY_STRING", "").encode("latin-1"),
+        "headers": headers,
+        "client": (request.META.get("REMOTE_ADDR", ""), 0),
+        "server": (request.get_host().split(":")[0], port),
+    }
 
 
 def asgi_exchange(scope: dict[str, Any], body: bytes, *, user: Any) -> AsgiReply:

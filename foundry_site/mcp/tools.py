@@ -8,6 +8,7 @@ their collections is "not found", with the same message as one that does not exi
 ``QueryLog`` row (a search's row has ``kind=search`` and no answer). Bad input raises
 ``ToolInputError`` (or ``QueryError`` / ``RateLimited``) with a message an agent can act on.
 """
+
 from __future__ import annotations
 
 import time
@@ -61,12 +62,30 @@ def search(user: Any, *, query: str, collection: str | None = None, k: int | Non
     timings = {**found.timings, "total": round((time.perf_counter() - started) * 1000, 1)}
     run_id = uuid.uuid4().hex
     row = QueryLog.objects.record(
-        run_id=run_id, kind=QueryLog.Kind.SEARCH, user=user, question=query, mode=found.mode,
-        collection_ids=scope, channels=found.channels_dict(), gate=found.gate.as_dict() if found.gate else {},
-        citations=[{"id": f"#{rank}", **{key: value for key, value in r.items() if key != "text"}}
-                   for rank, r in enumerate(results, start=1)], timings=timings)
-    audit.runs_append(run_id=run_id, task_name="mcp_search", status="ok", answer_class="", llm_calls=0,
-                      latency_ms=timings["total"], model="", user=user)
+        run_id=run_id,
+        kind=QueryLog.Kind.SEARCH,
+        user=user,
+        question=query,
+        mode=found.mode,
+        collection_ids=scope,
+        channels=found.channels_dict(),
+        gate=found.gate.as_dict() if found.gate else {},
+        citations=[
+            {"id": f"#{rank}", **{key: value for key, value in r.items() if key != "text"}}
+            for rank, r in enumerate(results, start=1)
+        ],
+        timings=timings,
+    )
+    audit.runs_append(
+        run_id=run_id,
+        task_name="mcp_search",
+        status="ok",
+        answer_class="",
+        llm_calls=0,
+        latency_ms=timings["total"],
+        model="",
+        user=user,
+    )
     return {"query_id": row.pk, "query": query, "mode": found.mode, "gate": row.gate, "results": results}
 
 
@@ -78,10 +97,18 @@ def ask(user: Any, *, question: str, collection: str | None = None) -> dict[str,
     question_clean(question)  # an unusable question is refused before it counts against the limit
     within = collection_id(user, collection)
     answer, row = query_answer(user=user, question=question, within=within)
-    return {"query_id": row.pk, "answer_class": answer.answer_class, "answer": answer.answer,
-            "refusal": answer.refusal, "hint": answer.hint, "citations": answer.citations,
-            "conflicts": answer.conflicts, "coverage": answer.coverage, "gate": answer.gate,
-            "cached": answer.cached}
+    return {
+        "query_id": row.pk,
+        "answer_class": answer.answer_class,
+        "answer": answer.answer,
+        "refusal": answer.refusal,
+        "hint": answer.hint,
+        "citations": answer.citations,
+        "conflicts": answer.conflicts,
+        "coverage": answer.coverage,
+        "gate": answer.gate,
+        "cached": answer.cached,
+    }
 
 
 def query_clean(query: str) -> str:
@@ -119,15 +146,30 @@ def user_scope(user: Any) -> list[int] | None:
 
 def hit_dict(candidate: Candidate, *, min_score: float) -> dict[str, Any]:
     chunk = candidate.chunk
-    return {**location(chunk), "source": chunk.source.name, "source_id": chunk.source_id,
-            "uri": source_uri(chunk.source_id), "title": chunk.source.title, "score": round(candidate.score, 4),
-            "fused": round(candidate.fused, 6), "ranks": candidate.ranks,
-            "passes_gate": candidate.score >= min_score, "text": chunk.text}
+    return {
+        **location(chunk),
+        "source": chunk.source.name,
+        "source_id": chunk.source_id,
+        "uri": source_uri(chunk.source_id),
+        "title": chunk.source.title,
+        "score": round(candidate.score, 4),
+        "fused": round(candidate.fused, 6),
+        "ranks": candidate.ranks,
+        "passes_gate": candidate.score >= min_score,
+        "text": chunk.text,
+    }
 
 
 def location(chunk: Chunk) -> dict[str, Any]:
-    return {"chunk_id": chunk.pk, "ordinal": chunk.ordinal, "heading": chunk.heading, "page": chunk.page_start,
-            "lines": [chunk.line_start, chunk.line_end], **location_fields(chunk), "where": chunk.location}
+    return {
+        "chunk_id": chunk.pk,
+        "ordinal": chunk.ordinal,
+        "heading": chunk.heading,
+        "page": chunk.page_start,
+        "lines": [chunk.line_start, chunk.line_end],
+        **location_fields(chunk),
+        "where": chunk.location,
+    }
 
 
 # --------------------------------------------------------------------------- reads
@@ -142,21 +184,38 @@ def get_chunk(user: Any, *, chunk_id: int, neighbours: int = 0) -> dict[str, Any
         raise ToolInputError(f"Chunk {chunk_id} not found.")
     around = []
     if neighbours:
-        around = list(Chunk.objects.filter(source_id=chunk.source_id, ordinal__gte=chunk.ordinal - neighbours,
-                                           ordinal__lte=chunk.ordinal + neighbours)
-                      .exclude(pk=chunk.pk).order_by("ordinal"))
-    return {"chunk": {**location(chunk), "text": chunk.text}, "source": source_dict(chunk.source),
-            "before": [{**location(c), "text": c.text} for c in around if c.ordinal < chunk.ordinal],
-            "after": [{**location(c), "text": c.text} for c in around if c.ordinal > chunk.ordinal]}
+        around = list(
+            Chunk.objects.filter(
+                source_id=chunk.source_id,
+                ordinal__gte=chunk.ordinal - neighbours,
+                ordinal__lte=chunk.ordinal + neighbours,
+            )
+            .exclude(pk=chunk.pk)
+            .order_by("ordinal")
+        )
+    return {
+        "chunk": {**location(chunk), "text": chunk.text},
+        "source": source_dict(chunk.source),
+        "before": [{**location(c), "text": c.text} for c in around if c.ordinal < chunk.ordinal],
+        "after": [{**location(c), "text": c.text} for c in around if c.ordinal > chunk.ordinal],
+    }
 
 
 def list_collections(user: Any) -> dict[str, Any]:
     """The collections the user can read, with how many ingested sources each holds."""
     rows = list(readable_collections(user).order_by("name"))
-    counts = dict(Source.objects.filter(collection__in=[c.pk for c in rows], status=Source.Status.INGESTED)
-                  .values("collection_id").annotate(n=Count("id")).values_list("collection_id", "n"))
-    return {"collections": [{"name": c.name, "description": c.description, "public": c.public,
-                             "sources": counts.get(c.pk, 0)} for c in rows]}
+    counts = dict(
+        Source.objects.filter(collection__in=[c.pk for c in rows], status=Source.Status.INGESTED)
+        .values("collection_id")
+        .annotate(n=Count("id"))
+        .values_list("collection_id", "n")
+    )
+    return {
+        "collections": [
+            {"name": c.name, "description": c.description, "public": c.public, "sources": counts.get(c.pk, 0)}
+            for c in rows
+        ]
+    }
 
 
 def list_sources(user: Any, *, collection: str | None = None) -> dict[str, Any]:
@@ -165,15 +224,24 @@ def list_sources(user: Any, *, collection: str | None = None) -> dict[str, Any]:
     within = collection_id(user, collection)
     if within is not None:
         rows = rows.filter(collection_id=within)
-    listed = list(rows.order_by("collection__name", "path")[:MAX_SOURCES_LISTED + 1])
-    return {"sources": [source_dict(s) for s in listed[:MAX_SOURCES_LISTED]],
-            "truncated": len(listed) > MAX_SOURCES_LISTED}
+    listed = list(rows.order_by("collection__name", "path")[: MAX_SOURCES_LISTED + 1])
+    return {
+        "sources": [source_dict(s) for s in listed[:MAX_SOURCES_LISTED]],
+        "truncated": len(listed) > MAX_SOURCES_LISTED,
+    }
 
 
 def source_dict(source: Source) -> dict[str, Any]:
-    return {"source_id": source.pk, "uri": source_uri(source.pk), "name": source.name, "title": source.title,
-            "kind": source.kind, "collection": source.collection.name, "status": source.status,
-            "chunks": source.chunk_count}
+    return {
+        "source_id": source.pk,
+        "uri": source_uri(source.pk),
+        "name": source.name,
+        "title": source.title,
+        "kind": source.kind,
+        "collection": source.collection.name,
+        "status": source.status,
+        "chunks": source.chunk_count,
+    }
 
 
 # --------------------------------------------------------------------------- resources
@@ -181,11 +249,21 @@ def source_dict(source: Source) -> dict[str, Any]:
 
 def readable_source_refs(user: Any) -> list[dict[str, Any]]:
     """The ingested sources the user can read, as resource listings (uri, name, title)."""
-    rows = (readable_sources(user).filter(status=Source.Status.INGESTED).select_related("collection")
-            .order_by("collection__name", "path")[:MAX_SOURCES_LISTED])
-    return [{"uri": source_uri(s.pk), "name": s.name, "title": s.title or s.name,
-             "description": f"{s.kind or 'document'} in collection {s.collection.name}, {s.chunk_count} chunks"}
-            for s in rows]
+    rows = (
+        readable_sources(user)
+        .filter(status=Source.Status.INGESTED)
+        .select_related("collection")
+        .order_by("collection__name", "path")[:MAX_SOURCES_LISTED]
+    )
+    return [
+        {
+            "uri": source_uri(s.pk),
+            "name": s.name,
+            "title": s.title or s.name,
+            "description": f"{s.kind or 'document'} in collection {s.collection.name}, {s.chunk_count} chunks",
+        }
+        for s in rows
+    ]
 
 
 def read_source(user: Any, *, source_id: str | int) -> dict[str, Any]:

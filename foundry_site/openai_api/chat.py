@@ -5,6 +5,7 @@ user's question; the earlier user messages feed the condensing step (generation/
 makes the question standalone before retrieval. Rate limit, scope, answer cache and the audit row are
 the ones ``POST /api/v1/query`` uses (``query_admit`` and ``answer_question``).
 """
+
 from __future__ import annotations
 
 import json
@@ -59,11 +60,15 @@ def model_scope(user: Any, model: str) -> int | None:
     if model == ALL_MODEL:
         return None
     if model.startswith(PREFIX):
-        pk = readable_collections(user).filter(name=model[len(PREFIX):]).values_list("pk", flat=True).first()
+        pk = readable_collections(user).filter(name=model[len(PREFIX) :]).values_list("pk", flat=True).first()
         if pk is not None:
             return pk
-    raise OpenAIError(f"The model '{model}' does not exist or you do not have access to it. "
-                      "GET /v1/models lists yours.", status=404, code="model_not_found", param="model")
+    raise OpenAIError(
+        f"The model '{model}' does not exist or you do not have access to it. GET /v1/models lists yours.",
+        status=404,
+        code="model_not_found",
+        param="model",
+    )
 
 
 def chat_request_parse(body: bytes) -> ChatRequest:
@@ -95,12 +100,14 @@ def _messages(raw: Any) -> list[tuple[str, str]]:
     messages = []
     for i, message in enumerate(raw):
         if not isinstance(message, dict) or message.get("role") not in ROLES:
-            raise invalid(f"messages[{i}] needs a 'role': one of {', '.join(sorted(ROLES))}.",
-                          param=f"messages[{i}].role")
+            raise invalid(
+                f"messages[{i}] needs a 'role': one of {', '.join(sorted(ROLES))}.", param=f"messages[{i}].role"
+            )
         messages.append((message["role"], _text(message.get("content"), i)))
     if messages[-1][0] != "user":
-        raise invalid("The last message must be the user's question (role 'user').",
-                      param=f"messages[{len(messages) - 1}].role")
+        raise invalid(
+            "The last message must be the user's question (role 'user').", param=f"messages[{len(messages) - 1}].role"
+        )
     return messages
 
 
@@ -110,8 +117,10 @@ def _text(content: Any, i: int) -> str:
         return content or ""
     if isinstance(content, list) and all(isinstance(p, dict) for p in content):
         if any(p.get("type") != "text" or not isinstance(p.get("text"), str) for p in content):
-            raise invalid(f"messages[{i}].content: only text parts are supported (no images or files).",
-                          param=f"messages[{i}].content")
+            raise invalid(
+                f"messages[{i}].content: only text parts are supported (no images or files).",
+                param=f"messages[{i}].content",
+            )
         return "\n".join(p["text"] for p in content)
     raise invalid(f"messages[{i}].content must be a string or a list of text parts.", param=f"messages[{i}].content")
 
@@ -127,8 +136,9 @@ def chat_prepare(*, user: Any, chat: ChatRequest) -> Prepared:
     try:
         scope = query_admit(user=user)
     except RateLimited as exc:
-        raise OpenAIError(str(exc), status=429, type="requests", code="rate_limit_exceeded",
-                          retry_after=exc.retry_after) from None
+        raise OpenAIError(
+            str(exc), status=429, type="requests", code="rate_limit_exceeded", retry_after=exc.retry_after
+        ) from None
     except QueryError as exc:
         raise OpenAIError(str(exc), status=403, type="permission_error", code="no_collections") from None
     return Prepared([within] if within is not None else scope, chat.question, chat.history)
@@ -139,6 +149,11 @@ def chat_answer(*, user: Any, prepared: Prepared, on_sentence: Sentences | None 
     one QueryLog row holds the question answered and, when it was rewritten, the message as typed.
     ``on_sentence`` is told each sentence once it has passed its check (``answer_question``)."""
     condensed = question_standalone(message=prepared.message, history=prepared.history)
-    answer = answer_question(question=condensed.question, user=user, collection_ids=prepared.scope,
-                             message=condensed.message if condensed.rewritten else "", on_sentence=on_sentence)
+    answer = answer_question(
+        question=condensed.question,
+        user=user,
+        collection_ids=prepared.scope,
+        message=condensed.message if condensed.rewritten else "",
+        on_sentence=on_sentence,
+    )
     return answer, condensed

@@ -3,6 +3,7 @@
 Clients such as the ``openai`` SDK, Open WebUI and LibreChat read this shape and map the status to their own
 exceptions (401 AuthenticationError, 404 NotFoundError, 400 BadRequestError, 429 RateLimitError).
 """
+
 from __future__ import annotations
 
 from django.http import JsonResponse
@@ -11,8 +12,16 @@ from django.http import JsonResponse
 class OpenAIError(Exception):
     """A request the API refuses; ``status`` is the HTTP status, ``param`` the request field at fault."""
 
-    def __init__(self, message: str, *, status: int = 400, type: str = "invalid_request_error",
-                 code: str | None = None, param: str | None = None, retry_after: int | None = None) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: int = 400,
+        type: str = "invalid_request_error",
+        code: str | None = None,
+        param: str | None = None,
+        retry_after: int | None = None,
+    ) -> None:
         super().__init__(message)
         self.status = status
         self.type = type

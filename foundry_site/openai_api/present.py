@@ -4,6 +4,7 @@ The content is the answer with ``[1]``-style markers and a "Sources:" list, so a
 the citations without knowing Foundry; the ``foundry`` object carries them as data (chunk URL, lines,
 answer class, refusal reason, ``query_id``). A refusal is an ordinary assistant message.
 """
+
 from __future__ import annotations
 
 import re
@@ -43,19 +44,38 @@ def reply_build(answer: Answer, *, query_id: int, condensed: Condensed, chunk_ur
     text = _LABEL.sub(lambda m: f"[{numbers[m.group(1)]}]" if m.group(1) in numbers else m.group(0), answer.answer)
     if answer.hint:
         text = f"{text}\n\n{answer.hint}"
-    sources_of = dict(Chunk.objects.filter(pk__in=[c["chunk_id"] for c in answer.citations])
-                      .values_list("pk", "source_id"))
-    citations = [{"id": numbers[c["id"]], "label": c["id"], "chunk_id": c["chunk_id"], "source": c["source"],
-                  "title": c["title"], "heading": c["heading"], "page": c["page"], "lines": c["lines"],
-                  "kind": c["kind"], "ocr_confidence": c["ocr_confidence"], "location": c["location"],
-                  "url": chunk_url.format(source_id=sources_of.get(c["chunk_id"], 0), chunk_id=c["chunk_id"])}
-                 for c in answer.citations]
+    sources_of = dict(
+        Chunk.objects.filter(pk__in=[c["chunk_id"] for c in answer.citations]).values_list("pk", "source_id")
+    )
+    citations = [
+        {
+            "id": numbers[c["id"]],
+            "label": c["id"],
+            "chunk_id": c["chunk_id"],
+            "source": c["source"],
+            "title": c["title"],
+            "heading": c["heading"],
+            "page": c["page"],
+            "lines": c["lines"],
+            "kind": c["kind"],
+            "ocr_confidence": c["ocr_confidence"],
+            "location": c["location"],
+            "url": chunk_url.format(source_id=sources_of.get(c["chunk_id"], 0), chunk_id=c["chunk_id"]),
+        }
+        for c in answer.citations
+    ]
     sources = ""
     if citations:
         sources = "\n\nSources:\n" + "\n".join(f"[{c['id']}] {_where(c)}" for c in citations)
-    foundry = {"query_id": query_id, "answer_class": answer.answer_class, "refusal": answer.refusal or None,
-               "cached": answer.cached, "question": condensed.question, "message": condensed.message,
-               "citations": citations}
+    foundry = {
+        "query_id": query_id,
+        "answer_class": answer.answer_class,
+        "refusal": answer.refusal or None,
+        "cached": answer.cached,
+        "question": condensed.question,
+        "message": condensed.message,
+        "citations": citations,
+    }
     prompt, completion = answer.tokens.get("prompt", 0), answer.tokens.get("completion", 0)
     usage = {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
     return Reply(sentences_split(text), sources, foundry, usage)
@@ -82,7 +102,7 @@ class LiveNumbers:
         text = "".join(reply.sentences)
         if not text.startswith(self.sent):  # a bug, never a client's problem: fail loudly
             raise RuntimeError("streamed sentences differ from the finished answer")
-        return sentences_split(text[len(self.sent):]) if len(text) > len(self.sent) else []
+        return sentences_split(text[len(self.sent) :]) if len(text) > len(self.sent) else []
 
 
 def sentences_split(text: str) -> list[str]:
@@ -100,13 +120,27 @@ def _where(citation: dict[str, Any]) -> str:
 def completion_body(reply: Reply, *, completion_id: str, model: str) -> dict[str, Any]:
     """A ``chat.completion`` object."""
     message = {"role": "assistant", "content": reply.content, "refusal": None}
-    return {"id": completion_id, "object": "chat.completion", "created": int(time.time()), "model": model,
-            "choices": [{"index": 0, "message": message, "finish_reason": "stop", "logprobs": None}],
-            "usage": reply.usage, "system_fingerprint": None, "foundry": reply.foundry}
+    return {
+        "id": completion_id,
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [{"index": 0, "message": message, "finish_reason": "stop", "logprobs": None}],
+        "usage": reply.usage,
+        "system_fingerprint": None,
+        "foundry": reply.foundry,
+    }
 
 
-def chunk_events(reply: Reply, *, completion_id: str, model: str, created: int, include_usage: bool,
-                 sentences: list[str] | None = None) -> Iterator[dict]:
+def chunk_events(
+    reply: Reply,
+    *,
+    completion_id: str,
+    model: str,
+    created: int,
+    include_usage: bool,
+    sentences: list[str] | None = None,
+) -> Iterator[dict]:
     """The ``chat.completion.chunk`` objects after the first (role) chunk: one per verified sentence (those of
     ``reply`` not streamed yet when ``sentences`` is given), the Sources list, the final one (finish_reason,
     ``foundry``), and the usage chunk when asked for."""
@@ -119,8 +153,14 @@ def chunk_events(reply: Reply, *, completion_id: str, model: str, created: int, 
         yield {**chunk(completion_id, model, created, {}), "choices": [], "usage": reply.usage}
 
 
-def chunk(completion_id: str, model: str, created: int, delta: dict[str, Any], *,
-          finish_reason: str | None = None) -> dict[str, Any]:
-    return {"id": completion_id, "object": "chat.completion.chunk", "created": created, "model": model,
-            "system_fingerprint": None,
-            "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason, "logprobs": None}]}
+def chunk(
+    completion_id: str, model: str, created: int, delta: dict[str, Any], *, finish_reason: str | None = None
+) -> dict[str, Any]:
+    return {
+        "id": completion_id,
+        "object": "chat.completion.chunk",
+        "created": created,
+        "model": model,
+        "system_fingerprint": None,
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason, "logprobs": None}],
+    }

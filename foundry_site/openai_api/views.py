@@ -9,6 +9,7 @@ grounded), never raw model tokens; then the Sources list and the ``foundry`` obj
 assistant role) goes out at once so a client sees the response start while Foundry works. The streamed
 content equals the non-streamed one.
 """
+
 from __future__ import annotations
 
 import json
@@ -24,8 +25,15 @@ from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpRe
 from django.views.decorators.csrf import csrf_exempt
 
 from foundry_site.core import llm
-from foundry_site.openai_api.chat import (ChatRequest, Prepared, chat_answer, chat_prepare, chat_request_parse,
-                                          model_ids, model_scope)
+from foundry_site.openai_api.chat import (
+    ChatRequest,
+    Prepared,
+    chat_answer,
+    chat_prepare,
+    chat_request_parse,
+    model_ids,
+    model_scope,
+)
 from foundry_site.openai_api.errors import OpenAIError, error_response, invalid
 from foundry_site.openai_api.present import LiveNumbers, chunk, chunk_events, completion_body, reply_build
 from foundry_site.services.tokens import token_authenticate
@@ -35,14 +43,17 @@ from retrieval.models import QueryLog
 from sources.vectorstore import MissingEmbeddings
 
 logger = logging.getLogger(__name__)
-NEEDS_TOKEN = ("Authentication required: send Authorization: Bearer <token> "
-               "(an administrator creates one with `foundry tokens create USER`).")
+NEEDS_TOKEN = (
+    "Authentication required: send Authorization: Bearer <token> "
+    "(an administrator creates one with `foundry tokens create USER`)."
+)
 CHUNK_PATH = "sources/{source_id}/chunks/{chunk_id}"  # under /api/v1/: the chunk endpoint of the API
 View = Callable[..., HttpResponse]
 
 
 def openai_view(methods: tuple[str, ...]) -> Callable[[View], View]:
     """Bearer authentication, the allowed methods, and every OpenAIError as OpenAI's error shape."""
+
     def decorate(view: View) -> View:
         @csrf_exempt
         @login_not_required
@@ -50,13 +61,16 @@ def openai_view(methods: tuple[str, ...]) -> Callable[[View], View]:
         def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
             try:
                 if request.method not in methods:
-                    raise OpenAIError(f"Use {' or '.join(methods)} for this endpoint.", status=405,
-                                      code="method_not_allowed")
+                    raise OpenAIError(
+                        f"Use {' or '.join(methods)} for this endpoint.", status=405, code="method_not_allowed"
+                    )
                 request.auth = _bearer_user(request)
                 return view(request, *args, **kwargs)
             except OpenAIError as exc:
                 return error_response(exc)
+
         return wrapper
+
     return decorate
 
 
@@ -89,8 +103,9 @@ def chat_completions(request: HttpRequest) -> HttpResponse:
     prepared = chat_prepare(user=request.auth, chat=chat)
     completion_id = f"chatcmpl-{uuid.uuid4().hex}"
     if chat.stream:
-        response = StreamingHttpResponse(_events(request, chat, prepared, completion_id),
-                                         content_type="text/event-stream")
+        response = StreamingHttpResponse(
+            _events(request, chat, prepared, completion_id), content_type="text/event-stream"
+        )
         response["Cache-Control"] = "no-cache"
         response["X-Accel-Buffering"] = "no"
         return response
@@ -98,8 +113,12 @@ def chat_completions(request: HttpRequest) -> HttpResponse:
         answer, condensed = chat_answer(user=request.auth, prepared=prepared)
     except Exception as exc:  # re-raised unless it is a known answering failure
         raise _answer_error(exc) from exc
-    reply = reply_build(answer, query_id=_query_id(answer.run_id), condensed=condensed,
-                        chunk_url=request.build_absolute_uri("/api/v1/") + CHUNK_PATH)
+    reply = reply_build(
+        answer,
+        query_id=_query_id(answer.run_id),
+        condensed=condensed,
+        chunk_url=request.build_absolute_uri("/api/v1/") + CHUNK_PATH,
+    )
     return JsonResponse(completion_body(reply, completion_id=completion_id, model=chat.model))
 
 
@@ -107,23 +126,33 @@ def _events(request: HttpRequest, chat: ChatRequest, prepared: Prepared, complet
     created = int(time.time())
     yield _sse(chunk(completion_id, chat.model, created, {"role": "assistant", "content": ""}))
     numbers = LiveNumbers()
-    for event in run_streamed(lambda emit: chat_answer(user=request.auth, prepared=prepared,
-                                                       on_sentence=lambda text: emit("sentence", text))):
+    for event in run_streamed(
+        lambda emit: chat_answer(user=request.auth, prepared=prepared, on_sentence=lambda text: emit("sentence", text))
+    ):
         if event.kind == "keepalive":
             yield ": keep-alive\n\n"
         elif event.kind == "sentence":
             yield _sse(chunk(completion_id, chat.model, created, {"content": numbers.piece(event.value)}))
         elif event.kind == "error":  # the status line is sent: an error event, as OpenAI's stream does
             error = _stream_error(event.value)
-            yield _sse({"error": {"message": str(error), "type": error.type, "param": error.param,
-                                  "code": error.code}})
+            yield _sse({"error": {"message": str(error), "type": error.type, "param": error.param, "code": error.code}})
             return
         elif event.kind == "done":
             answer, condensed = event.value
-            reply = reply_build(answer, query_id=_query_id(answer.run_id), condensed=condensed,
-                                chunk_url=request.build_absolute_uri("/api/v1/") + CHUNK_PATH)
-            for data in chunk_events(reply, completion_id=completion_id, model=chat.model, created=created,
-                                     include_usage=chat.include_usage, sentences=numbers.rest(reply)):
+            reply = reply_build(
+                answer,
+                query_id=_query_id(answer.run_id),
+                condensed=condensed,
+                chunk_url=request.build_absolute_uri("/api/v1/") + CHUNK_PATH,
+            )
+            for data in chunk_events(
+                reply,
+                completion_id=completion_id,
+                model=chat.model,
+                created=created,
+                include_usage=chat.include_usage,
+                sentences=numbers.rest(reply),
+            ):
                 yield _sse(data)
     yield "data: [DONE]\n\n"
 
@@ -134,8 +163,12 @@ def _stream_error(exc: BaseException) -> OpenAIError:
         return _answer_error(exc)
     except Exception:
         logger.error("streamed chat completion failed", exc_info=exc)
-        return OpenAIError("The answer failed unexpectedly; the error is in the server log.", status=500,
-                           type="server_error", code="server_error")
+        return OpenAIError(
+            "The answer failed unexpectedly; the error is in the server log.",
+            status=500,
+            type="server_error",
+            code="server_error",
+        )
 
 
 def _answer_error(exc: Exception) -> OpenAIError:

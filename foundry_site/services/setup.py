@@ -1,4 +1,5 @@
 """Setting up a knowledge base: its database on first use, the first admin, a one-team install."""
+
 from __future__ import annotations
 
 import contextlib
@@ -72,10 +73,16 @@ def database_prepare() -> DatabaseState:
             return DatabaseState(path=str(path), created=True)
         pending, applied = pending_migrations()
     if pending:
-        state = (f"needs {len(pending)} migration(s) this version brings ({', '.join(pending[:3])}"
-                 f"{', …' if len(pending) > 3 else ''})" if applied else "is not set up")
-        raise DatabaseNotReady(f"The knowledge base {path} {state}: run `.venv/bin/python manage.py migrate` "
-                               "with the same FOUNDRY_HOME first (back up the file before you upgrade it).")
+        state = (
+            f"needs {len(pending)} migration(s) this version brings ({', '.join(pending[:3])}"
+            f"{', …' if len(pending) > 3 else ''})"
+            if applied
+            else "is not set up"
+        )
+        raise DatabaseNotReady(
+            f"The knowledge base {path} {state}: run `.venv/bin/python manage.py migrate` "
+            "with the same FOUNDRY_HOME first (back up the file before you upgrade it)."
+        )
     return DatabaseState(path=str(path), created=False)
 
 

@@ -1,4 +1,5 @@
 """Create, check and revoke API tokens."""
+
 from __future__ import annotations
 
 import hashlib
@@ -43,8 +44,9 @@ def token_create(*, username: str, name: str = "") -> NewToken:
     if not user.is_active:
         raise TokenError(f"user {username!r} is inactive")
     plain = TOKEN_PREFIX + secrets.token_urlsafe(32)
-    token = ApiToken.objects.create(user=user, name=name, token_hash=token_hash(plain),
-                                    prefix=plain[:len(TOKEN_PREFIX) + 6])
+    token = ApiToken.objects.create(
+        user=user, name=name, token_hash=token_hash(plain), prefix=plain[: len(TOKEN_PREFIX) + 6]
+    )
     logger.info("api token created id=%s user=%s", token.pk, user.pk)
     return NewToken(token, plain)
 
@@ -66,8 +68,9 @@ def token_authenticate(plain: str) -> AbstractBaseUser | None:
     """The active user owning the unrevoked token ``plain``, else None."""
     if not plain or not plain.startswith(TOKEN_PREFIX) or len(plain) > 200:
         return None
-    token = (ApiToken.objects.select_related("user")
-             .filter(token_hash=token_hash(plain), revoked_at__isnull=True).first())
+    token = (
+        ApiToken.objects.select_related("user").filter(token_hash=token_hash(plain), revoked_at__isnull=True).first()
+    )
     if token is None or not token.user.is_active:
         return None
     now = timezone.now()

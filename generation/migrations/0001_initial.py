@@ -7,7 +7,6 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
     dependencies = [
@@ -16,39 +15,67 @@ class Migration(migrations.Migration):
 
     operations = [
         migrations.CreateModel(
-            name='GenerationRun',
+            name="GenerationRun",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('topic', models.TextField()),
-                ('spec_name', models.CharField(help_text='The approved feature spec the document follows.', max_length=100)),
-                ('spec_version', models.PositiveIntegerField()),
-                ('spec_body', models.TextField(editable=False, help_text='The spec text as used, kept for audit.')),
-                ('status', models.CharField(choices=[('pending', 'Pending'), ('running', 'Running'), ('succeeded', 'Succeeded'), ('failed', 'Failed')], db_index=True, default='pending', max_length=10)),
-                ('stage', models.CharField(blank=True, editable=False, max_length=40)),
-                ('collection_ids', models.JSONField(default=list, editable=False)),
-                ('models_used', models.JSONField(default=dict, editable=False)),
-                ('prompt', models.TextField(blank=True, editable=False)),
-                ('chunks', models.JSONField(default=list, editable=False, help_text='Retrieved chunk ids with scores.')),
-                ('gate', models.JSONField(default=dict, editable=False)),
-                ('conflicts', models.JSONField(default=list, editable=False)),
-                ('output_path', models.CharField(blank=True, editable=False, max_length=1024)),
-                ('coverage', models.FloatField(blank=True, editable=False, null=True)),
-                ('sentences_total', models.PositiveIntegerField(default=0, editable=False)),
-                ('sentences_kept', models.PositiveIntegerField(default=0, editable=False)),
-                ('prompt_tokens', models.PositiveIntegerField(default=0, editable=False)),
-                ('completion_tokens', models.PositiveIntegerField(default=0, editable=False)),
-                ('cost', models.FloatField(default=0.0, editable=False)),
-                ('llm_calls', models.PositiveIntegerField(default=0, editable=False)),
-                ('timings', models.JSONField(default=dict, editable=False)),
-                ('error', models.JSONField(blank=True, editable=False, null=True)),
-                ('created_at', models.DateTimeField(db_index=True, default=django.utils.timezone.now, editable=False)),
-                ('started_at', models.DateTimeField(blank=True, editable=False, null=True)),
-                ('finished_at', models.DateTimeField(blank=True, editable=False, null=True)),
-                ('heartbeat_at', models.DateTimeField(blank=True, editable=False, null=True)),
-                ('created_by', models.ForeignKey(blank=True, editable=False, null=True, on_delete=django.db.models.deletion.SET_NULL, to=settings.AUTH_USER_MODEL)),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("topic", models.TextField()),
+                (
+                    "spec_name",
+                    models.CharField(help_text="The approved feature spec the document follows.", max_length=100),
+                ),
+                ("spec_version", models.PositiveIntegerField()),
+                ("spec_body", models.TextField(editable=False, help_text="The spec text as used, kept for audit.")),
+                (
+                    "status",
+                    models.CharField(
+                        choices=[
+                            ("pending", "Pending"),
+                            ("running", "Running"),
+                            ("succeeded", "Succeeded"),
+                            ("failed", "Failed"),
+                        ],
+                        db_index=True,
+                        default="pending",
+                        max_length=10,
+                    ),
+                ),
+                ("stage", models.CharField(blank=True, editable=False, max_length=40)),
+                ("collection_ids", models.JSONField(default=list, editable=False)),
+                ("models_used", models.JSONField(default=dict, editable=False)),
+                ("prompt", models.TextField(blank=True, editable=False)),
+                (
+                    "chunks",
+                    models.JSONField(default=list, editable=False, help_text="Retrieved chunk ids with scores."),
+                ),
+                ("gate", models.JSONField(default=dict, editable=False)),
+                ("conflicts", models.JSONField(default=list, editable=False)),
+                ("output_path", models.CharField(blank=True, editable=False, max_length=1024)),
+                ("coverage", models.FloatField(blank=True, editable=False, null=True)),
+                ("sentences_total", models.PositiveIntegerField(default=0, editable=False)),
+                ("sentences_kept", models.PositiveIntegerField(default=0, editable=False)),
+                ("prompt_tokens", models.PositiveIntegerField(default=0, editable=False)),
+                ("completion_tokens", models.PositiveIntegerField(default=0, editable=False)),
+                ("cost", models.FloatField(default=0.0, editable=False)),
+                ("llm_calls", models.PositiveIntegerField(default=0, editable=False)),
+                ("timings", models.JSONField(default=dict, editable=False)),
+                ("error", models.JSONField(blank=True, editable=False, null=True)),
+                ("created_at", models.DateTimeField(db_index=True, default=django.utils.timezone.now, editable=False)),
+                ("started_at", models.DateTimeField(blank=True, editable=False, null=True)),
+                ("finished_at", models.DateTimeField(blank=True, editable=False, null=True)),
+                ("heartbeat_at", models.DateTimeField(blank=True, editable=False, null=True)),
+                (
+                    "created_by",
+                    models.ForeignKey(
+                        blank=True,
+                        editable=False,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
             ],
             options={
-                'ordering': ['-created_at'],
+                "ordering": ["-created_at"],
             },
         ),
     ]

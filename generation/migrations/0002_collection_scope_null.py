@@ -4,15 +4,20 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('generation', '0001_initial'),
+        ("generation", "0001_initial"),
     ]
 
     operations = [
         migrations.AlterField(
-            model_name='generationrun',
-            name='collection_ids',
-            field=models.JSONField(blank=True, default=None, editable=False, help_text='Collections searched; null means every collection.', null=True),
+            model_name="generationrun",
+            name="collection_ids",
+            field=models.JSONField(
+                blank=True,
+                default=None,
+                editable=False,
+                help_text="Collections searched; null means every collection.",
+                null=True,
+            ),
         ),
     ]

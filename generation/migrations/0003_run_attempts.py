@@ -5,20 +5,23 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('generation', '0002_collection_scope_null'),
+        ("generation", "0002_collection_scope_null"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='generationrun',
-            name='attempts',
+            model_name="generationrun",
+            name="attempts",
             field=models.PositiveIntegerField(default=0, editable=False),
         ),
         migrations.AlterField(
-            model_name='generationrun',
-            name='heartbeat_at',
-            field=models.DateTimeField(default=django.utils.timezone.now, editable=False, help_text='Last sign of life; the stale-run sweeper reads it.'),
+            model_name="generationrun",
+            name="heartbeat_at",
+            field=models.DateTimeField(
+                default=django.utils.timezone.now,
+                editable=False,
+                help_text="Last sign of life; the stale-run sweeper reads it.",
+            ),
         ),
     ]

@@ -4,15 +4,19 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('generation', '0003_run_attempts'),
+        ("generation", "0003_run_attempts"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='generationrun',
-            name='grounding',
-            field=models.JSONField(blank=True, default=dict, editable=False, help_text="What the model wrote and the grounding check's verdict on each sentence (unsupported ones were left out of the document)."),
+            model_name="generationrun",
+            name="grounding",
+            field=models.JSONField(
+                blank=True,
+                default=dict,
+                editable=False,
+                help_text="What the model wrote and the grounding check's verdict on each sentence (unsupported ones were left out of the document).",
+            ),
         ),
     ]

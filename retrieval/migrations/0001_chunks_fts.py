@@ -3,6 +3,7 @@
 The triggers fire inside whatever transaction writes the chunk rows, so the
 FTS rows can never disagree with the chunks.
 """
+
 from __future__ import annotations
 
 from django.db import migrations

@@ -7,79 +7,120 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
     dependencies = [
-        ('retrieval', '0001_chunks_fts'),
-        ('sources', '0001_initial'),
+        ("retrieval", "0001_chunks_fts"),
+        ("sources", "0001_initial"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='ChunkSearch',
-            fields=[
-            ],
+            name="ChunkSearch",
+            fields=[],
             options={
-                'proxy': True,
-                'indexes': [],
-                'constraints': [],
+                "proxy": True,
+                "indexes": [],
+                "constraints": [],
             },
-            bases=('sources.chunk',),
+            bases=("sources.chunk",),
         ),
         migrations.CreateModel(
-            name='QueryLog',
+            name="QueryLog",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('run_id', models.CharField(editable=False, max_length=40, unique=True)),
-                ('question', models.TextField(editable=False)),
-                ('mode', models.CharField(editable=False, max_length=10)),
-                ('collection_ids', models.JSONField(default=list, editable=False)),
-                ('hyde_text', models.TextField(blank=True, editable=False)),
-                ('channels', models.JSONField(default=dict, editable=False, help_text='Chunk ids and scores per channel.')),
-                ('gate', models.JSONField(default=dict, editable=False)),
-                ('answer_class', models.CharField(blank=True, choices=[('normal', 'Normal'), ('low_confidence', 'Low confidence'), ('no_evidence', 'No evidence')], editable=False, max_length=16)),
-                ('answer', models.TextField(blank=True, editable=False)),
-                ('citations', models.JSONField(default=list, editable=False)),
-                ('conflicts', models.JSONField(default=list, editable=False)),
-                ('coverage', models.FloatField(blank=True, editable=False, null=True)),
-                ('prompt_tokens', models.PositiveIntegerField(default=0, editable=False)),
-                ('completion_tokens', models.PositiveIntegerField(default=0, editable=False)),
-                ('cost', models.FloatField(default=0.0, editable=False)),
-                ('llm_calls', models.PositiveIntegerField(default=0, editable=False)),
-                ('model', models.CharField(blank=True, editable=False, max_length=200)),
-                ('timings', models.JSONField(default=dict, editable=False, help_text='Milliseconds per stage.')),
-                ('status', models.CharField(choices=[('ok', 'Answered'), ('failed', 'Failed')], default='ok', editable=False, max_length=8)),
-                ('error', models.TextField(blank=True, editable=False)),
-                ('cached', models.BooleanField(default=False, editable=False)),
-                ('created_at', models.DateTimeField(db_index=True, default=django.utils.timezone.now, editable=False)),
-                ('user', models.ForeignKey(blank=True, editable=False, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='queries', to=settings.AUTH_USER_MODEL)),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("run_id", models.CharField(editable=False, max_length=40, unique=True)),
+                ("question", models.TextField(editable=False)),
+                ("mode", models.CharField(editable=False, max_length=10)),
+                ("collection_ids", models.JSONField(default=list, editable=False)),
+                ("hyde_text", models.TextField(blank=True, editable=False)),
+                (
+                    "channels",
+                    models.JSONField(default=dict, editable=False, help_text="Chunk ids and scores per channel."),
+                ),
+                ("gate", models.JSONField(default=dict, editable=False)),
+                (
+                    "answer_class",
+                    models.CharField(
+                        blank=True,
+                        choices=[
+                            ("normal", "Normal"),
+                            ("low_confidence", "Low confidence"),
+                            ("no_evidence", "No evidence"),
+                        ],
+                        editable=False,
+                        max_length=16,
+                    ),
+                ),
+                ("answer", models.TextField(blank=True, editable=False)),
+                ("citations", models.JSONField(default=list, editable=False)),
+                ("conflicts", models.JSONField(default=list, editable=False)),
+                ("coverage", models.FloatField(blank=True, editable=False, null=True)),
+                ("prompt_tokens", models.PositiveIntegerField(default=0, editable=False)),
+                ("completion_tokens", models.PositiveIntegerField(default=0, editable=False)),
+                ("cost", models.FloatField(default=0.0, editable=False)),
+                ("llm_calls", models.PositiveIntegerField(default=0, editable=False)),
+                ("model", models.CharField(blank=True, editable=False, max_length=200)),
+                ("timings", models.JSONField(default=dict, editable=False, help_text="Milliseconds per stage.")),
+                (
+                    "status",
+                    models.CharField(
+                        choices=[("ok", "Answered"), ("failed", "Failed")], default="ok", editable=False, max_length=8
+                    ),
+                ),
+                ("error", models.TextField(blank=True, editable=False)),
+                ("cached", models.BooleanField(default=False, editable=False)),
+                ("created_at", models.DateTimeField(db_index=True, default=django.utils.timezone.now, editable=False)),
+                (
+                    "user",
+                    models.ForeignKey(
+                        blank=True,
+                        editable=False,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="queries",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
             ],
             options={
-                'ordering': ['-created_at'],
+                "ordering": ["-created_at"],
             },
         ),
         migrations.CreateModel(
-            name='QueryFeedback',
+            name="QueryFeedback",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('verdict', models.CharField(choices=[('correct', 'Correct'), ('incorrect', 'Incorrect')], max_length=10)),
-                ('note', models.TextField(blank=True, max_length=4000)),
-                ('created_at', models.DateTimeField(default=django.utils.timezone.now, editable=False)),
-                ('user', models.ForeignKey(null=True, on_delete=django.db.models.deletion.SET_NULL, to=settings.AUTH_USER_MODEL)),
-                ('query', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='feedback', to='retrieval.querylog')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                (
+                    "verdict",
+                    models.CharField(choices=[("correct", "Correct"), ("incorrect", "Incorrect")], max_length=10),
+                ),
+                ("note", models.TextField(blank=True, max_length=4000)),
+                ("created_at", models.DateTimeField(default=django.utils.timezone.now, editable=False)),
+                (
+                    "user",
+                    models.ForeignKey(
+                        null=True, on_delete=django.db.models.deletion.SET_NULL, to=settings.AUTH_USER_MODEL
+                    ),
+                ),
+                (
+                    "query",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.PROTECT, related_name="feedback", to="retrieval.querylog"
+                    ),
+                ),
             ],
             options={
-                'ordering': ['-created_at'],
+                "ordering": ["-created_at"],
             },
         ),
         migrations.AddIndex(
-            model_name='querylog',
-            index=models.Index(fields=['answer_class'], name='retrieval_q_answer__2ba895_idx'),
+            model_name="querylog",
+            index=models.Index(fields=["answer_class"], name="retrieval_q_answer__2ba895_idx"),
         ),
         migrations.AddIndex(
-            model_name='querylog',
-            index=models.Index(fields=['user', 'created_at'], name='retrieval_q_user_id_6cdc4e_idx'),
+            model_name="querylog",
+            index=models.Index(fields=["user", "created_at"], name="retrieval_q_user_id_6cdc4e_idx"),
         ),
     ]

@@ -4,20 +4,30 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('retrieval', '0002_initial'),
+        ("retrieval", "0002_initial"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='querylog',
-            name='cache_key',
-            field=models.CharField(blank=True, db_index=True, editable=False, help_text='Question, scope, configuration and index version, hashed.', max_length=64),
+            model_name="querylog",
+            name="cache_key",
+            field=models.CharField(
+                blank=True,
+                db_index=True,
+                editable=False,
+                help_text="Question, scope, configuration and index version, hashed.",
+                max_length=64,
+            ),
         ),
         migrations.AddField(
-            model_name='querylog',
-            name='refusal',
-            field=models.CharField(blank=True, editable=False, help_text='Why nothing was answered: gate, relevance, grounding or model.', max_length=10),
+            model_name="querylog",
+            name="refusal",
+            field=models.CharField(
+                blank=True,
+                editable=False,
+                help_text="Why nothing was answered: gate, relevance, grounding or model.",
+                max_length=10,
+            ),
         ),
     ]

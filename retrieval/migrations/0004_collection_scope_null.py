@@ -4,15 +4,20 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('retrieval', '0003_query_cache_and_refusal'),
+        ("retrieval", "0003_query_cache_and_refusal"),
     ]
 
     operations = [
         migrations.AlterField(
-            model_name='querylog',
-            name='collection_ids',
-            field=models.JSONField(blank=True, default=None, editable=False, help_text='Collections searched; null means every collection.', null=True),
+            model_name="querylog",
+            name="collection_ids",
+            field=models.JSONField(
+                blank=True,
+                default=None,
+                editable=False,
+                help_text="Collections searched; null means every collection.",
+                null=True,
+            ),
         ),
     ]

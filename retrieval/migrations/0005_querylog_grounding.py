@@ -4,15 +4,19 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('retrieval', '0004_collection_scope_null'),
+        ("retrieval", "0004_collection_scope_null"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='querylog',
-            name='grounding',
-            field=models.JSONField(blank=True, default=dict, editable=False, help_text="What the model wrote and the grounding check's verdict on each sentence (unsupported ones were withheld from the answer)."),
+            model_name="querylog",
+            name="grounding",
+            field=models.JSONField(
+                blank=True,
+                default=dict,
+                editable=False,
+                help_text="What the model wrote and the grounding check's verdict on each sentence (unsupported ones were withheld from the answer).",
+            ),
         ),
     ]

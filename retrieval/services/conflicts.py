@@ -6,6 +6,7 @@ unit normalisation, so ``3.3 V`` and ``3300 mV`` agree. The LLM detector runs
 when a scorer model is configured; a pair it reports is kept only if both
 quotes really occur in the cited passages.
 """
+
 from __future__ import annotations
 
 import re
@@ -14,13 +15,34 @@ from dataclasses import asdict, dataclass
 from foundry_site.core import llm, prompts
 
 UNITS: dict[str, tuple[str, float]] = {
-    "v": ("V", 1.0), "mv": ("V", 1e-3), "kv": ("V", 1e3),
-    "a": ("A", 1.0), "ma": ("A", 1e-3), "µa": ("A", 1e-6), "ua": ("A", 1e-6),
-    "w": ("W", 1.0), "mw": ("W", 1e-3), "kw": ("W", 1e3),
-    "hz": ("Hz", 1.0), "khz": ("Hz", 1e3), "mhz": ("Hz", 1e6), "ghz": ("Hz", 1e9),
-    "°c": ("C", 1.0), "c": ("C", 1.0), "s": ("s", 1.0), "ms": ("s", 1e-3), "min": ("s", 60.0),
-    "kb": ("B", 1e3), "mb": ("B", 1e6), "gb": ("B", 1e9), "%": ("%", 1.0), "ohm": ("ohm", 1.0),
-    "kbit/s": ("bit/s", 1e3), "mbit/s": ("bit/s", 1e6), "bar": ("bar", 1.0), "mm": ("m", 1e-3),
+    "v": ("V", 1.0),
+    "mv": ("V", 1e-3),
+    "kv": ("V", 1e3),
+    "a": ("A", 1.0),
+    "ma": ("A", 1e-3),
+    "µa": ("A", 1e-6),
+    "ua": ("A", 1e-6),
+    "w": ("W", 1.0),
+    "mw": ("W", 1e-3),
+    "kw": ("W", 1e3),
+    "hz": ("Hz", 1.0),
+    "khz": ("Hz", 1e3),
+    "mhz": ("Hz", 1e6),
+    "ghz": ("Hz", 1e9),
+    "°c": ("C", 1.0),
+    "c": ("C", 1.0),
+    "s": ("s", 1.0),
+    "ms": ("s", 1e-3),
+    "min": ("s", 60.0),
+    "kb": ("B", 1e3),
+    "mb": ("B", 1e6),
+    "gb": ("B", 1e9),
+    "%": ("%", 1.0),
+    "ohm": ("ohm", 1.0),
+    "kbit/s": ("bit/s", 1e3),
+    "mbit/s": ("bit/s", 1e6),
+    "bar": ("bar", 1.0),
+    "mm": ("m", 1e-3),
 }
 _UNIT_RE = "|".join(sorted((re.escape(u) for u in UNITS), key=len, reverse=True))
 _STATEMENT = re.compile(
@@ -90,11 +112,12 @@ def conflicts_by_rule(passages: list[Passage]) -> list[Conflict]:
     for (quantity, _), by_source in stated.items():
         sources = list(by_source)
         for i, first in enumerate(sources):
-            for second in sources[i + 1:]:
+            for second in sources[i + 1 :]:
                 a, b = by_source[first], by_source[second]
                 if not any(_same(sa.value, sb.value) for _, sa in a for _, sb in b):
-                    found.append(Conflict(quantity, _side(a[0][0], a[0][1].quote), _side(b[0][0], b[0][1].quote),
-                                          "rule"))
+                    found.append(
+                        Conflict(quantity, _side(a[0][0], a[0][1].quote), _side(b[0][0], b[0][1].quote), "rule")
+                    )
     return found
 
 
@@ -110,8 +133,12 @@ def conflicts_by_llm(passages: list[Passage], *, model: str) -> list[Conflict]:
     if len({p.source for p in passages}) < 2:
         return []
     listing = "\n\n".join(f"[{p.label}] ({p.source} {p.where})\n{p.text}" for p in passages)
-    reply = llm.complete(messages=[{"role": "user", "content": prompts.render("conflicts", passages=listing)}],
-                         purpose="conflicts", model=model, max_tokens=300)
+    reply = llm.complete(
+        messages=[{"role": "user", "content": prompts.render("conflicts", passages=listing)}],
+        purpose="conflicts",
+        model=model,
+        max_tokens=300,
+    )
     by_label = {p.label: p for p in passages}
     found = []
     for m in _LLM_LINE.finditer(reply.text):

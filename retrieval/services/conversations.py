@@ -1,4 +1,5 @@
 """Starting conversations and keeping their "latest turn" time. Their turns are QueryLog rows."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -15,7 +16,7 @@ def conversation_title(question: str) -> str:
     text = " ".join(question.split())
     if len(text) <= TITLE_CHARS:
         return text
-    cut = text[:TITLE_CHARS - 1].rsplit(" ", 1)[0] or text[:TITLE_CHARS - 1]
+    cut = text[: TITLE_CHARS - 1].rsplit(" ", 1)[0] or text[: TITLE_CHARS - 1]
     return cut + "…"
 
 

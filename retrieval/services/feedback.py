@@ -1,4 +1,5 @@
 """Readers' verdicts on answers, kept beside the immutable query-log row."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -22,5 +23,6 @@ def feedback_record(*, query: QueryLog, user: Any, verdict: str, note: str = "")
     note = note.replace("\x00", "").strip()
     if len(note) > MAX_NOTE:
         raise FeedbackError(f"the note is {len(note)} characters long; the limit is {MAX_NOTE}")
-    return QueryFeedback.objects.create(query=query, user=user if getattr(user, "is_authenticated", False) else None,
-                                        verdict=verdict, note=note)
+    return QueryFeedback.objects.create(
+        query=query, user=user if getattr(user, "is_authenticated", False) else None, verdict=verdict, note=note
+    )

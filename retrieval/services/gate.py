@@ -1,4 +1,5 @@
 """The retrieval gate: the retriever, never the LLM, decides whether evidence exists."""
+
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
@@ -31,5 +32,11 @@ def gate_decide(scores: list[float], *, min_score: float, min_chunks: int) -> Ga
         reason = f"{passing} chunk(s) reach min_score {min_score:.2f}, min_chunks is {min_chunks}"
     else:
         reason = f"{passing} chunk(s) reach min_score {min_score:.2f}"
-    return GateDecision(passed=best >= min_score and passing >= min_chunks, max_score=round(best, 4),
-                        passing=passing, min_score=min_score, min_chunks=min_chunks, reason=reason)
+    return GateDecision(
+        passed=best >= min_score and passing >= min_chunks,
+        max_score=round(best, 4),
+        passing=passing,
+        min_score=min_score,
+        min_chunks=min_chunks,
+        reason=reason,
+    )

@@ -3,6 +3,7 @@
 This is the shared front half of answering and document generation; the gate
 here decides, before any generation call, whether evidence exists.
 """
+
 from __future__ import annotations
 
 import contextvars
@@ -46,12 +47,21 @@ class Candidate:
         return self.chunk.text
 
     def as_dict(self) -> dict:
-        return {"id": self.label, "chunk_id": self.chunk.pk, "source": self.chunk.source.name,
-                "title": self.chunk.source.title, "heading": self.chunk.heading,
-                "page": self.chunk.page_start, "lines": [self.chunk.line_start, self.chunk.line_end],
-                **location_fields(self.chunk), "score": round(self.score, 4), "fused": round(self.fused, 6),
-                "ranks": self.ranks,
-                "relevance": self.relevance, "flag": self.flag}
+        return {
+            "id": self.label,
+            "chunk_id": self.chunk.pk,
+            "source": self.chunk.source.name,
+            "title": self.chunk.source.title,
+            "heading": self.chunk.heading,
+            "page": self.chunk.page_start,
+            "lines": [self.chunk.line_start, self.chunk.line_end],
+            **location_fields(self.chunk),
+            "score": round(self.score, 4),
+            "fused": round(self.fused, 6),
+            "ranks": self.ranks,
+            "relevance": self.relevance,
+            "flag": self.flag,
+        }
 
 
 @dataclass
@@ -100,8 +110,14 @@ def embeddings_check(collection_ids: Sequence[int] | None = None) -> None:
         raise vectorstore.MissingEmbeddings(model)
 
 
-def retrieve(*, question: str, collection_ids: Sequence[int] | None, mode: str | None = None,
-             top_k: int | None = None, model_steps: bool = True) -> Retrieval:
+def retrieve(
+    *,
+    question: str,
+    collection_ids: Sequence[int] | None,
+    mode: str | None = None,
+    top_k: int | None = None,
+    model_steps: bool = True,
+) -> Retrieval:
     """Find evidence for ``question`` within ``collection_ids`` (None: every collection).
 
     ``model_steps=False`` skips every step that calls a language model (HyDE, relevance
@@ -124,14 +140,17 @@ def retrieve(*, question: str, collection_ids: Sequence[int] | None, mode: str |
             result.timings["dense_index_build"] = round((time.perf_counter() - start) * 1000, 1)
     texts = [question] + ([result.hyde_text] if result.hyde_text else [])
     with timer("search"):
-        vectors, result.channels = _search(question, texts, result.mode, top_k, collection_ids, matrix,
-                                           result.timings)
-        fused = (channels_fuse(result.channels, fusion=conf.retrieval.fusion, k=conf.retrieval.rrf_k)
-                 if result.mode == "hybrid" else next(iter(result.channels.values())))[:top_k]
+        vectors, result.channels = _search(question, texts, result.mode, top_k, collection_ids, matrix, result.timings)
+        fused = (
+            channels_fuse(result.channels, fusion=conf.retrieval.fusion, k=conf.retrieval.rrf_k)
+            if result.mode == "hybrid"
+            else next(iter(result.channels.values()))
+        )[:top_k]
         result.candidates = _candidates(fused, result.channels, vectors[0])
         result.ranked = list(result.candidates)
-    result.gate = gate_decide([c.score for c in result.candidates], min_score=conf.retrieval.min_score,
-                              min_chunks=conf.retrieval.min_chunks)
+    result.gate = gate_decide(
+        [c.score for c in result.candidates], min_score=conf.retrieval.min_score, min_chunks=conf.retrieval.min_chunks
+    )
     if not result.gate.passed:
         result.candidates = []
         return result
@@ -148,13 +167,24 @@ def retrieve(*, question: str, collection_ids: Sequence[int] | None, mode: str |
 
 def hyde_generate(question: str) -> str:
     """A short hypothetical answer, used only as the dense search query (D0006)."""
-    reply = llm.complete(messages=[{"role": "user", "content": prompts.render("hyde", question=question)}],
-                         purpose="hyde", model=settings.FOUNDRY.retrieval.hyde_model, max_tokens=100)
+    reply = llm.complete(
+        messages=[{"role": "user", "content": prompts.render("hyde", question=question)}],
+        purpose="hyde",
+        model=settings.FOUNDRY.retrieval.hyde_model,
+        max_tokens=100,
+    )
     return reply.text
 
 
-def _search(question: str, texts: list[str], mode: str, top_k: int, collection_ids: Sequence[int] | None,
-            matrix: dense_matrix.DenseMatrix | None, timings: dict[str, float]) -> tuple[list[list[float]], dict]:
+def _search(
+    question: str,
+    texts: list[str],
+    mode: str,
+    top_k: int,
+    collection_ids: Sequence[int] | None,
+    matrix: dense_matrix.DenseMatrix | None,
+    timings: dict[str, float],
+) -> tuple[list[list[float]], dict]:
     """The query vectors and each channel's hits (``matrix``: the dense copy to scan, None for vec0).
 
     The two channels are independent, so the query embedding and the memory-mapped
@@ -174,20 +204,32 @@ def _search(question: str, texts: list[str], mode: str, top_k: int, collection_i
         if matrix is None:
             return vectors, None
         big = matrix.ids.size > conf.retrieval.dense_exact_max_rows
-        return vectors, matrix.search(vectors[-1], k=depth, collection_ids=collection_ids,
-                                      shortlist=conf.retrieval.dense_shortlist if big else 0)
+        return vectors, matrix.search(
+            vectors[-1], k=depth, collection_ids=collection_ids, shortlist=conf.retrieval.dense_shortlist if big else 0
+        )
 
     channels: dict[str, list[Hit]] = {}
     with ThreadPoolExecutor(max_workers=1) as pool:
         pending = pool.submit(contextvars.copy_context().run, embed_and_scan)  # llm.record_calls counts it
-        pruned = {"max_df": conf.retrieval.bm25_max_df,
-                  "max_postings": conf.retrieval.bm25_max_postings} if mode == "hybrid" else {}
-        keyword = (ChunkSearch.search.keyword(question, limit=depth, collection_ids=collection_ids, **pruned)
-                   if mode in ("hybrid", "bm25") else None)
+        pruned = (
+            {"max_df": conf.retrieval.bm25_max_df, "max_postings": conf.retrieval.bm25_max_postings}
+            if mode == "hybrid"
+            else {}
+        )
+        keyword = (
+            ChunkSearch.search.keyword(question, limit=depth, collection_ids=collection_ids, **pruned)
+            if mode in ("hybrid", "bm25")
+            else None
+        )
         vectors, scanned = pending.result()
     if mode in ("hybrid", "dense"):
-        channels["dense"] = scanned if matrix is not None else ChunkSearch.search.nearest(
-            vectors[-1], model=conf.embedding.model, k=depth, collection_ids=collection_ids)
+        channels["dense"] = (
+            scanned
+            if matrix is not None
+            else ChunkSearch.search.nearest(
+                vectors[-1], model=conf.embedding.model, k=depth, collection_ids=collection_ids
+            )
+        )
     if keyword is not None:
         channels["bm25"] = keyword
     return vectors, channels
@@ -207,15 +249,21 @@ def _candidates(fused: list[Hit], channels: dict[str, list[Hit]], question_vecto
     chunks = Chunk.objects.select_related("source").in_bulk(ids)
     sims = ChunkSearch.search.similarity(question_vector, ids, model=settings.FOUNDRY.embedding.model)
     ranks = {name: {h.chunk_id: rank for rank, h in enumerate(hits, start=1)} for name, hits in channels.items()}
-    return [Candidate(chunk=chunks[h.chunk_id], score=sims.get(h.chunk_id, 0.0), fused=h.score,
-                      ranks={name: r[h.chunk_id] for name, r in ranks.items() if h.chunk_id in r})
-            for h in fused if h.chunk_id in chunks]
+    return [
+        Candidate(
+            chunk=chunks[h.chunk_id],
+            score=sims.get(h.chunk_id, 0.0),
+            fused=h.score,
+            ranks={name: r[h.chunk_id] for name, r in ranks.items() if h.chunk_id in r},
+        )
+        for h in fused
+        if h.chunk_id in chunks
+    ]
 
 
 def _apply_relevance(result: Retrieval, model: str, threshold: float) -> None:
     """Drop chunks scored below ``threshold``; an unscored chunk is kept and flagged."""
-    scores = relevance_score(question=result.question, passages=[c.chunk.text for c in result.candidates],
-                             model=model)
+    scores = relevance_score(question=result.question, passages=[c.chunk.text for c in result.candidates], model=model)
     kept = []
     for candidate, relevance in zip(result.candidates, scores):
         candidate.relevance, candidate.flag = relevance.score, relevance.flag

@@ -1,4 +1,5 @@
 """LLM relevance scoring 0-10 (D0007), batched; unreadable output never drops a chunk silently."""
+
 from __future__ import annotations
 
 import re
@@ -30,12 +31,14 @@ def relevance_score(*, question: str, passages: list[str], model: str) -> list[R
     """One score per passage, in order, from batched prompts to ``model``."""
     out: list[Relevance] = []
     for start in range(0, len(passages), BATCH):
-        batch = passages[start:start + BATCH]
+        batch = passages[start : start + BATCH]
         listing = "\n\n".join(f"[S{i}]\n{text}" for i, text in enumerate(batch, start=1))
         prompt = prompts.render("relevance", question=question, passages=listing, count=len(batch))
-        reply = llm.complete(messages=[{"role": "user", "content": prompt}], purpose="relevance", model=model,
-                             max_tokens=12 * len(batch))
+        reply = llm.complete(
+            messages=[{"role": "user", "content": prompt}], purpose="relevance", model=model, max_tokens=12 * len(batch)
+        )
         scores = parse_scores(reply.text, len(batch))
-        out.extend(Relevance(scores[i]) if i in scores else Relevance(None, "unscored")
-                   for i in range(1, len(batch) + 1))
+        out.extend(
+            Relevance(scores[i]) if i in scores else Relevance(None, "unscored") for i in range(1, len(batch) + 1)
+        )
     return out

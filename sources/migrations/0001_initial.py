@@ -7,7 +7,6 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
     dependencies = [
@@ -16,81 +15,128 @@ class Migration(migrations.Migration):
 
     operations = [
         migrations.CreateModel(
-            name='Collection',
+            name="Collection",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('name', models.SlugField(max_length=100, unique=True)),
-                ('description', models.TextField(blank=True)),
-                ('public', models.BooleanField(default=False, help_text='Readable by every signed-in user.')),
-                ('created_at', models.DateTimeField(default=django.utils.timezone.now, editable=False)),
-                ('readers', models.ManyToManyField(blank=True, related_name='collections', to=settings.AUTH_USER_MODEL)),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("name", models.SlugField(max_length=100, unique=True)),
+                ("description", models.TextField(blank=True)),
+                ("public", models.BooleanField(default=False, help_text="Readable by every signed-in user.")),
+                ("created_at", models.DateTimeField(default=django.utils.timezone.now, editable=False)),
+                (
+                    "readers",
+                    models.ManyToManyField(blank=True, related_name="collections", to=settings.AUTH_USER_MODEL),
+                ),
             ],
         ),
         migrations.CreateModel(
-            name='Source',
+            name="Source",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('root', models.CharField(editable=False, help_text='Absolute folder the path is relative to.', max_length=1024)),
-                ('path', models.CharField(editable=False, max_length=1024)),
-                ('title', models.CharField(blank=True, max_length=500)),
-                ('kind', models.CharField(blank=True, choices=[('txt', 'Text'), ('md', 'Markdown'), ('pdf', 'PDF'), ('json', 'JSON')], max_length=8)),
-                ('sha256', models.CharField(blank=True, editable=False, max_length=64)),
-                ('size', models.BigIntegerField(default=0, editable=False)),
-                ('mtime', models.DateTimeField(blank=True, editable=False, null=True)),
-                ('status', models.CharField(choices=[('pending', 'Pending'), ('ingested', 'Ingested'), ('skipped', 'Skipped'), ('failed', 'Failed')], default='pending', max_length=12)),
-                ('reason', models.TextField(blank=True)),
-                ('chunk_count', models.PositiveIntegerField(default=0, editable=False)),
-                ('embedding_model', models.CharField(blank=True, editable=False, max_length=200)),
-                ('created_at', models.DateTimeField(default=django.utils.timezone.now, editable=False)),
-                ('updated_at', models.DateTimeField(default=django.utils.timezone.now, editable=False)),
-                ('ingested_at', models.DateTimeField(blank=True, editable=False, null=True)),
-                ('collection', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='sources', to='sources.collection')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                (
+                    "root",
+                    models.CharField(
+                        editable=False, help_text="Absolute folder the path is relative to.", max_length=1024
+                    ),
+                ),
+                ("path", models.CharField(editable=False, max_length=1024)),
+                ("title", models.CharField(blank=True, max_length=500)),
+                (
+                    "kind",
+                    models.CharField(
+                        blank=True,
+                        choices=[("txt", "Text"), ("md", "Markdown"), ("pdf", "PDF"), ("json", "JSON")],
+                        max_length=8,
+                    ),
+                ),
+                ("sha256", models.CharField(blank=True, editable=False, max_length=64)),
+                ("size", models.BigIntegerField(default=0, editable=False)),
+                ("mtime", models.DateTimeField(blank=True, editable=False, null=True)),
+                (
+                    "status",
+                    models.CharField(
+                        choices=[
+                            ("pending", "Pending"),
+                            ("ingested", "Ingested"),
+                            ("skipped", "Skipped"),
+                            ("failed", "Failed"),
+                        ],
+                        default="pending",
+                        max_length=12,
+                    ),
+                ),
+                ("reason", models.TextField(blank=True)),
+                ("chunk_count", models.PositiveIntegerField(default=0, editable=False)),
+                ("embedding_model", models.CharField(blank=True, editable=False, max_length=200)),
+                ("created_at", models.DateTimeField(default=django.utils.timezone.now, editable=False)),
+                ("updated_at", models.DateTimeField(default=django.utils.timezone.now, editable=False)),
+                ("ingested_at", models.DateTimeField(blank=True, editable=False, null=True)),
+                (
+                    "collection",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.PROTECT, related_name="sources", to="sources.collection"
+                    ),
+                ),
             ],
         ),
         migrations.CreateModel(
-            name='Chunk',
+            name="Chunk",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('ordinal', models.PositiveIntegerField()),
-                ('text', models.TextField()),
-                ('heading', models.CharField(blank=True, help_text="Heading path, ' > ' separated.", max_length=1000)),
-                ('page_start', models.PositiveIntegerField(blank=True, null=True)),
-                ('page_end', models.PositiveIntegerField(blank=True, null=True)),
-                ('line_start', models.PositiveIntegerField()),
-                ('line_end', models.PositiveIntegerField()),
-                ('token_count', models.PositiveIntegerField()),
-                ('context', models.TextField(blank=True, help_text='Contextual prefix embedded with the text; never shown as source.')),
-                ('created_at', models.DateTimeField(default=django.utils.timezone.now, editable=False)),
-                ('source', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='chunks', to='sources.source')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("ordinal", models.PositiveIntegerField()),
+                ("text", models.TextField()),
+                ("heading", models.CharField(blank=True, help_text="Heading path, ' > ' separated.", max_length=1000)),
+                ("page_start", models.PositiveIntegerField(blank=True, null=True)),
+                ("page_end", models.PositiveIntegerField(blank=True, null=True)),
+                ("line_start", models.PositiveIntegerField()),
+                ("line_end", models.PositiveIntegerField()),
+                ("token_count", models.PositiveIntegerField()),
+                (
+                    "context",
+                    models.TextField(
+                        blank=True, help_text="Contextual prefix embedded with the text; never shown as source."
+                    ),
+                ),
+                ("created_at", models.DateTimeField(default=django.utils.timezone.now, editable=False)),
+                (
+                    "source",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="chunks", to="sources.source"
+                    ),
+                ),
             ],
             options={
-                'ordering': ['source_id', 'ordinal'],
+                "ordering": ["source_id", "ordinal"],
             },
         ),
         migrations.CreateModel(
-            name='SourceSummary',
+            name="SourceSummary",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('text', models.TextField()),
-                ('model', models.CharField(max_length=200)),
-                ('created_at', models.DateTimeField(default=django.utils.timezone.now, editable=False)),
-                ('source', models.OneToOneField(on_delete=django.db.models.deletion.CASCADE, related_name='summary', to='sources.source')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("text", models.TextField()),
+                ("model", models.CharField(max_length=200)),
+                ("created_at", models.DateTimeField(default=django.utils.timezone.now, editable=False)),
+                (
+                    "source",
+                    models.OneToOneField(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="summary", to="sources.source"
+                    ),
+                ),
             ],
         ),
         migrations.AddIndex(
-            model_name='source',
-            index=models.Index(fields=['status'], name='sources_sou_status_88455e_idx'),
+            model_name="source",
+            index=models.Index(fields=["status"], name="sources_sou_status_88455e_idx"),
         ),
         migrations.AddIndex(
-            model_name='source',
-            index=models.Index(fields=['collection', 'status'], name='sources_sou_collect_f330b8_idx'),
+            model_name="source",
+            index=models.Index(fields=["collection", "status"], name="sources_sou_collect_f330b8_idx"),
         ),
         migrations.AddConstraint(
-            model_name='source',
-            constraint=models.UniqueConstraint(fields=('root', 'path'), name='source_unique_root_path'),
+            model_name="source",
+            constraint=models.UniqueConstraint(fields=("root", "path"), name="source_unique_root_path"),
         ),
         migrations.AddConstraint(
-            model_name='chunk',
-            constraint=models.UniqueConstraint(fields=('source', 'ordinal'), name='chunk_unique_ordinal'),
+            model_name="chunk",
+            constraint=models.UniqueConstraint(fields=("source", "ordinal"), name="chunk_unique_ordinal"),
         ),
     ]

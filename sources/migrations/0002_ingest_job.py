@@ -6,36 +6,89 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('sources', '0001_initial'),
+        ("sources", "0001_initial"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='IngestJob',
+            name="IngestJob",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('target', models.CharField(editable=False, help_text='Folder or file that was asked for.', max_length=1024)),
-                ('root', models.CharField(editable=False, help_text='Folder the file paths are relative to.', max_length=1024)),
-                ('status', models.CharField(choices=[('pending', 'Pending'), ('running', 'Running'), ('succeeded', 'Succeeded'), ('failed', 'Failed')], default='pending', editable=False, max_length=12)),
-                ('stage', models.CharField(choices=[('queued', 'Queued'), ('checking', 'Checking files for changes'), ('processing', 'Extracting, embedding and storing'), ('removing', 'Removing sources whose file is gone'), ('done', 'Done')], default='queued', editable=False, max_length=12)),
-                ('options', models.JSONField(default=dict, editable=False, help_text='include_private, embedding model, whether target is a folder, and the scanned candidates [[path, skip reason], …].')),
-                ('files_total', models.PositiveIntegerField(default=0, editable=False)),
-                ('files_done', models.PositiveIntegerField(default=0, editable=False)),
-                ('chunks_done', models.PositiveIntegerField(default=0, editable=False)),
-                ('results', models.JSONField(default=list, editable=False, help_text='Per-file results in completion order: {path, status, reason, chunks}.')),
-                ('error', models.TextField(blank=True, editable=False, help_text='Why the whole job failed.')),
-                ('attempts', models.PositiveIntegerField(default=0, editable=False)),
-                ('created_at', models.DateTimeField(default=django.utils.timezone.now, editable=False)),
-                ('started_at', models.DateTimeField(blank=True, editable=False, null=True)),
-                ('finished_at', models.DateTimeField(blank=True, editable=False, null=True)),
-                ('heartbeat_at', models.DateTimeField(default=django.utils.timezone.now, editable=False)),
-                ('collection', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='ingest_jobs', to='sources.collection')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                (
+                    "target",
+                    models.CharField(editable=False, help_text="Folder or file that was asked for.", max_length=1024),
+                ),
+                (
+                    "root",
+                    models.CharField(
+                        editable=False, help_text="Folder the file paths are relative to.", max_length=1024
+                    ),
+                ),
+                (
+                    "status",
+                    models.CharField(
+                        choices=[
+                            ("pending", "Pending"),
+                            ("running", "Running"),
+                            ("succeeded", "Succeeded"),
+                            ("failed", "Failed"),
+                        ],
+                        default="pending",
+                        editable=False,
+                        max_length=12,
+                    ),
+                ),
+                (
+                    "stage",
+                    models.CharField(
+                        choices=[
+                            ("queued", "Queued"),
+                            ("checking", "Checking files for changes"),
+                            ("processing", "Extracting, embedding and storing"),
+                            ("removing", "Removing sources whose file is gone"),
+                            ("done", "Done"),
+                        ],
+                        default="queued",
+                        editable=False,
+                        max_length=12,
+                    ),
+                ),
+                (
+                    "options",
+                    models.JSONField(
+                        default=dict,
+                        editable=False,
+                        help_text="include_private, embedding model, whether target is a folder, and the scanned candidates [[path, skip reason], …].",
+                    ),
+                ),
+                ("files_total", models.PositiveIntegerField(default=0, editable=False)),
+                ("files_done", models.PositiveIntegerField(default=0, editable=False)),
+                ("chunks_done", models.PositiveIntegerField(default=0, editable=False)),
+                (
+                    "results",
+                    models.JSONField(
+                        default=list,
+                        editable=False,
+                        help_text="Per-file results in completion order: {path, status, reason, chunks}.",
+                    ),
+                ),
+                ("error", models.TextField(blank=True, editable=False, help_text="Why the whole job failed.")),
+                ("attempts", models.PositiveIntegerField(default=0, editable=False)),
+                ("created_at", models.DateTimeField(default=django.utils.timezone.now, editable=False)),
+                ("started_at", models.DateTimeField(blank=True, editable=False, null=True)),
+                ("finished_at", models.DateTimeField(blank=True, editable=False, null=True)),
+                ("heartbeat_at", models.DateTimeField(default=django.utils.timezone.now, editable=False)),
+                (
+                    "collection",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.PROTECT, related_name="ingest_jobs", to="sources.collection"
+                    ),
+                ),
             ],
             options={
-                'ordering': ['-created_at'],
-                'indexes': [models.Index(fields=['status', 'heartbeat_at'], name='sources_ing_status_dee9ef_idx')],
+                "ordering": ["-created_at"],
+                "indexes": [models.Index(fields=["status", "heartbeat_at"], name="sources_ing_status_dee9ef_idx")],
             },
         ),
     ]

@@ -25,6 +25,7 @@ the drift this field exists to catch. The string is a literal, not computed from
 current defaults: a later release that changes a default must not change what this
 migration wrote. Rows without an embedding model (never built by ingest) stay "".
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -34,9 +35,12 @@ from django.db import migrations, models
 BEFORE_RECORDED = "chunk_tokens=200 chunk_overlap_tokens=0 context_model=none"
 
 FIELD = models.CharField(
-    blank=True, editable=False, max_length=400,
+    blank=True,
+    editable=False,
+    max_length=400,
     help_text="Chunking settings the chunks were built with (sources.services.chunking_settings); "
-              "ingest re-chunks the file when foundry.yaml sets others.")
+    "ingest re-chunks the file when foundry.yaml sets others.",
+)
 
 
 def backfill(apps: Any, schema_editor: Any) -> None:
@@ -45,7 +49,6 @@ def backfill(apps: Any, schema_editor: Any) -> None:
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
         ("sources", "0002_ingest_job"),
     ]
@@ -56,9 +59,12 @@ class Migration(migrations.Migration):
         # and the rename fails on the chunks_fts_insert trigger that reads sources_source. SQLite
         # adds a NOT NULL column with a constant default in place, touching no trigger.
         migrations.SeparateDatabaseAndState(
-            database_operations=[migrations.RunSQL(
-                sql="ALTER TABLE sources_source ADD COLUMN chunking varchar(400) NOT NULL DEFAULT ''",
-                reverse_sql="ALTER TABLE sources_source DROP COLUMN chunking")],
+            database_operations=[
+                migrations.RunSQL(
+                    sql="ALTER TABLE sources_source ADD COLUMN chunking varchar(400) NOT NULL DEFAULT ''",
+                    reverse_sql="ALTER TABLE sources_source DROP COLUMN chunking",
+                )
+            ],
             state_operations=[migrations.AddField(model_name="source", name="chunking", field=FIELD)],
         ),
         # Reversing drops the column, so the backfill has nothing to undo.

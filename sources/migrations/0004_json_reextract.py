@@ -8,6 +8,7 @@ the recorded sha256 of every JSON source makes the next ingest read each one aga
 as if it had changed. Nothing is deleted here: until that ingest the old chunks stay
 searchable.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -21,7 +22,6 @@ def forget_json_digests(apps: Any, schema_editor: Any) -> None:
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
         ("sources", "0003_source_chunking"),
     ]

@@ -2,6 +2,7 @@
 
 Before, two folders ingested with a ``manual.pdf`` each were both cited as ``manual.pdf``.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -11,9 +12,11 @@ from django.db import migrations, models
 from sources.models import cited_names
 
 FIELD = models.CharField(
-    editable=False, max_length=2048,
+    editable=False,
+    max_length=2048,
     help_text="How citations name the file: its path, with the folder it was ingested from in front while "
-              "another folder has a file at the same path.")
+    "another folder has a file at the same path.",
+)
 
 
 def name_existing(apps: Any, schema_editor: Any) -> None:
@@ -27,7 +30,6 @@ def name_existing(apps: Any, schema_editor: Any) -> None:
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
         ("sources", "0004_json_reextract"),
     ]
@@ -35,11 +37,16 @@ class Migration(migrations.Migration):
     operations = [
         # In place, not Django's table rebuild, which the FTS triggers on sources_source break (see 0003).
         migrations.SeparateDatabaseAndState(
-            database_operations=[migrations.RunSQL(
-                sql="ALTER TABLE sources_source ADD COLUMN name varchar(2048) NOT NULL DEFAULT ''",
-                reverse_sql="ALTER TABLE sources_source DROP COLUMN name")],
+            database_operations=[
+                migrations.RunSQL(
+                    sql="ALTER TABLE sources_source ADD COLUMN name varchar(2048) NOT NULL DEFAULT ''",
+                    reverse_sql="ALTER TABLE sources_source DROP COLUMN name",
+                )
+            ],
             state_operations=[migrations.AddField(model_name="source", name="name", field=FIELD)],
         ),
-        migrations.AddIndex(model_name="source", index=models.Index(fields=["path"], name="sources_sou_path_e17056_idx")),
+        migrations.AddIndex(
+            model_name="source", index=models.Index(fields=["path"], name="sources_sou_path_e17056_idx")
+        ),
         migrations.RunPython(name_existing, migrations.RunPython.noop),
     ]

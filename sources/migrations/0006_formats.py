@@ -10,6 +10,7 @@
   ``foundry check`` lists them until then. Nothing is deleted: the old chunks stay searchable
   until that ingest.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -18,19 +19,36 @@ from django.db import migrations, models
 from django.db.models import Value
 from django.db.models.functions import Concat
 
-KINDS = [("txt", "Text"), ("md", "Markdown"), ("pdf", "PDF"), ("json", "JSON"), ("docx", "Word"), ("html", "HTML"),
-         ("pptx", "PowerPoint"), ("xlsx", "Excel"), ("csv", "CSV"), ("image", "Image")]
+KINDS = [
+    ("txt", "Text"),
+    ("md", "Markdown"),
+    ("pdf", "PDF"),
+    ("json", "JSON"),
+    ("docx", "Word"),
+    ("html", "HTML"),
+    ("pptx", "PowerPoint"),
+    ("xlsx", "Excel"),
+    ("csv", "CSV"),
+    ("image", "Image"),
+]
 OCR_FIELD = models.FloatField(
-    null=True, blank=True, editable=False,
+    null=True,
+    blank=True,
+    editable=False,
     help_text="Read by OCR from an image: the lowest mean word confidence (0-100) of its pages. Empty for text "
-              "the file holds as text.")
+    "the file holds as text.",
+)
 JSON_MARK = " json_values=unlabelled"
 
 
 def mark_json(apps: Any, schema_editor: Any) -> None:
     Source = apps.get_model("sources", "Source")
-    (Source.objects.filter(kind="json").exclude(chunking="").exclude(chunking__contains=JSON_MARK)
-     .update(chunking=Concat("chunking", Value(JSON_MARK))))
+    (
+        Source.objects.filter(kind="json")
+        .exclude(chunking="")
+        .exclude(chunking__contains=JSON_MARK)
+        .update(chunking=Concat("chunking", Value(JSON_MARK)))
+    )
 
 
 def unmark_json(apps: Any, schema_editor: Any) -> None:
@@ -40,21 +58,25 @@ def unmark_json(apps: Any, schema_editor: Any) -> None:
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
         ("sources", "0005_source_cited_name"),
     ]
 
     operations = [
         migrations.SeparateDatabaseAndState(
-            state_operations=[migrations.AlterField(
-                model_name="source", name="kind",
-                field=models.CharField(blank=True, choices=KINDS, max_length=8))],
+            state_operations=[
+                migrations.AlterField(
+                    model_name="source", name="kind", field=models.CharField(blank=True, choices=KINDS, max_length=8)
+                )
+            ],
         ),
         migrations.SeparateDatabaseAndState(
-            database_operations=[migrations.RunSQL(
-                sql="ALTER TABLE sources_chunk ADD COLUMN ocr_confidence real NULL",
-                reverse_sql="ALTER TABLE sources_chunk DROP COLUMN ocr_confidence")],
+            database_operations=[
+                migrations.RunSQL(
+                    sql="ALTER TABLE sources_chunk ADD COLUMN ocr_confidence real NULL",
+                    reverse_sql="ALTER TABLE sources_chunk DROP COLUMN ocr_confidence",
+                )
+            ],
             state_operations=[migrations.AddField(model_name="chunk", name="ocr_confidence", field=OCR_FIELD)],
         ),
         migrations.RunPython(mark_json, unmark_json),

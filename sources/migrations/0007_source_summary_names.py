@@ -4,14 +4,13 @@ from django.db import migrations
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('sources', '0006_formats'),
+        ("sources", "0006_formats"),
     ]
 
     operations = [
         migrations.AlterModelOptions(
-            name='sourcesummary',
-            options={'verbose_name': 'source summary', 'verbose_name_plural': 'source summaries'},
+            name="sourcesummary",
+            options={"verbose_name": "source summary", "verbose_name_plural": "source summaries"},
         ),
     ]

@@ -4,6 +4,7 @@ token limit; an oversized paragraph is split on sentences, an oversized sentence
 Sizes are counted with the embedding model's own tokenizer, so a chunk is never
 silently truncated by the embedder.
 """
+
 from __future__ import annotations
 
 import re
@@ -40,8 +41,14 @@ class ChunkDraft:
 CHARS_PER_TOKEN_CAP = 10
 
 
-def chunk_blocks(blocks: Iterable[Block], *, max_tokens: int, count: TokenCounter,
-                 max_chars: int | None = None, overlap_tokens: int = 0) -> list[ChunkDraft]:
+def chunk_blocks(
+    blocks: Iterable[Block],
+    *,
+    max_tokens: int,
+    count: TokenCounter,
+    max_chars: int | None = None,
+    overlap_tokens: int = 0,
+) -> list[ChunkDraft]:
     """Pack blocks into chunks of at most ``max_tokens`` (and ``max_chars``) without crossing a heading.
 
     With ``overlap_tokens``, a chunk that continues the same section starts with the
@@ -61,8 +68,13 @@ def chunk_blocks(blocks: Iterable[Block], *, max_tokens: int, count: TokenCounte
 
     for block in _bounded_leads(blocks, leads, max_tokens=max_tokens, max_chars=max_chars, count=count):
         lead_size, lead_chars = leads[block.lead], len(block.lead) + 1 if block.lead else 0
-        for piece in _fit(block, max_tokens=max(1, max_tokens - lead_size), max_chars=max(16, max_chars - lead_chars),
-                          count=count, sentences=overlap_tokens > 0):
+        for piece in _fit(
+            block,
+            max_tokens=max(1, max_tokens - lead_size),
+            max_chars=max(16, max_chars - lead_chars),
+            count=count,
+            sentences=overlap_tokens > 0,
+        ):
             same_section = not pending or _same_section(pending[-1].block, piece.block)
             if not pending:
                 tokens, chars = lead_size, lead_chars
@@ -82,8 +94,9 @@ def chunk_blocks(blocks: Iterable[Block], *, max_tokens: int, count: TokenCounte
     return drafts
 
 
-def _bounded_leads(blocks: Iterable[Block], leads: dict[str, int], *, max_tokens: int, max_chars: int,
-                   count: TokenCounter) -> Iterator[Block]:
+def _bounded_leads(
+    blocks: Iterable[Block], leads: dict[str, int], *, max_tokens: int, max_chars: int, count: TokenCounter
+) -> Iterator[Block]:
     """The blocks, each lead's size counted once into ``leads``. A lead that would take more than half
     of a chunk (a header row of hundreds of columns) is not repeated: it stands once, as a block of
     its own before the first block that had it, and those blocks go on without it."""
@@ -140,8 +153,9 @@ def _merge(parts: deque[_Piece], count: TokenCounter) -> ChunkDraft:
     )
 
 
-def _fit(block: Block, *, max_tokens: int, max_chars: int, count: TokenCounter,
-         sentences: bool = False) -> list[_Piece]:
+def _fit(
+    block: Block, *, max_tokens: int, max_chars: int, count: TokenCounter, sentences: bool = False
+) -> list[_Piece]:
     """The block itself if it fits, else sentence-sized pieces that each fit: as many
     sentences as fit per piece, or (``sentences``, for overlapping chunks) one each.
 
@@ -158,8 +172,9 @@ def _fit(block: Block, *, max_tokens: int, max_chars: int, count: TokenCounter,
     buf_start = buf_end = 0
     used = chars = 0
     for start, sentence in _sentences(block.text):
-        for sub_start, sub, size in _split_long(sentence, start, max_tokens=max_tokens, max_chars=max_chars,
-                                                count=count):
+        for sub_start, sub, size in _split_long(
+            sentence, start, max_tokens=max_tokens, max_chars=max_chars, count=count
+        ):
             if buf and (sentences or used + size > max_tokens or chars + len(sub) + 1 > max_chars):
                 pieces.append(_Piece(lines.piece(" ".join(buf), buf_start, buf_end), used, bool(pieces)))
                 buf, used, chars = [], 0, 0
@@ -189,25 +204,33 @@ class _LineCounter:
         else:  # never expected (pieces are in order); recount rather than guess
             self.line = self.block.line_start + self.block.text.count("\n", 0, offset)
         self.offset = offset
-        return Block(text, self.block.heading, self.block.page, self.line,
-                     self.line + self.block.text.count("\n", offset, end), self.block.lead, self.block.unit,
-                     self.block.ocr)
+        return Block(
+            text,
+            self.block.heading,
+            self.block.page,
+            self.line,
+            self.line + self.block.text.count("\n", offset, end),
+            self.block.lead,
+            self.block.unit,
+            self.block.ocr,
+        )
 
 
 def _sentences(text: str) -> list[tuple[int, str]]:
     out = []
     start = 0
     for match in _SENTENCE_END.finditer(text):
-        if text[start:match.start()].strip():
-            out.append((start, text[start:match.start()]))
+        if text[start : match.start()].strip():
+            out.append((start, text[start : match.start()]))
         start = match.end()
     if text[start:].strip():
         out.append((start, text[start:]))
     return out
 
 
-def _split_long(sentence: str, offset: int, *, max_tokens: int, max_chars: int,
-                count: TokenCounter) -> list[tuple[int, str, int]]:
+def _split_long(
+    sentence: str, offset: int, *, max_tokens: int, max_chars: int, count: TokenCounter
+) -> list[tuple[int, str, int]]:
     """(offset, text, tokens) pieces of a sentence, cut between words when it is too long.
 
     Each piece is a window of at most ``max_chars`` characters, cut back to the
@@ -274,4 +297,4 @@ def chunk_windows(text: str, *, sentences: int, limit: int) -> list[str]:
     picked = list(starts[::stride])
     if picked[-1] != starts[-1]:  # the last window, so the chunk's end is in one
         picked[-1] = starts[-1]
-    return [" ".join(parts[i:i + sentences]) for i in picked]
+    return [" ".join(parts[i : i + sentences]) for i in picked]

@@ -9,6 +9,7 @@ recorded settings differ from the configured ones even when its bytes did not
 change. The string is ``key=value`` pairs named after the foundry.yaml keys; no
 value contains a space or ``=`` (model names are checked against ``MODEL_PATTERN``).
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -25,19 +26,22 @@ UNKNOWN = "unknown"
 RETIRED = {"json_values": "labelled"}
 
 
-def chunking_encode(*, chunk_tokens: int, chunk_overlap_tokens: int, context_model: str,
-                    window_sentences: int) -> str:
+def chunking_encode(*, chunk_tokens: int, chunk_overlap_tokens: int, context_model: str, window_sentences: int) -> str:
     """The canonical string for these settings; equal settings always give the same string."""
-    return (f"chunk_tokens={chunk_tokens} chunk_overlap_tokens={chunk_overlap_tokens} "
-            f"context_model={context_model} window_sentences={window_sentences}")
+    return (
+        f"chunk_tokens={chunk_tokens} chunk_overlap_tokens={chunk_overlap_tokens} "
+        f"context_model={context_model} window_sentences={window_sentences}"
+    )
 
 
 def chunking_of(conf: FoundryConfig) -> str:
     """The chunking settings of one configuration (what ``_prepare`` reads)."""
-    return chunking_encode(chunk_tokens=conf.ingest.chunk_tokens,
-                           chunk_overlap_tokens=conf.ingest.chunk_overlap_tokens,
-                           context_model=conf.embedding.context_model,
-                           window_sentences=conf.ingest.window_sentences)
+    return chunking_encode(
+        chunk_tokens=conf.ingest.chunk_tokens,
+        chunk_overlap_tokens=conf.ingest.chunk_overlap_tokens,
+        context_model=conf.embedding.context_model,
+        window_sentences=conf.ingest.window_sentences,
+    )
 
 
 def chunking_configured() -> str:
@@ -54,8 +58,11 @@ def chunking_changes(old: str, new: str) -> list[tuple[str, str, str]]:
     """``(key, old value, new value)`` for every setting that differs, in the string's order."""
     before, after = chunking_parse(old), chunking_parse(new)
     keys = list(dict.fromkeys([*after, *before]))
-    return [(k, before.get(k, UNKNOWN), after.get(k, RETIRED.get(k, UNKNOWN))) for k in keys
-            if before.get(k) != after.get(k)]
+    return [
+        (k, before.get(k, UNKNOWN), after.get(k, RETIRED.get(k, UNKNOWN)))
+        for k in keys
+        if before.get(k) != after.get(k)
+    ]
 
 
 def chunking_changes_text(old: str, new: str) -> str:
@@ -74,13 +81,16 @@ def rechunk_reason(*, previous: str | None, prepared: str, configured: str) -> s
     if previous is not None and previous != prepared:
         notes.append(f"re-chunked: chunking settings changed ({chunking_changes_text(previous, prepared)})")
     if not prepared:
-        notes.append("prepared by a worker that does not record its chunking settings "
-                     "(the next foundry ingest re-chunks it)")
+        notes.append(
+            "prepared by a worker that does not record its chunking settings (the next foundry ingest re-chunks it)"
+        )
     elif prepared != configured:
         differ = ", ".join(f"{key} {a}" for key, a, _ in chunking_changes(prepared, configured))
         sets = ", ".join(f"{key} {b}" for key, _, b in chunking_changes(prepared, configured))
-        notes.append(f"prepared with {differ} but this foundry.yaml sets {sets}; every worker must read "
-                     "the same foundry.yaml (the next foundry ingest re-chunks it)")
+        notes.append(
+            f"prepared with {differ} but this foundry.yaml sets {sets}; every worker must read "
+            "the same foundry.yaml (the next foundry ingest re-chunks it)"
+        )
     return "; ".join(notes)
 
 
@@ -91,11 +101,14 @@ def chunking_drift_warning(*, configured: str, drift: Sequence[ChunkingDrift]) -
     for group in drift:
         counts[group.chunking] = counts.get(group.chunking, 0) + group.sources
     total = sum(counts.values())
-    changes = "; ".join(f"{chunking_changes_text(old, configured)} ({n} source{'' if n == 1 else 's'})"
-                        for old, n in counts.items())
+    changes = "; ".join(
+        f"{chunking_changes_text(old, configured)} ({n} source{'' if n == 1 else 's'})" for old, n in counts.items()
+    )
     commands = list(dict.fromkeys(group.reingest_command for group in drift))
-    return (f"{total} source{' was' if total == 1 else 's were'} chunked with other settings than foundry.yaml "
-            f"sets: {changes}. Search works, but they keep their old chunks until they are re-ingested.\n"
-            "Re-ingest to re-chunk them (only files whose settings or bytes differ are redone):\n"
-            + "".join(f"  {command}\n" for command in commands)
-            + "or set those keys back in foundry.yaml.")
+    return (
+        f"{total} source{' was' if total == 1 else 's were'} chunked with other settings than foundry.yaml "
+        f"sets: {changes}. Search works, but they keep their old chunks until they are re-ingested.\n"
+        "Re-ingest to re-chunk them (only files whose settings or bytes differ are redone):\n"
+        + "".join(f"  {command}\n" for command in commands)
+        + "or set those keys back in foundry.yaml."
+    )

@@ -1,4 +1,5 @@
 """Collections and who may read them."""
+
 from __future__ import annotations
 
 import logging

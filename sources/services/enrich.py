@@ -1,5 +1,6 @@
 """Optional LLM enrichment at ingest (contextual prefixes, D0004; source summaries, D0008)
 and the sizing rules that keep every embedded text within the embedder's input limit."""
+
 from __future__ import annotations
 
 import logging
@@ -32,11 +33,14 @@ class ChunkSizing:
     def for_model(cls, model: str, chunk_tokens: int) -> ChunkSizing:
         tokenizer = llm.embedding_tokenizer(model)
         if tokenizer is not None:
+
             def count(text: str) -> int:
                 return len(tokenizer(text, add_special_tokens=False, truncation=False)["input_ids"])
         else:
+
             def count(text: str) -> int:
                 return llm.count_tokens(text, model=model)
+
         limit = llm.embedding_input_limit(model)
         # Two places are taken by the [CLS]/[SEP] markers of BERT-style embedders.
         ceiling = (limit - 2 - CONTEXT_RESERVE) if limit else chunk_tokens
@@ -66,14 +70,16 @@ def context_prefixes(*, title: str, document: str, drafts: list[ChunkDraft]) -> 
     out = []
     for draft in drafts:
         prompt = prompts.render("context_prefix", title=title, document=excerpt, chunk=draft.text)
-        reply = llm.complete(messages=[{"role": "user", "content": prompt}], purpose="context_prefix",
-                             model=model, max_tokens=60)
+        reply = llm.complete(
+            messages=[{"role": "user", "content": prompt}], purpose="context_prefix", model=model, max_tokens=60
+        )
         out.append(" ".join(reply.text.split()))
     return out
 
 
-def source_summary(*, title: str, drafts: list[ChunkDraft], chunk_vectors: list[list[float]] | None = None
-                   ) -> llm.Completion | None:
+def source_summary(
+    *, title: str, drafts: list[ChunkDraft], chunk_vectors: list[list[float]] | None = None
+) -> llm.Completion | None:
     """A global summary of the source from ``ingest.summary_model``, holding only what the source supports.
 
     The generation prompt hands summaries to the model as background from the sources, so a
@@ -93,10 +99,15 @@ def source_summary(*, title: str, drafts: list[ChunkDraft], chunk_vectors: list[
         read.append(draft.text)
         size += len(draft.text) + 2
     document = "\n\n".join(read)[:SUMMARY_EXCERPT_CHARS]
-    prompt = prompts.render("summary", title=title, document=document,
-                            max_words=max(20, conf.summary_max_tokens * 3 // 4))
-    reply = llm.complete(messages=[{"role": "user", "content": prompt}], purpose="summary",
-                         model=conf.summary_model, max_tokens=conf.summary_max_tokens)
+    prompt = prompts.render(
+        "summary", title=title, document=document, max_words=max(20, conf.summary_max_tokens * 3 // 4)
+    )
+    reply = llm.complete(
+        messages=[{"role": "user", "content": prompt}],
+        purpose="summary",
+        model=conf.summary_model,
+        max_tokens=conf.summary_max_tokens,
+    )
     grounded = Grounder({f"S{i}": text for i, text in enumerate(read, start=1)}).ground(reply.text)
     kept = " ".join(s.text for s in grounded.sentences if s.supported_by)
     logger.info("source summary: %s of %s sentences supported", grounded.supported, grounded.total)
@@ -106,8 +117,9 @@ def source_summary(*, title: str, drafts: list[ChunkDraft], chunk_vectors: list[
 SUMMARY_SENTENCES = 5
 
 
-def extractive_summary(*, drafts: list[ChunkDraft], chunk_vectors: list[list[float]] | None,
-                       max_tokens: int) -> llm.Completion | None:
+def extractive_summary(
+    *, drafts: list[ChunkDraft], chunk_vectors: list[list[float]] | None, max_tokens: int
+) -> llm.Completion | None:
     """The source's lead sentence and its most central ones, verbatim, in source order (no LLM).
 
     Central: closest to the centroid of the source's chunk vectors (the whole source), among the

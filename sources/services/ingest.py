@@ -14,6 +14,7 @@ Guarantees:
   this module is the database side: ``source_store_prepared`` writes a prepared
   payload (on the ``db`` worker next to the SQLite file).
 """
+
 from __future__ import annotations
 
 import logging
@@ -89,8 +90,13 @@ def collection_moves_check(*, root: Path, rels: list[str], collection: Collectio
     """
     wanted = set(rels)
     elsewhere: dict[str, list[str]] = {}
-    for path, name in (Source.objects.filter(root=str(root)).exclude(collection=collection)
-                       .values_list("path", "collection__name").order_by("path").iterator()):
+    for path, name in (
+        Source.objects.filter(root=str(root))
+        .exclude(collection=collection)
+        .values_list("path", "collection__name")
+        .order_by("path")
+        .iterator()
+    ):
         if path in wanted:
             elsewhere.setdefault(name, []).append(path)
     if elsewhere:
@@ -98,18 +104,24 @@ def collection_moves_check(*, root: Path, rels: list[str], collection: Collectio
         raise CollectionMoveRefused(
             f"{root}: files already ingested into another collection: {where}. Ingesting them into "
             f"{collection.name!r} would move them out of it and change who can read them; ingest into that "
-            f"collection, or add --move to move them")
+            f"collection, or add --move to move them"
+        )
 
 
 def source_unchanged(*, root: str, rel: str, collection_id: int, digest: str) -> Source | None:
     """The source, if it is already ingested from exactly these bytes with the configured model and chunking."""
     model = settings.FOUNDRY.embedding.model
     existing = Source.objects.filter(root=root, path=rel).first()
-    if (existing and existing.sha256 == digest and existing.status == Source.Status.INGESTED
-            and existing.embedding_model == model and existing.collection_id == collection_id
-            and existing.chunking == chunking_configured()
-            and vectorstore.table_exists(model)
-            and vectorstore.source_index_complete(existing.pk, existing.chunk_count, model)):
+    if (
+        existing
+        and existing.sha256 == digest
+        and existing.status == Source.Status.INGESTED
+        and existing.embedding_model == model
+        and existing.collection_id == collection_id
+        and existing.chunking == chunking_configured()
+        and vectorstore.table_exists(model)
+        and vectorstore.source_index_complete(existing.pk, existing.chunk_count, model)
+    ):
         return existing
     return None
 
@@ -120,48 +132,83 @@ def source_ingest(*, root: str, rel: str, collection_id: int) -> FileResult:
     try:
         digest = prepare.file_digest(path)
     except OSError as exc:
-        return source_mark_failed(root=root, rel=rel, collection_id=collection_id,
-                                  reason=f"cannot read file: {exc.strerror or exc}")
+        return source_mark_failed(
+            root=root, rel=rel, collection_id=collection_id, reason=f"cannot read file: {exc.strerror or exc}"
+        )
     existing = source_unchanged(root=root, rel=rel, collection_id=collection_id, digest=digest)
     if existing:
         return FileResult(rel, "unchanged", "", existing.chunk_count)
-    return source_store_prepared(root=root, rel=rel, collection_id=collection_id,
-                                 payload=prepare.source_prepare(root=root, rel=rel))
+    return source_store_prepared(
+        root=root, rel=rel, collection_id=collection_id, payload=prepare.source_prepare(root=root, rel=rel)
+    )
 
 
 def source_store_prepared(*, root: str, rel: str, collection_id: int, payload: dict[str, Any]) -> FileResult:
     """Write a prepared payload (or its failure) for one file. Idempotent: the same bytes twice is ``unchanged``."""
     if payload["status"] == "failed":
-        return source_mark_failed(root=root, rel=rel, collection_id=collection_id, reason=payload["reason"],
-                                  digest=payload["sha256"], size=payload["size"])
+        return source_mark_failed(
+            root=root,
+            rel=rel,
+            collection_id=collection_id,
+            reason=payload["reason"],
+            digest=payload["sha256"],
+            size=payload["size"],
+        )
     if payload.get("v") != prepare.PAYLOAD_VERSION:
         return source_mark_failed(
-            root=root, rel=rel, collection_id=collection_id, digest=payload.get("sha256", ""),
+            root=root,
+            rel=rel,
+            collection_id=collection_id,
+            digest=payload.get("sha256", ""),
             size=payload.get("size", 0),
             reason=f"prepared by a worker that writes payload version {payload.get('v')!r}, but this one reads "
-                   f"{prepare.PAYLOAD_VERSION}; every worker must run the same Foundry release")
+            f"{prepare.PAYLOAD_VERSION}; every worker must run the same Foundry release",
+        )
     model = settings.FOUNDRY.embedding.model
     if payload["model"] != model:
         return source_mark_failed(
-            root=root, rel=rel, collection_id=collection_id, digest=payload["sha256"], size=payload["size"],
+            root=root,
+            rel=rel,
+            collection_id=collection_id,
+            digest=payload["sha256"],
+            size=payload["size"],
             reason=f"prepared with embedding model {payload['model']} but this knowledge base uses {model}; "
-                   "every worker must read the same foundry.yaml")
+            "every worker must read the same foundry.yaml",
+        )
     existing = source_unchanged(root=root, rel=rel, collection_id=collection_id, digest=payload["sha256"])
     if existing:
         return FileResult(rel, "unchanged", "", existing.chunk_count)
     prepared = prepare.payload_decode(payload)
-    previous = (Source.objects.filter(root=root, path=rel, status=Source.Status.INGESTED, sha256=payload["sha256"])
-                .values_list("chunking", flat=True).first())
-    reason = "; ".join(filter(None, [*prepared.notes, rechunk_reason(previous=previous, prepared=prepared.chunking,
-                                                                     configured=chunking_configured())]))
-    source = _store(root=root, rel=rel, collection_id=collection_id, digest=payload["sha256"],
-                    data_size=payload["size"], mtime=payload["mtime"], prepared=prepared)
+    previous = (
+        Source.objects.filter(root=root, path=rel, status=Source.Status.INGESTED, sha256=payload["sha256"])
+        .values_list("chunking", flat=True)
+        .first()
+    )
+    reason = "; ".join(
+        filter(
+            None,
+            [
+                *prepared.notes,
+                rechunk_reason(previous=previous, prepared=prepared.chunking, configured=chunking_configured()),
+            ],
+        )
+    )
+    source = _store(
+        root=root,
+        rel=rel,
+        collection_id=collection_id,
+        digest=payload["sha256"],
+        data_size=payload["size"],
+        mtime=payload["mtime"],
+        prepared=prepared,
+    )
     logger.info("ingested source=%s chunks=%s", source.pk, source.chunk_count)
     return FileResult(rel, "ingested", reason, source.chunk_count)
 
 
-def _store(*, root: str, rel: str, collection_id: int, digest: str, data_size: int, mtime: float,
-           prepared: prepare.Prepared) -> Source:
+def _store(
+    *, root: str, rel: str, collection_id: int, digest: str, data_size: int, mtime: float, prepared: prepare.Prepared
+) -> Source:
     """Replace the source's chunks, vectors and summary in one transaction."""
     model = settings.FOUNDRY.embedding.model
     now = timezone.now()
@@ -174,28 +221,52 @@ def _store(*, root: str, rel: str, collection_id: int, digest: str, data_size: i
         old_ids = list(source.chunks.values_list("id", flat=True))
         vectorstore.vectors_delete(old_ids)
         source.chunks.all().delete()
-        chunks = Chunk.objects.bulk_create([
-            Chunk(source=source, ordinal=i, text=d.text, heading=" > ".join(d.heading),
-                  page_start=d.page_start, page_end=d.page_end, line_start=d.line_start, line_end=d.line_end,
-                  token_count=d.token_count, context=ctx, ocr_confidence=d.ocr_confidence, created_at=now)
-            for i, (d, ctx) in enumerate(zip(prepared.drafts, prepared.contexts))
-        ])
+        chunks = Chunk.objects.bulk_create(
+            [
+                Chunk(
+                    source=source,
+                    ordinal=i,
+                    text=d.text,
+                    heading=" > ".join(d.heading),
+                    page_start=d.page_start,
+                    page_end=d.page_end,
+                    line_start=d.line_start,
+                    line_end=d.line_end,
+                    token_count=d.token_count,
+                    context=ctx,
+                    ocr_confidence=d.ocr_confidence,
+                    created_at=now,
+                )
+                for i, (d, ctx) in enumerate(zip(prepared.drafts, prepared.contexts))
+            ]
+        )
         vectorstore.vectors_insert(model, [(c.pk, collection_id, v) for c, v in zip(chunks, prepared.vectors)])
         vectorstore.windows_insert(model, _window_rows(chunks, prepared, collection_id))
         SourceSummary.objects.filter(source=source).delete()
         if prepared.summary is not None:
             SourceSummary.objects.create(source=source, text=prepared.summary.text, model=prepared.summary.model)
         Source.objects.filter(pk=source.pk).update(
-            collection_id=collection_id, title=prepared.title[:500], kind=prepared.kind, sha256=digest,
-            size=data_size, mtime=datetime.fromtimestamp(mtime, tz=UTC), status=Source.Status.INGESTED,
-            reason="; ".join(prepared.notes), chunk_count=len(chunks), embedding_model=model,
-            chunking=prepared.chunking, updated_at=now, ingested_at=now)
+            collection_id=collection_id,
+            title=prepared.title[:500],
+            kind=prepared.kind,
+            sha256=digest,
+            size=data_size,
+            mtime=datetime.fromtimestamp(mtime, tz=UTC),
+            status=Source.Status.INGESTED,
+            reason="; ".join(prepared.notes),
+            chunk_count=len(chunks),
+            embedding_model=model,
+            chunking=prepared.chunking,
+            updated_at=now,
+            ingested_at=now,
+        )
         source.refresh_from_db()
     return source
 
 
-def _window_rows(chunks: list[Chunk], prepared: prepare.Prepared,
-                 collection_id: int) -> list[tuple[int, int, list[float]]]:
+def _window_rows(
+    chunks: list[Chunk], prepared: prepare.Prepared, collection_id: int
+) -> list[tuple[int, int, list[float]]]:
     """(window id, collection, vector) of each window: the n-th window of a chunk takes its n-th slot."""
     seen: dict[int, int] = {}
     rows = []
@@ -206,19 +277,26 @@ def _window_rows(chunks: list[Chunk], prepared: prepare.Prepared,
     return rows
 
 
-def source_mark_failed(*, root: str, rel: str, collection_id: int, reason: str, digest: str = "",
-                       size: int = 0) -> FileResult:
+def source_mark_failed(
+    *, root: str, rel: str, collection_id: int, reason: str, digest: str = "", size: int = 0
+) -> FileResult:
     """Record a failure. A previously ingested version stays searchable, and the reason says so."""
     now = timezone.now()
     with transaction.atomic():
         source, created = Source.objects.get_or_create(
-            root=root, path=rel, defaults={"collection_id": collection_id, "kind": kind_of(Path(rel)) or ""})
+            root=root, path=rel, defaults={"collection_id": collection_id, "kind": kind_of(Path(rel)) or ""}
+        )
         if created:
             source_names_refresh(rel)
         kept = source.chunk_count if not created else 0
         note = f"{reason} (the previously ingested version stays indexed)" if kept else reason
-        Source.objects.filter(pk=source.pk).update(status=Source.Status.FAILED, reason=note, updated_at=now,
-                                                   sha256=digest or source.sha256, size=size or source.size)
+        Source.objects.filter(pk=source.pk).update(
+            status=Source.Status.FAILED,
+            reason=note,
+            updated_at=now,
+            sha256=digest or source.sha256,
+            size=size or source.size,
+        )
     logger.warning("ingest failed source=%s", source.pk)
     return FileResult(rel, "failed", reason, 0)
 

@@ -16,6 +16,7 @@ does no double work and leaves no duplicates):
 
 Without a broker the same steps run in-process, in order.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -54,13 +55,21 @@ class IngestJobBusy(Exception):
     """An unfinished job already works on this folder for this collection (``exclusive`` jobs only)."""
 
     def __init__(self, job: IngestJob) -> None:
-        super().__init__(f"ingest job {job.pk} on {job.target} is still {job.status}; if no process works on it "
-                         f"any more, `foundry jobs sweep` fails it")
+        super().__init__(
+            f"ingest job {job.pk} on {job.target} is still {job.status}; if no process works on it "
+            f"any more, `foundry jobs sweep` fails it"
+        )
         self.job = job
 
 
-def ingest_job_create(*, target: Path, collection: str = ingest.DEFAULT_COLLECTION,
-                      include_private: bool | None = None, move: bool = False, exclusive: bool = False) -> IngestJob:
+def ingest_job_create(
+    *,
+    target: Path,
+    collection: str = ingest.DEFAULT_COLLECTION,
+    include_private: bool | None = None,
+    move: bool = False,
+    exclusive: bool = False,
+) -> IngestJob:
     """Scan ``target`` and record a pending job for it.
 
     Raises FileNotFoundError for a missing target, ValueError for an invalid new collection name or,
@@ -77,14 +86,27 @@ def ingest_job_create(*, target: Path, collection: str = ingest.DEFAULT_COLLECTI
         if not move:
             ingest.collection_moves_check(root=root, rels=[c.rel for c in candidates], collection=coll)
         if exclusive:
-            busy = IngestJob.objects.filter(collection=coll, target=str(target), status__in=[
-                IngestJob.Status.PENDING, IngestJob.Status.RUNNING]).order_by("pk").first()
+            busy = (
+                IngestJob.objects.filter(
+                    collection=coll, target=str(target), status__in=[IngestJob.Status.PENDING, IngestJob.Status.RUNNING]
+                )
+                .order_by("pk")
+                .first()
+            )
             if busy is not None:
                 raise IngestJobBusy(busy)
         return IngestJob.objects.create(
-            collection=coll, target=str(target), root=str(root), files_total=len(candidates),
-            options={"include_private": include_private, "model": settings.FOUNDRY.embedding.model,
-                     "is_dir": target.is_dir(), "candidates": [[c.rel, c.skip_reason] for c in candidates]})
+            collection=coll,
+            target=str(target),
+            root=str(root),
+            files_total=len(candidates),
+            options={
+                "include_private": include_private,
+                "model": settings.FOUNDRY.embedding.model,
+                "is_dir": target.is_dir(),
+                "candidates": [[c.rel, c.skip_reason] for c in candidates],
+            },
+        )
 
 
 def ingest_job_enqueue(*, job_id: int, on_file: ProgressFn | None = None) -> None:
@@ -111,8 +133,9 @@ def ingest_job_execute(*, job_id: int, on_file: ProgressFn | None = None) -> Ing
     return job
 
 
-def ingest_job_wait(*, job_id: int, on_file: ProgressFn | None = None, seen: int = 0,
-                    timeout: float | None = None) -> IngestJob:
+def ingest_job_wait(
+    *, job_id: int, on_file: ProgressFn | None = None, seen: int = 0, timeout: float | None = None
+) -> IngestJob:
     """Poll the job until it is finished (or ``timeout`` seconds pass) and return it."""
     deadline = None if timeout is None else time.monotonic() + timeout
     while True:
@@ -130,8 +153,12 @@ def ingest_job_run(*, job_id: int, on_file: ProgressFn | None = None) -> None:
     """Claim a pending job and put each of its files to work. A job that is not pending is left alone."""
     now = timezone.now()
     claimed = IngestJob.objects.filter(pk=job_id, status=IngestJob.Status.PENDING).update(
-        status=IngestJob.Status.RUNNING, stage=IngestJob.Stage.CHECKING, started_at=Coalesce("started_at", now),
-        heartbeat_at=now, attempts=F("attempts") + 1)
+        status=IngestJob.Status.RUNNING,
+        stage=IngestJob.Stage.CHECKING,
+        started_at=Coalesce("started_at", now),
+        heartbeat_at=now,
+        attempts=F("attempts") + 1,
+    )
     if not claimed:
         logger.info("ingest job=%s not pending; nothing to do", job_id)
         return
@@ -140,7 +167,8 @@ def ingest_job_run(*, job_id: int, on_file: ProgressFn | None = None) -> None:
     if not todo:
         return
     IngestJob.objects.filter(pk=job_id, status=IngestJob.Status.RUNNING).update(
-        stage=IngestJob.Stage.PROCESSING, heartbeat_at=timezone.now())
+        stage=IngestJob.Stage.PROCESSING, heartbeat_at=timezone.now()
+    )
     logger.info("ingest job=%s dispatching files=%s", job_id, len(todo))
     if jobs.is_eager():
         for rel in todo:
@@ -188,8 +216,9 @@ def _dispatch(job_id: int, root: str, rels: list[str]) -> None:
 
     for rel in rels:
         on_error = ingest_file_failed.s(job_id, rel)
-        chain(prepare_source.s(root, rel, job_id).on_error(on_error),
-              store_source.s(job_id, rel).on_error(on_error)).apply_async()
+        chain(
+            prepare_source.s(root, rel, job_id).on_error(on_error), store_source.s(job_id, rel).on_error(on_error)
+        ).apply_async()
 
 
 def _process_in_process(job_id: int, root: str, rel: str, on_file: ProgressFn | None) -> None:
@@ -225,8 +254,9 @@ def _file_key(job_id: int, rel: str) -> str:
     return f"ingest:{job_id}:{hashlib.sha1(rel.encode()).hexdigest()}"
 
 
-def ingest_job_file_store(*, job_id: int, rel: str, payload: dict[str, Any],
-                          on_file: ProgressFn | None = None) -> FileResult | None:
+def ingest_job_file_store(
+    *, job_id: int, rel: str, payload: dict[str, Any], on_file: ProgressFn | None = None
+) -> FileResult | None:
     """Write one prepared file and record its result, in one transaction.
 
     Idempotent: returns None (and writes nothing) when the job is gone or the file already has a result.
@@ -238,15 +268,13 @@ def ingest_job_file_store(*, job_id: int, rel: str, payload: dict[str, Any],
         if job is None or rel in _paths_done(job):
             logger.info("ingest job=%s file already recorded or job gone; skipping store", job_id)
             return None
-        result = ingest.source_store_prepared(root=job.root, rel=rel, collection_id=job.collection_id,
-                                              payload=payload)
+        result = ingest.source_store_prepared(root=job.root, rel=rel, collection_id=job.collection_id, payload=payload)
         _append(job, [result], on_file)
         transaction.on_commit(lambda: jobs.done_mark(_file_key(job_id, rel)))
     return result
 
 
-def ingest_job_file_fail(*, job_id: int, rel: str, reason: str,
-                         on_file: ProgressFn | None = None) -> FileResult | None:
+def ingest_job_file_fail(*, job_id: int, rel: str, reason: str, on_file: ProgressFn | None = None) -> FileResult | None:
     """Record that one file failed for good (crash, time limit, retries used up). Idempotent like the store."""
     with transaction.atomic():
         job = IngestJob.objects.filter(pk=job_id).first()
@@ -304,7 +332,8 @@ def ingest_job_abort(*, job_id: int, reason: str) -> None:
     """
     try:
         IngestJob.objects.filter(pk=job_id, status__in=[IngestJob.Status.PENDING, IngestJob.Status.RUNNING]).update(
-            status=IngestJob.Status.FAILED, error=reason[:2000], finished_at=timezone.now())
+            status=IngestJob.Status.FAILED, error=reason[:2000], finished_at=timezone.now()
+        )
     except DatabaseError:
         logger.exception("ingest job=%s could not be marked failed", job_id)
 
@@ -334,18 +363,30 @@ def ingest_job_retry(*, job_id: int) -> IngestJob:
         if job.status == IngestJob.Status.SUCCEEDED and len(keep) == job.files_total:
             raise JobStateError(f"ingest job {job_id} succeeded with no failed files; nothing to retry")
         IngestJob.objects.filter(pk=job_id, status=job.status).update(
-            status=IngestJob.Status.PENDING, stage=IngestJob.Stage.QUEUED, error="", results=keep,
-            files_done=len(keep), chunks_done=sum(r["chunks"] for r in keep if r["status"] == "ingested"),
-            attempts=0, finished_at=None, heartbeat_at=timezone.now())
+            status=IngestJob.Status.PENDING,
+            stage=IngestJob.Stage.QUEUED,
+            error="",
+            results=keep,
+            files_done=len(keep),
+            chunks_done=sum(r["chunks"] for r in keep if r["status"] == "ingested"),
+            attempts=0,
+            finished_at=None,
+            heartbeat_at=timezone.now(),
+        )
     jobs.done_clear([_file_key(job_id, rel) for rel in redo])
     logger.info("ingest job=%s re-queued by retry", job_id)
     ingest_job_enqueue(job_id=job_id)
     return IngestJob.objects.get(pk=job_id)
 
 
-def knowledge_base_ingest(*, target: Path, collection: str = ingest.DEFAULT_COLLECTION,
-                          include_private: bool | None = None, move: bool = False,
-                          progress: ProgressFn | None = None) -> IngestReport:
+def knowledge_base_ingest(
+    *,
+    target: Path,
+    collection: str = ingest.DEFAULT_COLLECTION,
+    include_private: bool | None = None,
+    move: bool = False,
+    progress: ProgressFn | None = None,
+) -> IngestReport:
     """Ingest every file under ``target`` and remove sources whose file is gone; wait for the result.
 
     Runs as an ``IngestJob``: in-process without a broker, on the workers with one.

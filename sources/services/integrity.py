@@ -4,6 +4,7 @@
 Problems make ``foundry check`` fail. Warnings do not: sources chunked with other
 settings than foundry.yaml sets are whole and searchable, only not chunked as configured.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -63,8 +64,7 @@ def index_check() -> IntegrityReport:
     return report
 
 
-def _compare(report: IntegrityReport, name: str, chunks: set[int], other: set[int], *,
-             complete: bool = True) -> None:
+def _compare(report: IntegrityReport, name: str, chunks: set[int], other: set[int], *, complete: bool = True) -> None:
     if complete and chunks - other:
         report.problems.append(f"{len(chunks - other)} chunk(s) missing from {name}")
     if other - chunks:

@@ -5,6 +5,7 @@ does all slow work for one file (read it while it holds still, extract, chunk, t
 context prefixes and summary, embed) and returns a JSON payload: it runs on ``compute`` workers
 anywhere. ``sources.services.ingest`` writes the payload on the database side.
 """
+
 from __future__ import annotations
 
 import base64
@@ -148,8 +149,12 @@ def _prepare(path: Path, data: bytes) -> Prepared:
     chunking = chunking_of(conf)
     extracted = extract(path, data)
     sizing = enrich.ChunkSizing.for_model(conf.embedding.model, conf.ingest.chunk_tokens)
-    drafts = chunk_blocks(extracted.blocks, max_tokens=sizing.max_chunk_tokens, count=sizing.count,
-                          overlap_tokens=conf.ingest.chunk_overlap_tokens)
+    drafts = chunk_blocks(
+        extracted.blocks,
+        max_tokens=sizing.max_chunk_tokens,
+        count=sizing.count,
+        overlap_tokens=conf.ingest.chunk_overlap_tokens,
+    )
     if not drafts:
         raise ExtractionError("no text found in the file")
     document_text = "\n\n".join(d.text for d in drafts)
@@ -159,14 +164,25 @@ def _prepare(path: Path, data: bytes) -> Prepared:
     texts = [_with_context(c, d.text) for c, d in zip(contexts, drafts)]
     owners = []
     for ordinal, draft in enumerate(drafts):
-        for window in chunk_windows(draft.text, sentences=conf.ingest.window_sentences,
-                                    limit=vectorstore.WINDOW_SLOTS - 1):
+        for window in chunk_windows(
+            draft.text, sentences=conf.ingest.window_sentences, limit=vectorstore.WINDOW_SLOTS - 1
+        ):
             owners.append(ordinal)
             texts.append(_with_context(contexts[ordinal], window))
     vectors = llm.embed(texts, model=conf.embedding.model, batch_size=conf.embedding.batch_size)
-    summary = enrich.source_summary(title=extracted.title, drafts=drafts, chunk_vectors=vectors[:len(drafts)])
-    return Prepared(extracted.title, kind_of(path) or "", drafts, contexts, vectors[:len(drafts)], summary,
-                    chunking, owners, vectors[len(drafts):], list(extracted.notes))
+    summary = enrich.source_summary(title=extracted.title, drafts=drafts, chunk_vectors=vectors[: len(drafts)])
+    return Prepared(
+        extracted.title,
+        kind_of(path) or "",
+        drafts,
+        contexts,
+        vectors[: len(drafts)],
+        summary,
+        chunking,
+        owners,
+        vectors[len(drafts) :],
+        list(extracted.notes),
+    )
 
 
 def _with_context(context: str, text: str) -> str:
@@ -200,8 +216,9 @@ def source_prepare(*, root: str, rel: str) -> dict[str, Any]:
         return _failed_payload(rel, str(exc), digest=digest, size=len(data))
     except Exception as exc:  # a parser bug on one hostile file must not stop the run: record it and go on
         logger.exception("unexpected error while preparing %s", rel)
-        return _failed_payload(rel, f"unexpected error while reading the file: {type(exc).__name__}: {exc}",
-                               digest=digest, size=len(data))
+        return _failed_payload(
+            rel, f"unexpected error while reading the file: {type(exc).__name__}: {exc}", digest=digest, size=len(data)
+        )
     return _encode_payload(rel, prepared, digest=digest, size=len(data), mtime=mtime)
 
 
@@ -231,8 +248,9 @@ def read_stable(path: Path) -> tuple[bytes, float]:
         same = (before.st_size, before.st_mtime_ns, before.st_ino) == (after.st_size, after.st_mtime_ns, after.st_ino)
         if same and len(data) == after.st_size:
             return data, after.st_mtime
-    raise FileChanging(f"file kept changing while it was read ({READ_ATTEMPTS} attempts); "
-                       "run foundry ingest again once it is written")
+    raise FileChanging(
+        f"file kept changing while it was read ({READ_ATTEMPTS} attempts); run foundry ingest again once it is written"
+    )
 
 
 def _failed_payload(rel: str, reason: str, *, digest: str = "", size: int = 0) -> dict[str, Any]:
@@ -243,12 +261,23 @@ def _encode_payload(rel: str, prepared: Prepared, *, digest: str, size: int, mti
     """Vectors travel as base64 little-endian float32: exactly what vec0 stores, at a quarter of JSON's size."""
     dim = len(prepared.vectors[0])
     return {
-        "v": PAYLOAD_VERSION, "status": "prepared", "path": rel, "sha256": digest, "size": size, "mtime": mtime,
-        "title": prepared.title, "kind": prepared.kind, "model": settings.FOUNDRY.embedding.model,
-        "chunks": [{**asdict(d), "heading": list(d.heading)} for d in prepared.drafts], "contexts": prepared.contexts,
-        "dim": dim, "vectors": _vectors_encode(prepared.vectors),
-        "summary": asdict(prepared.summary) if prepared.summary else None, "chunking": prepared.chunking,
-        "window_owners": prepared.window_owners, "window_vectors": _vectors_encode(prepared.window_vectors),
+        "v": PAYLOAD_VERSION,
+        "status": "prepared",
+        "path": rel,
+        "sha256": digest,
+        "size": size,
+        "mtime": mtime,
+        "title": prepared.title,
+        "kind": prepared.kind,
+        "model": settings.FOUNDRY.embedding.model,
+        "chunks": [{**asdict(d), "heading": list(d.heading)} for d in prepared.drafts],
+        "contexts": prepared.contexts,
+        "dim": dim,
+        "vectors": _vectors_encode(prepared.vectors),
+        "summary": asdict(prepared.summary) if prepared.summary else None,
+        "chunking": prepared.chunking,
+        "window_owners": prepared.window_owners,
+        "window_vectors": _vectors_encode(prepared.window_vectors),
         "notes": prepared.notes,
     }
 
@@ -261,7 +290,7 @@ def _vectors_encode(vectors: list[list[float]]) -> str:
 def _vectors_decode(data: str, dim: int) -> list[list[float]]:
     raw = base64.b64decode(data)
     flat = struct.unpack(f"<{len(raw) // 4}f", raw)
-    return [list(flat[i:i + dim]) for i in range(0, len(flat), dim)]
+    return [list(flat[i : i + dim]) for i in range(0, len(flat), dim)]
 
 
 def payload_decode(payload: dict[str, Any]) -> Prepared:
@@ -270,7 +299,18 @@ def payload_decode(payload: dict[str, Any]) -> Prepared:
     drafts = [ChunkDraft(**{**c, "heading": tuple(c["heading"])}) for c in payload["chunks"]]
     summary = llm.Completion(**payload["summary"]) if payload["summary"] else None
     if len(payload["window_owners"]) != len(window_vectors):
-        raise ValueError(f"payload has {len(window_vectors)} window vectors for {len(payload['window_owners'])} "
-                         "windows")
-    return Prepared(payload["title"], payload["kind"], drafts, payload["contexts"], vectors, summary,
-                    payload.get("chunking", ""), payload["window_owners"], window_vectors, payload.get("notes", []))
+        raise ValueError(
+            f"payload has {len(window_vectors)} window vectors for {len(payload['window_owners'])} windows"
+        )
+    return Prepared(
+        payload["title"],
+        payload["kind"],
+        drafts,
+        payload["contexts"],
+        vectors,
+        summary,
+        payload.get("chunking", ""),
+        payload["window_owners"],
+        window_vectors,
+        payload.get("notes", []),
+    )

@@ -9,6 +9,7 @@ is missing, not a folder, unreadable, or empty while the collection holds source
 it (a drive not mounted) fails that collection's sync with the reason, and its sources
 stay. Only one job at a time works on a bound folder (``ingest_job_create(exclusive=True)``).
 """
+
 from __future__ import annotations
 
 import logging
@@ -44,8 +45,14 @@ class SyncResult:
     counts: dict[str, int] = field(default_factory=dict)
 
     def as_dict(self) -> dict:
-        return {"collection": self.collection, "folder": self.folder, "status": self.status,
-                "reason": self.reason, "job": self.job_id, **self.counts}
+        return {
+            "collection": self.collection,
+            "folder": self.folder,
+            "status": self.status,
+            "reason": self.reason,
+            "job": self.job_id,
+            **self.counts,
+        }
 
 
 def _overlap(a: str, b: str) -> bool:
@@ -70,7 +77,8 @@ def collection_bind(*, collection: str, folder: Path) -> Collection:
                 how = "is already bound to" if real == os.path.realpath(other.folder) else "overlaps the folder of"
                 raise CollectionError(
                     f"{folder} {how} collection {other.name!r} ({other.folder}): a file would belong to both. "
-                    f"Bind folders that do not contain each other, or `foundry collections unbind {other.name}`")
+                    f"Bind folders that do not contain each other, or `foundry collections unbind {other.name}`"
+                )
         coll = collection_get_or_create(name=collection)
         coll.folder, coll.sync_error = str(folder), ""
         coll.save(update_fields=["folder", "sync_error"])
@@ -100,8 +108,11 @@ def bound_collections(names: list[str] | None = None) -> list[Collection]:
     for name in names:
         if name not in found:
             known = Collection.objects.filter(name=name).exists()
-            raise CollectionError(f"collection {name!r} is not bound to a folder (foundry collections bind)"
-                                  if known else f"no collection named {name!r}")
+            raise CollectionError(
+                f"collection {name!r} is not bound to a folder (foundry collections bind)"
+                if known
+                else f"no collection named {name!r}"
+            )
     return [found[name] for name in names]
 
 
@@ -126,8 +137,10 @@ def folder_check(folder: Path) -> None:
 
 def _kept(coll: Collection, reason: str, *, or_else: str = "") -> str:
     count = Source.objects.filter(collection=coll, root=coll.folder).count()
-    return (f"{reason}; its {count} source(s) are kept. Mount or restore the folder, or "
-            f"`foundry collections unbind {coll.name}`{or_else}")
+    return (
+        f"{reason}; its {count} source(s) are kept. Mount or restore the folder, or "
+        f"`foundry collections unbind {coll.name}`{or_else}"
+    )
 
 
 def collection_sync(*, collection: Collection, wait: bool = True, on_file: ProgressFn | None = None) -> SyncResult:
@@ -145,9 +158,12 @@ def collection_sync(*, collection: Collection, wait: bool = True, on_file: Progr
         return _failed(collection, result, str(exc))
     if job.files_total == 0 and Source.objects.filter(collection=collection, root=job.root).exists():
         # An empty folder that sources came from is far likelier an unmounted drive than every file deleted.
-        reason = _kept(collection, f"bound folder {folder} is empty (a drive not mounted?)",
-                       or_else=f"; if its files really were deleted, `foundry ingest {folder} --collection "
-                               f"{collection.name}` removes their sources")
+        reason = _kept(
+            collection,
+            f"bound folder {folder} is empty (a drive not mounted?)",
+            or_else=f"; if its files really were deleted, `foundry ingest {folder} --collection "
+            f"{collection.name}` removes their sources",
+        )
         ingest_jobs.ingest_job_abort(job_id=job.pk, reason=reason)
         return _failed(collection, result, reason, job.pk)
     Collection.objects.filter(pk=collection.pk).update(synced_at=timezone.now(), sync_error="")
@@ -169,8 +185,9 @@ def _failed(collection: Collection, result: SyncResult, reason: str, job_id: int
     return SyncResult(result.collection, result.folder, "failed", reason, job_id)
 
 
-def collections_sync(*, names: list[str] | None = None, wait: bool = True,
-                     on_file: ProgressFn | None = None) -> list[SyncResult]:
+def collections_sync(
+    *, names: list[str] | None = None, wait: bool = True, on_file: ProgressFn | None = None
+) -> list[SyncResult]:
     """Sync every bound collection (or those named), one after another; one failure does not stop the others.
 
     ``wait=False`` (the scheduled task on a worker) queues each job and returns without waiting for it.

@@ -7,6 +7,7 @@ stored as MEDIA_ROOT/<collection>/<name>. A name that already exists is
 refused unless the caller asks to replace it, in which case the new bytes
 become a new version of the same source.
 """
+
 from __future__ import annotations
 
 import codecs
@@ -32,11 +33,20 @@ ALLOWED_SUFFIXES = tuple(sorted(KINDS))
 # The first bytes of each binary kind. Office files are zip archives; a password-protected one is an
 # OLE container instead, let through so that ingest can say why it cannot be read.
 _ZIP_OR_OLE = (b"PK\x03\x04", b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1")
-MAGIC: dict[str, tuple[bytes, ...] | bytes] = {"pdf": b"%PDF-", "docx": _ZIP_OR_OLE, "pptx": _ZIP_OR_OLE,
-                                               "xlsx": _ZIP_OR_OLE,
-                                               "image": (b"\x89PNG\r\n\x1a\n", b"\xff\xd8\xff", b"II*\x00", b"MM\x00*")}
-MAGIC_NAMES = {"pdf": "a PDF", "docx": "a Word document", "pptx": "a PowerPoint presentation",
-               "xlsx": "an Excel workbook", "image": "a PNG, JPEG or TIFF image"}
+MAGIC: dict[str, tuple[bytes, ...] | bytes] = {
+    "pdf": b"%PDF-",
+    "docx": _ZIP_OR_OLE,
+    "pptx": _ZIP_OR_OLE,
+    "xlsx": _ZIP_OR_OLE,
+    "image": (b"\x89PNG\r\n\x1a\n", b"\xff\xd8\xff", b"II*\x00", b"MM\x00*"),
+}
+MAGIC_NAMES = {
+    "pdf": "a PDF",
+    "docx": "a Word document",
+    "pptx": "a PowerPoint presentation",
+    "xlsx": "an Excel workbook",
+    "image": "a PNG, JPEG or TIFF image",
+}
 MAX_NAME_LENGTH = 150
 _SNIFF_BYTES = 8192
 
@@ -82,7 +92,7 @@ def upload_filename(name: str) -> str:
     suffix = "." + suffix.lower()
     if suffix not in ALLOWED_SUFFIXES:
         raise UploadRejected(f"unsupported file type {suffix!r}: allowed are {', '.join(ALLOWED_SUFFIXES)}")
-    return stem[:MAX_NAME_LENGTH - len(suffix)].rstrip(" .") + suffix
+    return stem[: MAX_NAME_LENGTH - len(suffix)].rstrip(" .") + suffix
 
 
 def upload_check(*, name: str, size: int, head: bytes) -> str:
@@ -90,11 +100,12 @@ def upload_check(*, name: str, size: int, head: bytes) -> str:
     safe = upload_filename(name)
     limit_mb = settings.FOUNDRY.ingest.max_file_mb
     if size > limit_mb * 1024 * 1024:
-        raise UploadTooLarge(f"file is too large: {size / 1048576:.1f} MB, the limit is {limit_mb:g} MB "
-                             "(ingest.max_file_mb)")
+        raise UploadTooLarge(
+            f"file is too large: {size / 1048576:.1f} MB, the limit is {limit_mb:g} MB (ingest.max_file_mb)"
+        )
     if size == 0 or not head:
         raise UploadRejected("the file is empty")
-    suffix = safe[safe.rindex('.'):]
+    suffix = safe[safe.rindex(".") :]
     kind = KINDS[suffix]
     if kind in MAGIC:
         if not head.startswith(MAGIC[kind]):
@@ -133,13 +144,17 @@ def upload_store(*, collection: Collection, upload: UploadedFile, replace: bool 
         raise UploadRejected(f"{name} exists and is not a regular file")
     ingested = Source.objects.filter(collection=collection, path=name).exclude(root=str(folder)).first()
     if ingested is not None:  # 'replace' replaces an upload; a folder's file is that folder's to change
-        raise UploadExists(f"{name} is already in collection {collection.name}, ingested from a folder "
-                           f"(source {ingested.pk}, not an upload); give the upload another name, or delete "
-                           "that source first")
+        raise UploadExists(
+            f"{name} is already in collection {collection.name}, ingested from a folder "
+            f"(source {ingested.pk}, not an upload); give the upload another name, or delete "
+            "that source first"
+        )
     exists = dest.exists()
     if exists and not replace:
-        raise UploadExists(f"{name} already exists in collection {collection.name}; "
-                           "upload it again with 'replace' to store it as a new version")
+        raise UploadExists(
+            f"{name} already exists in collection {collection.name}; "
+            "upload it again with 'replace' to store it as a new version"
+        )
     _write(upload, folder=folder, dest=dest, replace=replace)
     logger.info("upload stored collection=%s size=%s replaced=%s", collection.pk, upload.size, exists)
     return dest, exists

@@ -7,7 +7,6 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
     dependencies = [
@@ -16,69 +15,180 @@ class Migration(migrations.Migration):
 
     operations = [
         migrations.CreateModel(
-            name='FeatureSpec',
+            name="FeatureSpec",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('name', models.SlugField(help_text='Identifier used by `foundry generate --feature NAME`.', max_length=100, unique=True)),
-                ('title', models.CharField(max_length=300)),
-                ('created_at', models.DateTimeField(default=django.utils.timezone.now, editable=False)),
-                ('created_by', models.ForeignKey(editable=False, on_delete=django.db.models.deletion.PROTECT, related_name='+', to=settings.AUTH_USER_MODEL)),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                (
+                    "name",
+                    models.SlugField(
+                        help_text="Identifier used by `foundry generate --feature NAME`.", max_length=100, unique=True
+                    ),
+                ),
+                ("title", models.CharField(max_length=300)),
+                ("created_at", models.DateTimeField(default=django.utils.timezone.now, editable=False)),
+                (
+                    "created_by",
+                    models.ForeignKey(
+                        editable=False,
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="+",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
             ],
             options={
-                'ordering': ['name'],
-                'permissions': [('approve_featurespec', 'Can approve, reject and archive feature specs')],
+                "ordering": ["name"],
+                "permissions": [("approve_featurespec", "Can approve, reject and archive feature specs")],
             },
         ),
         migrations.CreateModel(
-            name='SpecVersion',
+            name="SpecVersion",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('number', models.PositiveIntegerField(editable=False)),
-                ('body', models.TextField(help_text='Markdown; becomes the feature-spec part of the generation prompt.')),
-                ('status', models.CharField(choices=[('draft', 'Draft'), ('in_review', 'In review'), ('approved', 'Approved'), ('rejected', 'Rejected'), ('archived', 'Archived')], default='draft', editable=False, max_length=12)),
-                ('created_at', models.DateTimeField(default=django.utils.timezone.now, editable=False)),
-                ('updated_at', models.DateTimeField(default=django.utils.timezone.now, editable=False)),
-                ('decided_at', models.DateTimeField(blank=True, editable=False, null=True)),
-                ('decision_note', models.TextField(blank=True, editable=False)),
-                ('created_by', models.ForeignKey(editable=False, on_delete=django.db.models.deletion.PROTECT, related_name='+', to=settings.AUTH_USER_MODEL)),
-                ('decided_by', models.ForeignKey(blank=True, editable=False, null=True, on_delete=django.db.models.deletion.PROTECT, related_name='+', to=settings.AUTH_USER_MODEL)),
-                ('edited_by', models.ForeignKey(editable=False, help_text='Last editor of the body.', on_delete=django.db.models.deletion.PROTECT, related_name='+', to=settings.AUTH_USER_MODEL)),
-                ('spec', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='versions', to='specs.featurespec')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("number", models.PositiveIntegerField(editable=False)),
+                (
+                    "body",
+                    models.TextField(help_text="Markdown; becomes the feature-spec part of the generation prompt."),
+                ),
+                (
+                    "status",
+                    models.CharField(
+                        choices=[
+                            ("draft", "Draft"),
+                            ("in_review", "In review"),
+                            ("approved", "Approved"),
+                            ("rejected", "Rejected"),
+                            ("archived", "Archived"),
+                        ],
+                        default="draft",
+                        editable=False,
+                        max_length=12,
+                    ),
+                ),
+                ("created_at", models.DateTimeField(default=django.utils.timezone.now, editable=False)),
+                ("updated_at", models.DateTimeField(default=django.utils.timezone.now, editable=False)),
+                ("decided_at", models.DateTimeField(blank=True, editable=False, null=True)),
+                ("decision_note", models.TextField(blank=True, editable=False)),
+                (
+                    "created_by",
+                    models.ForeignKey(
+                        editable=False,
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="+",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
+                (
+                    "decided_by",
+                    models.ForeignKey(
+                        blank=True,
+                        editable=False,
+                        null=True,
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="+",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
+                (
+                    "edited_by",
+                    models.ForeignKey(
+                        editable=False,
+                        help_text="Last editor of the body.",
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="+",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
+                (
+                    "spec",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.PROTECT, related_name="versions", to="specs.featurespec"
+                    ),
+                ),
             ],
             options={
-                'ordering': ['spec__name', '-number'],
+                "ordering": ["spec__name", "-number"],
             },
         ),
         migrations.CreateModel(
-            name='SpecDecision',
+            name="SpecDecision",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('from_status', models.CharField(blank=True, choices=[('draft', 'Draft'), ('in_review', 'In review'), ('approved', 'Approved'), ('rejected', 'Rejected'), ('archived', 'Archived')], editable=False, max_length=12)),
-                ('to_status', models.CharField(choices=[('draft', 'Draft'), ('in_review', 'In review'), ('approved', 'Approved'), ('rejected', 'Rejected'), ('archived', 'Archived')], editable=False, max_length=12)),
-                ('by_username', models.CharField(editable=False, max_length=150)),
-                ('at', models.DateTimeField(default=django.utils.timezone.now, editable=False)),
-                ('note', models.TextField(blank=True, editable=False)),
-                ('by', models.ForeignKey(editable=False, on_delete=django.db.models.deletion.PROTECT, related_name='+', to=settings.AUTH_USER_MODEL)),
-                ('version', models.ForeignKey(editable=False, on_delete=django.db.models.deletion.PROTECT, related_name='decisions', to='specs.specversion')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                (
+                    "from_status",
+                    models.CharField(
+                        blank=True,
+                        choices=[
+                            ("draft", "Draft"),
+                            ("in_review", "In review"),
+                            ("approved", "Approved"),
+                            ("rejected", "Rejected"),
+                            ("archived", "Archived"),
+                        ],
+                        editable=False,
+                        max_length=12,
+                    ),
+                ),
+                (
+                    "to_status",
+                    models.CharField(
+                        choices=[
+                            ("draft", "Draft"),
+                            ("in_review", "In review"),
+                            ("approved", "Approved"),
+                            ("rejected", "Rejected"),
+                            ("archived", "Archived"),
+                        ],
+                        editable=False,
+                        max_length=12,
+                    ),
+                ),
+                ("by_username", models.CharField(editable=False, max_length=150)),
+                ("at", models.DateTimeField(default=django.utils.timezone.now, editable=False)),
+                ("note", models.TextField(blank=True, editable=False)),
+                (
+                    "by",
+                    models.ForeignKey(
+                        editable=False,
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="+",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
+                (
+                    "version",
+                    models.ForeignKey(
+                        editable=False,
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="decisions",
+                        to="specs.specversion",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['at', 'id'],
+                "ordering": ["at", "id"],
             },
         ),
         migrations.AddIndex(
-            model_name='specversion',
-            index=models.Index(fields=['status'], name='specs_specv_status_805f8a_idx'),
+            model_name="specversion",
+            index=models.Index(fields=["status"], name="specs_specv_status_805f8a_idx"),
         ),
         migrations.AddConstraint(
-            model_name='specversion',
-            constraint=models.UniqueConstraint(fields=('spec', 'number'), name='specversion_unique_number'),
+            model_name="specversion",
+            constraint=models.UniqueConstraint(fields=("spec", "number"), name="specversion_unique_number"),
         ),
         migrations.AddConstraint(
-            model_name='specversion',
-            constraint=models.UniqueConstraint(condition=models.Q(('status', 'approved')), fields=('spec',), name='specversion_one_approved'),
+            model_name="specversion",
+            constraint=models.UniqueConstraint(
+                condition=models.Q(("status", "approved")), fields=("spec",), name="specversion_one_approved"
+            ),
         ),
         migrations.AddConstraint(
-            model_name='specversion',
-            constraint=models.UniqueConstraint(condition=models.Q(('status__in', ('draft', 'in_review'))), fields=('spec',), name='specversion_one_open'),
+            model_name="specversion",
+            constraint=models.UniqueConstraint(
+                condition=models.Q(("status__in", ("draft", "in_review"))),
+                fields=("spec",),
+                name="specversion_one_open",
+            ),
         ),
     ]

@@ -1,4 +1,5 @@
 """Ranking metrics against values computed by hand (trec_eval conventions)."""
+
 from __future__ import annotations
 
 import math

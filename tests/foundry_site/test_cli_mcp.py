@@ -1,4 +1,5 @@
 """``foundry mcp``: who the stdio server acts as (the server itself runs in test_mcp_live.py)."""
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -26,14 +27,18 @@ def test_as_user_wins_over_the_token(make_user: Callable[..., Any]) -> None:
     assert stdio_user("bob", token_create(username="alice").plain) == bob
 
 
-@pytest.mark.parametrize(("as_user", "token", "message"), [
-    (None, None, "set FOUNDRY_TOKEN to an API token .* or pass --as USER"),
-    (None, "fdy_forged", "FOUNDRY_TOKEN is not a valid API token"),
-    ("nobody", None, "no active user named 'nobody'"),
-    ("inactive", None, "no active user named 'inactive'"),
-])
-def test_no_usable_user_is_refused(make_user: Callable[..., Any], as_user: str | None, token: str | None,
-                                   message: str) -> None:
+@pytest.mark.parametrize(
+    ("as_user", "token", "message"),
+    [
+        (None, None, "set FOUNDRY_TOKEN to an API token .* or pass --as USER"),
+        (None, "fdy_forged", "FOUNDRY_TOKEN is not a valid API token"),
+        ("nobody", None, "no active user named 'nobody'"),
+        ("inactive", None, "no active user named 'inactive'"),
+    ],
+)
+def test_no_usable_user_is_refused(
+    make_user: Callable[..., Any], as_user: str | None, token: str | None, message: str
+) -> None:
     inactive = make_user("inactive")
     inactive.is_active = False
     inactive.save()

@@ -1,4 +1,5 @@
 """``foundry serve`` and ``foundry worker`` command lines (built, not executed)."""
+
 from __future__ import annotations
 
 import argparse

@@ -1,4 +1,5 @@
 """``foundry sync``: durations, the foreground loop, and sync.interval in foundry.yaml."""
+
 from __future__ import annotations
 
 import argparse
@@ -11,16 +12,25 @@ from foundry_site.cli.sync import duration, sync_loop
 from foundry_site.core.config import parse_config, parse_duration
 
 
-@pytest.mark.parametrize("text, seconds", [("30s", 30), ("10m", 600), ("1h", 3600), ("1.5h", 5400), ("2d", 172800),
-                                           (" 5 m ", 300)])
+@pytest.mark.parametrize(
+    "text, seconds", [("30s", 30), ("10m", 600), ("1h", 3600), ("1.5h", 5400), ("2d", 172800), (" 5 m ", 300)]
+)
 def test_durations(text: str, seconds: float) -> None:
     assert parse_duration(text) == seconds
 
 
-@pytest.mark.parametrize("text, why", [("10", "expected a number and a unit"), ("10x", "expected a number and a unit"),
-                                       ("", "expected a number and a unit"), ("-5m", "expected a number and a unit"),
-                                       ("m", "expected a number and a unit"), ("0s", "at least 1 second"),
-                                       ("0.5s", "at least 1 second")])
+@pytest.mark.parametrize(
+    "text, why",
+    [
+        ("10", "expected a number and a unit"),
+        ("10x", "expected a number and a unit"),
+        ("", "expected a number and a unit"),
+        ("-5m", "expected a number and a unit"),
+        ("m", "expected a number and a unit"),
+        ("0s", "at least 1 second"),
+        ("0.5s", "at least 1 second"),
+    ],
+)
 def test_bad_durations_are_refused_with_the_reason(text: str, why: str) -> None:
     with pytest.raises(ValueError, match=why):
         parse_duration(text)

@@ -26,19 +26,25 @@ def test_shipped_foundry_yaml_lists_every_key_with_its_default() -> None:
     assert shipped == FoundryConfig().model_dump(mode="json")
 
 
-@pytest.mark.parametrize("data,message", [
-    ({"retrieval": {"mode": "fuzzy"}}, "retrieval.mode: invalid value 'fuzzy'"),
-    ({"retrieval": {"top_k": 0}}, "retrieval.top_k: invalid value 0"),
-    ({"retrieval": {"min_score": 1.5}}, "retrieval.min_score: invalid value 1.5"),
-    ({"retrieval": {"top_k": "ten"}}, "retrieval.top_k: invalid value 'ten'"),
-    ({"ingest": {"max_file_mb": -1}}, "ingest.max_file_mb: invalid value -1"),
-    ({"generation": {"model": "gpt4"}}, "generation.model: invalid value 'gpt4': Value error, expected 'extractive'"),
-    ({"embedding": {"model": "none"}}, "the embedding model cannot be 'none'"),
-    ({"retrieval": {"hyde": "yes"}}, "retrieval.hyde: invalid value 'yes'"),
-    ({"retreival": {"top_k": 5}}, "retreival: unknown key"),
-    ({"retrieval": {"topk": 5}}, "retrieval.topk: unknown key"),
-    (["not", "a", "mapping"], "expected a mapping of sections"),
-])
+@pytest.mark.parametrize(
+    "data,message",
+    [
+        ({"retrieval": {"mode": "fuzzy"}}, "retrieval.mode: invalid value 'fuzzy'"),
+        ({"retrieval": {"top_k": 0}}, "retrieval.top_k: invalid value 0"),
+        ({"retrieval": {"min_score": 1.5}}, "retrieval.min_score: invalid value 1.5"),
+        ({"retrieval": {"top_k": "ten"}}, "retrieval.top_k: invalid value 'ten'"),
+        ({"ingest": {"max_file_mb": -1}}, "ingest.max_file_mb: invalid value -1"),
+        (
+            {"generation": {"model": "gpt4"}},
+            "generation.model: invalid value 'gpt4': Value error, expected 'extractive'",
+        ),
+        ({"embedding": {"model": "none"}}, "the embedding model cannot be 'none'"),
+        ({"retrieval": {"hyde": "yes"}}, "retrieval.hyde: invalid value 'yes'"),
+        ({"retreival": {"top_k": 5}}, "retreival: unknown key"),
+        ({"retrieval": {"topk": 5}}, "retrieval.topk: unknown key"),
+        (["not", "a", "mapping"], "expected a mapping of sections"),
+    ],
+)
 def test_invalid_values_name_key_value_and_rule(data: object, message: str) -> None:
     with pytest.raises(ImproperlyConfigured) as info:
         parse_config(data)

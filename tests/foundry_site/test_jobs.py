@@ -1,4 +1,5 @@
 """Transient-error classification and the retry decorator (no broker needed)."""
+
 from __future__ import annotations
 
 import pytest
@@ -9,15 +10,18 @@ from foundry_site.core import llm
 from foundry_site.core.jobs import TransientError, failure_reason, is_transient, retry_transient
 
 
-@pytest.mark.parametrize("exc, transient", [
-    (llm.LLMError("timed out", model="m", transient=True), True),
-    (llm.LLMError("bad request", model="m"), False),
-    (OperationalError("database is locked"), True),
-    (OperationalError("no such table: sources_source"), False),
-    (RedisConnectionError("refused"), True),
-    (ValueError("bug"), False),
-    (RuntimeError("extractor crashed"), False),
-])
+@pytest.mark.parametrize(
+    "exc, transient",
+    [
+        (llm.LLMError("timed out", model="m", transient=True), True),
+        (llm.LLMError("bad request", model="m"), False),
+        (OperationalError("database is locked"), True),
+        (OperationalError("no such table: sources_source"), False),
+        (RedisConnectionError("refused"), True),
+        (ValueError("bug"), False),
+        (RuntimeError("extractor crashed"), False),
+    ],
+)
 def test_is_transient(exc: Exception, transient: bool) -> None:
     assert is_transient(exc) is transient
 

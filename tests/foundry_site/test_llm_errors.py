@@ -1,4 +1,5 @@
 """How foundry_site.core.llm classifies model failures (no network, no model weights)."""
+
 from __future__ import annotations
 
 import time
@@ -44,14 +45,21 @@ def test_local_model_generates_without_crashing_the_process(tmp_path: Any) -> No
 
     from django.conf import settings
 
-    code = ("import django; django.setup(); from foundry_site.core import llm; "
-            "r = llm.complete(messages=[{'role': 'user', 'content': 'Write two sentences about firmware updates.'}], "
-            "purpose='test', model='local/smollm2-135m', max_tokens=40); "
-            "print('completion_tokens', r.completion_tokens)")
-    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "foundry_site.settings", "FOUNDRY_HOME": str(tmp_path),
-           "PYTHONPATH": str(settings.BASE_DIR)}
-    done = subprocess.run([sys.executable, "-c", code], env=env, cwd=settings.BASE_DIR, capture_output=True,
-                          text=True, timeout=600)
+    code = (
+        "import django; django.setup(); from foundry_site.core import llm; "
+        "r = llm.complete(messages=[{'role': 'user', 'content': 'Write two sentences about firmware updates.'}], "
+        "purpose='test', model='local/smollm2-135m', max_tokens=40); "
+        "print('completion_tokens', r.completion_tokens)"
+    )
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "foundry_site.settings",
+        "FOUNDRY_HOME": str(tmp_path),
+        "PYTHONPATH": str(settings.BASE_DIR),
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", code], env=env, cwd=settings.BASE_DIR, capture_output=True, text=True, timeout=600
+    )
     assert done.returncode == 0, f"exit {done.returncode}:\n{done.stderr[-2000:]}"
     assert int(done.stdout.split("completion_tokens")[1]) > 5
 
@@ -65,8 +73,11 @@ def test_texts_are_embedded_shortest_first_and_returned_in_input_order(monkeypat
 
     def fake(*, model: str, input: list[str], **kwargs: object) -> SimpleNamespace:
         sent.append(list(input))
-        return SimpleNamespace(data=[{"index": i, "embedding": [math.cos(len(t) / 100), math.sin(len(t) / 100)]}
-                                     for i, t in enumerate(input)])
+        return SimpleNamespace(
+            data=[
+                {"index": i, "embedding": [math.cos(len(t) / 100), math.sin(len(t) / 100)]} for i, t in enumerate(input)
+            ]
+        )
 
     monkeypatch.setattr(llm.litellm, "embedding", fake)
     texts = ["a chunk of some length", "w1", "another, longer chunk of text here", "win"]

@@ -6,6 +6,7 @@ alice, carol and rita read ``docs`` (knowledge_base/); bob reads only ``secret``
 the resources are called; bob never sees ``docs``; every bad input is a tool error and
 the server keeps serving.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -71,34 +72,44 @@ class Live:
 
     def http(self, who: str, body: Callable[[Client], Awaitable[T]]) -> T:
         """``body(client)`` with the SDK's Streamable HTTP client, authenticated as ``who``."""
+
         async def main() -> T:
             headers = {"Authorization": f"Bearer {self.tokens[who]}"}
             async with httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30, read=600)) as http:
                 async with Client(streamable_http_client(f"{self.url}/mcp", http_client=http)) as client:
                     return await body(client)
+
         return anyio.run(main)
 
     def stdio(self, body: Callable[[Client], Awaitable[T]], *args: str, token: str | None = None) -> T:
         """``body(client)`` with the SDK's stdio client, which starts ``foundry mcp ARGS`` as a subprocess."""
         env = {**self.env, **({"FOUNDRY_TOKEN": token} if token else {})}
-        params = StdioServerParameters(command=sys.executable, args=foundry_argv("mcp", *args)[1:], env=env,
-                                       cwd=str(settings.BASE_DIR))
+        params = StdioServerParameters(
+            command=sys.executable, args=foundry_argv("mcp", *args)[1:], env=env, cwd=str(settings.BASE_DIR)
+        )
 
         async def main() -> T:
             async with Client(params, read_timeout_seconds=600) as client:
                 return await body(client)
+
         return anyio.run(main)
 
     def log_rows(self) -> list[dict[str, Any]]:
         with sqlite3.connect(f"file:{self.home / 'foundry.sqlite3'}?mode=ro", uri=True, timeout=60) as db:
             db.row_factory = sqlite3.Row
-            return [dict(r) for r in db.execute("SELECT q.*, u.username FROM retrieval_querylog q "
-                                                "JOIN auth_user u ON u.id = q.user_id ORDER BY q.id")]
+            return [
+                dict(r)
+                for r in db.execute(
+                    "SELECT q.*, u.username FROM retrieval_querylog q "
+                    "JOIN auth_user u ON u.id = q.user_id ORDER BY q.id"
+                )
+            ]
 
 
 @contextlib.contextmanager
-def foundry_live(tmp_path_factory: pytest.TempPathFactory, name: str, rate: int
-                 ) -> Iterator[tuple[str, Path, dict[str, str], dict[str, str]]]:
+def foundry_live(
+    tmp_path_factory: pytest.TempPathFactory, name: str, rate: int
+) -> Iterator[tuple[str, Path, dict[str, str], dict[str, str]]]:
     """A real `foundry serve` on 127.0.0.1 over a home of its own (the sample knowledge base readable by alice,
     carol and rita, a secret collection by bob): its URL, home, environment and each user's token. On the way
     out the server's log must hold no traceback."""
@@ -106,15 +117,26 @@ def foundry_live(tmp_path_factory: pytest.TempPathFactory, name: str, rate: int
     (home / "secret").mkdir()
     (home / "secret" / "kestrel.md").write_text(SECRET_DOC)
     env = ingest_env({**server_env(home), "FOUNDRY_QUERY_RATE": str(rate)}, home)  # no source summaries
-    done = subprocess.run([sys.executable, "-c", SETUP, str(settings.BASE_DIR / "knowledge_base"),
-                           str(home / "secret")], env=env, cwd=settings.BASE_DIR, capture_output=True, text=True,
-                          timeout=900)
+    done = subprocess.run(
+        [sys.executable, "-c", SETUP, str(settings.BASE_DIR / "knowledge_base"), str(home / "secret")],
+        env=env,
+        cwd=settings.BASE_DIR,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     tokens = json.loads(done.stdout.strip().splitlines()[-1])
     port = free_port()
     with (home / "serve.log").open("w") as out:
-        proc = subprocess.Popen(foundry_argv("serve", "--port", str(port), "--workers", "1"), env=env,
-                                cwd=settings.BASE_DIR, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        proc = subprocess.Popen(
+            foundry_argv("serve", "--port", str(port), "--workers", "1"),
+            env=env,
+            cwd=settings.BASE_DIR,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
     try:
         url = f"http://127.0.0.1:{port}"
         wait_until_up(url, proc)
@@ -160,8 +182,12 @@ def check_every_tool(seen: dict[str, Any]) -> None:
     assert len(seen["resources"]) == 4 and all(u.startswith("foundry://source/") for u in seen["resources"])
     assert seen["resource"]["chunks"] and seen["resource"]["source"]["collection"] == "docs"
     assert [c["name"] for c in seen["collections"]] == ["docs"]
-    assert {s["name"] for s in seen["sources"]} == {"ax200-datasheet.pdf", "ax200-specs.json",
-                                                   "ax200-user-manual.md", "release-notes.txt"}
+    assert {s["name"] for s in seen["sources"]} == {
+        "ax200-datasheet.pdf",
+        "ax200-specs.json",
+        "ax200-user-manual.md",
+        "release-notes.txt",
+    }
     search = seen["search"]
     assert search["gate"]["passed"] and 0 < len(search["results"]) <= 5
     assert any("RS-485" in r["text"] for r in search["results"]) and "Kestrel" not in json.dumps(search)
@@ -192,13 +218,15 @@ def test_http_other_users_collection_is_invisible(live: Live) -> None:
         return {"chunk": search["results"][0]["chunk_id"], "uri": (await client.list_resources()).resources[0].uri}
 
     async def bob(client: Client) -> dict[str, Any]:
-        seen = {"collections": data(await client.call_tool("list_collections", {}))["collections"],
-                "sources": data(await client.call_tool("list_sources", {}))["sources"],
-                "resources": [r.uri for r in (await client.list_resources()).resources],
-                "search": data(await client.call_tool("search", {"query": QUESTION})),
-                "in_docs": error(await client.call_tool("search", {"query": QUESTION, "collection": "docs"})),
-                "ask_docs": error(await client.call_tool("ask", {"question": QUESTION, "collection": "docs"})),
-                "chunk": error(await client.call_tool("get_chunk", {"chunk_id": theirs["chunk"]}))}
+        seen = {
+            "collections": data(await client.call_tool("list_collections", {}))["collections"],
+            "sources": data(await client.call_tool("list_sources", {}))["sources"],
+            "resources": [r.uri for r in (await client.list_resources()).resources],
+            "search": data(await client.call_tool("search", {"query": QUESTION})),
+            "in_docs": error(await client.call_tool("search", {"query": QUESTION, "collection": "docs"})),
+            "ask_docs": error(await client.call_tool("ask", {"question": QUESTION, "collection": "docs"})),
+            "chunk": error(await client.call_tool("get_chunk", {"chunk_id": theirs["chunk"]})),
+        }
         try:
             await client.read_resource(theirs["uri"])
             seen["resource"] = "read"
@@ -218,14 +246,16 @@ def test_http_other_users_collection_is_invisible(live: Live) -> None:
 
 def test_http_bad_input_is_a_tool_error_and_the_server_keeps_serving(live: Live) -> None:
     async def bad(client: Client) -> dict[str, Any]:
-        return {"empty": error(await client.call_tool("search", {"query": "   "})),
-                "long": error(await client.call_tool("search", {"query": "bus " * 1001})),
-                "k0": error(await client.call_tool("search", {"query": "bus", "k": 0})),
-                "k_text": error(await client.call_tool("search", {"query": "bus", "k": "many"})),
-                "collection": error(await client.call_tool("search", {"query": "bus", "collection": "nope"})),
-                "ask_empty": error(await client.call_tool("ask", {"question": ""})),
-                "neighbours": error(await client.call_tool("get_chunk", {"chunk_id": 1, "neighbours": 9})),
-                "after": data(await client.call_tool("list_collections", {}))}
+        return {
+            "empty": error(await client.call_tool("search", {"query": "   "})),
+            "long": error(await client.call_tool("search", {"query": "bus " * 1001})),
+            "k0": error(await client.call_tool("search", {"query": "bus", "k": 0})),
+            "k_text": error(await client.call_tool("search", {"query": "bus", "k": "many"})),
+            "collection": error(await client.call_tool("search", {"query": "bus", "collection": "nope"})),
+            "ask_empty": error(await client.call_tool("ask", {"question": ""})),
+            "neighbours": error(await client.call_tool("get_chunk", {"chunk_id": 1, "neighbours": 9})),
+            "after": data(await client.call_tool("list_collections", {})),
+        }
 
     seen = live.http("alice", bad)
     assert "the query is empty" in seen["empty"] and "the limit is 4000" in seen["long"]
@@ -252,6 +282,7 @@ def test_http_rate_limit_is_a_tool_error(live: Live) -> None:
 
 def test_http_concurrent_clients(live: Live) -> None:
     """gunicorn's threads each run their request's own event loop: concurrent sessions do not interfere."""
+
     async def session(client: Client) -> list[bool]:
         calls = [await client.call_tool("search", {"query": f"RS-485 sensor wiring {i}", "k": 2}) for i in range(3)]
         calls.append(await client.call_tool("list_sources", {}))
@@ -264,8 +295,12 @@ def test_http_concurrent_clients(live: Live) -> None:
 
 
 def test_http_without_a_token_is_401(live: Live) -> None:
-    request = urllib.request.Request(f"{live.url}/mcp", data=b'{"jsonrpc":"2.0","id":1,"method":"tools/list"}',
-                                     headers={"Content-Type": "application/json"}, method="POST")
+    request = urllib.request.Request(
+        f"{live.url}/mcp",
+        data=b'{"jsonrpc":"2.0","id":1,"method":"tools/list"}',
+        headers={"Content-Type": "application/json"},
+        method="POST",
+    )
     with pytest.raises(urllib.error.HTTPError) as refused:
         urllib.request.urlopen(request, timeout=30)
     assert refused.value.code == 401 and "Bearer" in refused.value.headers["WWW-Authenticate"]
@@ -277,11 +312,13 @@ def test_stdio_every_tool_as_the_token_user(live: Live) -> None:
 
 def test_stdio_as_user_is_scoped_and_bad_input_is_an_error(live: Live) -> None:
     async def bob(client: Client) -> dict[str, Any]:
-        return {"collections": data(await client.call_tool("list_collections", {}))["collections"],
-                "docs": error(await client.call_tool("list_sources", {"collection": "docs"})),
-                "empty": error(await client.call_tool("search", {"query": ""})),
-                "k": error(await client.call_tool("search", {"query": "bus", "k": 51})),
-                "search": data(await client.call_tool("search", {"query": QUESTION}))}
+        return {
+            "collections": data(await client.call_tool("list_collections", {}))["collections"],
+            "docs": error(await client.call_tool("list_sources", {"collection": "docs"})),
+            "empty": error(await client.call_tool("search", {"query": ""})),
+            "k": error(await client.call_tool("search", {"query": "bus", "k": 51})),
+            "search": data(await client.call_tool("search", {"query": QUESTION})),
+        }
 
     seen = live.stdio(bob, "--as", "bob")
     assert [c["name"] for c in seen["collections"]] == ["secret"]
@@ -292,9 +329,23 @@ def test_stdio_as_user_is_scoped_and_bad_input_is_an_error(live: Live) -> None:
 
 def test_stdio_without_a_user_exits_with_the_fix(live: Live) -> None:
     env = {k: v for k, v in live.env.items() if k != "FOUNDRY_TOKEN"}
-    done = subprocess.run(foundry_argv("mcp"), env=env, cwd=settings.BASE_DIR, capture_output=True, text=True,
-                          timeout=300, stdin=subprocess.DEVNULL)
+    done = subprocess.run(
+        foundry_argv("mcp"),
+        env=env,
+        cwd=settings.BASE_DIR,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        stdin=subprocess.DEVNULL,
+    )
     assert done.returncode != 0 and "FOUNDRY_TOKEN" in done.stderr and "--as USER" in done.stderr
-    bad = subprocess.run(foundry_argv("mcp"), env={**env, "FOUNDRY_TOKEN": "fdy_not-a-token"}, cwd=settings.BASE_DIR,
-                         capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL)
+    bad = subprocess.run(
+        foundry_argv("mcp"),
+        env={**env, "FOUNDRY_TOKEN": "fdy_not-a-token"},
+        cwd=settings.BASE_DIR,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        stdin=subprocess.DEVNULL,
+    )
     assert bad.returncode != 0 and "not a valid API token" in bad.stderr and done.stdout == bad.stdout == ""

@@ -4,6 +4,7 @@ The tools run on worker threads with their own database connections, so these te
 use committed data (``transactional_db``). The live server and stdio are in
 ``test_mcp_live.py``.
 """
+
 from __future__ import annotations
 
 import json
@@ -44,6 +45,7 @@ def users(kb: Path, make_user: Callable[..., Any], foundry_config: Any, settings
 
 def as_user(user: Any, session: Callable[[Client], Any]) -> Any:
     """Run ``session(client)`` with the SDK's in-process client, the server acting as ``user``."""
+
     async def main() -> Any:
         async with Client(foundry_server(), raise_exceptions=True) as client:
             return await session(client)
@@ -69,11 +71,13 @@ def test_tools_have_schemas_and_descriptions(users: dict[str, Any]) -> None:
 
 def test_bad_input_is_a_tool_error_and_the_server_keeps_serving(users: dict[str, Any]) -> None:
     async def session(client: Client) -> list[Any]:
-        return [await client.call_tool("search", {"query": ""}),
-                await client.call_tool("search", {"query": "bus", "collection": "nope"}),
-                await client.call_tool("search", {"query": "bus", "k": 0}),
-                await client.call_tool("get_chunk", {"chunk_id": 10**9}),
-                await client.call_tool("search", {"query": QUESTION})]
+        return [
+            await client.call_tool("search", {"query": ""}),
+            await client.call_tool("search", {"query": "bus", "collection": "nope"}),
+            await client.call_tool("search", {"query": "bus", "k": 0}),
+            await client.call_tool("get_chunk", {"chunk_id": 10**9}),
+            await client.call_tool("search", {"query": QUESTION}),
+        ]
 
     empty, unknown, bad_k, missing, fine = as_user(users["alice"], session)
     assert empty.is_error and "the query is empty" in empty.content[0].text
@@ -95,6 +99,7 @@ def test_resources_are_the_users_readable_sources(users: dict[str, Any]) -> None
 
     assert as_user(users["alice"], listing) == [f"foundry://source/{source.pk}"]
     assert "12 sensors" in as_user(users["alice"], read)["chunks"][0]["text"]
+
     async def refused(client: Client) -> str:
         try:
             await client.read_resource(f"foundry://source/{source.pk}")
@@ -113,21 +118,27 @@ def test_http_endpoint_needs_a_valid_bearer_token(users: dict[str, Any]) -> None
     assert "foundry tokens create" in anonymous.json()["detail"]
     new = token_create(username="alice")
     token_revoke(token_id=new.token.pk)
-    revoked = DjangoClient().post("/mcp", body, content_type="application/json",
-                                  HTTP_AUTHORIZATION=f"Bearer {new.plain}", **JSONRPC_HEADERS)
+    revoked = DjangoClient().post(
+        "/mcp", body, content_type="application/json", HTTP_AUTHORIZATION=f"Bearer {new.plain}", **JSONRPC_HEADERS
+    )
     assert revoked.status_code == 401
 
 
 def test_http_endpoint_runs_the_sdk_transport_as_the_tokens_user(users: dict[str, Any]) -> None:
     client = DjangoClient(HTTP_AUTHORIZATION=f"Bearer {token_create(username='bob').plain}", **JSONRPC_HEADERS)
-    call = {"jsonrpc": "2.0", "id": 7, "method": "tools/call",
-            "params": {"name": "search", "arguments": {"query": QUESTION}}}
+    call = {
+        "jsonrpc": "2.0",
+        "id": 7,
+        "method": "tools/call",
+        "params": {"name": "search", "arguments": {"query": QUESTION}},
+    }
     response = client.post("/mcp", json.dumps(call), content_type="application/json")
     assert response.status_code == 200 and response["Content-Type"].startswith("application/json")
     result = response.json()["result"]
     assert result["isError"] is True and "cannot read any collection" in result["content"][0]["text"]
-    listed = client.post("/mcp", json.dumps({"jsonrpc": "2.0", "id": 8, "method": "tools/list"}),
-                         content_type="application/json")
+    listed = client.post(
+        "/mcp", json.dumps({"jsonrpc": "2.0", "id": 8, "method": "tools/list"}), content_type="application/json"
+    )
     assert {t["name"] for t in listed.json()["result"]["tools"]} >= {"search", "ask"}
     assert not QueryLog.objects.exists()
 
@@ -138,12 +149,15 @@ def test_http_endpoint_serves_post_only_and_reports_protocol_errors(users: dict[
     for method in ("get", "delete", "put"):
         response = getattr(client, method)("/mcp")
         assert response.status_code == 405 and response["Allow"] == "POST", method
-    notified = client.post("/mcp", json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}),
-                           content_type="application/json")
+    notified = client.post(
+        "/mcp", json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}), content_type="application/json"
+    )
     assert notified.status_code == 202
     garbled = client.post("/mcp", "not json", content_type="application/json")
     assert garbled.status_code == 400 and garbled.json()["error"]["code"] == -32700
-    unknown = client.post("/mcp", json.dumps({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
-                                              "params": {"name": "nope", "arguments": {}}}),
-                          content_type="application/json")
+    unknown = client.post(
+        "/mcp",
+        json.dumps({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "nope", "arguments": {}}}),
+        content_type="application/json",
+    )
     assert unknown.json()["result"]["isError"] is True and "Unknown tool: nope" in unknown.content.decode()

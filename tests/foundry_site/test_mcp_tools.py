@@ -2,6 +2,7 @@
 
 Real MiniLM embeddings over two tiny private collections; the answering model is scripted.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -25,9 +26,11 @@ from tests.generation.conftest import echo_reply
 pytestmark = pytest.mark.django_db
 
 QUESTION = "How many sensors can the Falcon gateway connect to its RS-485 bus?"
-A_DOC = ("# Falcon gateway\n\n## Overview\n\nThe Falcon gateway is a small box for factory floors.\n\n"
-         "## Sensor bus\n\nThe Falcon gateway connects up to 12 sensors to its RS-485 bus.\n\n"
-         "## Power\n\nThe Falcon gateway runs from 24 V DC and draws at most 3 W.\n")
+A_DOC = (
+    "# Falcon gateway\n\n## Overview\n\nThe Falcon gateway is a small box for factory floors.\n\n"
+    "## Sensor bus\n\nThe Falcon gateway connects up to 12 sensors to its RS-485 bus.\n\n"
+    "## Power\n\nThe Falcon gateway runs from 24 V DC and draws at most 3 W.\n"
+)
 B_DOC = "# Heron pump\n\n## Flow\n\nThe Heron pump moves 40 litres of water a minute.\n"
 
 
@@ -41,8 +44,9 @@ class Scene:
 
 
 @pytest.fixture
-def scene(kb: Path, make_user: Callable[..., Any], foundry_config: Any, scripted_llm: ScriptedLLM,
-          settings: Any) -> Scene:
+def scene(
+    kb: Path, make_user: Callable[..., Any], foundry_config: Any, scripted_llm: ScriptedLLM, settings: Any
+) -> Scene:
     settings.FOUNDRY_QUERY_RATE = 0
     foundry_config(retrieval={"min_chunks": 1}, ingest={"window_sentences": 0})
     scripted_llm.reply = echo_reply
@@ -53,8 +57,11 @@ def scene(kb: Path, make_user: Callable[..., Any], foundry_config: Any, scripted
         (kb / name).mkdir()
         (kb / name / f"{name}.md").write_text(text)
         knowledge_base_ingest(target=kb / name, collection=name)
-    return Scene(**users, a_source=Source.objects.get(collection__name="a-private"),
-                 b_source=Source.objects.get(collection__name="b-private"))
+    return Scene(
+        **users,
+        a_source=Source.objects.get(collection__name="a-private"),
+        b_source=Source.objects.get(collection__name="b-private"),
+    )
 
 
 # --------------------------------------------------------------------------- search
@@ -87,8 +94,9 @@ def test_search_rows_stay_out_of_the_answer_dashboard(scene: Scene) -> None:
 
 
 def test_search_never_calls_a_language_model(scene: Scene, foundry_config: Any, scripted_llm: ScriptedLLM) -> None:
-    foundry_config(retrieval={"hyde": True, "hyde_model": "scripted/hyde", "scorer_model": "scripted/scorer",
-                              "min_chunks": 1})
+    foundry_config(
+        retrieval={"hyde": True, "hyde_model": "scripted/hyde", "scorer_model": "scripted/scorer", "min_chunks": 1}
+    )
     found = tools.search(scene.alice, query=QUESTION)
     assert found["results"] and scripted_llm.calls == []
     assert QueryLog.objects.get(pk=found["query_id"]).hyde_text == ""
@@ -110,14 +118,17 @@ def test_search_sees_only_the_users_collections(scene: Scene) -> None:
         tools.search(scene.nobody, query=QUESTION)
 
 
-@pytest.mark.parametrize(("kwargs", "message"), [
-    ({"query": ""}, "query is empty"),
-    ({"query": " \t\n "}, "query is empty"),
-    ({"query": "x" * 4001}, "query is 4001 characters long; the limit is 4000"),
-    ({"query": "bus", "k": 0}, "k must be a whole number from 1 to 50"),
-    ({"query": "bus", "k": 51}, "k must be a whole number from 1 to 50"),
-    ({"query": "bus", "k": True}, "k must be a whole number"),
-])
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"query": ""}, "query is empty"),
+        ({"query": " \t\n "}, "query is empty"),
+        ({"query": "x" * 4001}, "query is 4001 characters long; the limit is 4000"),
+        ({"query": "bus", "k": 0}, "k must be a whole number from 1 to 50"),
+        ({"query": "bus", "k": 51}, "k must be a whole number from 1 to 50"),
+        ({"query": "bus", "k": True}, "k must be a whole number"),
+    ],
+)
 def test_search_bad_input_is_a_clear_error_and_not_logged(scene: Scene, kwargs: dict, message: str) -> None:
     with pytest.raises(tools.ToolInputError, match=message):
         tools.search(scene.alice, **kwargs)
@@ -189,7 +200,8 @@ def test_get_chunk_of_another_user_is_not_found(scene: Scene) -> None:
 
 def test_list_collections_and_sources_are_scoped(scene: Scene) -> None:
     assert tools.list_collections(scene.alice)["collections"] == [
-        {"name": "a-private", "description": "", "public": False, "sources": 1}]
+        {"name": "a-private", "description": "", "public": False, "sources": 1}
+    ]
     assert tools.list_collections(scene.nobody)["collections"] == []
     listed = tools.list_sources(scene.bob)
     assert [s["source_id"] for s in listed["sources"]] == [scene.b_source.pk] and listed["truncated"] is False
@@ -201,7 +213,8 @@ def test_list_collections_and_sources_are_scoped(scene: Scene) -> None:
 def test_source_resource_holds_every_chunk_in_order(scene: Scene) -> None:
     read = tools.read_source(scene.alice, source_id=str(scene.a_source.pk))
     assert [c["chunk_id"] for c in read["chunks"]] == list(
-        scene.a_source.chunks.order_by("ordinal").values_list("pk", flat=True))
+        scene.a_source.chunks.order_by("ordinal").values_list("pk", flat=True)
+    )
     assert "12 sensors" in " ".join(c["text"] for c in read["chunks"])
     assert [r["uri"] for r in tools.readable_source_refs(scene.alice)] == [f"foundry://source/{scene.a_source.pk}"]
     for source_id in (str(scene.a_source.pk), "abc", "1e3", "99999999999999999999"):

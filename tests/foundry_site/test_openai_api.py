@@ -1,6 +1,7 @@
 """``/v1/models`` and ``/v1/chat/completions`` through Django's test client: shapes, scope, follow-ups,
 streaming, the audit row and every error code. The live server with the real ``openai`` SDK is in
 test_openai_live.py."""
+
 from __future__ import annotations
 
 import json
@@ -27,8 +28,11 @@ def api(username: str) -> Client:
 
 def chat(client: Client, *messages: str, **body: Any) -> Any:
     turns = [{"role": "user" if i % 2 == 0 else "assistant", "content": m} for i, m in enumerate(messages)]
-    return client.post("/v1/chat/completions", json.dumps({"model": "foundry", "messages": turns, **body}),
-                       content_type="application/json")
+    return client.post(
+        "/v1/chat/completions",
+        json.dumps({"model": "foundry", "messages": turns, **body}),
+        content_type="application/json",
+    )
 
 
 def events(response: Any) -> list[Any]:
@@ -39,8 +43,11 @@ def events(response: Any) -> list[Any]:
 
 def test_models_are_foundry_and_each_readable_collection(scoped: dict) -> None:
     assert [m["id"] for m in api("alice").get("/v1/models").json()["data"]] == ["foundry", "foundry/alpha"]
-    assert [m["id"] for m in api("root").get("/v1/models").json()["data"]] == ["foundry", "foundry/alpha",
-                                                                              "foundry/beta"]
+    assert [m["id"] for m in api("root").get("/v1/models").json()["data"]] == [
+        "foundry",
+        "foundry/alpha",
+        "foundry/beta",
+    ]
     assert api("alice").get("/v1/models/foundry/alpha").json()["id"] == "foundry/alpha"
     for model in ("foundry/beta", "foundry/nope", "gpt-4o"):  # another user's collection looks like no model
         response = api("alice").get(f"/v1/models/{model}")
@@ -108,19 +115,26 @@ def test_follow_up_is_condensed_and_both_are_logged(scoped: dict, scripted_llm: 
 
 
 def test_errors_have_openai_shape_and_status(scoped: dict, settings: Any) -> None:
-    cases = [(Client().get("/v1/models"), 401, "invalid_api_key"),
-             (Client(HTTP_AUTHORIZATION="Bearer fdy_forged").post("/v1/chat/completions", "{}",
-                                                                  content_type="application/json"), 401, None),
-             (chat(api("alice"), QUESTION, model="gpt-4o"), 404, "model_not_found"),
-             (api("alice").post("/v1/chat/completions", "not json", content_type="application/json"), 400, None),
-             (chat(api("alice"), QUESTION, model=""), 400, None),
-             (chat(api("alice"), QUESTION, stream="yes"), 400, None),
-             (chat(api("alice"), QUESTION, n=2), 400, None),
-             (chat(api("alice"), QUESTION, "ok"), 400, None),  # last message is the assistant's
-             (chat(api("alice"), "   "), 400, None),
-             (chat(api("alice"), "x" * 5000), 400, None),
-             (api("alice").get("/v1/chat/completions"), 405, "method_not_allowed"),
-             (chat(api("dave"), QUESTION), 403, "no_collections")]
+    cases = [
+        (Client().get("/v1/models"), 401, "invalid_api_key"),
+        (
+            Client(HTTP_AUTHORIZATION="Bearer fdy_forged").post(
+                "/v1/chat/completions", "{}", content_type="application/json"
+            ),
+            401,
+            None,
+        ),
+        (chat(api("alice"), QUESTION, model="gpt-4o"), 404, "model_not_found"),
+        (api("alice").post("/v1/chat/completions", "not json", content_type="application/json"), 400, None),
+        (chat(api("alice"), QUESTION, model=""), 400, None),
+        (chat(api("alice"), QUESTION, stream="yes"), 400, None),
+        (chat(api("alice"), QUESTION, n=2), 400, None),
+        (chat(api("alice"), QUESTION, "ok"), 400, None),  # last message is the assistant's
+        (chat(api("alice"), "   "), 400, None),
+        (chat(api("alice"), "x" * 5000), 400, None),
+        (api("alice").get("/v1/chat/completions"), 405, "method_not_allowed"),
+        (chat(api("dave"), QUESTION), 403, "no_collections"),
+    ]
     params = {3: None, 4: "model", 5: "stream", 6: "n", 7: "messages[1].role", 8: "messages[0]", 9: "messages"}
     for i, (response, status, code) in enumerate(cases):
         assert response.status_code == status, (i, response.content)
@@ -129,9 +143,13 @@ def test_errors_have_openai_shape_and_status(scoped: dict, settings: Any) -> Non
         assert code is None or error["code"] == code, (i, error)
         assert i not in params or error["param"] == params[i], (i, error)
     assert cases[0][0]["WWW-Authenticate"].startswith("Bearer")
-    content = api("alice").post("/v1/chat/completions", json.dumps(
-        {"model": "foundry", "messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {}}]}]}),
-        content_type="application/json")
+    content = api("alice").post(
+        "/v1/chat/completions",
+        json.dumps(
+            {"model": "foundry", "messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {}}]}]}
+        ),
+        content_type="application/json",
+    )
     assert content.status_code == 400 and content.json()["error"]["param"] == "messages[0].content"
     assert QueryLog.objects.count() == 0
 
@@ -159,6 +177,7 @@ def test_an_llm_condenser_rewrites_the_follow_up(scoped: dict, scripted_llm: Scr
         if messages[-1]["content"].startswith("Rewrite the user's last message"):
             return "How must the RS-485 sensor bus be terminated?"
         return echo_reply(messages)
+
     scripted_llm.reply = reply
     body = chat(api("alice"), "How many sensors can the RS-485 bus take?", "8 sensors [1]", "And its termination?")
     assert body.status_code == 200, body.content
@@ -166,12 +185,14 @@ def test_an_llm_condenser_rewrites_the_follow_up(scoped: dict, scripted_llm: Scr
     assert row.message == "And its termination?" and row.question == "How must the RS-485 sensor bus be terminated?"
 
 
-def test_a_failing_condenser_is_503_in_openai_shape(scoped: dict, scripted_llm: ScriptedLLM,
-                                                    foundry_config: Any) -> None:
+def test_a_failing_condenser_is_503_in_openai_shape(
+    scoped: dict, scripted_llm: ScriptedLLM, foundry_config: Any
+) -> None:
     foundry_config(retrieval={"condense_model": "scripted/condenser"}, llm={"retries": 0})
 
     def broken(messages: list[dict[str, str]]) -> str:
         raise RuntimeError("model down")
+
     scripted_llm.reply = broken
     response = chat(api("alice"), QUESTION, "8 sensors [1]", "And its termination?")
     assert response.status_code in (502, 503) and response.json()["error"]["type"] == "server_error"

@@ -5,6 +5,7 @@ alice reads ``docs`` (knowledge_base/); bob reads only ``secret``. The SDK gets 
 answer with citations, a three-turn conversation whose third question leans on the first, a refusal,
 and every error code (401, 404, 400, 429 with Retry-After).
 """
+
 from __future__ import annotations
 
 import sqlite3
@@ -32,8 +33,9 @@ class Live:
 
     def client(self, who: str, **options: object) -> openai.OpenAI:
         # No retries: the SDK would otherwise wait out a 429's Retry-After and try again.
-        return openai.OpenAI(base_url=f"{self.url}/v1", api_key=self.tokens.get(who, who), max_retries=0,
-                             timeout=600, **options)
+        return openai.OpenAI(
+            base_url=f"{self.url}/v1", api_key=self.tokens.get(who, who), max_retries=0, timeout=600, **options
+        )
 
     def log_row(self, query_id: int) -> dict[str, object]:
         with sqlite3.connect(f"file:{self.home / 'foundry.sqlite3'}?mode=ro", uri=True, timeout=60) as db:
@@ -67,9 +69,14 @@ def test_plain_and_streamed_answers_carry_citations(live: Live) -> None:
     assert foundry["answer_class"] in ("normal", "low_confidence") and foundry["query_id"] > 0
     assert foundry["citations"] and all(c["source"] in SOURCES for c in foundry["citations"])
     assert plain.usage.total_tokens == 0  # the extractive reader calls no LLM
-    chunks = list(client.chat.completions.create(model="foundry/docs", stream=True,
-                                                 stream_options={"include_usage": True},
-                                                 messages=[{"role": "user", "content": QUESTION}]))
+    chunks = list(
+        client.chat.completions.create(
+            model="foundry/docs",
+            stream=True,
+            stream_options={"include_usage": True},
+            messages=[{"role": "user", "content": QUESTION}],
+        )
+    )
     pieces = [c.choices[0].delta.content for c in chunks if c.choices and c.choices[0].delta.content]
     assert "".join(pieces) == content and len(pieces) >= 2  # at least one sentence, then the Sources list
     final = [c for c in chunks if c.choices and c.choices[0].finish_reason == "stop"]
@@ -83,8 +90,14 @@ def test_three_turn_conversation_third_question_needs_the_first(live: Live) -> N
     second = "How many sensors can be connected to the RS-485 bus?"
     answers = [ask(client, first)]
     answers.append(ask(client, first, answers[0].choices[0].message.content, second))
-    third = ask(client, first, answers[0].choices[0].message.content, second,
-                answers[1].choices[0].message.content, "And what is its storage temperature range?")
+    third = ask(
+        client,
+        first,
+        answers[0].choices[0].message.content,
+        second,
+        answers[1].choices[0].message.content,
+        "And what is its storage temperature range?",
+    )
     foundry = third.model_extra["foundry"]
     assert foundry["message"] == "And what is its storage temperature range?"
     assert foundry["question"] != foundry["message"]  # made standalone from the earlier turns
@@ -93,9 +106,18 @@ def test_three_turn_conversation_third_question_needs_the_first(live: Live) -> N
     row = live.log_row(foundry["query_id"])  # the audit keeps both the words typed and the question answered
     assert row["message"] == "And what is its storage temperature range?" and row["question"] == foundry["question"]
     # The same conversation streamed: verified sentences that add up to the same answer.
-    messages = [{"role": "user" if i % 2 == 0 else "assistant", "content": t} for i, t in enumerate(
-        [first, answers[0].choices[0].message.content, second, answers[1].choices[0].message.content,
-         "And what is its storage temperature range?"])]
+    messages = [
+        {"role": "user" if i % 2 == 0 else "assistant", "content": t}
+        for i, t in enumerate(
+            [
+                first,
+                answers[0].choices[0].message.content,
+                second,
+                answers[1].choices[0].message.content,
+                "And what is its storage temperature range?",
+            ]
+        )
+    ]
     chunks = list(client.chat.completions.create(model="foundry", messages=messages, stream=True))
     pieces = [c.choices[0].delta.content for c in chunks if c.choices and c.choices[0].delta.content]
     assert "".join(pieces) == third.choices[0].message.content and len(pieces) >= 2

@@ -10,9 +10,27 @@ from tests.conftest import PASSWORD
 pytestmark = pytest.mark.django_db
 
 
-@pytest.mark.parametrize("url", ["/", "/sources/", "/sources/1/", "/sources/1/download", "/api/v1/docs", "/ask/",
-                                 "/ask/1/", "/query-log/", "/query-log/1/", "/query-log/export.csv", "/dashboard/",
-                                 "/generate/", "/runs/", "/runs/1/", "/runs/1/status", "/runs/1/download"])
+@pytest.mark.parametrize(
+    "url",
+    [
+        "/",
+        "/sources/",
+        "/sources/1/",
+        "/sources/1/download",
+        "/api/v1/docs",
+        "/ask/",
+        "/ask/1/",
+        "/query-log/",
+        "/query-log/1/",
+        "/query-log/export.csv",
+        "/dashboard/",
+        "/generate/",
+        "/runs/",
+        "/runs/1/",
+        "/runs/1/status",
+        "/runs/1/download",
+    ],
+)
 def test_every_page_needs_login(client: Client, url: str) -> None:
     response = client.get(url)
     assert response.status_code == 302 and response["Location"].startswith("/accounts/login/?next=")
@@ -28,8 +46,10 @@ def test_login_and_logout_with_csrf(make_user: Any) -> None:
     token = page.cookies["csrftoken"].value
     bad = client.post("/accounts/login/", {"username": "alice", "password": "wrong", "csrfmiddlewaretoken": token})
     assert bad.status_code == 200 and b"did not match" in bad.content
-    ok = client.post("/accounts/login/", {"username": "alice", "password": PASSWORD, "csrfmiddlewaretoken": token,
-                                          "next": "/sources/"})
+    ok = client.post(
+        "/accounts/login/",
+        {"username": "alice", "password": PASSWORD, "csrfmiddlewaretoken": token, "next": "/sources/"},
+    )
     assert ok.status_code == 302 and ok["Location"] == "/sources/"
 
     sources = client.get("/sources/")
@@ -43,8 +63,12 @@ def test_login_and_logout_with_csrf(make_user: Any) -> None:
 def test_navigation_shows_admin_to_staff_only(client: Client, make_user: Any) -> None:
     client.force_login(make_user("alice"))
     page = client.get("/sources/").content.decode()
-    for label, url in (("Ask", "/ask/"), ("Sources", "/sources/"), ("Query log", "/query-log/"),
-                       ("Generate", "/generate/")):
+    for label, url in (
+        ("Ask", "/ask/"),
+        ("Sources", "/sources/"),
+        ("Query log", "/query-log/"),
+        ("Generate", "/generate/"),
+    ):
         assert f'href="{url}"' in page and label in page
     assert 'href="/admin/"' not in page
     client.force_login(make_user("carol", staff=True))

@@ -1,4 +1,5 @@
 """At 390 px (a phone) every page is usable: no sideways scrolling, a compact navigation, text that wraps."""
+
 from __future__ import annotations
 
 import os
@@ -27,19 +28,54 @@ LAYOUT = """() => {
 
 def phone_pages(world: World) -> list[str]:
     alice = world.users["alice"]
-    row = record_query(alice, question=f"Where is {LONG}?", answer=f"It is {LONG} [S1].", citations=[
-        {"id": "S1", "chunk_id": world.chunks["alpha"][0].pk, "source": "alpha.md/" + LONG, "title": LONG,
-         "heading": LONG, "page": 1, "lines": [1, 1], "score": 0.8}], channels={"bm25": [[1, 0.5]]},
-        timings={"total": 1200.0, "retrieve": 300.0})
-    run = make_run(alice, topic=f"Wiring {LONG}", text=f"# Guide\n\n{LONG} is long.\n\n| a | b |\n|---|---|\n"
-                                                        f"| {LONG} | x |\n")
+    row = record_query(
+        alice,
+        question=f"Where is {LONG}?",
+        answer=f"It is {LONG} [S1].",
+        citations=[
+            {
+                "id": "S1",
+                "chunk_id": world.chunks["alpha"][0].pk,
+                "source": "alpha.md/" + LONG,
+                "title": LONG,
+                "heading": LONG,
+                "page": 1,
+                "lines": [1, 1],
+                "score": 0.8,
+            }
+        ],
+        channels={"bm25": [[1, 0.5]]},
+        timings={"total": 1200.0, "retrieve": 300.0},
+    )
+    run = make_run(
+        alice, topic=f"Wiring {LONG}", text=f"# Guide\n\n{LONG} is long.\n\n| a | b |\n|---|---|\n| {LONG} | x |\n"
+    )
     conversation = conversation_start(owner=alice, question=f"Where is {LONG}?")
-    record_query(alice, question=f"And {LONG}? ({LONG})", message=f"And {LONG}?", conversation=conversation,
-                 answer=f"It is {LONG} [S1].", citations=row.citations, channels={"bm25": [[1, 0.5]]})
+    record_query(
+        alice,
+        question=f"And {LONG}? ({LONG})",
+        message=f"And {LONG}?",
+        conversation=conversation,
+        answer=f"It is {LONG} [S1].",
+        citations=row.citations,
+        channels={"bm25": [[1, 0.5]]},
+    )
     source = world.sources["alpha"]
-    return ["/ask/", f"/ask/{row.pk}/", "/conversations/", f"/conversations/{conversation.pk}/", "/sources/",
-            f"/sources/{source.pk}/", "/query-log/", f"/query-log/{row.pk}/", "/dashboard/", "/runs/",
-            f"/runs/{run.pk}/", "/generate/", "/no-such-page/"]
+    return [
+        "/ask/",
+        f"/ask/{row.pk}/",
+        "/conversations/",
+        f"/conversations/{conversation.pk}/",
+        "/sources/",
+        f"/sources/{source.pk}/",
+        "/query-log/",
+        f"/query-log/{row.pk}/",
+        "/dashboard/",
+        "/runs/",
+        f"/runs/{run.pk}/",
+        "/generate/",
+        "/no-such-page/",
+    ]
 
 
 def test_every_page_fits_a_phone(browser_page: Any, live_server: Any, world: World) -> None:
@@ -63,8 +99,9 @@ def test_every_page_fits_a_phone(browser_page: Any, live_server: Any, world: Wor
         page.wait_for_load_state("load")
         layout = page.evaluate(LAYOUT)
         if shots:
-            page.screenshot(path=str(Path(shots) / ((url.strip("/").replace("/", "_") or "home") + ".png")),
-                            full_page=True)
+            page.screenshot(
+                path=str(Path(shots) / ((url.strip("/").replace("/", "_") or "home") + ".png")), full_page=True
+            )
         if layout["scroll"] > layout["inner"]:
             problems.append(f"{url}: page is {layout['scroll']} px wide in a {layout['inner']} px window")
         if layout["navRows"] > 2:

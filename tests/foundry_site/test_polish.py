@@ -1,4 +1,5 @@
 """The small things: admin name, model names, error pages, favicon, the vote given, API docs by token, 422s."""
+
 from __future__ import annotations
 
 import json
@@ -57,7 +58,7 @@ def test_feedback_buttons_show_the_vote_given(world: World) -> None:
     row = record_query(alice)
     client = login(alice)
     fresh = client.get(f"/ask/{row.pk}/").content.decode()
-    assert "(your vote)" not in fresh and "aria-pressed=\"" not in fresh
+    assert "(your vote)" not in fresh and 'aria-pressed="' not in fresh
     QueryFeedback.objects.create(query=row, user=alice, verdict="incorrect")
     for url in (f"/ask/{row.pk}/", f"/query-log/{row.pk}/"):
         page = client.get(url).content.decode()
@@ -78,7 +79,8 @@ def test_api_docs_and_schema_take_a_bearer_token(world: World) -> None:
 
 def test_validation_errors_name_the_field_once(world: World) -> None:
     token = token_create(username="alice").plain
-    response = Client().post("/api/v1/query", json.dumps({"top_k": 3}), content_type="application/json",
-                             HTTP_AUTHORIZATION=f"Bearer {token}")
+    response = Client().post(
+        "/api/v1/query", json.dumps({"top_k": 3}), content_type="application/json", HTTP_AUTHORIZATION=f"Bearer {token}"
+    )
     assert response.status_code == 422
     assert [e["loc"] for e in response.json()["detail"]] == [["body", "question"]]

@@ -37,7 +37,11 @@ def test_default_is_ten_per_minute_and_zero_turns_it_off(settings: Any) -> None:
 
 
 def test_works_on_the_shared_file_cache(settings: Any, tmp_path: Any) -> None:
-    settings.CACHES = {"default": {"BACKEND": "django.core.cache.backends.filebased.FileBasedCache",
-                                   "LOCATION": str(tmp_path / "cache")}}
+    settings.CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.filebased.FileBasedCache",
+            "LOCATION": str(tmp_path / "cache"),
+        }
+    }
     assert rate_limit_check(5, rate=1, now=T0) is None
     assert rate_limit_check(5, rate=1, now=T0) == 40

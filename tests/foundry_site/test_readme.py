@@ -1,4 +1,5 @@
 """The README runs as written: its feature-spec quick start works on a fresh clone's files and a new home."""
+
 from __future__ import annotations
 
 import re
@@ -15,7 +16,7 @@ SECTION = "### Feature specs and document generation"
 def quick_start() -> list[str]:
     """The first bash block of the README's feature-spec section, line by line."""
     text = (REPO / "README.md").read_text(encoding="utf-8")
-    section = text[text.index(SECTION):]
+    section = text[text.index(SECTION) :]
     block = re.search(r"```bash\n(.*?)```", section, re.DOTALL)
     assert block, "the feature-spec section has no bash block"
     return [line for line in block.group(1).splitlines() if line.strip() and not line.startswith("#")]
@@ -37,8 +38,9 @@ def test_readme_quick_start_runs_as_written(tmp_path: Path) -> None:
             env[name] = value
             continue
         assert words[0] == ".venv/bin/foundry", line
-        done = subprocess.run([sys.executable, "-c", CLI, *words[1:]], env=env, cwd=REPO, capture_output=True,
-                              text=True, timeout=600)
+        done = subprocess.run(
+            [sys.executable, "-c", CLI, *words[1:]], env=env, cwd=REPO, capture_output=True, text=True, timeout=600
+        )
         assert done.returncode == 0, (line, done.stdout, done.stderr)
         outputs.append(done.stdout)
     joined = "\n".join(outputs)

@@ -5,6 +5,7 @@ as a real gunicorn server on a free port, no broker); the numbered steps after t
 Chromium with the user name, question, topic and file name the README gives. A change to that
 section of the README breaks this test until the two agree again.
 """
+
 from __future__ import annotations
 
 import os
@@ -51,11 +52,18 @@ def given(pattern: str, section: str) -> str:
 
 def fresh_env(home: Path) -> dict[str, str]:
     """This machine's environment for a new home: no FOUNDRY_* settings (no broker), the shipped configuration."""
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("FOUNDRY_", "CELERY_")) and k != "DJANGO_SETTINGS_MODULE"}
-    env.update(FOUNDRY_HOME=str(home), LITELLM_LOCAL_MODEL_COST_MAP="True", HF_HUB_OFFLINE="1",
-               TOKENIZERS_PARALLELISM="false",
-               PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("FOUNDRY_", "CELERY_")) and k != "DJANGO_SETTINGS_MODULE"
+    }
+    env.update(
+        FOUNDRY_HOME=str(home),
+        LITELLM_LOCAL_MODEL_COST_MAP="True",
+        HF_HUB_OFFLINE="1",
+        TOKENIZERS_PARALLELISM="false",
+        PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
+    )
     return env
 
 
@@ -89,17 +97,31 @@ def test_readme_browser_quick_start(tmp_path: Path) -> None:
             if words[1] == "serve":
                 words[words.index("--port") + 1] = str(port)
                 with log.open("w") as out:  # its own session: the teardown stops gunicorn and nothing else
-                    server = subprocess.Popen(foundry_argv(words), env=env, cwd=REPO, stdout=out,
-                                              stderr=subprocess.STDOUT, start_new_session=True)
+                    server = subprocess.Popen(
+                        foundry_argv(words),
+                        env=env,
+                        cwd=REPO,
+                        stdout=out,
+                        stderr=subprocess.STDOUT,
+                        start_new_session=True,
+                    )
                 continue
-            done = subprocess.run(foundry_argv(words), env=env, cwd=REPO, capture_output=True, text=True,
-                                  timeout=900)
+            done = subprocess.run(foundry_argv(words), env=env, cwd=REPO, capture_output=True, text=True, timeout=900)
             assert done.returncode == 0, (line, done.stdout, done.stderr)
         assert server is not None, "the quick start never starts the server"
         wait_until_up(url, server)
         with chromium_page(chromium, sync_playwright, accept_downloads=True) as page:
-            browse(page, url, admin=admin, password=env["FOUNDRY_ADMIN_PASSWORD"], question=question, topic=topic,
-                   spec=spec, filename=filename, tmp_path=tmp_path)
+            browse(
+                page,
+                url,
+                admin=admin,
+                password=env["FOUNDRY_ADMIN_PASSWORD"],
+                question=question,
+                topic=topic,
+                spec=spec,
+                filename=filename,
+                tmp_path=tmp_path,
+            )
     finally:
         if server is not None:
             os.killpg(server.pid, signal.SIGTERM)
@@ -108,8 +130,18 @@ def test_readme_browser_quick_start(tmp_path: Path) -> None:
     assert not problems, log.read_text(errors="replace")[-5000:]
 
 
-def browse(page: Any, url: str, *, admin: str, password: str, question: str, topic: str, spec: str,
-           filename: str, tmp_path: Path) -> None:
+def browse(
+    page: Any,
+    url: str,
+    *,
+    admin: str,
+    password: str,
+    question: str,
+    topic: str,
+    spec: str,
+    filename: str,
+    tmp_path: Path,
+) -> None:
     from playwright.sync_api import expect
 
     expect.set_options(timeout=120_000)  # two shared cores; the first question loads the embedder

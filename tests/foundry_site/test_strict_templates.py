@@ -1,4 +1,5 @@
 """The test suite's templates fail loudly (tests/strict_templates.py), for our templates only."""
+
 from __future__ import annotations
 
 import pytest
@@ -30,7 +31,8 @@ def test_an_if_operand_that_raises_is_not_swallowed() -> None:
 
 def test_defined_variables_and_filters_still_render() -> None:
     text = Template('{{ name|upper }} {{ none|default:"-" }} {% if a and not b %}y{% endif %}').render(
-        Context({"name": "ax", "none": None, "a": 1, "b": 0}))
+        Context({"name": "ax", "none": None, "a": 1, "b": 0})
+    )
     assert text == "AX - y"
 
 

@@ -85,8 +85,9 @@ def test_admin_revoke_action(client: object, make_user: object) -> None:
     admin = make_user("root", superuser=True)
     new = token_create(username="alice")
     client.force_login(admin)
-    response = client.post("/admin/foundry_site/apitoken/",
-                           {"action": "revoke_selected", "_selected_action": [new.token.pk]}, follow=True)
+    response = client.post(
+        "/admin/foundry_site/apitoken/", {"action": "revoke_selected", "_selected_action": [new.token.pk]}, follow=True
+    )
     assert response.status_code == 200
     assert "Revoked 1 token(s)." in response.content.decode()
     assert token_authenticate(new.plain) is None

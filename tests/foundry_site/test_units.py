@@ -1,4 +1,5 @@
 """Splitting passages into the units the extractive reader quotes."""
+
 from __future__ import annotations
 
 import pytest
@@ -11,12 +12,19 @@ def texts(text: str) -> list[str]:
 
 
 def test_every_unit_is_a_verbatim_slice_with_its_lines() -> None:
-    text = ("The gateway polls up to 8 sensors.\nIt stores readings\nin a buffer.\n\n"
-            "- Item one\n- Item two\n  continues here\n\n| Key | Value |\n|---|---|\n| VCC | 3.3 V |\n")
+    text = (
+        "The gateway polls up to 8 sensors.\nIt stores readings\nin a buffer.\n\n"
+        "- Item one\n- Item two\n  continues here\n\n| Key | Value |\n|---|---|\n| VCC | 3.3 V |\n"
+    )
     units = passage_units(text)
-    assert all(text[u.start:u.end] == u.text for u in units)
+    assert all(text[u.start : u.end] == u.text for u in units)
     assert [(u.kind, u.line_first, u.line_last) for u in units] == [
-        ("sentence", 0, 0), ("sentence", 1, 2), ("item", 4, 4), ("item", 5, 6), ("row", 10, 10)]
+        ("sentence", 0, 0),
+        ("sentence", 1, 2),
+        ("item", 4, 4),
+        ("item", 5, 6),
+        ("row", 10, 10),
+    ]
     assert units[3].text == "- Item two\n  continues here"
 
 
@@ -27,16 +35,25 @@ def test_table_rows_carry_their_header_for_scoring_but_quote_only_the_row() -> N
     assert units[0].scored_text == "| Parameter | Value |\n| Supply | 24 V |"
 
 
-@pytest.mark.parametrize("text,expected", [
-    ("The logic supply is 3.3 V. The main input is 24 V.", ["The logic supply is 3.3 V.", "The main input is 24 V."]),
-    ("Firmware 2.4.1 fixes it. Install 2.2.0 first.", ["Firmware 2.4.1 fixes it.", "Install 2.2.0 first."]),
-    ("Use a DIN rail, e.g. EN 60715 rails. Then wire it.", ["Use a DIN rail, e.g. EN 60715 rails.", "Then wire it."]),
-    ("See Section 3. Wiring rules apply there.", ["See Section 3. Wiring rules apply there."]),
-    ("Consumption is approx. 2 W at most. Done.", ["Consumption is approx. 2 W at most.", "Done."]),
-    ("The interval ranges up to 3600 s. New: TLS.", ["The interval ranges up to 3600 s.", "New: TLS."]),
-    ("Written by J. Smith in 2024. Revised later.", ["Written by J. Smith in 2024.", "Revised later."]),
-    ("Is it isolated? Yes! It is.", ["Is it isolated?", "Yes!", "It is."]),
-])
+@pytest.mark.parametrize(
+    "text,expected",
+    [
+        (
+            "The logic supply is 3.3 V. The main input is 24 V.",
+            ["The logic supply is 3.3 V.", "The main input is 24 V."],
+        ),
+        ("Firmware 2.4.1 fixes it. Install 2.2.0 first.", ["Firmware 2.4.1 fixes it.", "Install 2.2.0 first."]),
+        (
+            "Use a DIN rail, e.g. EN 60715 rails. Then wire it.",
+            ["Use a DIN rail, e.g. EN 60715 rails.", "Then wire it."],
+        ),
+        ("See Section 3. Wiring rules apply there.", ["See Section 3. Wiring rules apply there."]),
+        ("Consumption is approx. 2 W at most. Done.", ["Consumption is approx. 2 W at most.", "Done."]),
+        ("The interval ranges up to 3600 s. New: TLS.", ["The interval ranges up to 3600 s.", "New: TLS."]),
+        ("Written by J. Smith in 2024. Revised later.", ["Written by J. Smith in 2024.", "Revised later."]),
+        ("Is it isolated? Yes! It is.", ["Is it isolated?", "Yes!", "It is."]),
+    ],
+)
 def test_sentences_split_on_ends_not_on_abbreviations_numbers_or_references(text: str, expected: list[str]) -> None:
     assert texts(text) == expected
 
@@ -59,7 +76,10 @@ def test_a_long_list_item_is_quoted_sentence_by_sentence() -> None:
 
 def test_numbered_and_lettered_list_items() -> None:
     assert texts("1. Hook the housing.\n2) Press it.\na. Check it.") == [
-        "1. Hook the housing.", "2) Press it.", "a. Check it."]
+        "1. Hook the housing.",
+        "2) Press it.",
+        "a. Check it.",
+    ]
 
 
 def test_sentence_end_rule() -> None:
@@ -72,11 +92,16 @@ def test_empty_and_blank_text_has_no_units() -> None:
 
 
 def test_labelled_values_are_units_of_their_own() -> None:
-    text = ("interfaces[0].name: RS-485 sensor bus\ninterfaces[0].max_bus_length_m_at_9600_baud: 1000\n"
-            "product: Aurora AX-200\nFixed: the alarm bug. It works.")
+    text = (
+        "interfaces[0].name: RS-485 sensor bus\ninterfaces[0].max_bus_length_m_at_9600_baud: 1000\n"
+        "product: Aurora AX-200\nFixed: the alarm bug. It works."
+    )
     units = passage_units(text)
     assert [(u.kind, u.text) for u in units] == [
         ("field", "interfaces[0].name: RS-485 sensor bus"),
         ("field", "interfaces[0].max_bus_length_m_at_9600_baud: 1000"),
-        ("field", "product: Aurora AX-200"), ("sentence", "Fixed: the alarm bug."), ("sentence", "It works.")]
+        ("field", "product: Aurora AX-200"),
+        ("sentence", "Fixed: the alarm bug."),
+        ("sentence", "It works."),
+    ]
     assert units[1].scored_text == "interfaces 0 max bus length m at 9600 baud: 1000"

@@ -1,4 +1,5 @@
 """Fixtures for generation tests: a small indexed corpus with a deliberate VCC conflict."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -32,10 +33,7 @@ def indexed(kb: Path, foundry_config) -> Path:
     return kb
 
 
-
-
-BETA_NOTES = ("# Beta bus notes\n\n## Sensor bus\n\n"
-              "The beta RS-485 sensor bus connects up to 32 sensors at 9600 baud.\n")
+BETA_NOTES = "# Beta bus notes\n\n## Sensor bus\n\nThe beta RS-485 sensor bus connects up to 32 sensors at 9600 baud.\n"
 
 
 def echo_reply(messages: list[dict]) -> str:
@@ -79,5 +77,10 @@ def scoped(kb: Path, world_users: dict, foundry_config, scripted_llm) -> dict:
 
 @pytest.fixture
 def world_users(make_user) -> dict:
-    return {"alice": make_user("alice"), "bob": make_user("bob"), "carol": make_user("carol", staff=True),
-            "root": make_user("root", superuser=True), "dave": make_user("dave")}
+    return {
+        "alice": make_user("alice"),
+        "bob": make_user("bob"),
+        "carol": make_user("carol", staff=True),
+        "root": make_user("root", superuser=True),
+        "dave": make_user("dave"),
+    }

@@ -1,4 +1,5 @@
 """Answers from the extractive reader (generation.model: extractive): quotes, citations, thresholds, audit."""
+
 from __future__ import annotations
 
 import json
@@ -35,7 +36,7 @@ def test_answer_quotes_the_source_verbatim_with_the_units_own_lines(extractive: 
     for citation in answer.citations:  # every quoted line is in the source at the cited lines
         first, last = citation["lines"]
         if citation["source"] == "manual.md":
-            assert "Up to 8 sensors" in "\n".join(lines[first - 1:last])
+            assert "Up to 8 sensors" in "\n".join(lines[first - 1 : last])
     assert answer.coverage == 1.0 and answer.timings["read"] >= 0
 
 
@@ -66,8 +67,10 @@ def test_between_the_thresholds_the_answer_is_low_confidence(extractive: Scripte
 
 
 def test_above_both_thresholds_the_answer_is_normal(extractive: ScriptedLLM, foundry_config) -> None:
-    foundry_config(generation={"model": "extractive", "reader_min_score": 0.0, "reader_low_score": 0.0},
-                   retrieval={"min_chunks": 1})
+    foundry_config(
+        generation={"model": "extractive", "reader_min_score": 0.0, "reader_low_score": 0.0},
+        retrieval={"min_chunks": 1},
+    )
     foundry_config(generation={"low_confidence_score": 0.0})
     assert answer_question(question=QUESTION).answer_class == "normal"
 

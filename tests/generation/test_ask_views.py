@@ -1,4 +1,5 @@
 """The ask page: plain form POST, the answer page, scope, rate limit, streamed stages, escaping."""
+
 from __future__ import annotations
 
 import json
@@ -44,7 +45,7 @@ def test_answer_cites_only_the_askers_collections(scoped: dict, scripted_llm: Sc
     assert row.citations and {c["source"] for c in row.citations} == {"alpha-notes.md"}
     assert all("32 sensors" not in m["content"] for call in scripted_llm.calls for m in call)
     chunk = Chunk.objects.get(pk=row.citations[0]["chunk_id"])
-    link = f'/sources/{chunk.source_id}/?chunk={chunk.pk}#chunk-{chunk.pk}'
+    link = f"/sources/{chunk.source_id}/?chunk={chunk.pk}#chunk-{chunk.pk}"
     assert link in page and 'href="#source-S1"' in page and 'id="source-S1"' in page
     assert "32 sensors" not in page and "alpha-notes.md" in page
     assert 'data-answer-class="' + row.answer_class in page
@@ -100,14 +101,18 @@ def auditor(user: Any) -> Any:
 
 def test_answer_page_is_the_askers_or_an_auditors(world: World) -> None:
     beta = world.chunks["beta"][0]
-    row = record(world.users["bob"], citations=[{"id": "S1", "chunk_id": beta.pk, "source": "beta.txt",
-                                                 "title": "beta.txt", "lines": [1, 1], "score": 0.8}])
+    row = record(
+        world.users["bob"],
+        citations=[
+            {"id": "S1", "chunk_id": beta.pk, "source": "beta.txt", "title": "beta.txt", "lines": [1, 1], "score": 0.8}
+        ],
+    )
     assert "(no longer readable)" not in login(world.users["bob"]).get(f"/ask/{row.pk}/").content.decode()
     assert login(world.users["alice"]).get(f"/ask/{row.pk}/").status_code == 404
     assert login(world.users["carol"]).get(f"/ask/{row.pk}/").status_code == 404  # staff alone is not enough
     page = login(auditor(world.users["carol"])).get(f"/ask/{row.pk}/").content.decode()
     # Carol never could read beta: the source is not "no longer" readable to her, and is not linked.
-    assert "beta.txt <span class=\"muted small\">(not readable by you)</span>" in page
+    assert 'beta.txt <span class="muted small">(not readable by you)</span>' in page
     assert "(no longer readable)" not in page and f"/sources/{beta.source_id}/" not in page
     world.collections["beta"].readers.remove(world.users["bob"])
     assert "(no longer readable)" in login(world.users["bob"]).get(f"/ask/{row.pk}/").content.decode()
@@ -119,12 +124,15 @@ def test_feedback_only_by_asker_or_staff_auditor(world: World) -> None:
     assert login(world.users["bob"]).post(url, {"verdict": "correct"}).status_code == 404
     assert login(world.users["carol"]).post(url, {"verdict": "correct"}).status_code == 404  # staff alone
     auditor(world.users["carol"])
-    done = login(world.users["alice"]).post(url, {"verdict": "incorrect", "note": "wrong bus",
-                                                  "next": f"/ask/{row.pk}/"})
+    done = login(world.users["alice"]).post(
+        url, {"verdict": "incorrect", "note": "wrong bus", "next": f"/ask/{row.pk}/"}
+    )
     assert done.status_code == 302 and done["Location"] == f"/ask/{row.pk}/"
     assert login(world.users["carol"]).post(url, {"verdict": "correct"}).status_code == 302
     assert list(QueryFeedback.objects.order_by("pk").values_list("user__username", "verdict", "note")) == [
-        ("alice", "incorrect", "wrong bus"), ("carol", "correct", "")]
+        ("alice", "incorrect", "wrong bus"),
+        ("carol", "correct", ""),
+    ]
     off_site = login(world.users["alice"]).post(url, {"verdict": "correct", "next": "https://evil.example/"})
     assert off_site["Location"] == f"/query-log/{row.pk}/"
     bad = login(world.users["alice"]).post(url, {"verdict": "maybe"})
@@ -134,12 +142,31 @@ def test_feedback_only_by_asker_or_staff_auditor(world: World) -> None:
 def test_page_content_is_escaped(world: World) -> None:
     alice = world.users["alice"]
     chunk = world.chunks["alpha"][0]
-    row = record(alice, question=XSS_IMG, answer=f"{XSS_SCRIPT} Alpha power is 24 V. [S1]",
-                 citations=[{"id": "S1", "chunk_id": chunk.pk, "source": XSS_SCRIPT, "title": XSS_SCRIPT,
-                             "heading": XSS_IMG, "page": None, "lines": [1, 1], "score": 0.8}],
-                 conflicts=[{"quantity": "VCC", "detector": "rule",
-                             "a": {"label": "S1", "source": XSS_SCRIPT, "where": "", "quote": XSS_IMG},
-                             "b": {"label": "S2", "source": "b.md", "where": "", "quote": "VCC = 5 V"}}])
+    row = record(
+        alice,
+        question=XSS_IMG,
+        answer=f"{XSS_SCRIPT} Alpha power is 24 V. [S1]",
+        citations=[
+            {
+                "id": "S1",
+                "chunk_id": chunk.pk,
+                "source": XSS_SCRIPT,
+                "title": XSS_SCRIPT,
+                "heading": XSS_IMG,
+                "page": None,
+                "lines": [1, 1],
+                "score": 0.8,
+            }
+        ],
+        conflicts=[
+            {
+                "quantity": "VCC",
+                "detector": "rule",
+                "a": {"label": "S1", "source": XSS_SCRIPT, "where": "", "quote": XSS_IMG},
+                "b": {"label": "S2", "source": "b.md", "where": "", "quote": "VCC = 5 V"},
+            }
+        ],
+    )
     QueryFeedback.objects.create(query=row, user=alice, verdict="incorrect", note=XSS_IMG)
     page = login(alice).get(f"/ask/{row.pk}/").content.decode()
     assert XSS_SCRIPT not in page and XSS_IMG not in page
@@ -234,8 +261,9 @@ def test_a_team_install_lets_every_signed_in_user_read_default(make_user: Any) -
 
 
 def refusal_page(world: World, refusal: str, answer: str, *, channels: dict | None = None) -> str:
-    row = record(world.users["alice"], answer_class="no_evidence", refusal=refusal, answer=answer,
-                 channels=channels or {})
+    row = record(
+        world.users["alice"], answer_class="no_evidence", refusal=refusal, answer=answer, channels=channels or {}
+    )
     return login(world.users["alice"]).get(f"/ask/{row.pk}/").content.decode()
 
 
@@ -249,9 +277,11 @@ def test_gate_refusal_says_nothing_was_found_and_offers_the_upload(world: World)
 
 def test_grounding_refusal_says_found_but_unverified_and_links_each_passage(world: World) -> None:
     alpha = world.chunks["alpha"]
-    answer = ("No answer could be verified: the model's sentences were not supported by the passages found, so "
-              "they were withheld. Read the passages, or ask again in other words. Passages found: S1 alpha.md, "
-              "lines 1-1; S2 alpha.md, lines 3-3; S3 gone.md, lines 5-9.")
+    answer = (
+        "No answer could be verified: the model's sentences were not supported by the passages found, so "
+        "they were withheld. Read the passages, or ask again in other words. Passages found: S1 alpha.md, "
+        "lines 1-1; S2 alpha.md, lines 3-3; S3 gone.md, lines 5-9."
+    )
     page = refusal_page(world, "grounding", answer, channels={"bm25": [[alpha[0].pk, 1.0], [alpha[1].pk, 0.5]]})
     assert "Found, but could not verify" in page and "No evidence in your sources" not in page
     assert "before it was shown" not in page and "nothing was shown" in page
@@ -263,14 +293,23 @@ def test_grounding_refusal_says_found_but_unverified_and_links_each_passage(worl
 
 def test_grounding_refusal_never_links_a_chunk_the_viewer_cannot_read(world: World) -> None:
     beta = world.chunks["beta"][0]
-    page = refusal_page(world, "grounding", "No answer could be verified. Passages found: S1 beta.txt, lines 1-1.",
-                        channels={"bm25": [[beta.pk, 1.0]]})
+    page = refusal_page(
+        world,
+        "grounding",
+        "No answer could be verified. Passages found: S1 beta.txt, lines 1-1.",
+        channels={"bm25": [[beta.pk, 1.0]]},
+    )
     assert f"chunk={beta.pk}" not in page
 
 
-@pytest.mark.parametrize(("refusal", "badge"), [("model", "Not in your sources"),
-                                                ("reader", "Below the reader&#x27;s threshold"),
-                                                ("relevance", "No evidence in your sources")])
+@pytest.mark.parametrize(
+    ("refusal", "badge"),
+    [
+        ("model", "Not in your sources"),
+        ("reader", "Below the reader&#x27;s threshold"),
+        ("relevance", "No evidence in your sources"),
+    ],
+)
 def test_each_refusal_has_its_own_badge(world: World, refusal: str, badge: str) -> None:
     page = refusal_page(world, refusal, "The sources do not contain this.")
     assert badge in page and f'data-refusal="{refusal}"' in page and "before it was shown" not in page

@@ -2,6 +2,7 @@
 file and a scanned image are ingested with the real embedding model, a question is asked with the default
 extractive reader, and the citation names the paragraphs, the slide, the sheet and rows, the rows, the
 section path or the OCR mark: in the JSON API answer, on the ask page, in the query log and in the viewer."""
+
 from __future__ import annotations
 
 import json
@@ -41,15 +42,20 @@ and closes at 1 bar.</p>
 
 # question, cited file, the citation's location (a regular expression over the whole text)
 CASES = {
-    "docx": ("Which fuse protects the pump's supply?", "manual.docx",
-             r"§ Installation > Power supply, paragraphs? \d+(-\d+)?"),
+    "docx": (
+        "Which fuse protects the pump's supply?",
+        "manual.docx",
+        r"§ Installation > Power supply, paragraphs? \d+(-\d+)?",
+    ),
     "pptx": ("Which pump recall should be mentioned?", "review.pptx", r"§ Agenda > Notes, slide 1, lines \d+-\d+"),
     "xlsx": ("Which pumps are discontinued?", "pumps.xlsx", r"sheet Notes, rows? \d+(-\d+)?"),
     "csv": ("What is the set pressure of the relief valve RV-17?", "valves.csv", r"rows? \d+(-\d+)?"),
-    "html": ("At what pressure does the relief valve V-200 open?", "valve.html",
-             r"§ Valve V-200 > Commissioning, lines \d+-\d+"),
-    "image": ("How often must the relief valve be serviced?", "scan.png",
-              r"lines \d+-\d+, OCR, confidence \d+ %"),
+    "html": (
+        "At what pressure does the relief valve V-200 open?",
+        "valve.html",
+        r"§ Valve V-200 > Commissioning, lines \d+-\d+",
+    ),
+    "image": ("How often must the relief valve be serviced?", "scan.png", r"lines \d+-\d+, OCR, confidence \d+ %"),
 }
 
 
@@ -87,8 +93,7 @@ def ask_api(client: Client, question: str) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize("kind", [k for k in CASES if k != "image"] + [pytest.param("image", marks=needs_tesseract)])
-def test_each_kind_is_cited_with_its_location(kind: str, kinds: Client, client: Client,
-                                              django_user_model: Any) -> None:
+def test_each_kind_is_cited_with_its_location(kind: str, kinds: Client, client: Client, django_user_model: Any) -> None:
     question, source, pattern = CASES[kind]
     body = ask_api(kinds, question)
     assert body["answer_class"] in ("normal", "low_confidence"), body
@@ -121,8 +126,9 @@ def test_each_kind_is_cited_with_its_location(kind: str, kinds: Client, client: 
 
 
 @pytest.mark.django_db(transaction=True)
-def test_the_ask_page_shows_a_slide_and_a_sheet_in_a_browser(browser_page: Any, live_server: Any, clean_index: None,
-                                                             kinds: Client) -> None:
+def test_the_ask_page_shows_a_slide_and_a_sheet_in_a_browser(
+    browser_page: Any, live_server: Any, clean_index: None, kinds: Client
+) -> None:
     from playwright.sync_api import expect
 
     from retrieval.models import QueryLog
@@ -145,6 +151,7 @@ def test_the_ask_page_shows_a_slide_and_a_sheet_in_a_browser(browser_page: Any, 
         shot(page, name)
         entry.locator("a").click()
         expect(page.locator(f"#chunk-{citation['chunk_id']} .where")).to_contain_text(
-            Chunk.objects.get(pk=citation["chunk_id"]).location)
+            Chunk.objects.get(pk=citation["chunk_id"]).location
+        )
         shot(page, f"{name}-viewer")
     assert errors == []

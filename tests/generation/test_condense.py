@@ -1,4 +1,5 @@
 """The deterministic condensing rule: which messages are follow-ups, which turn they lean on, what is carried."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -50,8 +51,9 @@ def test_follow_up_carries_the_previous_turns_noun_phrases_not_its_verbs() -> No
 def test_pronoun_led_follow_up_carries_the_owner_not_the_asked_for_attribute() -> None:
     condensed = condense("And the storage temperature?", [TEMP])
     assert condensed.carried == ("AX-200",)
-    assert condense("What is its default value?", ["What is the permitted range of the sampling interval?"]
-                    ).carried == ("sampling", "interval")
+    assert condense(
+        "What is its default value?", ["What is the permitted range of the sampling interval?"]
+    ).carried == ("sampling", "interval")
 
 
 def test_a_topic_switch_carries_nothing() -> None:
@@ -61,8 +63,13 @@ def test_a_topic_switch_carries_nothing() -> None:
 
 
 def test_subject_terms_leave_verbs_behind() -> None:
-    assert subject_terms("Which protocol does the gateway use on the RS-485 sensor bus?") == \
-        ["protocol", "gateway", "RS-485", "sensor", "bus"]  # do-support: "use" ends the subject's run
+    assert subject_terms("Which protocol does the gateway use on the RS-485 sensor bus?") == [
+        "protocol",
+        "gateway",
+        "RS-485",
+        "sensor",
+        "bus",
+    ]  # do-support: "use" ends the subject's run
     assert subject_terms("Is MQTT enabled by default?") == ["MQTT", "default"]  # a participle ending a run
     assert subject_terms("How do I install a firmware update?") == ["firmware", "update"]  # after "I"
     assert subject_terms("What does the alarm hysteresis do?") == ["alarm", "hysteresis"]  # "do" is the verb
@@ -76,8 +83,9 @@ def test_an_attribute_without_an_owner_is_carried() -> None:
 
 
 def test_a_name_is_carried_even_when_the_message_uses_the_word_plainly() -> None:
-    condensed = condense("How long must I hold it for a factory reset?",
-                         ["What does a short press on the RESET button do?"])
+    condensed = condense(
+        "How long must I hold it for a factory reset?", ["What does a short press on the RESET button do?"]
+    )
     assert "RESET" in condensed.carried and "button" in condensed.carried
     assert "MQTT" not in condense("Which MQTT port does it use?", ["Is MQTT enabled by default?"]).carried
 
@@ -112,8 +120,10 @@ def test_a_code_replaces_the_earlier_code_of_its_shape_and_finds_its_turn() -> N
 
 
 def test_the_configured_condenser_rule_none_or_an_llm(foundry_config: Any, scripted_llm: ScriptedLLM) -> None:
-    assert question_standalone(message="And  E04?", history=["What does error code E03 mean?"]).question == \
-        "And E04? (error code)"  # the default: the rule
+    assert (
+        question_standalone(message="And  E04?", history=["What does error code E03 mean?"]).question
+        == "And E04? (error code)"
+    )  # the default: the rule
     foundry_config(retrieval={"condense_model": "none"})
     assert not question_standalone(message="And E04?", history=["What does error code E03 mean?"]).rewritten
     foundry_config(retrieval={"condense_model": "scripted/condenser"})
@@ -131,6 +141,7 @@ def test_a_failing_condenser_model_raises(foundry_config: Any, scripted_llm: Scr
 
     def broken(messages: list[dict[str, str]]) -> str:
         raise RuntimeError("model down")
+
     scripted_llm.reply = broken
     with pytest.raises(llm.LLMError):
         question_standalone(message="And E04?", history=["What does error code E03 mean?"])

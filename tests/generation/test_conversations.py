@@ -1,4 +1,5 @@
 """Conversations: follow-ups made standalone from the earlier turns, logged, owned; their pages and API."""
+
 from __future__ import annotations
 
 import json
@@ -34,8 +35,9 @@ def post(client: Client, body: dict) -> Any:
 
 
 def cited_sources(row: QueryLog) -> set[str]:
-    return set(Chunk.objects.filter(pk__in=[c["chunk_id"] for c in row.citations])
-               .values_list("source__path", flat=True))
+    return set(
+        Chunk.objects.filter(pk__in=[c["chunk_id"] for c in row.citations]).values_list("source__path", flat=True)
+    )
 
 
 def test_title_is_the_first_question_on_one_line_and_shortened() -> None:
@@ -53,8 +55,7 @@ def test_a_follow_up_is_made_standalone_from_the_earlier_turns_and_logged(scoped
     _, third = query_answer(user=alice, question=THIRD, conversation_id=conversation.pk)
     assert [t.pk for t in conversation.turns.order_by("created_at", "pk")] == [first.pk, second.pk, third.pk]
     # The question answered is the one the condensing step makes of the raw message and the earlier ones.
-    assert second.message == FOLLOW and second.question == question_standalone(message=FOLLOW,
-                                                                                 history=[FIRST]).question
+    assert second.message == FOLLOW and second.question == question_standalone(message=FOLLOW, history=[FIRST]).question
     assert third.question == question_standalone(message=THIRD, history=[FIRST, FOLLOW]).question
     assert second.question != FOLLOW
     assert cited_sources(second) == {"alpha-notes.md"}
@@ -123,8 +124,10 @@ def test_the_api_carries_conversation_id_for_follow_ups(scoped: dict) -> None:
     assert second["question"] == question_standalone(message=FOLLOW, history=[FIRST]).question
     detail = client.get(f"/api/v1/conversations/{first['conversation_id']}").json()
     assert detail["title"] == FIRST and detail["collection"] is None
-    assert [(t["query_id"], t["message"]) for t in detail["turns"]] == [(first["query_id"], ""),
-                                                                       (second["query_id"], FOLLOW)]
+    assert [(t["query_id"], t["message"]) for t in detail["turns"]] == [
+        (first["query_id"], ""),
+        (second["query_id"], FOLLOW),
+    ]
     assert detail["turns"][1]["citations"] and detail["turns"][1]["answer"] == second["answer"]
     listed = client.get("/api/v1/conversations").json()
     assert [c["id"] for c in listed["items"]] == [first["conversation_id"]] and listed["count"] == 1

@@ -1,4 +1,5 @@
 """A real document from the sample knowledge base with the real local model."""
+
 from __future__ import annotations
 
 import re
@@ -14,8 +15,12 @@ from sources.services.ingest_jobs import knowledge_base_ingest
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db]
 
-SPEC = SpecText("product-note", 1, "# Product note\n\nWrite a one-page technical note for installers: a title, "
-                "two or three short sections, plain sentences, each backed by the sources.")
+SPEC = SpecText(
+    "product-note",
+    1,
+    "# Product note\n\nWrite a one-page technical note for installers: a title, "
+    "two or three short sections, plain sentences, each backed by the sources.",
+)
 
 
 def test_real_model_writes_grounded_document_with_footnotes(foundry_config, tmp_path: Path) -> None:
@@ -33,6 +38,7 @@ def test_real_model_writes_grounded_document_with_footnotes(foundry_config, tmp_
     used = sorted({int(n) for n in re.findall(r"\[\^(\d+)\](?!:)", text)})
     notes = re.findall(r"^\[\^(\d+)\]: (\S+)", text, re.MULTILINE)
     assert used == [int(n) for n, _ in notes] == list(range(1, len(notes) + 1))
-    retrieved_sources = set(Chunk.objects.filter(pk__in=[c["chunk_id"] for c in run.chunks])
-                            .values_list("source__path", flat=True))
+    retrieved_sources = set(
+        Chunk.objects.filter(pk__in=[c["chunk_id"] for c in run.chunks]).values_list("source__path", flat=True)
+    )
     assert {path.rstrip(",") for _, path in notes} <= retrieved_sources

@@ -4,6 +4,7 @@ A ``compute`` worker (FOUNDRY_COMPUTE_ONLY=1: no database at all) does the model
 call and the grounding; a ``db`` worker claims, retrieves, stores and sweeps.
 Needs Redis (see tests/broker.py); skips with a message without one, except in CI.
 """
+
 from __future__ import annotations
 
 import re
@@ -40,8 +41,12 @@ generation:
   model: local/smollm2-135m
   max_document_tokens: 300
 """
-SPEC = SpecText("product-note", 1, "# Product note\n\nWrite a one-page technical note for installers: a title, "
-                "two or three short sections, plain sentences, each backed by the sources.")
+SPEC = SpecText(
+    "product-note",
+    1,
+    "# Product note\n\nWrite a one-page technical note for installers: a title, "
+    "two or three short sections, plain sentences, each backed by the sources.",
+)
 # SmolLM2-135M's document depends on the passages it is given and on the CPU's float rounding; on
 # the sample knowledge base it kept supported sentences for this topic (docs/benchmarks.md).
 TOPIC = "mounting the gateway"
@@ -53,9 +58,14 @@ def workers(tmp_path_factory: pytest.TempPathFactory, django_db_setup: Any) -> I
     """A compute worker (no database) and a db worker with the sweeper schedule."""
     redis_or_skip()
     home = tmp_path_factory.mktemp("broker-gen-home")
-    env = worker_env(home, config=WORKER_CONFIG,
-                     FOUNDRY_JOB_STALE_SECONDS=str(STALE_SECONDS), FOUNDRY_SWEEP_INTERVAL="2",
-                     FOUNDRY_TASK_MAX_DELIVERIES="2", FOUNDRY_TASK_RETRY_BACKOFF="1")
+    env = worker_env(
+        home,
+        config=WORKER_CONFIG,
+        FOUNDRY_JOB_STALE_SECONDS=str(STALE_SECONDS),
+        FOUNDRY_SWEEP_INTERVAL="2",
+        FOUNDRY_TASK_MAX_DELIVERIES="2",
+        FOUNDRY_TASK_RETRY_BACKOFF="1",
+    )
     with worker_pool(home, env) as pool:
         yield pool
 
@@ -77,8 +87,9 @@ def submit(tmp_path: Path, spec: SpecText = SPEC, topic: str = TOPIC, name: str 
     return run
 
 
-def follow(run_id: int, timeout: float, workers: dict[str, Worker], *, until: str | None = None) -> tuple[
-        GenerationRun, list[str]]:
+def follow(
+    run_id: int, timeout: float, workers: dict[str, Worker], *, until: str | None = None
+) -> tuple[GenerationRun, list[str]]:
     """Poll the run (every 0.1 s) until it is finished, or reaches stage ``until``; return it and the stages seen."""
     deadline = time.monotonic() + timeout
     stages: list[str] = []
@@ -89,8 +100,10 @@ def follow(run_id: int, timeout: float, workers: dict[str, Worker], *, until: st
         if run.status in FINISHED or (until and run.stage == until):
             return run, stages
         time.sleep(0.1)
-    raise AssertionError(f"run {run_id} not there after {timeout}s: {run.status}/{run.stage}, stages {stages}\n"
-                         f"{workers['compute'].tail()}\n{workers['db'].tail()}")
+    raise AssertionError(
+        f"run {run_id} not there after {timeout}s: {run.status}/{run.stage}, stages {stages}\n"
+        f"{workers['compute'].tail()}\n{workers['db'].tail()}"
+    )
 
 
 def assert_complete_document(run: GenerationRun) -> None:
@@ -104,8 +117,9 @@ def assert_complete_document(run: GenerationRun) -> None:
     assert used == defined == list(range(1, len(defined) + 1)) and defined
 
 
-def test_two_workers_on_different_queues_serve_a_run(workers: dict[str, Worker], sample_kb: Path,
-                                                     tmp_path: Path) -> None:
+def test_two_workers_on_different_queues_serve_a_run(
+    workers: dict[str, Worker], sample_kb: Path, tmp_path: Path
+) -> None:
     with broker_mode():
         run = submit(tmp_path)
         run, stages = follow(run.pk, 300, workers)
@@ -131,8 +145,10 @@ def test_run_survives_a_compute_worker_kill(workers: dict[str, Worker], sample_k
         workers["compute"].wait_ready()
         run, stages = follow(run.pk, 300, workers)
         recovery = time.monotonic() - killed_at
-    print(f"\ngeneration run complete {recovery:.1f}s after the compute worker was killed; "
-          f"attempts={run.attempts}, stages after the restart: {stages}")
+    print(
+        f"\ngeneration run complete {recovery:.1f}s after the compute worker was killed; "
+        f"attempts={run.attempts}, stages after the restart: {stages}"
+    )
     assert run.status == ("needs_review" if run.low_confidence else "succeeded"), run.error
     assert run.attempts == 2 and run.stage == "done" and run.llm_calls == 1
     assert_complete_document(run)
@@ -140,14 +156,15 @@ def test_run_survives_a_compute_worker_kill(workers: dict[str, Worker], sample_k
     assert not GenerationRun.objects.exclude(status__in=FINISHED).exists()
 
 
-def test_poison_runs_fail_alone_with_their_reasons(workers: dict[str, Worker], sample_kb: Path,
-                                                   tmp_path: Path) -> None:
+def test_poison_runs_fail_alone_with_their_reasons(workers: dict[str, Worker], sample_kb: Path, tmp_path: Path) -> None:
     bad_model = SpecText("bad-model", 1, SPEC.body + "\n<!-- poison-model -->\n")
     crash = SpecText("crash", 1, SPEC.body + "\n<!-- poison-crash -->\n")
     with broker_mode():
-        runs = {"crash": submit(tmp_path, crash, name="crash.md"),
-                "bad-model": submit(tmp_path, bad_model, name="bad-model.md"),
-                "good": submit(tmp_path, name="good.md")}
+        runs = {
+            "crash": submit(tmp_path, crash, name="crash.md"),
+            "bad-model": submit(tmp_path, bad_model, name="bad-model.md"),
+            "good": submit(tmp_path, name="good.md"),
+        }
         done = {key: follow(run.pk, 400, workers)[0] for key, run in runs.items()}
     assert done["good"].wrote_document, done["good"].error
     assert done["bad-model"].status == "failed" and done["bad-model"].error["transient"] is False

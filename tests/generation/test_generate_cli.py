@@ -66,8 +66,9 @@ def test_single_approved_spec_is_selected(ready: ScriptedLLM, tmp_path: Path) ->
     assert GenerationRun.objects.get().status == "succeeded"
 
 
-def test_a_reply_cut_at_the_token_limit_loses_its_unfinished_sentence(ready: ScriptedLLM, foundry_config,
-                                                                      tmp_path: Path) -> None:
+def test_a_reply_cut_at_the_token_limit_loses_its_unfinished_sentence(
+    ready: ScriptedLLM, foundry_config, tmp_path: Path
+) -> None:
     foundry_config(retrieval={"min_chunks": 1}, generation={"max_document_tokens": 64})
     ready.reply = lambda m: REPLY.rstrip() + " The default serial settings of"
     ready.completion_tokens = 64
@@ -82,8 +83,9 @@ def test_a_reply_cut_at_the_token_limit_loses_its_unfinished_sentence(ready: Scr
     assert GenerationRun.objects.latest("pk").sentences_total == 2
 
 
-def test_a_document_mostly_removed_by_grounding_says_so(ready: ScriptedLLM, tmp_path: Path,
-                                                        foundry_config: Callable[..., FoundryConfig]) -> None:
+def test_a_document_mostly_removed_by_grounding_says_so(
+    ready: ScriptedLLM, tmp_path: Path, foundry_config: Callable[..., FoundryConfig]
+) -> None:
     ready.reply = lambda m: REPLY.rstrip() + " The bus also powers the coffee machine on the second floor."
     out = tmp_path / "guide.md"
     text = run("generate", "--topic", "sensors on the RS-485 bus", "--output", str(out))
@@ -102,13 +104,21 @@ def test_a_document_mostly_removed_by_grounding_says_so(ready: ScriptedLLM, tmp_
     assert good["status"] == "succeeded"
 
 
-def test_several_specs_need_feature_and_error_lists_them(ready: ScriptedLLM, people: tuple[User, User],
-                                                         tmp_path: Path) -> None:
+def test_several_specs_need_feature_and_error_lists_them(
+    ready: ScriptedLLM, people: tuple[User, User], tmp_path: Path
+) -> None:
     approve("install-guide", people)
     with pytest.raises(CommandError, match="install-guide, wiring-guide. Choose one with --feature"):
         run("generate", "--topic", "sensor bus", "--output", str(tmp_path / "x.md"))
-    run("generate", "--topic", "sensors on the RS-485 bus", "--output", str(tmp_path / "x.md"),
-        "--feature", "install-guide")
+    run(
+        "generate",
+        "--topic",
+        "sensors on the RS-485 bus",
+        "--output",
+        str(tmp_path / "x.md"),
+        "--feature",
+        "install-guide",
+    )
     assert GenerationRun.objects.get().spec_name == "install-guide"
 
 
@@ -124,8 +134,9 @@ def test_dry_run_makes_no_generation_call(ready: ScriptedLLM, tmp_path: Path) ->
     assert ready.calls == [] and not (tmp_path / "x.md").exists() and not GenerationRun.objects.exists()
 
 
-def test_existing_file_without_terminal_is_refused(ready: ScriptedLLM, tmp_path: Path,
-                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+def test_existing_file_without_terminal_is_refused(
+    ready: ScriptedLLM, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     out = tmp_path / "guide.md"
     out.write_text("keep me")
     monkeypatch.setattr("sys.stdin", io.StringIO(""))
@@ -134,10 +145,12 @@ def test_existing_file_without_terminal_is_refused(ready: ScriptedLLM, tmp_path:
     assert out.read_text() == "keep me" and ready.calls == []
 
 
-@pytest.mark.parametrize("where,reason", [("folder", "is a folder; give a file path"),
-                                          ("missing/guide.md", "does not exist")])
-def test_an_output_that_cannot_take_a_file_is_refused_before_any_work(ready: ScriptedLLM, tmp_path: Path,
-                                                                       where: str, reason: str) -> None:
+@pytest.mark.parametrize(
+    "where,reason", [("folder", "is a folder; give a file path"), ("missing/guide.md", "does not exist")]
+)
+def test_an_output_that_cannot_take_a_file_is_refused_before_any_work(
+    ready: ScriptedLLM, tmp_path: Path, where: str, reason: str
+) -> None:
     (tmp_path / "folder").mkdir()
     with pytest.raises(CommandError, match=f"--output: .*{reason}"):
         run("generate", "--topic", "sensor bus", "--output", str(tmp_path / where), "--yes")
@@ -150,8 +163,14 @@ class _Tty(io.StringIO):
 
 
 @pytest.mark.parametrize("typed,overwritten", [("y\n", True), ("n\n", False), ("\n", False)])
-def test_prompt_at_terminal(ready: ScriptedLLM, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                            capsys: pytest.CaptureFixture, typed: str, overwritten: bool) -> None:
+def test_prompt_at_terminal(
+    ready: ScriptedLLM,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture,
+    typed: str,
+    overwritten: bool,
+) -> None:
     out = tmp_path / "guide.md"
     out.write_text("keep me")
     monkeypatch.setattr("sys.stdin", _Tty(typed))
@@ -167,13 +186,13 @@ def test_prompt_at_terminal(ready: ScriptedLLM, tmp_path: Path, monkeypatch: pyt
 def test_yes_overwrites_and_json(ready: ScriptedLLM, tmp_path: Path) -> None:
     out = tmp_path / "guide.md"
     out.write_text("old")
-    data = json.loads(run("generate", "--topic", "sensors on the RS-485 bus", "--output", str(out), "--yes",
-                          "--json"))
+    data = json.loads(run("generate", "--topic", "sensors on the RS-485 bus", "--output", str(out), "--yes", "--json"))
     assert data["status"] == "succeeded" and data["coverage"] == 1.0 and "Sources" in out.read_text()
 
 
-def test_gate_refusal_fails_run_and_writes_nothing(ready: ScriptedLLM, tmp_path: Path,
-                                                   capsys: pytest.CaptureFixture[str]) -> None:
+def test_gate_refusal_fails_run_and_writes_nothing(
+    ready: ScriptedLLM, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     out = tmp_path / "rome.md"
     with pytest.raises(CommandError, match="No supporting documentation"):
         run("generate", "--topic", "history of the roman empire", "--output", str(out))

@@ -13,10 +13,17 @@ def test_runs_written_before_the_low_confidence_field_are_marked_by_the_configur
     executor.migrate([("generation", "0004_run_grounding")])
     try:
         OldRun = executor.loader.project_state([("generation", "0004_run_grounding")]).apps.get_model(
-            "generation", "GenerationRun")
+            "generation", "GenerationRun"
+        )
         for coverage, status in ((0.5, "succeeded"), (0.95, "succeeded"), (None, "succeeded"), (0.5, "failed")):
-            OldRun.objects.create(topic=f"{coverage} {status}", spec_name="s", spec_version=1, spec_body="",
-                                  coverage=coverage, status=status)
+            OldRun.objects.create(
+                topic=f"{coverage} {status}",
+                spec_name="s",
+                spec_version=1,
+                spec_body="",
+                coverage=coverage,
+                status=status,
+            )
     finally:
         executor = MigrationExecutor(connection)
         executor.migrate(executor.loader.graph.leaf_nodes())
@@ -30,10 +37,12 @@ def test_runs_written_with_low_confidence_become_needs_review_and_back() -> None
     executor.migrate([("generation", "0005_run_low_confidence")])
     try:
         OldRun = executor.loader.project_state([("generation", "0005_run_low_confidence")]).apps.get_model(
-            "generation", "GenerationRun")
+            "generation", "GenerationRun"
+        )
         for low, status in ((True, "succeeded"), (False, "succeeded"), (True, "failed")):
-            OldRun.objects.create(topic=f"{low} {status}", spec_name="s", spec_version=1, spec_body="",
-                                  low_confidence=low, status=status)
+            OldRun.objects.create(
+                topic=f"{low} {status}", spec_name="s", spec_version=1, spec_body="", low_confidence=low, status=status
+            )
     finally:
         executor = MigrationExecutor(connection)
         executor.migrate(executor.loader.graph.leaf_nodes())
@@ -43,7 +52,8 @@ def test_runs_written_with_low_confidence_become_needs_review_and_back() -> None
     executor.migrate([("generation", "0005_run_low_confidence")])  # backwards: the old status set
     try:
         OldRun = executor.loader.project_state([("generation", "0005_run_low_confidence")]).apps.get_model(
-            "generation", "GenerationRun")
+            "generation", "GenerationRun"
+        )
         assert dict(OldRun.objects.values_list("topic", "status"))["True succeeded"] == "succeeded"
     finally:
         executor = MigrationExecutor(connection)

@@ -1,4 +1,5 @@
 """The generation run split in three steps: prepare (db), compute (no database at all), store (db)."""
+
 from __future__ import annotations
 
 import json
@@ -29,8 +30,9 @@ def prepared_run(tmp_path: Path, name: str = "guide.md") -> tuple[GenerationRun,
     return GenerationRun.objects.get(pk=run.pk), json.loads(json.dumps(payload))  # as a message carries it
 
 
-def test_compute_step_never_touches_the_database(indexed: Path, tmp_path: Path, scripted_llm: ScriptedLLM,
-                                                 django_db_blocker: Any) -> None:
+def test_compute_step_never_touches_the_database(
+    indexed: Path, tmp_path: Path, scripted_llm: ScriptedLLM, django_db_blocker: Any
+) -> None:
     scripted_llm.reply = doc_reply
     run, payload = prepared_run(tmp_path)
     assert run.status == "running" and run.stage == "retrieval" and run.attempts == 1
@@ -52,8 +54,9 @@ def test_compute_step_never_touches_the_database(indexed: Path, tmp_path: Path, 
     assert set(run.timings) >= {"generate", "grounding", "total"}
 
 
-def test_store_is_idempotent_and_drops_late_results(indexed: Path, tmp_path: Path, scripted_llm: ScriptedLLM,
-                                                    django_db_blocker: Any) -> None:
+def test_store_is_idempotent_and_drops_late_results(
+    indexed: Path, tmp_path: Path, scripted_llm: ScriptedLLM, django_db_blocker: Any
+) -> None:
     scripted_llm.reply = doc_reply
     run, payload = prepared_run(tmp_path)
     result = pipeline.generation_run_compute(payload=payload)
@@ -69,8 +72,9 @@ def test_store_is_idempotent_and_drops_late_results(indexed: Path, tmp_path: Pat
     assert list(out.parent.glob("*.part")) == []
 
 
-def test_unsupported_text_fails_in_compute_and_is_recorded(indexed: Path, tmp_path: Path, scripted_llm: ScriptedLLM,
-                                                           django_db_blocker: Any) -> None:
+def test_unsupported_text_fails_in_compute_and_is_recorded(
+    indexed: Path, tmp_path: Path, scripted_llm: ScriptedLLM, django_db_blocker: Any
+) -> None:
     scripted_llm.reply = lambda m: "The moon is made of cheese [S1]."
     run, payload = prepared_run(tmp_path)
     with django_db_blocker.block():
@@ -83,7 +87,8 @@ def test_unsupported_text_fails_in_compute_and_is_recorded(indexed: Path, tmp_pa
     assert run.llm_calls == 1 and run.sentences_total == 1 and not Path(run.output_path).exists()
     assert run.grounding["model_output"] == "The moon is made of cheese [S1]."  # what was left out, for the audit
     assert [(s["text"], s["cited"], s["supported_by"]) for s in run.grounding["sentences"]] == [
-        ("The moon is made of cheese.", ["S1"], "")]
+        ("The moon is made of cheese.", ["S1"], "")
+    ]
 
 
 def test_permanent_model_error_fails_with_reason(indexed: Path, tmp_path: Path, django_db_blocker: Any) -> None:
@@ -97,9 +102,9 @@ def test_permanent_model_error_fails_with_reason(indexed: Path, tmp_path: Path, 
     assert run.status == "failed" and "unknown local chat model 'no-such-model'" in run.error["message"]
 
 
-def test_transient_model_error_is_raised_for_a_retry_with_a_broker(indexed: Path, tmp_path: Path,
-                                                                   scripted_llm: ScriptedLLM, foundry_config: Any,
-                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+def test_transient_model_error_is_raised_for_a_retry_with_a_broker(
+    indexed: Path, tmp_path: Path, scripted_llm: ScriptedLLM, foundry_config: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     foundry_config(llm={"retries": 0})
     scripted_llm.reply = lambda m: ""  # an empty completion counts as a transient failure
     run, payload = prepared_run(tmp_path)
@@ -113,8 +118,9 @@ def test_transient_model_error_is_raised_for_a_retry_with_a_broker(indexed: Path
     assert result["status"] == "failed" and result["error"]["transient"] is True
 
 
-def test_transient_error_while_preparing_puts_the_run_back(indexed: Path, tmp_path: Path,
-                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+def test_transient_error_while_preparing_puts_the_run_back(
+    indexed: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     run = generation_run_create(topic=TOPIC, spec=SPEC, output_path=str(tmp_path / "a.md"))
 
     def locked(**kwargs: Any) -> None:
@@ -128,8 +134,9 @@ def test_transient_error_while_preparing_puts_the_run_back(indexed: Path, tmp_pa
     assert run.status == "pending" and run.attempts == 0  # the retried task claims it again
 
 
-def test_unexpected_error_in_process_fails_the_run_and_is_raised(indexed: Path, tmp_path: Path,
-                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+def test_unexpected_error_in_process_fails_the_run_and_is_raised(
+    indexed: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     run = generation_run_create(topic=TOPIC, spec=SPEC, output_path=str(tmp_path / "a.md"))
 
     def broken(**kwargs: Any) -> None:
@@ -142,8 +149,9 @@ def test_unexpected_error_in_process_fails_the_run_and_is_raised(indexed: Path, 
     assert run.status == "failed" and run.error["message"] == "KeyError: 'oops'" and run.stage == "done"
 
 
-def test_progress_is_ignored_for_other_attempts_and_finished_runs(indexed: Path, tmp_path: Path,
-                                                                  scripted_llm: ScriptedLLM) -> None:
+def test_progress_is_ignored_for_other_attempts_and_finished_runs(
+    indexed: Path, tmp_path: Path, scripted_llm: ScriptedLLM
+) -> None:
     scripted_llm.reply = doc_reply
     run, payload = prepared_run(tmp_path)
     pipeline.generation_run_progress(run_id=run.pk, attempt=1, stage="generate")
@@ -155,8 +163,9 @@ def test_progress_is_ignored_for_other_attempts_and_finished_runs(indexed: Path,
     assert GenerationRun.objects.get(pk=run.pk).stage == "done"
 
 
-def test_in_process_stages_in_order(indexed: Path, tmp_path: Path, scripted_llm: ScriptedLLM,
-                                    monkeypatch: pytest.MonkeyPatch) -> None:
+def test_in_process_stages_in_order(
+    indexed: Path, tmp_path: Path, scripted_llm: ScriptedLLM, monkeypatch: pytest.MonkeyPatch
+) -> None:
     seen: list[str] = []
     real = pipeline.generation_run_progress
 

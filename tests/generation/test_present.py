@@ -1,4 +1,5 @@
 """Safe HTML for answers and generated documents."""
+
 from __future__ import annotations
 
 import pytest
@@ -11,14 +12,21 @@ from tests.conftest import World
 
 def test_answer_markers_become_links_and_text_is_escaped() -> None:
     html = answer_html("Power <b>is</b> 24 V [S1]. Bus [S9].\nNext line\n\nSecond [S2]", {"S1", "S2"})
-    assert html == ('<p>Power &lt;b&gt;is&lt;/b&gt; 24 V <a class="cite" href="#source-S1">[S1]</a>. Bus [S9].'
-                    '<br>\nNext line</p>\n<p>Second <a class="cite" href="#source-S2">[S2]</a></p>')
+    assert html == (
+        '<p>Power &lt;b&gt;is&lt;/b&gt; 24 V <a class="cite" href="#source-S1">[S1]</a>. Bus [S9].'
+        '<br>\nNext line</p>\n<p>Second <a class="cite" href="#source-S2">[S2]</a></p>'
+    )
 
 
 def test_answer_markdown_is_rendered_and_its_html_and_links_are_not() -> None:
-    html = str(answer_html("**Wiring**: use *shielded* cable [S1].\n\n- A to A\n- B to B\n\n| pin | use |\n|---|---|\n"
-                           "| 1 | A |\n\n<script>alert(1)</script> <img src=x onerror=alert(2)> "
-                           "[click](javascript:alert(3)) [site](https://evil.example/) `x<y`", {"S1"}))
+    html = str(
+        answer_html(
+            "**Wiring**: use *shielded* cable [S1].\n\n- A to A\n- B to B\n\n| pin | use |\n|---|---|\n"
+            "| 1 | A |\n\n<script>alert(1)</script> <img src=x onerror=alert(2)> "
+            "[click](javascript:alert(3)) [site](https://evil.example/) `x<y`",
+            {"S1"},
+        )
+    )
     assert "<strong>Wiring</strong>" in html and "<em>shielded</em>" in html and "<li>A to A</li>" in html
     assert "<table>" in html and '<a class="cite" href="#source-S1">[S1]</a>' in html
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html and "&lt;img src=x onerror=alert(2)&gt;" in html
@@ -31,9 +39,15 @@ def test_source_viewer_renders_markdown_sources_safely(world: World) -> None:
 
     source = world.sources["alpha"]
     assert source.kind == Source.Kind.MD
-    chunk = Chunk.objects.create(source=source, ordinal=7, line_start=20, line_end=24, token_count=9,
-                                 text="## Wiring\n\nUse **shielded** cable. <img src=x onerror=alert(1)>\n"
-                                      "[manual](https://example.com/m) [bad](javascript:alert(2)) [rel](other.md)")
+    chunk = Chunk.objects.create(
+        source=source,
+        ordinal=7,
+        line_start=20,
+        line_end=24,
+        token_count=9,
+        text="## Wiring\n\nUse **shielded** cable. <img src=x onerror=alert(1)>\n"
+        "[manual](https://example.com/m) [bad](javascript:alert(2)) [rel](other.md)",
+    )
     client = Client()
     client.force_login(world.users["alice"])
     page = client.get(f"/sources/{source.pk}/?chunk={chunk.pk}").content.decode()
@@ -44,9 +58,11 @@ def test_source_viewer_renders_markdown_sources_safely(world: World) -> None:
 
 
 def test_document_keeps_markdown_and_footnotes_and_drops_active_content() -> None:
-    html = document_html("# Guide <script>alert(1)</script>\n\n| a | b |\n|---|---|\n| 1 | 2 |\n\n"
-                         "Text[^1] <img src=x onerror=alert(1)> [x](javascript:alert(1)) [y](https://e.x/)\n"
-                         "<div id=\"result\" onclick=\"x()\">d</div>\n\n[^1]: manual.md, lines 1-2\n")
+    html = document_html(
+        "# Guide <script>alert(1)</script>\n\n| a | b |\n|---|---|\n| 1 | 2 |\n\n"
+        "Text[^1] <img src=x onerror=alert(1)> [x](javascript:alert(1)) [y](https://e.x/)\n"
+        '<div id="result" onclick="x()">d</div>\n\n[^1]: manual.md, lines 1-2\n'
+    )
     assert "<h1>Guide </h1>" in html and "<table>" in html and 'href="#fn:1"' in html and 'id="fn:1"' in html
     for bad in ("<script", "alert(1)</script>", "onerror", "javascript:", "onclick", 'id="result"', "https://e.x"):
         assert bad not in html, bad
@@ -59,8 +75,15 @@ def test_every_reference_to_a_footnote_keeps_the_id_its_back_link_points_to() ->
 
 
 def test_source_viewer_escapes_document_text(world: World) -> None:
-    chunk = Chunk.objects.create(source=world.sources["alpha"], ordinal=5, text="<script>alert(1)</script>",
-                                 heading="<img src=x onerror=alert(1)>", line_start=9, line_end=9, token_count=3)
+    chunk = Chunk.objects.create(
+        source=world.sources["alpha"],
+        ordinal=5,
+        text="<script>alert(1)</script>",
+        heading="<img src=x onerror=alert(1)>",
+        line_start=9,
+        line_end=9,
+        token_count=3,
+    )
     client = Client()
     client.force_login(world.users["alice"])
     page = client.get(f"/sources/{chunk.source_id}/?chunk={chunk.pk}").content.decode()

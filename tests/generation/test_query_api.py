@@ -1,4 +1,5 @@
 """``POST /api/v1/query``: auth, scope, bad input, rate limit, model and embedding failures."""
+
 from __future__ import annotations
 
 import json
@@ -31,8 +32,22 @@ def test_answer_is_scoped_and_complete(scoped: dict, scripted_llm: ScriptedLLM) 
     response = query(api("alice"))
     assert response.status_code == 200, response.content
     body = response.json()
-    assert set(body) == {"query_id", "conversation_id", "question", "run_id", "answer_class", "answer", "citations",
-                         "conflicts", "coverage", "refusal", "hint", "timings", "llm_calls", "cached"}
+    assert set(body) == {
+        "query_id",
+        "conversation_id",
+        "question",
+        "run_id",
+        "answer_class",
+        "answer",
+        "citations",
+        "conflicts",
+        "coverage",
+        "refusal",
+        "hint",
+        "timings",
+        "llm_calls",
+        "cached",
+    }
     assert body["answer_class"] in ("normal", "low_confidence") and body["llm_calls"] == 1
     assert {c["source"] for c in body["citations"]} == {"alpha-notes.md"}
     assert "8 sensors" in body["citations"][0]["text"] and body["timings"]["total"] > 0
@@ -73,9 +88,18 @@ def test_needs_authentication(world: World) -> None:
     assert query(session).status_code == 403  # a browser session must send the CSRF token
 
 
-@pytest.mark.parametrize("body,status", [({"question": ""}, 400), ({"question": " \x00 "}, 400),
-                                         ({"question": "x" * 4001}, 400), ({"question": 5}, 422),
-                                         ({"mode": "fuzzy"}, 422), ({"top_k": 0}, 422), ({"top_k": 51}, 422)])
+@pytest.mark.parametrize(
+    "body,status",
+    [
+        ({"question": ""}, 400),
+        ({"question": " \x00 "}, 400),
+        ({"question": "x" * 4001}, 400),
+        ({"question": 5}, 422),
+        ({"mode": "fuzzy"}, 422),
+        ({"top_k": 0}, 422),
+        ({"top_k": 51}, 422),
+    ],
+)
 def test_bad_input(world: World, body: dict, status: int) -> None:
     response = query(api("alice"), **body)
     assert response.status_code == status

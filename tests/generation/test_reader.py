@@ -1,4 +1,5 @@
 """The extractive reader: scoring order, quoting, thresholds, unit line spans (scripted embeddings)."""
+
 from __future__ import annotations
 
 import pytest
@@ -7,8 +8,9 @@ from foundry_site.core import llm
 from generation import reader
 from generation.reader import Passage
 
-MANUAL = ("The sensor bus is RS-485.\nA maximum of 8 sensors can be connected to the bus.\n"
-          "The cable shield connects to SH.")
+MANUAL = (
+    "The sensor bus is RS-485.\nA maximum of 8 sensors can be connected to the bus.\nThe cable shield connects to SH."
+)
 DATASHEET = "The housing is IP20.\nIt weighs 210 g."
 
 
@@ -25,8 +27,10 @@ def embed(monkeypatch: pytest.MonkeyPatch) -> dict[str, list[float]]:
 
 
 def passages() -> list[Passage]:
-    return [Passage("S1", MANUAL, 40, 42, rank=1, source="manual.md"),
-            Passage("S2", DATASHEET, 7, 8, page_start=2, page_end=2, rank=2, source="datasheet.pdf")]
+    return [
+        Passage("S1", MANUAL, 40, 42, rank=1, source="manual.md"),
+        Passage("S2", DATASHEET, 7, 8, page_start=2, page_end=2, rank=2, source="datasheet.pdf"),
+    ]
 
 
 def test_best_unit_is_quoted_verbatim_with_its_own_lines(embed: dict) -> None:
@@ -48,8 +52,14 @@ def test_lexical_overlap_breaks_a_cosine_tie(embed: dict) -> None:
 
 def test_only_units_near_the_best_are_added_and_grouped_per_passage_in_source_order(embed: dict) -> None:
     q = "zzz"  # no word in common: cosine decides
-    embed.update({q: [1.0, 0.0, 0.0], "The cable shield connects to SH.": [0.8, 0.0, 0.6],
-                  "The sensor bus is RS-485.": [0.78, 0.0, 0.62], "The housing is IP20.": [0.3, 0.0, 0.95]})
+    embed.update(
+        {
+            q: [1.0, 0.0, 0.0],
+            "The cable shield connects to SH.": [0.8, 0.0, 0.6],
+            "The sensor bus is RS-485.": [0.78, 0.0, 0.62],
+            "The housing is IP20.": [0.3, 0.0, 0.95],
+        }
+    )
     reading = reader.read(q, passages(), embedding_model="m", max_units=3)
     assert [x.unit.text for x in reading.quotes] == ["The sensor bus is RS-485.", "The cable shield connects to SH."]
     assert reading.text == "The sensor bus is RS-485. [S1] The cable shield connects to SH. [S1]"

@@ -3,6 +3,7 @@
 ``tests/data/sample_kb_questions.json`` holds questions about ``knowledge_base/`` with what a correct
 answer must say: every string of ``all_of`` and one of ``any_of``.
 """
+
 from __future__ import annotations
 
 import json
@@ -22,8 +23,12 @@ pytestmark = [pytest.mark.integration, pytest.mark.django_db]
 
 QUESTIONS = json.loads((Path(__file__).parents[1] / "data" / "sample_kb_questions.json").read_text())
 KB = Path(settings.BASE_DIR) / "knowledge_base"
-SPEC = SpecText("wiring-guide", 1, "# Wiring guide\n\nThe user manual takes precedence over the datasheet.\n\n"
-                                   "## Power supply\n\n## Sensor bus wiring\n")
+SPEC = SpecText(
+    "wiring-guide",
+    1,
+    "# Wiring guide\n\nThe user manual takes precedence over the datasheet.\n\n"
+    "## Power supply\n\n## Sensor bus wiring\n",
+)
 
 
 @pytest.fixture
@@ -33,8 +38,9 @@ def sample_kb(foundry_config) -> None:
 
 
 def correct(answer_text: str, expected: dict) -> bool:
-    return (all(s in answer_text for s in expected.get("all_of", []))
-            and (not expected.get("any_of") or any(s in answer_text for s in expected["any_of"])))
+    return all(s in answer_text for s in expected.get("all_of", [])) and (
+        not expected.get("any_of") or any(s in answer_text for s in expected["any_of"])
+    )
 
 
 def test_sample_questions_are_answered_with_quotes_at_their_cited_lines(sample_kb: None) -> None:
@@ -59,7 +65,7 @@ def _assert_quoted_at(quote: str, source: str, first: int, last: int) -> None:
     chunks = Chunk.objects.filter(source__path=source, line_start__lte=first, line_end__gte=last)
     assert any(" ".join(quote.split()) in " ".join(c.text.split()) for c in chunks), (quote, source, first, last)
     if source.endswith((".md", ".txt")):
-        lines = (KB / source).read_text(encoding="utf-8").splitlines()[first - 1:last]
+        lines = (KB / source).read_text(encoding="utf-8").splitlines()[first - 1 : last]
         assert " ".join(quote.split()).lstrip("-* ") in " ".join(" ".join(lines).split()), (quote, first, last)
 
 

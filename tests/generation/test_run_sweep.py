@@ -21,8 +21,9 @@ SPEC = SpecText("guide", 1, "# Guide\n\nWrite a guide.")
 def orphan(tmp_path: Path, attempts: int) -> GenerationRun:
     """A run whose worker died mid-way: running, silent for an hour."""
     run = generation_run_create(topic="sensors on the RS-485 bus", spec=SPEC, output_path=str(tmp_path / "g.md"))
-    GenerationRun.objects.filter(pk=run.pk).update(status="running", attempts=attempts,
-                                                   heartbeat_at=timezone.now() - timedelta(hours=1))
+    GenerationRun.objects.filter(pk=run.pk).update(
+        status="running", attempts=attempts, heartbeat_at=timezone.now() - timedelta(hours=1)
+    )
     return run
 
 
@@ -43,8 +44,9 @@ def test_run_failing_repeatedly_is_failed_with_reason(indexed: Path, tmp_path: P
 
 
 @pytest.mark.integration  # a real Redis: where the compute workers read what the sweeper decided
-def test_compute_drops_what_is_still_queued_for_a_run_the_sweeper_failed(indexed: Path, tmp_path: Path,
-                                                                          scripted_llm: ScriptedLLM) -> None:
+def test_compute_drops_what_is_still_queued_for_a_run_the_sweeper_failed(
+    indexed: Path, tmp_path: Path, scripted_llm: ScriptedLLM
+) -> None:
     redis_or_skip()
     run = orphan(tmp_path, attempts=3)  # three claims, each of which queued a compute message
     with broker_mode():

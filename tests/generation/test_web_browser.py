@@ -4,6 +4,7 @@ The live server runs in this process, so the scripted LLM provider answers: the
 test is deterministic and needs no local model, while retrieval, embeddings,
 grounding, the stream, the database and the pages are all real.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -54,12 +55,16 @@ def sign_in(page: Any, url: str) -> list[str]:
 
 
 @pytest.fixture
-def site(foundry_config: Callable[..., Any], scripted_llm: ScriptedLLM, make_user: Callable[..., Any],
-         kb: Path) -> ScriptedLLM:
+def site(
+    foundry_config: Callable[..., Any], scripted_llm: ScriptedLLM, make_user: Callable[..., Any], kb: Path
+) -> ScriptedLLM:
     # Integration tests keep the shipped configuration; switch every LLM role to the script.
-    foundry_config(generation={"model": "scripted/generator"}, ingest={"summary_model": "none"},
-                   embedding={"context_model": "none"},
-                   retrieval={"hyde": False, "scorer_model": "none", "min_chunks": 1})
+    foundry_config(
+        generation={"model": "scripted/generator"},
+        ingest={"summary_model": "none"},
+        embedding={"context_model": "none"},
+        retrieval={"hyde": False, "scorer_model": "none", "min_chunks": 1},
+    )
     make_user("alice")
     collection_create(name="manuals")
     collection_grant(collection="manuals", username="alice")
@@ -153,8 +158,9 @@ def test_ask_audit_and_generate(browser_page: Any, live_server: Any, site: Scrip
 @contextlib.contextmanager
 def signed_in_without_javascript(browser_page: Any, url: str) -> Iterator[Any]:
     """A page of a new browser context with JavaScript off, signed in as alice."""
-    context = browser_page.context.browser.new_context(java_script_enabled=False,
-                                                       viewport={"width": 1280, "height": 860})
+    context = browser_page.context.browser.new_context(
+        java_script_enabled=False, viewport={"width": 1280, "height": 860}
+    )
     page = context.new_page()
     try:
         page.goto(f"{url}/accounts/login/")
@@ -182,15 +188,20 @@ def test_ask_works_without_javascript(browser_page: Any, live_server: Any, site:
 def extractive_site(site: ScriptedLLM, foundry_config: Callable[..., Any]) -> ScriptedLLM:
     """The same site on the shipped default reader: quotes, no LLM."""
     foundry_config(generation={"model": "extractive"})
-    services.spec_create(name="bus-guide", title="Bus guide", body="# Bus guide\n\n## Power supply\n\n## Sensor bus\n",
-                         by=User.objects.get(username="author"))
+    services.spec_create(
+        name="bus-guide",
+        title="Bus guide",
+        body="# Bus guide\n\n## Power supply\n\n## Sensor bus\n",
+        by=User.objects.get(username="author"),
+    )
     services.spec_submit(name="bus-guide", by=User.objects.get(username="author"))
     services.spec_approve(name="bus-guide", by=User.objects.get(username="rita"))
     return site
 
 
-def test_ask_and_generate_with_the_extractive_reader(browser_page: Any, live_server: Any,
-                                                     extractive_site: ScriptedLLM) -> None:
+def test_ask_and_generate_with_the_extractive_reader(
+    browser_page: Any, live_server: Any, extractive_site: ScriptedLLM
+) -> None:
     from playwright.sync_api import expect
 
     expect.set_options(timeout=60_000)
@@ -225,8 +236,9 @@ FIRST = "How many sensors can be connected to the RS-485 bus?"
 FOLLOW = "And how must it be terminated?"
 
 
-def test_a_two_turn_conversation_streams_on_the_ask_page(browser_page: Any, live_server: Any,
-                                                         extractive_site: ScriptedLLM) -> None:
+def test_a_two_turn_conversation_streams_on_the_ask_page(
+    browser_page: Any, live_server: Any, extractive_site: ScriptedLLM
+) -> None:
     from playwright.sync_api import expect
 
     expect.set_options(timeout=60_000)
@@ -265,8 +277,9 @@ def test_a_two_turn_conversation_streams_on_the_ask_page(browser_page: Any, live
     assert errors == []
 
 
-def test_a_conversation_works_without_javascript(browser_page: Any, live_server: Any,
-                                                 extractive_site: ScriptedLLM) -> None:
+def test_a_conversation_works_without_javascript(
+    browser_page: Any, live_server: Any, extractive_site: ScriptedLLM
+) -> None:
     from playwright.sync_api import expect
 
     expect.set_options(timeout=60_000)

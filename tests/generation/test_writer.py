@@ -1,4 +1,5 @@
 """The extractive writer: a spec's outline filled with verbatim quotes, each with its own footnote."""
+
 from __future__ import annotations
 
 import re
@@ -14,8 +15,12 @@ from tests.conftest import ScriptedLLM
 
 pytestmark = pytest.mark.django_db
 
-SPEC = SpecText("wiring-guide", 1, "# Wiring guide\n\nThe manual takes precedence over the datasheet.\n\n"
-                                   "## Power supply\n\n## Sensor bus\n\n## Volcano eruptions\n")
+SPEC = SpecText(
+    "wiring-guide",
+    1,
+    "# Wiring guide\n\nThe manual takes precedence over the datasheet.\n\n"
+    "## Power supply\n\n## Sensor bus\n\n## Volcano eruptions\n",
+)
 
 
 @pytest.fixture
@@ -38,8 +43,9 @@ def test_outline_is_the_specs_level_two_headings_or_the_default() -> None:
     assert precedence_notes(SPEC.body) == ["The manual takes precedence over the datasheet."]
 
 
-def test_document_quotes_each_section_verbatim_with_a_footnote_per_quote(extractive: ScriptedLLM,
-                                                                          tmp_path: Path) -> None:
+def test_document_quotes_each_section_verbatim_with_a_footnote_per_quote(
+    extractive: ScriptedLLM, tmp_path: Path
+) -> None:
     run, text = run_document(tmp_path, "AX-200 gateway installation")
     assert run.status == "succeeded" and run.llm_calls == 0 and not extractive.calls, run.error
     headings = re.findall(r"^## (.+)$", text, re.MULTILINE)
@@ -61,8 +67,7 @@ def test_a_section_the_sources_do_not_cover_says_so(extractive: ScriptedLLM, tmp
     assert NOTHING_FOUND in volcano and "[^" not in volcano
 
 
-def test_no_section_above_the_threshold_fails_the_run(extractive: ScriptedLLM, tmp_path: Path,
-                                                      foundry_config) -> None:
+def test_no_section_above_the_threshold_fails_the_run(extractive: ScriptedLLM, tmp_path: Path, foundry_config) -> None:
     foundry_config(generation={"model": "extractive", "writer_min_score": 1.9})
     run, text = run_document(tmp_path, "AX-200 gateway installation")
     assert run.status == "failed" and text == "" and "close enough to quote" in run.error["message"]

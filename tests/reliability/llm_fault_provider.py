@@ -4,6 +4,7 @@ Each behaviour answers one ``POST /v1/chat/completions`` (or ``/v1/embeddings``)
 HTTP error with headers, a stall, a trickle, an empty completion, a body that is
 not JSON, a body cut short, or the request forwarded to a real upstream server.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -21,8 +22,12 @@ from typing import Any
 from tests.generation.conftest import echo_reply
 
 
-PURPOSES = (("relevance", "Rate how relevant each passage is"), ("conflicts", "state contradictory values"),
-            ("generate", "Write the document in Markdown"), ("answer", "<context>"))
+PURPOSES = (
+    ("relevance", "Rate how relevant each passage is"),
+    ("conflicts", "state contradictory values"),
+    ("generate", "Write the document in Markdown"),
+    ("answer", "<context>"),
+)
 
 
 def purpose_of(body: dict) -> str:
@@ -34,11 +39,16 @@ def purpose_of(body: dict) -> str:
 
 
 def completion_body(text: str, model: str = "fault-llm") -> bytes:
-    return json.dumps({
-        "id": "chatcmpl-fault", "object": "chat.completion", "created": int(time.time()), "model": model,
-        "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
-        "usage": {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18},
-    }).encode()
+    return json.dumps(
+        {
+            "id": "chatcmpl-fault",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": model,
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
+            "usage": {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18},
+        }
+    ).encode()
 
 
 EMBEDDING_DIMENSION = 8
@@ -52,12 +62,16 @@ def embedding_vector(text: str) -> list[float]:
 
 def embedding_body(inputs: list[str] | str, model: str = "fault-embed") -> bytes:
     texts = [inputs] if isinstance(inputs, str) else inputs
-    return json.dumps({
-        "object": "list", "model": model,
-        "data": [{"object": "embedding", "index": i, "embedding": embedding_vector(str(t))}
-                 for i, t in enumerate(texts)],
-        "usage": {"prompt_tokens": 5 * len(texts), "total_tokens": 5 * len(texts)},
-    }).encode()
+    return json.dumps(
+        {
+            "object": "list",
+            "model": model,
+            "data": [
+                {"object": "embedding", "index": i, "embedding": embedding_vector(str(t))} for i, t in enumerate(texts)
+            ],
+            "usage": {"prompt_tokens": 5 * len(texts), "total_tokens": 5 * len(texts)},
+        }
+    ).encode()
 
 
 Behaviour = Callable[["FaultHandler", dict], None]
@@ -136,8 +150,15 @@ class FaultHandler(BaseHTTPRequestHandler):
         except (BrokenPipeError, ConnectionResetError):
             pass  # the client gave up (timeout): nothing left to send
 
-    def send_raw(self, status: int, payload: bytes, *, content_type: str = "application/json",
-                 headers: dict[str, str] | None = None, length: int | None = None) -> None:
+    def send_raw(
+        self,
+        status: int,
+        payload: bytes,
+        *,
+        content_type: str = "application/json",
+        headers: dict[str, str] | None = None,
+        length: int | None = None,
+    ) -> None:
         self.send_response(status)
         self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(payload) if length is None else length))
@@ -152,6 +173,7 @@ class FaultHandler(BaseHTTPRequestHandler):
 
 
 # Behaviours: each answers one request.
+
 
 def grounded(handler: FaultHandler, body: dict) -> None:
     """A healthy reply: an answer or document that copies cited sentences from its context, or embeddings."""
@@ -177,8 +199,9 @@ def reply(text: str) -> Behaviour:
 
 def status(code: int, headers: dict[str, str] | None = None) -> Behaviour:
     def behaviour(handler: FaultHandler, body: dict) -> None:
-        handler.send_json(code, {"error": {"message": f"fault injected: HTTP {code}", "type": "fault",
-                                           "code": str(code)}}, headers)
+        handler.send_json(
+            code, {"error": {"message": f"fault injected: HTTP {code}", "type": "fault", "code": str(code)}}, headers
+        )
 
     return behaviour
 
@@ -204,7 +227,7 @@ def trickle(seconds: float, *, every: float = 0.2) -> Behaviour:
             if time.monotonic() > deadline or handler.owner.release.wait(every):
                 break
             try:
-                handler.wfile.write(payload[index:index + 1])
+                handler.wfile.write(payload[index : index + 1])
                 handler.wfile.flush()
             except (BrokenPipeError, ConnectionResetError):
                 return  # the client hung up before the reply was complete
@@ -227,13 +250,18 @@ def cut(handler: FaultHandler, body: dict) -> None:
 
 def forward(handler: FaultHandler, body: dict) -> None:
     """Pass the request to the real upstream server and its reply back unchanged."""
-    request = urllib.request.Request(handler.owner.upstream + "/chat/completions", data=json.dumps(body).encode(),
-                                     headers={"Content-Type": "application/json"}, method="POST")
+    request = urllib.request.Request(
+        handler.owner.upstream + "/chat/completions",
+        data=json.dumps(body).encode(),
+        headers={"Content-Type": "application/json"},
+        method="POST",
+    )
     try:
         with urllib.request.urlopen(request, timeout=300) as response:
             handler.send_raw(response.status, response.read())
     except urllib.error.HTTPError as exc:
         handler.send_raw(exc.code, exc.read())
     except (urllib.error.URLError, ConnectionError) as exc:  # the upstream died: say so, as a gateway would
-        handler.send_json(502, {"error": {"message": f"upstream {handler.owner.upstream} failed: {exc}",
-                                          "type": "upstream"}})
+        handler.send_json(
+            502, {"error": {"message": f"upstream {handler.owner.upstream} failed: {exc}", "type": "upstream"}}
+        )

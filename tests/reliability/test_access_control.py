@@ -9,6 +9,7 @@ Anonymous callers get 401 (API) or the login page; every state-changing form
 needs its CSRF token; a revoked token fails; tokens and API keys never reach
 foundry.log, the query log or the audit pages and CSV.
 """
+
 from __future__ import annotations
 
 import json
@@ -37,10 +38,13 @@ pytestmark = pytest.mark.django_db
 
 # The same question has an answer in each private collection, with a different fact.
 QUESTION = "How many sensors can the Falcon gateway connect to its RS-485 bus?"
-A_DOC = ("# Falcon gateway (alpha team)\n\n## Sensor bus\n\nThe Falcon gateway connects up to 12 sensors to its "
-         "RS-485 bus.\n")
-B_DOC = ("# Falcon gateway (beta team)\n\n## Sensor bus\n\nThe Falcon gateway connects up to 40 sensors to its "
-         "RS-485 bus.\n")
+A_DOC = (
+    "# Falcon gateway (alpha team)\n\n## Sensor bus\n\nThe Falcon gateway connects up to 12 sensors to its "
+    "RS-485 bus.\n"
+)
+B_DOC = (
+    "# Falcon gateway (beta team)\n\n## Sensor bus\n\nThe Falcon gateway connects up to 40 sensors to its RS-485 bus.\n"
+)
 A_FACT, B_FACT = "12 sensors", "40 sensors"
 DOCUMENT = "# Falcon\n\nThe Falcon gateway connects up to 12 sensors to its RS-485 bus [S1].\n"
 LLM_KEY = "sk-live-THIS-KEY-MUST-NEVER-BE-LOGGED-0123456789"
@@ -83,8 +87,15 @@ def _approve_spec() -> None:
 
 
 @pytest.fixture
-def world(kb: Path, make_user: Callable[..., Any], foundry_config: Any, scripted_llm: ScriptedLLM,
-          settings: Any, monkeypatch: pytest.MonkeyPatch, django_capture_on_commit_callbacks: Any) -> World:
+def world(
+    kb: Path,
+    make_user: Callable[..., Any],
+    foundry_config: Any,
+    scripted_llm: ScriptedLLM,
+    settings: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    django_capture_on_commit_callbacks: Any,
+) -> World:
     """A and B, each the only reader of a private collection holding an answer to QUESTION.
 
     A has asked QUESTION (answer cached, citing A's document), given feedback,
@@ -107,18 +118,33 @@ def world(kb: Path, make_user: Callable[..., Any], foundry_config: Any, scripted
     asked = alice_api.post("/api/v1/query", json.dumps({"question": QUESTION}), content_type="application/json")
     assert asked.status_code == 200 and A_FACT in asked.json()["answer"], asked.content
     query = QueryLog.objects.get(pk=asked.json()["query_id"])
-    feedback = alice_api.post(f"/api/v1/query-log/{query.pk}/feedback", json.dumps({"verdict": "correct",
-                              "note": "alpha note"}), content_type="application/json")
+    feedback = alice_api.post(
+        f"/api/v1/query-log/{query.pk}/feedback",
+        json.dumps({"verdict": "correct", "note": "alpha note"}),
+        content_type="application/json",
+    )
     assert feedback.status_code == 201
     with django_capture_on_commit_callbacks(execute=True):
-        started = alice_api.post("/api/v1/generate", json.dumps({"topic": "Falcon sensor bus", "feature": "guide"}),
-                                 content_type="application/json")
+        started = alice_api.post(
+            "/api/v1/generate",
+            json.dumps({"topic": "Falcon sensor bus", "feature": "guide"}),
+            content_type="application/json",
+        )
     run = GenerationRun.objects.get(pk=started.json()["run_id"])
     assert run.status == GenerationRun.Status.SUCCEEDED, run.error
     a_source = Source.objects.get(collection__name="a-private")
-    return World(alice=alice, bob=bob, tokens=tokens, a_source=a_source, a_chunk=a_source.chunks.first(),
-                 b_source=Source.objects.get(collection__name="b-private"), a_query=query, a_run=run,
-                 a_feedback=QueryFeedback.objects.get(query=query), secrets=[*tokens.values(), LLM_KEY])
+    return World(
+        alice=alice,
+        bob=bob,
+        tokens=tokens,
+        a_source=a_source,
+        a_chunk=a_source.chunks.first(),
+        b_source=Source.objects.get(collection__name="b-private"),
+        a_query=query,
+        a_run=run,
+        a_feedback=QueryFeedback.objects.get(query=query),
+        secrets=[*tokens.values(), LLM_KEY],
+    )
 
 
 # --------------------------------------------------------------------------- enumeration
@@ -180,6 +206,7 @@ def web_case(*routes: str) -> Callable:
         for route in routes:
             WEB_CASES[route] = check
         return check
+
     return register
 
 
@@ -218,8 +245,7 @@ def _upload(world: World) -> None:
 
     _needs_csrf(world, "/sources/upload", {"collection": "a-private"})
     upload = SimpleUploadedFile("planted.md", b"# Planted\n\nB writes into A's collection.\n", "text/markdown")
-    response = world.web("bob").post("/sources/upload", {"collection": world.a_source.collection_id,
-                                                          "file": upload})
+    response = world.web("bob").post("/sources/upload", {"collection": world.a_source.collection_id, "file": upload})
     assert response.status_code == 400 and not Source.objects.filter(path="planted.md").exists()
 
 
@@ -233,9 +259,12 @@ def _source_detail(world: World) -> None:
 @web_case("sources/<int:source_id>/download")
 def _source_download(world: World) -> None:
     _not_found(world.web("bob").get(f"/sources/{world.a_source.pk}/download"))
-    for url in (f"/sources/{world.b_source.pk}/download/../../{world.a_source.pk}/download",
-                f"/sources/{world.b_source.pk}/download?path=../a-private/{world.a_source.path}",
-                f"/sources/..%2f{world.a_source.pk}/download", "/sources/%2e%2e/%2e%2e/etc/passwd/download"):
+    for url in (
+        f"/sources/{world.b_source.pk}/download/../../{world.a_source.pk}/download",
+        f"/sources/{world.b_source.pk}/download?path=../a-private/{world.a_source.path}",
+        f"/sources/..%2f{world.a_source.pk}/download",
+        "/sources/%2e%2e/%2e%2e/etc/passwd/download",
+    ):
         response = world.web("bob").get(url)  # 404, or B's own file (the query string is ignored)
         body = b"".join(response.streaming_content) if response.streaming else response.content
         assert response.status_code in (200, 404) and b"alpha team" not in body
@@ -269,8 +298,12 @@ def _conversation_id(world: World) -> int:
 @web_case("conversations/")
 def _conversations(world: World) -> None:
     for query in ("", "?page=1", "?page=2"):
-        _hidden(world, world.web("bob").get(f"/conversations/{query}"), QUESTION,
-                f"/conversations/{_conversation_id(world)}/")
+        _hidden(
+            world,
+            world.web("bob").get(f"/conversations/{query}"),
+            QUESTION,
+            f"/conversations/{_conversation_id(world)}/",
+        )
 
 
 @web_case("conversations/<int:conversation_id>/")
@@ -294,8 +327,12 @@ def _runs(world: World) -> None:
 
 @web_case("runs/<int:run_id>/", "runs/<int:run_id>/status", "runs/<int:run_id>/download")
 def _run_pages(world: World) -> None:
-    for url in (f"/runs/{world.a_run.pk}/", f"/runs/{world.a_run.pk}/status", f"/runs/{world.a_run.pk}/download",
-                f"/runs/{world.a_run.pk}/download?name=../../outputs/run-{world.a_run.pk}.md"):
+    for url in (
+        f"/runs/{world.a_run.pk}/",
+        f"/runs/{world.a_run.pk}/status",
+        f"/runs/{world.a_run.pk}/download",
+        f"/runs/{world.a_run.pk}/download?name=../../outputs/run-{world.a_run.pk}.md",
+    ):
         _not_found(world.web("bob").get(url))
 
 
@@ -356,8 +393,9 @@ def _mcp(world: World) -> None:
     token_revoke(token_id=revoked.token.pk)
     for client in (Client(), world.web("alice"), Client(HTTP_AUTHORIZATION=f"Bearer {revoked.plain}")):
         assert client.post("/mcp", body, content_type="application/json").status_code == 401
-    listed = world.api("bob").post("/mcp", body, content_type="application/json",
-                                   HTTP_ACCEPT="application/json, text/event-stream")
+    listed = world.api("bob").post(
+        "/mcp", body, content_type="application/json", HTTP_ACCEPT="application/json, text/event-stream"
+    )
     assert listed.status_code == 200 and "search" in {t["name"] for t in listed.json()["result"]["tools"]}
 
 
@@ -391,8 +429,12 @@ def test_every_page_has_a_case(world: World) -> None:
     assert not missing, f"pages without an access-control case in {__name__}: {sorted(missing)}"
 
 
-def each(cases: dict[str, Callable[[World], None]], world: World, check: Callable[[str], None] | None = None,
-         keys: list[str] | None = None) -> None:
+def each(
+    cases: dict[str, Callable[[World], None]],
+    world: World,
+    check: Callable[[str], None] | None = None,
+    keys: list[str] | None = None,
+) -> None:
     """Run every case against one world (building it per case would take minutes); report all failures."""
     failures = []
     for key in keys if keys is not None else sorted(cases):
@@ -410,15 +452,23 @@ def test_pages(world: World) -> None:
 def test_anonymous_visitor_is_sent_to_login(world: World) -> None:
     def check(route: str) -> None:
         url = "/" + route.replace("<int:source_id>", str(world.a_source.pk)).replace(
-            "<int:conversation_id>", str(world.a_query.conversation_id)).replace(
-            "<int:query_id>", str(world.a_query.pk)).replace("<int:run_id>", str(world.a_run.pk))
+            "<int:conversation_id>", str(world.a_query.conversation_id)
+        ).replace("<int:query_id>", str(world.a_query.pk)).replace("<int:run_id>", str(world.a_run.pk))
         for method in ("get", "post"):
             response = getattr(Client(), method)(url)
             assert response.status_code == 302 and response["Location"].startswith("/accounts/login/"), method
+
     # /mcp and /v1/ answer 401 (APIs for agents and chat clients, like /api/v1/): their cases check that.
-    each(WEB_CASES, world, check,
-         keys=sorted(r for r in WEB_CASES if r not in ("accounts/login/", "admin/", "mcp", "favicon.ico")
-                     and not r.startswith("v1/")))
+    each(
+        WEB_CASES,
+        world,
+        check,
+        keys=sorted(
+            r
+            for r in WEB_CASES
+            if r not in ("accounts/login/", "admin/", "mcp", "favicon.ico") and not r.startswith("v1/")
+        ),
+    )
 
 
 # --------------------------------------------------------------------------- API cases
@@ -431,12 +481,18 @@ def api_case(*operations: str) -> Callable:
         for operation in operations:
             API_CASES[operation] = check
         return check
+
     return register
 
 
 def _api_url(world: World, path: str) -> str:
-    return path.format(source_id=world.a_source.pk, chunk_id=world.a_chunk.pk, query_id=world.a_query.pk,
-                       run_id=world.a_run.pk, conversation_id=world.a_query.conversation_id)
+    return path.format(
+        source_id=world.a_source.pk,
+        chunk_id=world.a_chunk.pk,
+        query_id=world.a_query.pk,
+        run_id=world.a_run.pk,
+        conversation_id=world.a_query.conversation_id,
+    )
 
 
 def _post_json(client: Client, url: str, body: dict) -> Any:
@@ -482,8 +538,9 @@ def _api_query(world: World) -> None:
     assert world.a_chunk.pk not in {c["chunk_id"] for c in answer["citations"]}
     # B cannot continue A's conversation: 404, and nothing is asked or logged.
     before = QueryLog.objects.count()
-    response = _post_json(world.api("bob"), "/api/v1/query", {"question": "And why?",
-                                                              "conversation_id": _conversation_id(world)})
+    response = _post_json(
+        world.api("bob"), "/api/v1/query", {"question": "And why?", "conversation_id": _conversation_id(world)}
+    )
     assert response.status_code == 404 and QueryLog.objects.count() == before
 
 
@@ -523,9 +580,12 @@ def _api_runs(world: World) -> None:
 
 @api_case("GET /api/v1/runs/{run_id}", "GET /api/v1/runs/{run_id}/download")
 def _api_run(world: World) -> None:
-    for url in (f"/api/v1/runs/{world.a_run.pk}", f"/api/v1/runs/{world.a_run.pk}/download",
-                f"/api/v1/runs/{world.a_run.pk}/download?filename=../../outputs/run-{world.a_run.pk}.md",
-                f"/api/v1/runs/..%2f{world.a_run.pk}/download"):
+    for url in (
+        f"/api/v1/runs/{world.a_run.pk}",
+        f"/api/v1/runs/{world.a_run.pk}/download",
+        f"/api/v1/runs/{world.a_run.pk}/download?filename=../../outputs/run-{world.a_run.pk}.md",
+        f"/api/v1/runs/..%2f{world.a_run.pk}/download",
+    ):
         assert world.api("bob").get(url).status_code in (404, 422), url
 
 
@@ -565,6 +625,7 @@ def test_api_operations_need_a_valid_token(world: World) -> None:
         assert forged.status_code == 401, "forged"
         after = getattr(Client(HTTP_AUTHORIZATION=f"Bearer {revoked.plain}"), method.lower())(url)
         assert after.status_code == 401, "revoked"
+
     each(API_CASES, world, check)
 
 
@@ -573,6 +634,7 @@ def test_api_session_needs_csrf_for_changes(world: World) -> None:
         method, path = operation.split(" ", 1)
         response = getattr(world.web("alice", csrf=True), method.lower())(_api_url(world, path))
         assert response.status_code == 403 and response.json() == {"detail": "CSRF check failed"}
+
     each(API_CASES, world, check, keys=sorted(o for o in API_CASES if not o.startswith("GET ")))
 
 
@@ -582,8 +644,14 @@ def test_api_session_needs_csrf_for_changes(world: World) -> None:
 def _own_query_and_run(user: User) -> tuple[QueryLog, GenerationRun]:
     from tests.conftest import record_query
 
-    run = GenerationRun.objects.create(topic="bob's own topic", spec_name="guide", spec_version=1, spec_body="x",
-                                       created_by=user, status=GenerationRun.Status.SUCCEEDED)
+    run = GenerationRun.objects.create(
+        topic="bob's own topic",
+        spec_name="guide",
+        spec_version=1,
+        spec_body="x",
+        created_by=user,
+        status=GenerationRun.Status.SUCCEEDED,
+    )
     scope = [Source.objects.get(collection__name="b-private").collection_id]
     return record_query(user, question="bob's own question", collection_ids=scope), run
 
@@ -594,16 +662,24 @@ def test_staff_status_alone_reads_no_one_elses_runs_or_queries(world: World) -> 
     world.bob.save()
     own_query, own_run = _own_query_and_run(world.bob)
     api, web = world.api("bob"), world.web("bob")
-    for url in (f"/api/v1/runs/{world.a_run.pk}", f"/api/v1/runs/{world.a_run.pk}/download",
-                f"/api/v1/query-log/{world.a_query.pk}"):
+    for url in (
+        f"/api/v1/runs/{world.a_run.pk}",
+        f"/api/v1/runs/{world.a_run.pk}/download",
+        f"/api/v1/query-log/{world.a_query.pk}",
+    ):
         _not_found(api.get(url))
     _not_found(_post_json(api, f"/api/v1/query-log/{world.a_query.pk}/feedback", {"verdict": "incorrect"}))
     assert [r["id"] for r in api.get("/api/v1/runs").json()["items"]] == [own_run.pk]
     for query, expected in (("", [own_query.pk]), ("?user=alice", [own_query.pk]), ("?collection=a-private", [])):
         assert [r["id"] for r in api.get(f"/api/v1/query-log{query}").json()["items"]] == expected, query
-    for url in (f"/runs/{world.a_run.pk}/", f"/runs/{world.a_run.pk}/status", f"/runs/{world.a_run.pk}/download",
-                f"/query-log/{world.a_query.pk}/", f"/ask/{world.a_query.pk}/",
-                f"/conversations/{world.a_query.conversation_id}/"):
+    for url in (
+        f"/runs/{world.a_run.pk}/",
+        f"/runs/{world.a_run.pk}/status",
+        f"/runs/{world.a_run.pk}/download",
+        f"/query-log/{world.a_query.pk}/",
+        f"/ask/{world.a_query.pk}/",
+        f"/conversations/{world.a_query.conversation_id}/",
+    ):
         _not_found(web.get(url))
     _not_found(api.get(f"/api/v1/conversations/{world.a_query.conversation_id}"))
     _hidden(world, web.get("/runs/"), world.a_run.topic)
@@ -623,14 +699,22 @@ def test_the_audit_permission_reads_everyones_runs_and_queries(world: World) -> 
     assert A_FACT in api.get(f"/api/v1/query-log/{world.a_query.pk}").json()["answer"]
     assert world.a_run.pk in {r["id"] for r in api.get("/api/v1/runs").json()["items"]}
     assert world.a_query.pk in {r["id"] for r in api.get("/api/v1/query-log?user=alice").json()["items"]}
-    for url in (f"/runs/{world.a_run.pk}/", f"/runs/{world.a_run.pk}/download", f"/query-log/{world.a_query.pk}/",
-                f"/conversations/{world.a_query.conversation_id}/"):
+    for url in (
+        f"/runs/{world.a_run.pk}/",
+        f"/runs/{world.a_run.pk}/download",
+        f"/query-log/{world.a_query.pk}/",
+        f"/conversations/{world.a_query.conversation_id}/",
+    ):
         assert web.get(url).status_code == 200, url
     assert api.get(f"/api/v1/conversations/{world.a_query.conversation_id}").json()["turns"][0]["answer"]
     # Reading a conversation is all it grants: B cannot add a turn to A's.
     _not_found(web.post(f"/conversations/{world.a_query.conversation_id}/", {"question": "And why?"}))
-    assert _post_json(api, "/api/v1/query", {"question": "And why?", "conversation_id":
-                                             world.a_query.conversation_id}).status_code == 404
+    assert (
+        _post_json(
+            api, "/api/v1/query", {"question": "And why?", "conversation_id": world.a_query.conversation_id}
+        ).status_code
+        == 404
+    )
     assert world.a_run.topic in web.get("/runs/").content.decode()
     assert QUESTION in web.get("/query-log/?user=alice").content.decode()
     # The citations name A's source, which B cannot read: no link, and not "no longer" readable.
@@ -674,8 +758,9 @@ def test_revoked_reader_no_longer_gets_the_cached_answer(world: World) -> None:
 # --------------------------------------------------------------------------- secrets
 
 
-def test_tokens_and_keys_never_reach_logs_or_audit(world: World, caplog: pytest.LogCaptureFixture,
-                                                   scripted_llm: ScriptedLLM, foundry_config: Any) -> None:
+def test_tokens_and_keys_never_reach_logs_or_audit(
+    world: World, caplog: pytest.LogCaptureFixture, scripted_llm: ScriptedLLM, foundry_config: Any
+) -> None:
     """Tokens (valid, forged) and the provider API key stay out of logs, rows, pages and CSV."""
     foundry_config(llm={"retries": 0})
     caplog.set_level(logging.DEBUG)
@@ -685,9 +770,11 @@ def test_tokens_and_keys_never_reach_logs_or_audit(world: World, caplog: pytest.
         client = Client(HTTP_AUTHORIZATION=f"Bearer {token}")
         client.get("/api/v1/sources")
         _post_json(client, "/api/v1/query", {"question": "What is the Falcon gateway?"})
+
     # A provider error that echoes the API key (as some do) must not carry it into the audit.
     def leaky(messages: list[dict[str, str]]) -> str:
         raise RuntimeError(f"401 Unauthorized: invalid api key {LLM_KEY}")
+
     scripted_llm.reply = leaky
     failed = _post_json(world.api("alice"), "/api/v1/query", {"question": "Falcon sensor bus termination?"})
     assert failed.status_code in (502, 503) and LLM_KEY not in failed.content.decode()
@@ -696,11 +783,19 @@ def test_tokens_and_keys_never_reach_logs_or_audit(world: World, caplog: pytest.
     staff = world.web("alice")
     world.alice.is_staff = True
     world.alice.save()
-    pages = "".join(staff.get(url).content.decode() for url in
-                    ["/query-log/", *[f"/query-log/{pk}/" for pk in QueryLog.objects.values_list("pk", flat=True)]])
+    pages = "".join(
+        staff.get(url).content.decode()
+        for url in ["/query-log/", *[f"/query-log/{pk}/" for pk in QueryLog.objects.values_list("pk", flat=True)]]
+    )
     csv_text = b"".join(staff.get("/query-log/export.csv").streaming_content).decode()
     runs = json.dumps(list(GenerationRun.objects.values()), default=str)
     for secret in world.secrets:
-        for where, text in (("foundry.log", written), ("captured log", caplog.text), ("QueryLog rows", rows),
-                            ("audit pages", pages), ("audit CSV", csv_text), ("GenerationRun rows", runs)):
+        for where, text in (
+            ("foundry.log", written),
+            ("captured log", caplog.text),
+            ("QueryLog rows", rows),
+            ("audit pages", pages),
+            ("audit CSV", csv_text),
+            ("GenerationRun rows", runs),
+        ):
             assert secret not in text, f"secret found in {where}"

@@ -1,5 +1,6 @@
 """The answer cache under concurrent ingest: an ingest into another collection keeps cached answers,
 one into the question's own scope invalidates them (found by the load test: every ingest emptied the cache)."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -27,7 +28,8 @@ def ingest(kb: Path, collection: str, name: str, text: str) -> None:
 
 
 def test_an_ingest_elsewhere_keeps_the_cache_and_one_in_scope_clears_it(
-        kb: Path, scripted_llm: ScriptedLLM, foundry_config: Callable[..., Any]) -> None:
+    kb: Path, scripted_llm: ScriptedLLM, foundry_config: Callable[..., Any]
+) -> None:
     foundry_config(retrieval={"min_chunks": 1})
     scripted_llm.reply = lambda m: "Up to 8 sensors can be connected to the RS-485 bus [S1]."
     for name in ("alpha", "beta"):

@@ -4,6 +4,7 @@ For every case: the run goes on, the good files stay indexed (nothing already
 stored is lost), the bad file gets a specific reason on its own row, and the
 index stays consistent (chunk, FTS and vector rows agree; PRAGMA integrity_check ok).
 """
+
 from __future__ import annotations
 
 import io
@@ -30,10 +31,15 @@ pytestmark = pytest.mark.django_db
 # The shared evaluation data sits next to the project (../shared/eval) unless FOUNDRY_EVAL_DATA says where.
 EVAL_DATA = Path(os.environ.get("FOUNDRY_EVAL_DATA", Path(__file__).resolve().parents[3] / "shared" / "eval"))
 EDGE_PDFS = EVAL_DATA / "pdfs" / "edge"
-EDGE_PDF_NAMES = sorted(p.name for p in EDGE_PDFS.glob("*.pdf")) if EDGE_PDFS.is_dir() else [
-    pytest.param(None, marks=pytest.mark.skip(reason=f"no edge PDFs at {EDGE_PDFS}; set FOUNDRY_EVAL_DATA"))]
-GOOD = {"good.md": "# Pumps\n\nThe pump P1 delivers 40 litres per minute at 3 bar.\n",
-        "notes.txt": "Valve V2 must be serviced every 500 operating hours.\n"}
+EDGE_PDF_NAMES = (
+    sorted(p.name for p in EDGE_PDFS.glob("*.pdf"))
+    if EDGE_PDFS.is_dir()
+    else [pytest.param(None, marks=pytest.mark.skip(reason=f"no edge PDFs at {EDGE_PDFS}; set FOUNDRY_EVAL_DATA"))]
+)
+GOOD = {
+    "good.md": "# Pumps\n\nThe pump P1 delivers 40 litres per minute at 3 bar.\n",
+    "notes.txt": "Valve V2 must be serviced every 500 operating hours.\n",
+}
 
 
 def ingest_exit(kb: Path, *args: str) -> tuple[int, str]:
@@ -104,19 +110,29 @@ FAILS = [
     ("deep.json", lambda tmp: b"[" * 100_000 + b"]" * 100_000, "nested deeper than 64 levels"),
     ("deep-objects.json", lambda tmp: b'{"a":' * 100_000 + b"1" + b"}" * 100_000, "nested deeper than 64 levels"),
     ("bomb.json", lambda tmp: b"[" + b"[]," * 2_100_000 + b"[]]", "JSON bomb"),
-    ("duplicate-key.json", lambda tmp: b'{"pump": "P1", "limit": "10 bar", "limit": "12 bar"}',
-     'duplicate JSON key "limit" at $.limit'),
+    (
+        "duplicate-key.json",
+        lambda tmp: b'{"pump": "P1", "limit": "10 bar", "limit": "12 bar"}',
+        'duplicate JSON key "limit" at $.limit',
+    ),
     ("latin1.txt", lambda tmp: "Druck: 3 bar, Temperatur 20 \xb0C, M\xfcnchen".encode("latin-1"), "not valid UTF-8"),
-    ("utf16-nobom.txt", lambda tmp: "Pump P7 runs at 1450 rpm.".encode("utf-16-le"),
-     "UTF-16 (little-endian) text without a byte-order mark"),
-    ("utf16-nobom-be.md", lambda tmp: "# Pump\n\nP7 runs at 1450 rpm.".encode("utf-16-be"),
-     "UTF-16 (big-endian) text without a byte-order mark"),
+    (
+        "utf16-nobom.txt",
+        lambda tmp: "Pump P7 runs at 1450 rpm.".encode("utf-16-le"),
+        "UTF-16 (little-endian) text without a byte-order mark",
+    ),
+    (
+        "utf16-nobom-be.md",
+        lambda tmp: "# Pump\n\nP7 runs at 1450 rpm.".encode("utf-16-be"),
+        "UTF-16 (big-endian) text without a byte-order mark",
+    ),
 ]
 
 
 @pytest.mark.parametrize("name,make,reason", FAILS, ids=[case[0] for case in FAILS])
-def test_bad_file_fails_with_its_reason(stocked_kb: Path, tmp_path: Path, name: str,
-                                        make: Callable[[Path], bytes], reason: str) -> None:
+def test_bad_file_fails_with_its_reason(
+    stocked_kb: Path, tmp_path: Path, name: str, make: Callable[[Path], bytes], reason: str
+) -> None:
     row = add_and_ingest(stocked_kb, name, make(tmp_path))
     assert row["status"] == "failed" and reason in row["reason"], row
     assert "unexpected error" not in row["reason"]
@@ -148,9 +164,11 @@ def test_json_with_duplicate_keys_is_refused_and_the_stored_version_kept(stocked
     target = stocked_kb / "pumps.json"
     target.write_text(json.dumps({"title": "Pumps", "pumps": [{"model": "P1", "flow": "40 litres per minute"}]}))
     assert ingest_cli(stocked_kb)["pumps.json"]["status"] == "ingested"
-    target.write_text('{"title": "Pumps", "pumps": [{"model": "P1", "flow": "40 litres per minute"},\n'
-                      ' {"model": "P2", "flow": "55 litres per minute", "flow": "65 litres per minute"}],\n'
-                      ' "service notes": {"interval": "500 h", "interval": "800 h"}}')
+    target.write_text(
+        '{"title": "Pumps", "pumps": [{"model": "P1", "flow": "40 litres per minute"},\n'
+        ' {"model": "P2", "flow": "55 litres per minute", "flow": "65 litres per minute"}],\n'
+        ' "service notes": {"interval": "500 h", "interval": "800 h"}}'
+    )
     row = ingest_cli(stocked_kb)["pumps.json"]
     assert row["status"] == "failed", row
     assert row["reason"].startswith('duplicate JSON key "flow" at $.pumps[1].flow (and 1 more repeated key): '), row
@@ -159,11 +177,13 @@ def test_json_with_duplicate_keys_is_refused_and_the_stored_version_kept(stocked
     stored = " ".join(Chunk.objects.filter(source=source).values_list("text", flat=True))
     assert "40 litres per minute" in stored and "P2" not in stored
     table = ingest_table(stocked_kb)
-    assert any("pumps.json" in line and 'duplicate JSON key "flow" at $.pumps[1].flow' in line
-               for line in table.splitlines()), table
+    assert any(
+        "pumps.json" in line and 'duplicate JSON key "flow" at $.pumps[1].flow' in line for line in table.splitlines()
+    ), table
     target.write_text('{"service notes": {"interval": "500 h", "interval": "800 h"}}')
     assert ingest_cli(stocked_kb)["pumps.json"]["reason"].startswith(
-        'duplicate JSON key "interval" at $["service notes"].interval: ')
+        'duplicate JSON key "interval" at $["service notes"].interval: '
+    )
     good_files_intact()
 
 
@@ -246,8 +266,12 @@ def test_file_name_not_utf8_is_skipped_with_escaped_name(stocked_kb: Path) -> No
     with open(os.path.join(os.fsencode(stocked_kb), b"caf\xe9.txt"), "wb") as handle:
         handle.write(b"Some text.")
     rows = ingest_cli(stocked_kb)
-    assert rows["caf\\xe9.txt"] == {"path": "caf\\xe9.txt", "status": "skipped",
-                                    "reason": "file name is not valid UTF-8; rename the file", "chunks": 0}
+    assert rows["caf\\xe9.txt"] == {
+        "path": "caf\\xe9.txt",
+        "status": "skipped",
+        "reason": "file name is not valid UTF-8; rename the file",
+        "chunks": 0,
+    }
     good_files_intact()
 
 
@@ -268,11 +292,12 @@ def test_symlinks_are_never_followed_and_say_where_they_point(stocked_kb: Path, 
         "loop-a.txt": "symbolic link loop (not followed)",
         "loop-b.txt": "symbolic link loop (not followed)",
         "inside.md": "symbolic link to good.md inside the knowledge base (not followed; "
-                     "the target counts under its own path)",
+        "the target counts under its own path)",
         "broken.txt": "symbolic link to a missing file (broken link; not followed)",
     }
     assert {name: (rows[name]["status"], rows[name]["reason"]) for name in expected} == {
-        name: ("skipped", reason) for name, reason in expected.items()}
+        name: ("skipped", reason) for name, reason in expected.items()
+    }
     assert not Chunk.objects.filter(text__contains="outside secret").exists()
     assert Source.objects.filter(path="good.md").count() == 1 and not Source.objects.filter(path="inside.md").exists()
     good_files_intact()
@@ -286,8 +311,9 @@ def test_named_pipe_is_skipped_not_read(stocked_kb: Path) -> None:
     good_files_intact()
 
 
-def test_file_changed_during_read_stores_one_consistent_version(stocked_kb: Path,
-                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+def test_file_changed_during_read_stores_one_consistent_version(
+    stocked_kb: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     target = stocked_kb / "live.txt"
     target.write_text("Version one: the limit is 10 bar.\n")
     real = prepare.read_bytes
@@ -312,8 +338,9 @@ def test_file_changed_during_read_stores_one_consistent_version(stocked_kb: Path
     good_files_intact()
 
 
-def test_file_that_never_settles_fails_and_keeps_previous_version(stocked_kb: Path,
-                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+def test_file_that_never_settles_fails_and_keeps_previous_version(
+    stocked_kb: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     target = stocked_kb / "live.txt"
     target.write_text("Version one: the limit is 10 bar.\n")
     ingest_cli(stocked_kb)
@@ -337,8 +364,9 @@ def test_file_that_never_settles_fails_and_keeps_previous_version(stocked_kb: Pa
     good_files_intact()
 
 
-def test_file_vanishing_during_ingest_fails_clearly_then_is_removed(stocked_kb: Path,
-                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+def test_file_vanishing_during_ingest_fails_clearly_then_is_removed(
+    stocked_kb: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     (stocked_kb / "gone.txt").write_text("Temporary note about filter F9.\n")
     ingest_cli(stocked_kb)
     (stocked_kb / "gone.txt").write_text("Changed note about filter F9.\n")
@@ -351,8 +379,12 @@ def test_file_vanishing_during_ingest_fails_clearly_then_is_removed(stocked_kb: 
 
     monkeypatch.setattr(prepare, "read_bytes", vanish)
     rows = ingest_cli(stocked_kb)
-    assert rows["gone.txt"] == {"path": "gone.txt", "status": "failed", "chunks": 0,
-                                "reason": "file vanished during ingest (deleted or moved while being read)"}
+    assert rows["gone.txt"] == {
+        "path": "gone.txt",
+        "status": "failed",
+        "chunks": 0,
+        "reason": "file vanished during ingest (deleted or moved while being read)",
+    }
     assert Chunk.objects.get(source__path="gone.txt").text == "Temporary note about filter F9."
     good_files_intact()
     monkeypatch.undo()
@@ -361,8 +393,9 @@ def test_file_vanishing_during_ingest_fails_clearly_then_is_removed(stocked_kb: 
     good_files_intact()
 
 
-def test_file_vanishing_during_scan_is_skipped_and_the_run_goes_on(stocked_kb: Path,
-                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+def test_file_vanishing_during_scan_is_skipped_and_the_run_goes_on(
+    stocked_kb: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     (stocked_kb / "flash.txt").write_text("Here for a moment.\n")
     real = prepare.kind_of
 
@@ -379,8 +412,14 @@ def test_file_vanishing_during_scan_is_skipped_and_the_run_goes_on(stocked_kb: P
 
 
 # Reasons a PDF may legitimately fail with: each names the problem and what it means.
-PDF_REASONS = ("encrypted PDF:", "PDF has no extractable text", "damaged PDF:", "not a PDF file",
-               "PDF has no text layer, and OCR found no text", "PDF page ")
+PDF_REASONS = (
+    "encrypted PDF:",
+    "PDF has no extractable text",
+    "damaged PDF:",
+    "not a PDF file",
+    "PDF has no text layer, and OCR found no text",
+    "PDF page ",
+)
 
 
 @pytest.mark.parametrize("name", EDGE_PDF_NAMES)

@@ -5,6 +5,7 @@ kind of archive is refused from the archive's directory, before anything is infl
 Each case: the run goes on, the good files stay indexed, the bad file fails with a reason
 that names the problem on its own row, and the index stays consistent.
 """
+
 from __future__ import annotations
 
 import io
@@ -38,7 +39,7 @@ def declared_huge(tmp: Path) -> bytes:
     """A real .docx whose directory declares a part of 3 GB: refused from the directory alone."""
     data = bytearray(make_docx(tmp / "real.docx").read_bytes())
     at = data.rfind(b"PK\x01\x02")  # the last central-directory entry
-    data[at + 24:at + 28] = struct.pack("<I", 3 << 30)
+    data[at + 24 : at + 28] = struct.pack("<I", 3 << 30)
     return bytes(data)
 
 
@@ -50,8 +51,8 @@ def size_lie(tmp: Path) -> bytes:
         at = data.find(header + b"")
         while at >= 0:
             name_at = at + (30 if header == b"PK\x03\x04" else 46)
-            if data[name_at:name_at + len(name)] == name:
-                data[at + size_at:at + size_at + 4] = struct.pack("<I", 100)
+            if data[name_at : name_at + len(name)] == name:
+                data[at + size_at : at + size_at + 4] = struct.pack("<I", 100)
             at = data.find(header, at + 4)
     return bytes(data)
 
@@ -73,10 +74,16 @@ FAILS: list[tuple[str, Callable[[Path], bytes], str]] = [
     ("size-lie.docx", size_lie, "damaged Word document"),
     ("many-parts.docx", many_entries, "10,001 parts in the archive"),
     ("slides-named.docx", lambda tmp: make_pptx(tmp / "d.pptx").read_bytes(), "archive has no word/document.xml"),
-    ("scripts-only.html", lambda tmp: b"<html><body><script>alert(1)</script><iframe src='x'></iframe></body></html>",
-     "HTML page has no text in its main content"),
-    ("deep.html", lambda tmp: b"<html><body>" + b"<div>" * 100_000 + b"x" + b"</div>" * 100_000 + b"</body></html>",
-     "HTML nested deeper than 200 elements"),
+    (
+        "scripts-only.html",
+        lambda tmp: b"<html><body><script>alert(1)</script><iframe src='x'></iframe></body></html>",
+        "HTML page has no text in its main content",
+    ),
+    (
+        "deep.html",
+        lambda tmp: b"<html><body>" + b"<div>" * 100_000 + b"x" + b"</div>" * 100_000 + b"</body></html>",
+        "HTML nested deeper than 200 elements",
+    ),
     ("binary.html", lambda tmp: b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + bytes(range(256)) * 20, "binary content"),
     ("empty.csv", lambda tmp: b"\n\n", "CSV has no values"),
     ("latin1.csv", lambda tmp: "Stadt;Druck\nM\xfcnchen;3 bar\n".encode("latin-1"), "not valid UTF-8"),
@@ -94,8 +101,13 @@ def wide_sheet(tmp: Path) -> bytes:
 
 
 @pytest.mark.parametrize("name,make,reason", FAILS, ids=[case[0] for case in FAILS])
-def test_bad_office_file_fails_with_its_reason(stocked_kb: Path, tmp_path: Path, name: str,  # noqa: F811
-                                               make: Callable[[Path], bytes], reason: str) -> None:
+def test_bad_office_file_fails_with_its_reason(
+    stocked_kb: Path,
+    tmp_path: Path,
+    name: str,  # noqa: F811
+    make: Callable[[Path], bytes],
+    reason: str,
+) -> None:
     row = add_and_ingest(stocked_kb, name, make(tmp_path))
     assert row["status"] == "failed" and reason in row["reason"], row
     assert "unexpected error" not in row["reason"]
@@ -121,7 +133,7 @@ def test_macros_are_ignored_and_the_text_is_read(stocked_kb: Path, tmp_path: Pat
     with zipfile.ZipFile(io.BytesIO(source)) as original, zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as out:
         for item in original.infolist():
             out.writestr(item, original.read(item.filename))
-        out.writestr("word/vbaProject.bin", b"Attribute VB_Name = \"AutoOpen\"\nShell \"calc.exe\"\n")
+        out.writestr("word/vbaProject.bin", b'Attribute VB_Name = "AutoOpen"\nShell "calc.exe"\n')
     row = add_and_ingest(stocked_kb, "macro.docx", buffer.getvalue())
     assert row["status"] == "ingested", row
     assert not Chunk.objects.filter(source__path="macro.docx", text__contains="Shell").exists()
@@ -155,15 +167,20 @@ def test_external_links_and_remote_images_are_never_fetched(tmp_path: Path, monk
     paragraph = document.add_paragraph("See the ")
     link = document.part.relate_to("http://example.invalid/datasheet", RT.HYPERLINK, is_external=True)
     document.part.relate_to("http://example.invalid/tracker.png", RT.IMAGE, is_external=True)
-    paragraph._p.append(parse_xml(
-        f'<w:hyperlink xmlns:w="http://schemas.openxmlformats.org/wordprocessingml/2006/main" '
-        f'xmlns:r="http://schemas.openxmlformats.org/officeDocument/2006/relationships" r:id="{link}">'
-        '<w:r><w:t>online datasheet</w:t></w:r></w:hyperlink>'))
+    paragraph._p.append(
+        parse_xml(
+            f'<w:hyperlink xmlns:w="http://schemas.openxmlformats.org/wordprocessingml/2006/main" '
+            f'xmlns:r="http://schemas.openxmlformats.org/officeDocument/2006/relationships" r:id="{link}">'
+            "<w:r><w:t>online datasheet</w:t></w:r></w:hyperlink>"
+        )
+    )
     document.save(str(tmp_path / "links.docx"))
-    page = (b'<html><head><link rel="stylesheet" href="http://example.invalid/s.css"><base href="http://x.invalid/">'
-            b'<meta http-equiv="refresh" content="0; url=http://example.invalid/"></head><body>'
-            b'<img src="http://example.invalid/a.png"><iframe src="http://example.invalid/f"></iframe>'
-            b'<object data="http://example.invalid/o.swf"></object><p>Relay K1 switches 230 V.</p></body></html>')
+    page = (
+        b'<html><head><link rel="stylesheet" href="http://example.invalid/s.css"><base href="http://x.invalid/">'
+        b'<meta http-equiv="refresh" content="0; url=http://example.invalid/"></head><body>'
+        b'<img src="http://example.invalid/a.png"><iframe src="http://example.invalid/f"></iframe>'
+        b'<object data="http://example.invalid/o.swf"></object><p>Relay K1 switches 230 V.</p></body></html>'
+    )
     attempts: list[object] = []
     monkeypatch.setattr(socket.socket, "connect", lambda self, address: attempts.append(address))
     words = extract(Path("links.docx"), (tmp_path / "links.docx").read_bytes()).blocks[0].text

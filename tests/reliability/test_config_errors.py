@@ -6,6 +6,7 @@ no traceback). Unknown keys, unknown or missing models, missing prompt files,
 and an embedding model changed without re-ingest (the startup check and
 ``foundry query`` name both models and the exact re-ingest command).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -59,14 +60,19 @@ def wrong_type(info: Any) -> tuple[Any, str]:
     kind = _base_type(info)
     if typing.get_origin(kind) is typing.Literal:
         return 42, "Input should be " + repr(typing.get_args(kind)[0])
-    return {int: ("ten", "valid integer"), float: ("much", "valid number"), bool: ("yes", "valid boolean"),
-            str: (42, "valid string")}[kind]
+    return {
+        int: ("ten", "valid integer"),
+        float: ("much", "valid number"),
+        bool: ("yes", "valid boolean"),
+        str: (42, "valid string"),
+    }[kind]
 
 
 def out_of_range(section: str, key: str, info: Any) -> list[tuple[Any, str]]:
     """Values outside what the key allows (below and above a numeric range), with the reason."""
     kind = _base_type(info)
     cases = []
+
     def shown(bound: float) -> str:  # as pydantic prints it: 1.0 as "1"
         return str(int(bound)) if float(bound).is_integer() else str(bound)
 
@@ -109,21 +115,32 @@ def test_wrong_type_names_key_value_and_reason(section: str, key: str, value: An
     assert f"{section}.{key}: invalid value {value!r}: " in str(info.value) and reason in str(info.value)
 
 
-@pytest.mark.parametrize("section,key,value,reason", OUT_OF_RANGE,
-                         ids=[f"{s}.{k}={v}" for s, k, v, _ in OUT_OF_RANGE])
+@pytest.mark.parametrize("section,key,value,reason", OUT_OF_RANGE, ids=[f"{s}.{k}={v}" for s, k, v, _ in OUT_OF_RANGE])
 def test_out_of_range_names_key_value_and_reason(section: str, key: str, value: Any, reason: str) -> None:
     with pytest.raises(ImproperlyConfigured) as info:
         parse_config({section: {key: value}})
     assert f"{section}.{key}: invalid value {value!r}: " in str(info.value) and reason in str(info.value)
 
 
-def foundry(*args: str, config: Path, env: dict[str, str] | None = None,
-            home: Path | None = None) -> subprocess.CompletedProcess:
+def foundry(
+    *args: str, config: Path, env: dict[str, str] | None = None, home: Path | None = None
+) -> subprocess.CompletedProcess:
     """The ``foundry`` console script in a fresh process, as a user would start it."""
-    environ = {**os.environ, "PYTHONPATH": str(ROOT), "FOUNDRY_CONFIG": str(config),
-               "FOUNDRY_HOME": str(home or config.parent / "home"), **(env or {})}
-    return subprocess.run([sys.executable, "-c", "from foundry_site.cli import main; main()", *args],
-                          capture_output=True, text=True, env=environ, timeout=300, cwd=ROOT)
+    environ = {
+        **os.environ,
+        "PYTHONPATH": str(ROOT),
+        "FOUNDRY_CONFIG": str(config),
+        "FOUNDRY_HOME": str(home or config.parent / "home"),
+        **(env or {}),
+    }
+    return subprocess.run(
+        [sys.executable, "-c", "from foundry_site.cli import main; main()", *args],
+        capture_output=True,
+        text=True,
+        env=environ,
+        timeout=300,
+        cwd=ROOT,
+    )
 
 
 def write_yaml(path: Path, data: dict) -> Path:
@@ -165,19 +182,29 @@ def test_startup_reports_unknown_keys_and_bad_yaml(tmp_path: Path) -> None:
 @pytest.fixture
 def checked_config(settings: Any) -> Any:
     """Set a validated configuration for the system checks (like startup would)."""
+
     def apply(**sections: dict) -> None:
         settings.FOUNDRY = django_settings.FOUNDRY.with_overrides(**sections)
+
     return apply
 
 
-@pytest.mark.parametrize("sections,message", [
-    ({"generation": {"model": "local/gpt-9"}}, "generation.model: local/gpt-9: unknown local model"),
-    ({"embedding": {"model": "local/smollm2-135m"}},
-     "embedding.model: local/smollm2-135m: is a local chat model, not a embedding model"),
-    ({"ingest": {"summary_model": "local/all-minilm-l6-v2"}},
-     "ingest.summary_model: local/all-minilm-l6-v2: is a local embedding model, not a chat model"),
-    ({"retrieval": {"hyde": True, "hyde_model": "local/nope"}}, "retrieval.hyde_model: local/nope: unknown"),
-], ids=["unknown-local", "chat-as-embedder", "embedder-as-chat", "hyde-unknown"])
+@pytest.mark.parametrize(
+    "sections,message",
+    [
+        ({"generation": {"model": "local/gpt-9"}}, "generation.model: local/gpt-9: unknown local model"),
+        (
+            {"embedding": {"model": "local/smollm2-135m"}},
+            "embedding.model: local/smollm2-135m: is a local chat model, not a embedding model",
+        ),
+        (
+            {"ingest": {"summary_model": "local/all-minilm-l6-v2"}},
+            "ingest.summary_model: local/all-minilm-l6-v2: is a local embedding model, not a chat model",
+        ),
+        ({"retrieval": {"hyde": True, "hyde_model": "local/nope"}}, "retrieval.hyde_model: local/nope: unknown"),
+    ],
+    ids=["unknown-local", "chat-as-embedder", "embedder-as-chat", "hyde-unknown"],
+)
 def test_unknown_or_misplaced_model_is_a_startup_error(checked_config: Any, sections: dict, message: str) -> None:
     checked_config(**sections)
     errors = checks.check_models()
@@ -237,6 +264,7 @@ class HashEmbedder(llm.CustomLLM):
             for word in text.lower().split():
                 out[int(hashlib.md5(word.strip(".,?!").encode()).hexdigest(), 16) % 64] += 1.0
             return out
+
         model_response.data = [{"object": "embedding", "index": i, "embedding": vector(t)} for i, t in enumerate(input)]
         model_response.model = f"hashemb/{model}"
         return model_response
@@ -282,7 +310,8 @@ def test_api_user_is_told_without_seeing_server_paths(changed_model: dict, make_
     collection_grant(collection="manuals", username="alice")
     token = token_create(username="alice", name="t").plain
     response = Client(HTTP_AUTHORIZATION=f"Bearer {token}").post(
-        "/api/v1/query", json.dumps({"question": "How many sensors?"}), content_type="application/json")
+        "/api/v1/query", json.dumps({"question": "How many sensors?"}), content_type="application/json"
+    )
     assert response.status_code == 503
     detail = response.json()["detail"]
     assert OLD_MODEL in detail and NEW_MODEL in detail and "foundry check" in detail
@@ -299,17 +328,28 @@ def test_the_named_command_fixes_it_and_is_not_blocked_by_the_check(changed_mode
     call_command("foundry", *argv[1:], skip_checks=False, stdout=io.StringIO())
     assert checks.check_embedding_index() == [] and index_check().ok
     out = io.StringIO()
-    call_command("foundry", "query", "--json", "How many sensors can be connected to the RS-485 bus?",
-                 skip_checks=False, stdout=out)
+    call_command(
+        "foundry",
+        "query",
+        "--json",
+        "How many sensors can be connected to the RS-485 bus?",
+        skip_checks=False,
+        stdout=out,
+    )
     answer = json.loads(out.getvalue())
     assert answer["answer_class"] in ("normal", "low_confidence") and answer["citations"]
 
 
 @pytest.mark.django_db(transaction=True)  # the subprocess reads the committed test database
 def test_foundry_query_in_a_terminal_names_problem_and_fix(changed_model: dict, tmp_path: Path) -> None:
-    config = write_yaml(tmp_path / "foundry.yaml", {"embedding": {"model": "openai/text-embedding-3-small"},
-                                                    "generation": {"model": "none"},
-                                                    "ingest": {"summary_model": "none"}})
+    config = write_yaml(
+        tmp_path / "foundry.yaml",
+        {
+            "embedding": {"model": "openai/text-embedding-3-small"},
+            "generation": {"model": "none"},
+            "ingest": {"summary_model": "none"},
+        },
+    )
     env = {"FOUNDRY_DB": django_settings.DATABASES["default"]["NAME"], "OPENAI_API_KEY": "sk-test-not-used"}
     query = foundry("query", "How many sensors?", config=config, env=env)
     assert query.returncode == 1 and "Traceback" not in query.stderr

@@ -1,5 +1,6 @@
 """The Content-Security-Policy: every page sends it, the pages' own scripts carry its nonce, and
 no template relies on what it forbids (inline event handlers, script URLs)."""
+
 from __future__ import annotations
 
 import re
@@ -27,9 +28,20 @@ def test_pages_send_a_policy_that_forbids_inline_script(world: World) -> None:
     client = login(world.users["root"])
     row = record_query(world.users["root"])
     source = world.sources["alpha"]
-    for url in ("/ask/", f"/ask/{row.pk}/", "/sources/", f"/sources/{source.pk}/?chunk={world.chunks['alpha'][0].pk}",
-                "/query-log/", f"/query-log/{row.pk}/", "/dashboard/", "/generate/", "/runs/", "/admin/",
-                "/api/v1/docs", "/accounts/login/"):
+    for url in (
+        "/ask/",
+        f"/ask/{row.pk}/",
+        "/sources/",
+        f"/sources/{source.pk}/?chunk={world.chunks['alpha'][0].pk}",
+        "/query-log/",
+        f"/query-log/{row.pk}/",
+        "/dashboard/",
+        "/generate/",
+        "/runs/",
+        "/admin/",
+        "/api/v1/docs",
+        "/accounts/login/",
+    ):
         response = (Client() if url == "/accounts/login/" else client).get(url)
         assert response.status_code == 200, url
         csp = policy(response)

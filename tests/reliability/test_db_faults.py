@@ -5,6 +5,7 @@ Each test runs ``foundry`` in subprocesses against its own SQLite file. Afterwar
 integrity_check ok), the error the user saw must name the problem and the fix,
 and running the ingest again must repair everything.
 """
+
 from __future__ import annotations
 
 import csv
@@ -27,27 +28,42 @@ def foundry_env(home: Path, db: Path) -> dict[str, str]:
     home.mkdir(parents=True, exist_ok=True)
     config = home / "foundry.yaml"
     config.write_text("ingest:\n  summary_model: none\nembedding:\n  context_model: none\n")
-    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "foundry_site.settings", "PYTHONPATH": str(REPO),
-           "FOUNDRY_HOME": str(home), "FOUNDRY_DB": str(db), "FOUNDRY_CONFIG": str(config)}
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "foundry_site.settings",
+        "PYTHONPATH": str(REPO),
+        "FOUNDRY_HOME": str(home),
+        "FOUNDRY_DB": str(db),
+        "FOUNDRY_CONFIG": str(config),
+    }
     env.pop("FOUNDRY_BROKER_URL", None)  # in-process ingest: the fault hits the process we watch
     return env
 
 
 def foundry(env: dict[str, str], *args: str, timeout: float = 900) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-c", CLI, *args], env=env, cwd=REPO, capture_output=True, text=True,
-                          timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-c", CLI, *args], env=env, cwd=REPO, capture_output=True, text=True, timeout=timeout
+    )
 
 
 def migrate(env: dict[str, str]) -> None:
-    done = subprocess.run([sys.executable, "manage.py", "migrate", "--noinput"], env=env, cwd=REPO,
-                          capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "manage.py", "migrate", "--noinput"],
+        env=env,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr
 
 
 def check_ok(env: dict[str, str]) -> str:
     done = foundry(env, "check")
     assert done.returncode == 0 and "PRAGMA integrity_check: ok" in done.stdout and done.stdout.endswith("OK\n"), (
-        done.stdout, done.stderr)
+        done.stdout,
+        done.stderr,
+    )
     return done.stdout
 
 
@@ -85,8 +101,14 @@ def ingest_stalled_in_transaction(env: dict[str, str], kb: Path, marker: Path) -
         "sys.argv = ['foundry', 'ingest', sys.argv[1]]\n"
         f"{CLI}\n"
     )
-    proc = subprocess.Popen([sys.executable, "-c", driver, str(kb)], env=env, cwd=REPO,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", driver, str(kb)],
+        env=env,
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     deadline = time.monotonic() + 600
     while not marker.exists():
         if proc.poll() is not None or time.monotonic() > deadline:
@@ -146,7 +168,8 @@ def test_sigterm_mid_ingest_fails_the_job_with_a_reason_and_retry_does_the_rest(
 
     listed = json.loads(foundry(env, "jobs", "--json").stdout)
     assert [(j["status"], j["reason"].startswith("interrupted (Ctrl-C or SIGTERM)")) for j in listed] == [
-        ("failed", True)]
+        ("failed", True)
+    ]
     retried = foundry(env, "jobs", "retry", str(listed[0]["id"]))
     assert retried.returncode == 0, retried.stderr
     check_ok(env)
@@ -174,8 +197,12 @@ print("done", flush=True)
 def hold_locks(db: Path, rounds: int, hold: float, release: Path | None = None) -> subprocess.Popen[str]:
     """Another process that takes the write lock ``rounds`` times for ``hold`` s (or until ``release`` exists)."""
     release = release or db.with_name("never-released")
-    return subprocess.Popen([sys.executable, "-c", LOCK_HOLDER, str(db), str(rounds), str(hold), str(release)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [sys.executable, "-c", LOCK_HOLDER, str(db), str(rounds), str(hold), str(release)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def test_write_contention_waits_for_the_lock_instead_of_failing(tmp_path: Path) -> None:
@@ -187,8 +214,14 @@ def test_write_contention_waits_for_the_lock_instead_of_failing(tmp_path: Path) 
     write_notes(kb, 12)
     holder = hold_locks(db, rounds=8, hold=3.0)
     assert holder.stdout.readline().startswith("holding 0")
-    ingest = subprocess.Popen([sys.executable, "-c", CLI, "ingest", str(kb), "--json"], env=env, cwd=REPO,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    ingest = subprocess.Popen(
+        [sys.executable, "-c", CLI, "ingest", str(kb), "--json"],
+        env=env,
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     status = foundry(env, "status")  # a third process reading while both write
     out, err = ingest.communicate(timeout=900)
     held_out, held_err = holder.communicate(timeout=120)
@@ -229,8 +262,9 @@ def small_disk(tmp_path: Path) -> Path:
     """A real, small filesystem (tmpfs) for the database; needs root (CAP_SYS_ADMIN), else the test is skipped."""
     mount = tmp_path / "small-disk"
     mount.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(mount)],
-                          capture_output=True, text=True)
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(mount)], capture_output=True, text=True
+    )
     if done.returncode != 0:
         pytest.skip(f"cannot mount a tmpfs here (needs root): {done.stderr.strip()}")
     try:
@@ -277,19 +311,24 @@ def test_disk_full_during_ingest_names_it_keeps_the_index_and_rerun_repairs(tmp_
 def test_a_home_never_migrated_is_set_up_by_the_first_command(tmp_path: Path) -> None:
     env = foundry_env(tmp_path / "home", tmp_path / "home" / "foundry.sqlite3")
     done = foundry(env, "status")
-    assert done.returncode == 0 and "Created a new knowledge base at" in done.stderr and "Traceback" not in \
-        done.stderr, done.stderr
+    assert (
+        done.returncode == 0 and "Created a new knowledge base at" in done.stderr and "Traceback" not in done.stderr
+    ), done.stderr
 
 
 def test_a_home_one_migration_behind_names_it_before_any_command_runs(tmp_path: Path) -> None:
     env = foundry_env(tmp_path / "home", tmp_path / "home" / "foundry.sqlite3")
     migrate(env)
-    subprocess.run([sys.executable, "manage.py", "migrate", "sources", "0004"], env=env, cwd=REPO, check=True,
-                   capture_output=True)
+    subprocess.run(
+        [sys.executable, "manage.py", "migrate", "sources", "0004"], env=env, cwd=REPO, check=True, capture_output=True
+    )
     for command in ("status", "check"):  # `check` too: it said OK while every ingest failed on the missing column
         done = foundry(env, command)
-        assert done.returncode == 1 and "migration(s) this version brings (sources.0005_source_cited_name" in \
-            done.stderr and "run `.venv/bin/python manage.py migrate`" in done.stderr, done.stderr
+        assert (
+            done.returncode == 1
+            and "migration(s) this version brings (sources.0005_source_cited_name" in done.stderr
+            and "run `.venv/bin/python manage.py migrate`" in done.stderr
+        ), done.stderr
     assert foundry(env, "ingest", str(tmp_path), "--collection", "new").returncode == 1
     migrate(env)
     assert foundry(env, "collections", "list").stdout.count("new") == 0  # the refused ingest left nothing behind

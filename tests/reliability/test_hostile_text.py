@@ -7,6 +7,7 @@ refusal, or in a clear 4xx naming the problem; never a 500 or a traceback.
 API payloads with wrong types, missing fields, unknown fields (rejected, 422
 naming the field) and oversized bodies (413 with a JSON error).
 """
+
 from __future__ import annotations
 
 import io
@@ -49,8 +50,13 @@ HOSTILE = {
     "nul-bytes": "sensors\x00 on the\x00 bus",
 }
 TOO_LONG = "sensor " * 15_000  # 105 KB
-EMPTY = {"empty": "", "blank": "  \t\n  ", "only-nul": "\x00\x00", "only-control": "\x00\x01\x07\x1b\x7f\x85",
-         "only-invisible": "\u200b\u200b\u2028\u00a0\ufeff"}
+EMPTY = {
+    "empty": "",
+    "blank": "  \t\n  ",
+    "only-nul": "\x00\x00",
+    "only-control": "\x00\x01\x07\x1b\x7f\x85",
+    "only-invisible": "\u200b\u200b\u2028\u00a0\ufeff",
+}
 # What a terminal's invalid UTF-8 becomes in sys.argv (surrogateescape), or a JSON "\ud800".
 UNPAIRED = "sensors \udcff on the \ud800 bus"
 
@@ -81,8 +87,9 @@ def approve(name: str) -> None:
 
 
 @pytest.fixture
-def ready(kb: Path, make_user: Callable[..., Any], foundry_config: Any, scripted_llm: ScriptedLLM,
-          settings: Any) -> User:
+def ready(
+    kb: Path, make_user: Callable[..., Any], foundry_config: Any, scripted_llm: ScriptedLLM, settings: Any
+) -> User:
     """An indexed manual, a reader, an approved spec, the scripted model and no rate limit."""
     settings.FOUNDRY_QUERY_RATE = 0
     foundry_config(retrieval={"min_chunks": 1})
@@ -148,11 +155,15 @@ def test_hostile_question_is_answered_through_the_stream(ready: User, question: 
     assert "event: answer" in events and "event: error" not in events
 
 
-@pytest.mark.parametrize("question,message", [
-    *[(text, "the question is empty") for text in EMPTY.values()],
-    (TOO_LONG, "the limit is 4000"),
-    (UNPAIRED, "not valid Unicode"),
-], ids=[*EMPTY.keys(), "100-KB", "unpaired-surrogates"])
+@pytest.mark.parametrize(
+    "question,message",
+    [
+        *[(text, "the question is empty") for text in EMPTY.values()],
+        (TOO_LONG, "the limit is 4000"),
+        (UNPAIRED, "not valid Unicode"),
+    ],
+    ids=[*EMPTY.keys(), "100-KB", "unpaired-surrogates"],
+)
 def test_unusable_question_is_a_clear_4xx_everywhere(ready: User, question: str, message: str) -> None:
     api = post_json(token_client(ready), "/query", {"question": question})
     if question is UNPAIRED:  # refused by the request schema, naming the field
@@ -168,12 +179,17 @@ def test_unusable_question_is_a_clear_4xx_everywhere(ready: User, question: str,
     assert QueryLog.objects.count() == 0
 
 
-@pytest.mark.parametrize("question,message", [
-    ("", "This field is required"), ("  \t\n  ", "This field is required"),
-    ("\x00\x00", "Null characters are not allowed"), (TOO_LONG, "at most 4000 characters"),
-], ids=["empty", "blank", "only-nul", "100-KB"])
-def test_unusable_question_in_the_web_form_is_a_400_with_the_reason(ready: User, question: str,
-                                                                     message: str) -> None:
+@pytest.mark.parametrize(
+    "question,message",
+    [
+        ("", "This field is required"),
+        ("  \t\n  ", "This field is required"),
+        ("\x00\x00", "Null characters are not allowed"),
+        (TOO_LONG, "at most 4000 characters"),
+    ],
+    ids=["empty", "blank", "only-nul", "100-KB"],
+)
+def test_unusable_question_in_the_web_form_is_a_400_with_the_reason(ready: User, question: str, message: str) -> None:
     response = login(ready).post("/ask/", {"question": question})
     assert response.status_code == 400 and message in response.content.decode()
     assert QueryLog.objects.count() == 0
@@ -182,8 +198,9 @@ def test_unusable_question_in_the_web_form_is_a_400_with_the_reason(ready: User,
 def test_unpaired_surrogate_in_a_form_post_becomes_a_replacement_character(ready: User) -> None:
     # Raw invalid UTF-8 in a form body: Django decodes it with U+FFFD, so the question is answered.
     client = login(ready)
-    response = client.generic("POST", "/ask/", b"question=sensors+%ED%A0%80+bus",
-                              content_type="application/x-www-form-urlencoded")
+    response = client.generic(
+        "POST", "/ask/", b"question=sensors+%ED%A0%80+bus", content_type="application/x-www-form-urlencoded"
+    )
     assert response.status_code == 302
     assert QueryLog.objects.get().question == "sensors \ufffd\ufffd\ufffd bus"
 
@@ -192,8 +209,7 @@ def test_unpaired_surrogate_in_a_form_post_becomes_a_replacement_character(ready
 
 
 @pytest.mark.parametrize("topic", HOSTILE.values(), ids=HOSTILE.keys())
-def test_hostile_topic_runs_through_the_api(ready: User, topic: str,
-                                            django_capture_on_commit_callbacks: Any) -> None:
+def test_hostile_topic_runs_through_the_api(ready: User, topic: str, django_capture_on_commit_callbacks: Any) -> None:
     with django_capture_on_commit_callbacks(execute=True):
         response = post_json(token_client(ready), "/generate", {"topic": topic, "feature": SPEC})
     assert response.status_code == 202, response.content
@@ -205,8 +221,9 @@ def test_hostile_topic_runs_through_the_api(ready: User, topic: str,
 
 
 @pytest.mark.parametrize("topic", HOSTILE.values(), ids=HOSTILE.keys())
-def test_hostile_topic_runs_through_the_web_form(ready: User, topic: str,
-                                                 django_capture_on_commit_callbacks: Any) -> None:
+def test_hostile_topic_runs_through_the_web_form(
+    ready: User, topic: str, django_capture_on_commit_callbacks: Any
+) -> None:
     with django_capture_on_commit_callbacks(execute=True):
         response = login(ready).post("/generate/", {"topic": topic, "feature": SPEC})
     if "\x00" in topic:
@@ -228,13 +245,18 @@ def test_hostile_topic_runs_through_the_cli(ready: User, topic: str, tmp_path: P
     assert output.read_text().startswith("#")
 
 
-@pytest.mark.parametrize("topic,message", [
-    *[(text, "the topic is empty") for text in EMPTY.values()],
-    (TOO_LONG, "the limit is 1000"),
-    (UNPAIRED, "not valid Unicode"),
-], ids=[*EMPTY.keys(), "100-KB", "unpaired-surrogates"])
-def test_unusable_topic_is_a_clear_error_everywhere(ready: User, topic: str, message: str, tmp_path: Path,
-                                                    django_capture_on_commit_callbacks: Any) -> None:
+@pytest.mark.parametrize(
+    "topic,message",
+    [
+        *[(text, "the topic is empty") for text in EMPTY.values()],
+        (TOO_LONG, "the limit is 1000"),
+        (UNPAIRED, "not valid Unicode"),
+    ],
+    ids=[*EMPTY.keys(), "100-KB", "unpaired-surrogates"],
+)
+def test_unusable_topic_is_a_clear_error_everywhere(
+    ready: User, topic: str, message: str, tmp_path: Path, django_capture_on_commit_callbacks: Any
+) -> None:
     with django_capture_on_commit_callbacks(execute=True):
         api = post_json(token_client(ready), "/generate", {"topic": topic, "feature": SPEC})
     assert api.status_code in (400, 422), api.content
@@ -277,8 +299,9 @@ PAYLOADS = [
 ]
 
 
-@pytest.mark.parametrize("url,body,field", PAYLOADS,
-                         ids=[f"{u.strip('/')}-{n}-{f}" for n, (u, _, f) in enumerate(PAYLOADS)])
+@pytest.mark.parametrize(
+    "url,body,field", PAYLOADS, ids=[f"{u.strip('/')}-{n}-{f}" for n, (u, _, f) in enumerate(PAYLOADS)]
+)
 def test_bad_payload_is_422_naming_the_field(ready: User, url: str, body: dict, field: str) -> None:
     url = _feedback_url() if url == "feedback" else url
     before = (QueryLog.objects.count(), GenerationRun.objects.count(), QueryFeedback.objects.count())
@@ -289,43 +312,46 @@ def test_bad_payload_is_422_naming_the_field(ready: User, url: str, body: dict, 
     assert (QueryLog.objects.count(), GenerationRun.objects.count(), QueryFeedback.objects.count()) == before
 
 
-@pytest.mark.parametrize("raw", ["not json", "{\"question\": ", b"\xff\xfe\x00garbage", "question=sensors"])
+@pytest.mark.parametrize("raw", ["not json", '{"question": ', b"\xff\xfe\x00garbage", "question=sensors"])
 def test_body_that_is_not_json_is_a_400(ready: User, raw: str | bytes) -> None:
     response = post_json(token_client(ready), "/query", raw)
     assert response.status_code == 400 and response.json() == {"detail": "Cannot parse request body"}
 
 
-@pytest.mark.parametrize("raw", ["[1, 2]", "\"sensors\"", "null", "42"])
+@pytest.mark.parametrize("raw", ["[1, 2]", '"sensors"', "null", "42"])
 def test_json_that_is_not_an_object_is_a_422(ready: User, raw: str) -> None:
     response = post_json(token_client(ready), "/query", raw)
     assert response.status_code == 422 and response.json()["detail"]
 
 
-@pytest.mark.parametrize("url", ["/runs/{big}", "/runs/{big}/download", "/query-log/{big}",
-                                 "/sources/{big}/chunks/1", "/sources/1/chunks/{big}"])
+@pytest.mark.parametrize(
+    "url",
+    ["/runs/{big}", "/runs/{big}/download", "/query-log/{big}", "/sources/{big}/chunks/1", "/sources/1/chunks/{big}"],
+)
 def test_ids_beyond_64_bits_are_a_4xx(ready: User, url: str) -> None:
-    response = token_client(ready).get("/api/v1" + url.format(big=10 ** 25))
+    response = token_client(ready).get("/api/v1" + url.format(big=10**25))
     assert response.status_code in (404, 422) and response.json()["detail"]
 
 
 def test_delete_with_an_id_beyond_64_bits_is_a_4xx(ready: User) -> None:
     ready.is_staff = True
     ready.save()
-    response = token_client(ready).delete(f"/api/v1/sources/{10 ** 25}")
+    response = token_client(ready).delete(f"/api/v1/sources/{10**25}")
     assert response.status_code in (404, 422) and response.json()["detail"]
 
 
-@pytest.mark.parametrize("url", ["/sources?page={big}", "/query-log?page={big}", "/runs?page={big}",
-                                 "/specs?page={big}"])
+@pytest.mark.parametrize(
+    "url", ["/sources?page={big}", "/query-log?page={big}", "/runs?page={big}", "/specs?page={big}"]
+)
 def test_page_numbers_beyond_64_bits_are_a_4xx_or_empty(ready: User, url: str) -> None:
-    response = token_client(ready).get("/api/v1" + url.format(big=10 ** 25))
+    response = token_client(ready).get("/api/v1" + url.format(big=10**25))
     assert response.status_code in (200, 422), response.content
     body = response.json()
     assert body["detail"] if response.status_code == 422 else body["items"] == []
 
 
 def test_a_page_size_beyond_64_bits_is_clamped(ready: User) -> None:
-    response = token_client(ready).get(f"/api/v1/specs?page_size={10 ** 25}")
+    response = token_client(ready).get(f"/api/v1/specs?page_size={10**25}")
     assert response.status_code == 200 and response.json()["count"] == len(response.json()["items"])
 
 
@@ -346,27 +372,34 @@ def test_huge_upload_is_413_with_a_json_error(ready: User, foundry_config: Any, 
     foundry_config(ingest={"max_file_mb": 1})
     client = token_client(ready)
     body = b"sensor text\n" * (settings.DATA_UPLOAD_MAX_MEMORY_SIZE // 12 + 200_000)  # > 1 MB + the form limit
-    response = client.post("/api/v1/sources", {"collection": "manuals",
-                                               "file": SimpleUploadedFile("big.txt", body, "text/plain")})
+    response = client.post(
+        "/api/v1/sources", {"collection": "manuals", "file": SimpleUploadedFile("big.txt", body, "text/plain")}
+    )
     assert response.status_code == 413 and "limit" in response.json()["detail"]
     # Just over max_file_mb: the upload service names the file limit.
-    over = client.post("/api/v1/sources", {"collection": "manuals",
-                                           "file": SimpleUploadedFile("over.txt", b"x" * 1_200_000, "text/plain")})
+    over = client.post(
+        "/api/v1/sources",
+        {"collection": "manuals", "file": SimpleUploadedFile("over.txt", b"x" * 1_200_000, "text/plain")},
+    )
     assert over.status_code == 413 and "max_file_mb" in over.json()["detail"]
     assert not Source.objects.filter(path__in=["big.txt", "over.txt"]).exists()
 
 
 def test_huge_form_field_in_an_upload_is_413_with_a_json_error(ready: User, settings: Any) -> None:
     settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 10_000
-    response = token_client(ready).post("/api/v1/sources", {
-        "collection": "m" * 20_000, "file": SimpleUploadedFile("a.txt", b"sensor text", "text/plain")})
+    response = token_client(ready).post(
+        "/api/v1/sources",
+        {"collection": "m" * 20_000, "file": SimpleUploadedFile("a.txt", b"sensor text", "text/plain")},
+    )
     assert response.status_code == 413 and "limit" in response.json()["detail"]
 
 
 def test_too_many_form_fields_is_a_400_with_a_json_error(ready: User) -> None:
     fields = {f"f{i}": "x" for i in range(1500)}
-    response = token_client(ready).post("/api/v1/sources", {
-        **fields, "collection": "manuals", "file": SimpleUploadedFile("a.txt", b"sensor text", "text/plain")})
+    response = token_client(ready).post(
+        "/api/v1/sources",
+        {**fields, "collection": "manuals", "file": SimpleUploadedFile("a.txt", b"sensor text", "text/plain")},
+    )
     assert response.status_code == 400 and "fields" in response.json()["detail"]
 
 

@@ -16,6 +16,7 @@ query``, ``POST /api/v1/query``, the ask page, ``foundry generate``, ``POST
 timed), a clear error, a failed query-log row or generation run with the reason
 and without the API key, no partial document on disk and no stray rows.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -41,8 +42,20 @@ from generation.models import GenerationRun
 from retrieval.models import QueryLog
 from sources.services.ingest_jobs import knowledge_base_ingest
 from tests.conftest import login
-from tests.reliability.llm_fault_provider import (FaultHandler, FaultProvider, completion_body, cut, forward, grounded,
-                                                  not_json, purpose_of, reply, stall, status, trickle)
+from tests.reliability.llm_fault_provider import (
+    FaultHandler,
+    FaultProvider,
+    completion_body,
+    cut,
+    forward,
+    grounded,
+    not_json,
+    purpose_of,
+    reply,
+    stall,
+    status,
+    trickle,
+)
 from tests.generation.conftest import DATASHEET, MANUAL
 from tests.generation.test_ask_views import sse_events
 from datetime import UTC
@@ -89,14 +102,25 @@ def provider() -> Iterator[FaultProvider]:
     server.close()
 
 
-def point_at(foundry_config: Any, monkeypatch: pytest.MonkeyPatch, api_base: str, *, timeout_s: float = TIMEOUT_S,
-             retries: int = RETRIES, model: str = MODEL, **sections: dict) -> None:
+def point_at(
+    foundry_config: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    api_base: str,
+    *,
+    timeout_s: float = TIMEOUT_S,
+    retries: int = RETRIES,
+    model: str = MODEL,
+    **sections: dict,
+) -> None:
     """Configure Foundry as a user would to use an OpenAI-compatible server at ``api_base``."""
     monkeypatch.setenv("OPENAI_API_KEY", SECRET)
     retrieval = {"min_chunks": 1, "hyde": False, "scorer_model": "none", **sections.pop("retrieval", {})}
-    foundry_config(generation={"model": model, "cache_answers": False, **sections.pop("generation", {})},
-                   llm={"api_base": api_base, "timeout_s": timeout_s, "retries": retries},
-                   retrieval=retrieval, **sections)
+    foundry_config(
+        generation={"model": model, "cache_answers": False, **sections.pop("generation", {})},
+        llm={"api_base": api_base, "timeout_s": timeout_s, "retries": retries},
+        retrieval=retrieval,
+        **sections,
+    )
 
 
 def short_timeout(foundry_config: Any) -> None:
@@ -120,8 +144,9 @@ def corpus(kb: Path, make_user: Any, foundry_config: Any) -> dict:
 
 
 @pytest.fixture
-def faulty(corpus: dict, provider: FaultProvider, sleeps: Sleeps, foundry_config: Any,
-           monkeypatch: pytest.MonkeyPatch) -> FaultProvider:
+def faulty(
+    corpus: dict, provider: FaultProvider, sleeps: Sleeps, foundry_config: Any, monkeypatch: pytest.MonkeyPatch
+) -> FaultProvider:
     point_at(foundry_config, monkeypatch, provider.base)
     return provider
 
@@ -131,8 +156,10 @@ SPEC = SpecText("wiring-guide", 1, "# Wiring guide\n\nWrite a short guide.\n")
 
 def no_secret_anywhere(home: Path, *texts: str) -> None:
     """The API key is in no query-log row, run, runs.csv, artifact, or text shown to the user."""
-    stored = [json.dumps(list(QueryLog.objects.values()), default=str),
-              json.dumps(list(GenerationRun.objects.values()), default=str)]
+    stored = [
+        json.dumps(list(QueryLog.objects.values()), default=str),
+        json.dumps(list(GenerationRun.objects.values()), default=str),
+    ]
     files = [p.read_text(errors="replace") for p in home.rglob("*") if p.is_file()] if home.exists() else []
     for text in [*stored, *files, *texts]:
         assert SECRET not in text and SECRET[3:20] not in text
@@ -159,8 +186,9 @@ def test_healthy_provider_answers_with_one_request(faulty: FaultProvider, settin
     no_secret_anywhere(settings.FOUNDRY_HOME)
 
 
-def test_timeout_is_retried_then_fails_within_the_bound(faulty: FaultProvider, sleeps: Sleeps, settings: Any,
-                                                        foundry_config: Any) -> None:
+def test_timeout_is_retried_then_fails_within_the_bound(
+    faulty: FaultProvider, sleeps: Sleeps, settings: Any, foundry_config: Any
+) -> None:
     short_timeout(foundry_config)
     faulty.script(then=stall(30))
     started = time.monotonic()
@@ -189,8 +217,9 @@ def test_slow_trickle_is_cut_at_the_timeout(faulty: FaultProvider, sleeps: Sleep
     assert_failed_row(info.value.run_id, fragment="failed after 3 attempts")
 
 
-def test_connection_refused_is_retried_then_fails(corpus: dict, sleeps: Sleeps, foundry_config: Any,
-                                                  monkeypatch: pytest.MonkeyPatch, settings: Any) -> None:
+def test_connection_refused_is_retried_then_fails(
+    corpus: dict, sleeps: Sleeps, foundry_config: Any, monkeypatch: pytest.MonkeyPatch, settings: Any
+) -> None:
     with socket.socket() as probe:  # a port nobody listens on
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
@@ -230,8 +259,9 @@ def test_retry_after_beyond_the_wait_budget_fails_at_once(faulty: FaultProvider,
     assert_failed_row(info.value.run_id, fragment="the provider asked to wait 3600 s, more than the 60 s left")
 
 
-def test_429_forever_gives_up_after_the_configured_retries(faulty: FaultProvider, sleeps: Sleeps,
-                                                          settings: Any) -> None:
+def test_429_forever_gives_up_after_the_configured_retries(
+    faulty: FaultProvider, sleeps: Sleeps, settings: Any
+) -> None:
     faulty.script(then=status(429, {"Retry-After": "1"}))
     with pytest.raises(QueryFailed) as info:
         answer_question(question=QUESTION)
@@ -276,10 +306,12 @@ def test_body_that_is_not_json_fails_cleanly(faulty: FaultProvider, sleeps: Slee
     no_secret_anywhere(settings.FOUNDRY_HOME, str(info.value))
 
 
-@pytest.mark.parametrize("payload", [{}, {"choices": []}, {"choices": [{"message": None}]}, [1, 2]],
-                         ids=["empty-object", "no-choices", "no-message", "array"])
-def test_completion_of_the_wrong_shape_fails_cleanly(faulty: FaultProvider, sleeps: Sleeps,
-                                                     payload: Any) -> None:
+@pytest.mark.parametrize(
+    "payload",
+    [{}, {"choices": []}, {"choices": [{"message": None}]}, [1, 2]],
+    ids=["empty-object", "no-choices", "no-message", "array"],
+)
+def test_completion_of_the_wrong_shape_fails_cleanly(faulty: FaultProvider, sleeps: Sleeps, payload: Any) -> None:
     faulty.script(then=lambda handler, body: handler.send_raw(200, json.dumps(payload).encode()))
     with pytest.raises(QueryFailed) as info:
         answer_question(question=QUESTION)
@@ -307,8 +339,9 @@ def echo_key(handler: FaultHandler, body: dict) -> None:
     handler.send_json(401, {"error": {"message": f"Incorrect API key provided: {sent}.", "type": "auth"}})
 
 
-def test_rejected_key_is_not_retried_and_never_shown(faulty: FaultProvider, sleeps: Sleeps, settings: Any,
-                                                     caplog: pytest.LogCaptureFixture) -> None:
+def test_rejected_key_is_not_retried_and_never_shown(
+    faulty: FaultProvider, sleeps: Sleeps, settings: Any, caplog: pytest.LogCaptureFixture
+) -> None:
     faulty.script(then=echo_key)
     with pytest.raises(QueryFailed) as info:
         answer_question(question=QUESTION)
@@ -319,8 +352,7 @@ def test_rejected_key_is_not_retried_and_never_shown(faulty: FaultProvider, slee
 
 
 @pytest.mark.parametrize("code", [400, 403, 404, 409, 413, 422])
-def test_other_client_errors_fail_at_once_with_the_reason(faulty: FaultProvider, sleeps: Sleeps,
-                                                          code: int) -> None:
+def test_other_client_errors_fail_at_once_with_the_reason(faulty: FaultProvider, sleeps: Sleeps, code: int) -> None:
     faulty.script(then=status(code))
     with pytest.raises(QueryFailed) as info:
         answer_question(question=QUESTION)
@@ -337,9 +369,15 @@ def test_gateway_errors_are_retried(faulty: FaultProvider, sleeps: Sleeps, code:
     assert_failed_row(info.value.run_id, fragment=f"fault injected: HTTP {code}")
 
 
-def test_credentials_in_the_api_base_are_never_shown(corpus: dict, provider: FaultProvider, sleeps: Sleeps,
-                                                     foundry_config: Any, monkeypatch: pytest.MonkeyPatch,
-                                                     settings: Any, caplog: pytest.LogCaptureFixture) -> None:
+def test_credentials_in_the_api_base_are_never_shown(
+    corpus: dict,
+    provider: FaultProvider,
+    sleeps: Sleeps,
+    foundry_config: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    settings: Any,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     with socket.socket() as probe:  # closed port: the error names the URL it could not reach
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
@@ -366,11 +404,17 @@ EMBEDDING_MODEL = "openai/fault-embed"
 
 
 @pytest.fixture
-def remote_embeddings(kb: Path, provider: FaultProvider, sleeps: Sleeps, foundry_config: Any,
-                      monkeypatch: pytest.MonkeyPatch) -> FaultProvider:
+def remote_embeddings(
+    kb: Path, provider: FaultProvider, sleeps: Sleeps, foundry_config: Any, monkeypatch: pytest.MonkeyPatch
+) -> FaultProvider:
     """The fault server as the embedding model (``embedding.model: openai/fault-embed``) and the generator."""
-    point_at(foundry_config, monkeypatch, provider.base,
-             embedding={"model": EMBEDDING_MODEL, "context_model": "none"}, ingest={"summary_model": "none"})
+    point_at(
+        foundry_config,
+        monkeypatch,
+        provider.base,
+        embedding={"model": EMBEDDING_MODEL, "context_model": "none"},
+        ingest={"summary_model": "none"},
+    )
     (kb / "manual.md").write_text(MANUAL)
     return provider
 
@@ -392,11 +436,17 @@ def test_healthy_embedding_server_indexes_with_one_request(remote_embeddings: Fa
 
 
 @pytest.mark.parametrize("fault", ["500", "503", "429", "timeout", "cut"])
-def test_embedding_faults_get_exactly_the_configured_attempts(remote_embeddings: FaultProvider, sleeps: Sleeps,
-                                                              foundry_config: Any, kb: Path, fault: str) -> None:
+def test_embedding_faults_get_exactly_the_configured_attempts(
+    remote_embeddings: FaultProvider, sleeps: Sleeps, foundry_config: Any, kb: Path, fault: str
+) -> None:
     """litellm's embedding path turned ``max_retries=0`` into the SDK default (2): 3 requests per attempt."""
-    behaviour = {"500": status(500), "503": status(503), "429": status(429, {"Retry-After": "1"}),
-                 "timeout": stall(30), "cut": cut}[fault]
+    behaviour = {
+        "500": status(500),
+        "503": status(503),
+        "429": status(429, {"Retry-After": "1"}),
+        "timeout": stall(30),
+        "cut": cut,
+    }[fault]
     if fault == "timeout":
         short_timeout(foundry_config)
     remote_embeddings.script(then=behaviour)
@@ -407,8 +457,9 @@ def test_embedding_faults_get_exactly_the_configured_attempts(remote_embeddings:
     assert "embedding with openai/fault-embed failed after 3 attempts" in str(info.value)
 
 
-def test_embedding_slow_trickle_is_cut_at_the_timeout(remote_embeddings: FaultProvider, sleeps: Sleeps,
-                                                      foundry_config: Any) -> None:
+def test_embedding_slow_trickle_is_cut_at_the_timeout(
+    remote_embeddings: FaultProvider, sleeps: Sleeps, foundry_config: Any
+) -> None:
     short_timeout(foundry_config)
     remote_embeddings.script(then=trickle(20))
     started = time.monotonic()
@@ -418,8 +469,9 @@ def test_embedding_slow_trickle_is_cut_at_the_timeout(remote_embeddings: FaultPr
     assert time.monotonic() - started < 20  # structural: less than one trickled reply, let alone three
 
 
-def test_embedding_429_retry_after_is_honoured_then_succeeds(remote_embeddings: FaultProvider, sleeps: Sleeps,
-                                                              kb: Path) -> None:
+def test_embedding_429_retry_after_is_honoured_then_succeeds(
+    remote_embeddings: FaultProvider, sleeps: Sleeps, kb: Path
+) -> None:
     remote_embeddings.script(status(429, {"Retry-After": "7"}))
     assert ingest_rows(kb)["manual.md"]["status"] == "ingested"
     assert remote_embeddings.count("embedding") == 2 and sleeps.waits == [7.0]
@@ -432,8 +484,9 @@ def test_embedding_client_errors_fail_at_once(remote_embeddings: FaultProvider, 
     assert remote_embeddings.count("embedding") == 1 and sleeps.waits == []
 
 
-def test_embedding_outage_during_ingest_and_query(remote_embeddings: FaultProvider, sleeps: Sleeps,
-                                                   kb: Path, settings: Any) -> None:
+def test_embedding_outage_during_ingest_and_query(
+    remote_embeddings: FaultProvider, sleeps: Sleeps, kb: Path, settings: Any
+) -> None:
     """Ingest: the file is not indexed, after exactly 3 requests. Query (the question is embedded too):
     a failed query after 3 requests, no answer asked for. Then the server recovers."""
     remote_embeddings.script(then=status(500))
@@ -454,8 +507,9 @@ def test_embedding_outage_during_ingest_and_query(remote_embeddings: FaultProvid
 # --------------------------------------------------------------------------- scorer and conflict detector
 
 
-def test_unreadable_relevance_scores_keep_and_flag_the_chunks(faulty: FaultProvider, foundry_config: Any,
-                                                              settings: Any) -> None:
+def test_unreadable_relevance_scores_keep_and_flag_the_chunks(
+    faulty: FaultProvider, foundry_config: Any, settings: Any
+) -> None:
     foundry_config(retrieval={"scorer_model": MODEL})
 
     def scorer_garbage(handler: FaultHandler, body: dict) -> None:
@@ -467,8 +521,9 @@ def test_unreadable_relevance_scores_keep_and_flag_the_chunks(faulty: FaultProvi
     answer = answer_question(question=QUESTION)
     assert answer.citations and faulty.count("relevance") >= 1
     artifact = json.loads(next(settings.FOUNDRY_ARTIFACTS.rglob("retrieval.json")).read_text())
-    assert artifact["candidates"] and all(c["flag"] == "unscored" and c["relevance"] is None
-                                          for c in artifact["candidates"])
+    assert artifact["candidates"] and all(
+        c["flag"] == "unscored" and c["relevance"] is None for c in artifact["candidates"]
+    )
 
 
 def test_unreadable_conflict_reply_reports_no_invented_conflict(faulty: FaultProvider, foundry_config: Any) -> None:
@@ -485,8 +540,9 @@ def test_unreadable_conflict_reply_reports_no_invented_conflict(faulty: FaultPro
     assert [c["detector"] for c in answer.conflicts] == ["rule"]  # the rule detector's VCC conflict only
 
 
-def test_scorer_outage_fails_the_query_like_the_generator(faulty: FaultProvider, foundry_config: Any,
-                                                          sleeps: Sleeps) -> None:
+def test_scorer_outage_fails_the_query_like_the_generator(
+    faulty: FaultProvider, foundry_config: Any, sleeps: Sleeps
+) -> None:
     foundry_config(retrieval={"scorer_model": MODEL})
     faulty.script(then=status(500))
     with pytest.raises(QueryFailed) as info:
@@ -520,8 +576,9 @@ def cli(*args: str, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPat
     return code, out.out, out.err
 
 
-def test_cli_query_exits_1_with_the_reason(faulty: FaultProvider, capsys: pytest.CaptureFixture,
-                                           monkeypatch: pytest.MonkeyPatch, settings: Any) -> None:
+def test_cli_query_exits_1_with_the_reason(
+    faulty: FaultProvider, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch, settings: Any
+) -> None:
     faulty.script(then=status(429, {"Retry-After": "1"}))
     code, out, err = cli("query", QUESTION, capsys=capsys, monkeypatch=monkeypatch)
     row = QueryLog.objects.get()
@@ -541,8 +598,9 @@ def api_client(username: str) -> Client:
 def test_api_query_is_503_with_a_json_reason(faulty: FaultProvider, settings: Any, foundry_config: Any) -> None:
     short_timeout(foundry_config)
     faulty.script(then=stall(30))
-    response = api_client("alice").post("/api/v1/query", json.dumps({"question": QUESTION}),
-                                        content_type="application/json")
+    response = api_client("alice").post(
+        "/api/v1/query", json.dumps({"question": QUESTION}), content_type="application/json"
+    )
     assert response.status_code == 503 and response["Content-Type"].startswith("application/json")
     detail = response.json()["detail"]
     assert "The model failed while answering" in detail and "failed after 3 attempts" in detail
@@ -553,14 +611,14 @@ def test_api_query_is_503_with_a_json_reason(faulty: FaultProvider, settings: An
 
 def test_api_query_with_a_body_that_is_not_json_is_a_clean_error(faulty: FaultProvider, settings: Any) -> None:
     faulty.script(then=not_json)
-    response = api_client("alice").post("/api/v1/query", json.dumps({"question": QUESTION}),
-                                        content_type="application/json")
+    response = api_client("alice").post(
+        "/api/v1/query", json.dumps({"question": QUESTION}), content_type="application/json"
+    )
     assert response.status_code in (502, 503) and "detail" in response.json()
     assert QueryLog.objects.get().status == QueryLog.Status.FAILED
 
 
-def test_ask_page_shows_the_failure_without_a_traceback(faulty: FaultProvider, corpus: dict,
-                                                        settings: Any) -> None:
+def test_ask_page_shows_the_failure_without_a_traceback(faulty: FaultProvider, corpus: dict, settings: Any) -> None:
     faulty.script(then=status(500))
     response = login(corpus["alice"]).post("/ask/", {"question": QUESTION})
     page = response.content.decode()
@@ -593,11 +651,17 @@ def leftovers(folder: Path) -> list[str]:
 
 
 @pytest.mark.parametrize("fault", ["timeout", "429", "500", "empty", "cut", "not_json"])
-def test_generation_run_fails_with_the_reason_and_writes_nothing(faulty: FaultProvider, sleeps: Sleeps,
-                                                                 tmp_path: Path, settings: Any,
-                                                                 foundry_config: Any, fault: str) -> None:
-    behaviour = {"timeout": stall(30), "429": status(429, {"Retry-After": "2"}), "500": status(500),
-                 "empty": reply(""), "cut": cut, "not_json": not_json}[fault]
+def test_generation_run_fails_with_the_reason_and_writes_nothing(
+    faulty: FaultProvider, sleeps: Sleeps, tmp_path: Path, settings: Any, foundry_config: Any, fault: str
+) -> None:
+    behaviour = {
+        "timeout": stall(30),
+        "429": status(429, {"Retry-After": "2"}),
+        "500": status(500),
+        "empty": reply(""),
+        "cut": cut,
+        "not_json": not_json,
+    }[fault]
     if fault in ("timeout",):
         short_timeout(foundry_config)
     faulty.script(then=behaviour)
@@ -628,15 +692,23 @@ def approve_spec(name: str = "wiring-guide") -> None:
     services.spec_approve(name=name, by=reviewer)
 
 
-def test_cli_generate_exits_1_and_keeps_the_old_file(faulty: FaultProvider, capsys: pytest.CaptureFixture,
-                                                     monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
-                                                     settings: Any) -> None:
+def test_cli_generate_exits_1_and_keeps_the_old_file(
+    faulty: FaultProvider, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, settings: Any
+) -> None:
     approve_spec()
     out = tmp_path / "guide.md"
     out.write_text("the previous version\n")
     faulty.script(then=status(503))
-    code, stdout, err = cli("generate", "--topic", "sensors on the RS-485 bus", "--output", str(out), "--yes",
-                            capsys=capsys, monkeypatch=monkeypatch)
+    code, stdout, err = cli(
+        "generate",
+        "--topic",
+        "sensors on the RS-485 bus",
+        "--output",
+        str(out),
+        "--yes",
+        capsys=capsys,
+        monkeypatch=monkeypatch,
+    )
     run = GenerationRun.objects.get()
     assert code == 1 and f"Run {run.pk} failed" in err and "generate with openai/fault-llm" in err
     assert "Traceback" not in err and "Wrote" not in stdout
@@ -644,16 +716,17 @@ def test_cli_generate_exits_1_and_keeps_the_old_file(faulty: FaultProvider, caps
     no_secret_anywhere(settings.FOUNDRY_HOME, err)
 
 
-def test_api_generate_reports_the_failed_run(faulty: FaultProvider, settings: Any,
-                                             django_capture_on_commit_callbacks: Any,
-                                             foundry_config: Any) -> None:
+def test_api_generate_reports_the_failed_run(
+    faulty: FaultProvider, settings: Any, django_capture_on_commit_callbacks: Any, foundry_config: Any
+) -> None:
     approve_spec()
     short_timeout(foundry_config)
     faulty.script(then=stall(30))
     client = api_client("alice")
     with django_capture_on_commit_callbacks(execute=True):  # the run is queued on commit; eager here
-        started = client.post("/api/v1/generate", json.dumps({"topic": "sensors on the RS-485 bus"}),
-                              content_type="application/json")
+        started = client.post(
+            "/api/v1/generate", json.dumps({"topic": "sensors on the RS-485 bus"}), content_type="application/json"
+        )
     assert started.status_code == 202, started.content
     run = client.get(started.json()["url"]).json()
     assert run["status"] == "failed" and "failed after 3 attempts" in run["error"]["message"]
@@ -680,9 +753,28 @@ def llama_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     log_path = tmp_path_factory.mktemp("llama-server") / "server.log"
     log = log_path.open("wb")
     process = subprocess.Popen(
-        [sys.executable, "-X", "faulthandler", "-m", "llama_cpp.server", "--model", str(llm._smollm2_path()),
-         "--model_alias", "smollm2", "--host", "127.0.0.1", "--port", str(port),
-         "--n_ctx", str(llm.LOCAL_CONTEXT_WINDOW), "--n_threads", "2"], stdout=log, stderr=subprocess.STDOUT)
+        [
+            sys.executable,
+            "-X",
+            "faulthandler",
+            "-m",
+            "llama_cpp.server",
+            "--model",
+            str(llm._smollm2_path()),
+            "--model_alias",
+            "smollm2",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--n_ctx",
+            str(llm.LOCAL_CONTEXT_WINDOW),
+            "--n_threads",
+            "2",
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
     base = f"http://127.0.0.1:{port}/v1"
 
     def died() -> str:
@@ -713,9 +805,9 @@ def llama_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 
 @pytest.mark.integration
-def test_real_model_answers_through_the_proxy_after_a_429(corpus: dict, llama_server: str, sleeps: Sleeps,
-                                                          foundry_config: Any, monkeypatch: pytest.MonkeyPatch,
-                                                          settings: Any) -> None:
+def test_real_model_answers_through_the_proxy_after_a_429(
+    corpus: dict, llama_server: str, sleeps: Sleeps, foundry_config: Any, monkeypatch: pytest.MonkeyPatch, settings: Any
+) -> None:
     proxy = FaultProvider(upstream=llama_server, default=forward)
     try:
         point_at(foundry_config, monkeypatch, proxy.base, timeout_s=300, model="openai/smollm2")

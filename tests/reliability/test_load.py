@@ -8,6 +8,7 @@ connections, every answer has its QueryLog row (ids and counts), no "database is
 no worker timeout, no traceback in the logs, and the index passes `foundry check`.
 Latency and throughput are printed (run with ``-s``), never asserted: the machine is shared.
 """
+
 from __future__ import annotations
 
 import json
@@ -68,8 +69,13 @@ class Server:
     log: Path
 
     def ingest(self, *args: str, log: Path) -> subprocess.Popen:
-        return subprocess.Popen(foundry_argv("ingest", *args), env=self.ingest_env,
-                                cwd=settings.BASE_DIR, stdout=log.open("w"), stderr=subprocess.STDOUT)
+        return subprocess.Popen(
+            foundry_argv("ingest", *args),
+            env=self.ingest_env,
+            cwd=settings.BASE_DIR,
+            stdout=log.open("w"),
+            stderr=subprocess.STDOUT,
+        )
 
     def query_log_ids(self) -> set[int]:
         with sqlite3.connect(f"file:{self.home / 'foundry.sqlite3'}?mode=ro", uri=True, timeout=60) as db:
@@ -88,13 +94,21 @@ def free_port() -> int:
 
 
 def server_env(home: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("FOUNDRY_", "CELERY_")) and k != "DJANGO_SETTINGS_MODULE"}
-    env.update(FOUNDRY_HOME=str(home), DJANGO_SETTINGS_MODULE="foundry_site.settings",
-               PYTHONPATH=os.pathsep.join(filter(None, [str(settings.BASE_DIR), os.environ.get("PYTHONPATH")])),
-               # The per-user limit (10 a minute) would turn most of this load into 429s; this measures capacity.
-               FOUNDRY_QUERY_RATE="0", LITELLM_LOCAL_MODEL_COST_MAP="True", HF_HUB_OFFLINE="1",
-               TOKENIZERS_PARALLELISM="false")
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("FOUNDRY_", "CELERY_")) and k != "DJANGO_SETTINGS_MODULE"
+    }
+    env.update(
+        FOUNDRY_HOME=str(home),
+        DJANGO_SETTINGS_MODULE="foundry_site.settings",
+        PYTHONPATH=os.pathsep.join(filter(None, [str(settings.BASE_DIR), os.environ.get("PYTHONPATH")])),
+        # The per-user limit (10 a minute) would turn most of this load into 429s; this measures capacity.
+        FOUNDRY_QUERY_RATE="0",
+        LITELLM_LOCAL_MODEL_COST_MAP="True",
+        HF_HUB_OFFLINE="1",
+        TOKENIZERS_PARALLELISM="false",
+    )
     return env
 
 
@@ -130,17 +144,28 @@ def wait_until_up(url: str, proc: subprocess.Popen, *, timeout: float = 180.0) -
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     home = tmp_path_factory.mktemp("load-home")
     env = server_env(home)
-    done = subprocess.run([sys.executable, "-c", SETUP, str(settings.BASE_DIR / "knowledge_base"), str(max(USERS))],
-                          env=ingest_env(env, home), cwd=settings.BASE_DIR, capture_output=True, text=True, timeout=900)
+    done = subprocess.run(
+        [sys.executable, "-c", SETUP, str(settings.BASE_DIR / "knowledge_base"), str(max(USERS))],
+        env=ingest_env(env, home),
+        cwd=settings.BASE_DIR,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     tokens = json.loads(done.stdout.strip().splitlines()[-1])
     port = free_port()
     log = home / "serve.log"
     with log.open("w") as out:
         # Its own session, so the teardown stops gunicorn's master and workers and nothing else.
-        proc = subprocess.Popen(foundry_argv("serve", "--port", str(port)),
-                                env=env, cwd=settings.BASE_DIR, stdout=out, stderr=subprocess.STDOUT,
-                                start_new_session=True)
+        proc = subprocess.Popen(
+            foundry_argv("serve", "--port", str(port)),
+            env=env,
+            cwd=settings.BASE_DIR,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
     try:
         url = f"http://127.0.0.1:{port}"
         wait_until_up(url, proc)
@@ -158,11 +183,13 @@ def write_corpus(folder: Path, *, files: int = 4, sections: int = 30) -> None:
     for f in range(files):
         parts = [f"# Pump station {f} manual\n"]
         for s in range(sections):
-            parts.append(f"## Pump P{f}-{s}\n\nPump P{f}-{s} delivers {10 + s} l/min at {2 + s % 5} bar. "
-                         f"Its motor draws {1 + s % 7}.{s % 10} A at 230 V AC and must be serviced every "
-                         f"{6 + s % 12} months. The inlet filter of station {f} is cleaned weekly; the outlet "
-                         f"valve closes within {s % 4 + 1} seconds after a stop command. "
-                         "Check the seal, the bearings and the coupling at every service visit.\n")
+            parts.append(
+                f"## Pump P{f}-{s}\n\nPump P{f}-{s} delivers {10 + s} l/min at {2 + s % 5} bar. "
+                f"Its motor draws {1 + s % 7}.{s % 10} A at 230 V AC and must be serviced every "
+                f"{6 + s % 12} months. The inlet filter of station {f} is cleaned weekly; the outlet "
+                f"valve closes within {s % 4 + 1} seconds after a stop command. "
+                "Check the seal, the bearings and the coupling at every service visit.\n"
+            )
         (folder / f"station-{f}.md").write_text("\n".join(parts))
 
 
@@ -192,8 +219,9 @@ def test_concurrent_users_while_an_ingest_runs(server: Server, users: int, tmp_p
     created = server.query_log_ids() - before
     assert len(set(answered)) == len(answered) and set(answered) == created  # no lost and no extra rows
     assert problems_in_logs(server) == []
-    check = subprocess.run(foundry_argv("check"), env=server.env,
-                           cwd=settings.BASE_DIR, capture_output=True, text=True, timeout=600)
+    check = subprocess.run(
+        foundry_argv("check"), env=server.env, cwd=settings.BASE_DIR, capture_output=True, text=True, timeout=600
+    )
     assert check.returncode == 0, check.stdout + check.stderr
 
 

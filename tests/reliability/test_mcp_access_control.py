@@ -8,6 +8,7 @@ source ids: each answer is "not found" or holds only B's own material, and B's a
 rows reference none of A's chunks. The tools run on worker threads with their own
 database connections, so the data is committed (``transactional_db``).
 """
+
 from __future__ import annotations
 
 import json
@@ -30,10 +31,13 @@ from tests.generation.conftest import echo_reply
 pytestmark = pytest.mark.django_db(transaction=True)
 
 QUESTION = "How many sensors can the Falcon gateway connect to its RS-485 bus?"
-A_DOC = ("# Falcon gateway (alpha team)\n\n## Sensor bus\n\nThe Falcon gateway connects up to 12 sensors to its "
-         "RS-485 bus.\n\n## Power\n\nThe alpha Falcon draws 3 W from 24 V DC.\n")
-B_DOC = ("# Falcon gateway (beta team)\n\n## Sensor bus\n\nThe Falcon gateway connects up to 40 sensors to its "
-         "RS-485 bus.\n")
+A_DOC = (
+    "# Falcon gateway (alpha team)\n\n## Sensor bus\n\nThe Falcon gateway connects up to 12 sensors to its "
+    "RS-485 bus.\n\n## Power\n\nThe alpha Falcon draws 3 W from 24 V DC.\n"
+)
+B_DOC = (
+    "# Falcon gateway (beta team)\n\n## Sensor bus\n\nThe Falcon gateway connects up to 40 sensors to its RS-485 bus.\n"
+)
 A_MARKS = ("12 sensors", "alpha", "a-private")
 
 
@@ -45,8 +49,9 @@ class Pair:
 
     def rpc(self, who: str, method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
         """One JSON-RPC call to /mcp as ``who``; the JSON-RPC ``result`` or ``error`` object."""
-        client = Client(HTTP_AUTHORIZATION=f"Bearer {self.tokens[who]}",
-                        HTTP_ACCEPT="application/json, text/event-stream")
+        client = Client(
+            HTTP_AUTHORIZATION=f"Bearer {self.tokens[who]}", HTTP_ACCEPT="application/json, text/event-stream"
+        )
         body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": params or {}}
         response = client.post("/mcp", json.dumps(body), content_type="application/json")
         assert response.status_code == 200, response.content[:300]
@@ -58,8 +63,9 @@ class Pair:
 
 
 @pytest.fixture
-def pair(kb: Path, make_user: Callable[..., Any], foundry_config: Any, scripted_llm: ScriptedLLM,
-         settings: Any) -> Pair:
+def pair(
+    kb: Path, make_user: Callable[..., Any], foundry_config: Any, scripted_llm: ScriptedLLM, settings: Any
+) -> Pair:
     settings.FOUNDRY_QUERY_RATE = 0
     foundry_config(retrieval={"min_chunks": 1})
     scripted_llm.reply = echo_reply
@@ -71,9 +77,11 @@ def pair(kb: Path, make_user: Callable[..., Any], foundry_config: Any, scripted_
         (kb / name / f"{name}.md").write_text(text)
         knowledge_base_ingest(target=kb / name, collection=name)
     a_sources = list(Source.objects.filter(collection__name="a-private").values_list("pk", flat=True))
-    return Pair(tokens={u: token_create(username=u).plain for u in ("alice", "bob")},
-                a_chunks=list(Chunk.objects.filter(source_id__in=a_sources).values_list("pk", flat=True)),
-                a_sources=a_sources)
+    return Pair(
+        tokens={u: token_create(username=u).plain for u in ("alice", "bob")},
+        a_chunks=list(Chunk.objects.filter(source_id__in=a_sources).values_list("pk", flat=True)),
+        a_sources=a_sources,
+    )
 
 
 def leaks(payload: Any) -> list[str]:
@@ -102,11 +110,11 @@ def test_other_user_sees_nothing_of_a_through_any_tool(pair: Pair) -> None:
     assert not leaks(seen), leaks(seen)
     assert "40 sensors" in seen["search"]["structuredContent"]["results"][0]["text"]
     assert "40 sensors" in seen["ask"]["structuredContent"]["answer"]
-    for name, arguments in (("search", {"query": QUESTION}), ("ask", {"question": QUESTION}),
-                            ("list_sources", {})):
+    for name, arguments in (("search", {"query": QUESTION}), ("ask", {"question": QUESTION}), ("list_sources", {})):
         refused = pair.tool("bob", name, collection="a-private", **arguments)
         assert refused["isError"] and refused["content"][0]["text"].endswith(
-            "Collection 'a-private' not found. list_collections names the collections you can read.")
+            "Collection 'a-private' not found. list_collections names the collections you can read."
+        )
 
 
 def test_guessed_ids_are_not_found(pair: Pair) -> None:

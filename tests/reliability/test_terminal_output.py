@@ -9,6 +9,7 @@ real ``foundry ingest``, then every command that prints document-derived text:
 control character but newline and tab, and must still show the text, escaped; the
 JSON must parse back to the stored text unchanged.
 """
+
 from __future__ import annotations
 
 import io
@@ -31,19 +32,22 @@ pytestmark = pytest.mark.django_db
 
 CLEAR, TITLE, RED, HOME = "\x1b[2J", "\x1b]0;pwned\x07", "\x1b[31m", "\x1b[H"
 NAME = f"pump{TITLE}.md"
-DOCUMENT = (f"# Pump {RED}P1\n\n"
-            f"## Flow{CLEAR}\n\n"
-            f"The pump P1 delivers 40 litres per minute{CLEAR}{TITLE} at 3 bar. "
-            f"Its motor\x9b2J is rated\x08\x08 at 5\x7f kW{HOME}.\n"
-            f"The P1 supply voltage is VCC = 24 V.\n")
+DOCUMENT = (
+    f"# Pump {RED}P1\n\n"
+    f"## Flow{CLEAR}\n\n"
+    f"The pump P1 delivers 40 litres per minute{CLEAR}{TITLE} at 3 bar. "
+    f"Its motor\x9b2J is rated\x08\x08 at 5\x7f kW{HOME}.\n"
+    f"The P1 supply voltage is VCC = 24 V.\n"
+)
 DATASHEET = "# P1 datasheet\n\n## Supply\n\nThe P1 supply voltage is VCC = 48 V.\n"
 # Every control character but newline and tab: what a terminal acts on.
 CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 
 @pytest.fixture
-def hostile(kb: Path, make_user: Callable[..., Any], foundry_config: Any, scripted_llm: ScriptedLLM,
-            settings: Any) -> Path:
+def hostile(
+    kb: Path, make_user: Callable[..., Any], foundry_config: Any, scripted_llm: ScriptedLLM, settings: Any
+) -> Path:
     """The hostile document and a datasheet that contradicts it (VCC), indexed; an approved spec."""
     settings.FOUNDRY_QUERY_RATE = 0
     foundry_config(retrieval={"min_chunks": 1})
@@ -53,8 +57,9 @@ def hostile(kb: Path, make_user: Callable[..., Any], foundry_config: Any, script
     assert CLEAR in Chunk.objects.get(source__path=NAME, text__contains="40 litres").text  # stored as written
     make_user("alice")
     approve(SPEC)
-    scripted_llm.reply = lambda messages: ("# Pump\n\n" + echo_reply(messages)
-                                           if "Write a short guide" in messages[0]["content"] else echo_reply(messages))
+    scripted_llm.reply = lambda messages: (
+        "# Pump\n\n" + echo_reply(messages) if "Write a short guide" in messages[0]["content"] else echo_reply(messages)
+    )
     return kb
 
 
@@ -109,8 +114,7 @@ def test_status_and_ingest_print_titles_and_names_escaped(hostile: Path) -> None
 
 
 def test_generate_dry_run_prints_retrieval_and_prompt_escaped(hostile: Path, tmp_path: Path) -> None:
-    printed = cli("generate", "--topic", "pump P1 flow and supply", "--output", str(tmp_path / "out.md"),
-                  "--dry-run")
+    printed = cli("generate", "--topic", "pump P1 flow and supply", "--output", str(tmp_path / "out.md"), "--dry-run")
     assert_terminal_safe(printed)
     assert "pump\\x1b]0;pwned\\x07.md, " in printed  # the retrieval list
     assert "40 litres per minute\\x1b[2J\\x1b]0;pwned\\x07 at 3 bar" in printed  # the prompt's passages
@@ -121,7 +125,8 @@ def test_generate_prints_conflicts_escaped(hostile: Path, tmp_path: Path) -> Non
     assert_terminal_safe(printed)
     assert "Conflict detected" in printed
     assert "(pump\\x1b]0;pwned\\x07.md § Pump \\x1b[31mP1 > Flow\\x1b[2J, lines" in printed
-    printed = cli("generate", "--topic", "P1 supply voltage VCC", "--output", str(tmp_path / "out.md"), "--yes",
-                  "--json")
+    printed = cli(
+        "generate", "--topic", "P1 supply voltage VCC", "--output", str(tmp_path / "out.md"), "--yes", "--json"
+    )
     assert_terminal_safe(printed)
     assert any(NAME in (c["a"]["source"], c["b"]["source"]) for c in json.loads(printed)["conflicts"])

@@ -11,6 +11,7 @@ documents: it copies the hostile passages into its answers and puts hostile
 Markdown into a generated document. Ingest, embeddings, retrieval, grounding, the
 answer stream and every page are real.
 """
+
 from __future__ import annotations
 
 import json
@@ -55,11 +56,19 @@ The pump controller <img src=x onerror=__xss("txt-img")> starts the pump at 3 ba
 Open javascript:__xss("txt-js") in the service menu to reset the pump controller.
 The pump relay IMAX = 8 A <svg onload=__xss("txt-conflict")> is the contact limit.
 """
-JSON = {"title": "Valve <svg onload=__xss('json-title')>",
-        "valve": {"note": "The valve <img src=x onerror=__xss(\"json-img\")> closes within 2 seconds.",
-                  "link": "javascript:__xss('json-link')"}}
-PDF_PAGES = [("Fan unit <script>__xss('pdf-heading')</script>",
-              "The fan unit <img src=x onerror=__xss('pdf-img')> runs at 1400 rpm.")]
+JSON = {
+    "title": "Valve <svg onload=__xss('json-title')>",
+    "valve": {
+        "note": 'The valve <img src=x onerror=__xss("json-img")> closes within 2 seconds.',
+        "link": "javascript:__xss('json-link')",
+    },
+}
+PDF_PAGES = [
+    (
+        "Fan unit <script>__xss('pdf-heading')</script>",
+        "The fan unit <img src=x onerror=__xss('pdf-img')> runs at 1400 rpm.",
+    )
+]
 HOSTILE_NAME = "notes\"><img src=x onerror=__xss('name')>.md"
 BROKEN_NAME = "broken<svg onload=__xss('broken-name')>.json"
 
@@ -153,12 +162,16 @@ def generator_reply(messages: list[dict]) -> str:
 
 
 @pytest.fixture
-def hostile_site(foundry_config: Callable[..., Any], scripted_llm: ScriptedLLM, make_user: Callable[..., Any],
-                 kb: Path) -> dict[str, Any]:
+def hostile_site(
+    foundry_config: Callable[..., Any], scripted_llm: ScriptedLLM, make_user: Callable[..., Any], kb: Path
+) -> dict[str, Any]:
     """A collection of hostile md/txt/json/pdf files (and a broken one), ingested for real; an approved spec."""
-    foundry_config(generation={"model": "scripted/generator"}, ingest={"summary_model": "none"},
-                   embedding={"context_model": "none"},
-                   retrieval={"hyde": False, "scorer_model": "none", "min_chunks": 1})
+    foundry_config(
+        generation={"model": "scripted/generator"},
+        ingest={"summary_model": "none"},
+        embedding={"context_model": "none"},
+        retrieval={"hyde": False, "scorer_model": "none", "min_chunks": 1},
+    )
     make_user("alice")
     make_user("root", superuser=True)
     collection_create(name="hostile")
@@ -174,12 +187,16 @@ def hostile_site(foundry_config: Callable[..., Any], scripted_llm: ScriptedLLM, 
     assert Source.objects.get(path=BROKEN_NAME).status == Source.Status.FAILED
     author, reviewer = User.objects.create_user("author"), User.objects.create_user("rita")
     reviewer.user_permissions.add(Permission.objects.get(codename="approve_featurespec"))
-    specs.spec_create(name="relay-guide", title='Relay <img src=x onerror=__xss("spec-title")>',
-                      body='# Relay guide <script>__xss("spec-body")</script>\n\nCover the relay terminals.\n',
-                      by=author)
+    specs.spec_create(
+        name="relay-guide",
+        title='Relay <img src=x onerror=__xss("spec-title")>',
+        body='# Relay guide <script>__xss("spec-body")</script>\n\nCover the relay terminals.\n',
+        by=author,
+    )
     specs.spec_submit(name="relay-guide", by=author)
-    specs.spec_approve(name="relay-guide", by=User.objects.get(pk=reviewer.pk),
-                       note='<img src=x onerror=__xss("decision-note")>')
+    specs.spec_approve(
+        name="relay-guide", by=User.objects.get(pk=reviewer.pk), note='<img src=x onerror=__xss("decision-note")>'
+    )
     scripted_llm.reply = generator_reply
     return {"llm": scripted_llm}
 
@@ -192,8 +209,9 @@ def sign_in(page: Any, base: str, username: str) -> None:
     page.wait_for_url(re.compile(r".*/(ask/|admin/)$"))
 
 
-def test_hostile_content_stays_inert_on_every_reader_page(browser_page: Any, live_server: Any,
-                                                          hostile_site: dict[str, Any]) -> None:
+def test_hostile_content_stays_inert_on_every_reader_page(
+    browser_page: Any, live_server: Any, hostile_site: dict[str, Any]
+) -> None:
     from playwright.sync_api import expect
 
     expect.set_options(timeout=60_000)
@@ -261,8 +279,9 @@ def test_hostile_content_stays_inert_on_every_reader_page(browser_page: Any, liv
     assert_strict_csp(trip.csp_headers)
 
 
-def test_hostile_content_stays_inert_in_the_admin(browser_page: Any, live_server: Any,
-                                                  hostile_site: dict[str, Any]) -> None:
+def test_hostile_content_stays_inert_in_the_admin(
+    browser_page: Any, live_server: Any, hostile_site: dict[str, Any]
+) -> None:
     from generation.documents import generation_run_create, generation_run_execute
     from generation.documents import SpecText
     from tests.conftest import record_query
@@ -270,9 +289,24 @@ def test_hostile_content_stays_inert_in_the_admin(browser_page: Any, live_server
     page, base, trip = browser_page, live_server.url, Tripwire()
     root = User.objects.get(username="root")
     chunk = Chunk.objects.filter(source__path="relay.md").first()
-    row = record_query(root, question=QUESTION, answer=MARKDOWN, error=NOTE,
-                       citations=[{"id": "S1", "chunk_id": chunk.pk, "source": HOSTILE_NAME, "title": NOTE,
-                                   "heading": NOTE, "page": None, "lines": [1, 2], "score": 0.5}])
+    row = record_query(
+        root,
+        question=QUESTION,
+        answer=MARKDOWN,
+        error=NOTE,
+        citations=[
+            {
+                "id": "S1",
+                "chunk_id": chunk.pk,
+                "source": HOSTILE_NAME,
+                "title": NOTE,
+                "heading": NOTE,
+                "page": None,
+                "lines": [1, 2],
+                "score": 0.5,
+            }
+        ],
+    )
     feedback = QueryFeedback.objects.create(query=row, user=root, verdict="incorrect", note=NOTE)
     spec = FeatureSpec.objects.get(name="relay-guide")
     run = generation_run_create(topic=TOPIC, spec=SpecText(spec.name, 1, MARKDOWN), user=root)
@@ -280,13 +314,22 @@ def test_hostile_content_stays_inert_in_the_admin(browser_page: Any, live_server
     trip.attach(page)
     sign_in(page, base, "root")
     source = Source.objects.get(path=HOSTILE_NAME)
-    urls = ["/admin/", "/admin/sources/source/", f"/admin/sources/source/{source.pk}/change/",
-            f"/admin/sources/source/{Source.objects.get(path=BROKEN_NAME).pk}/change/",
-            "/admin/sources/chunk/", f"/admin/sources/chunk/{chunk.pk}/change/",
-            "/admin/retrieval/querylog/", f"/admin/retrieval/querylog/{row.pk}/change/",
-            "/admin/retrieval/queryfeedback/", f"/admin/retrieval/queryfeedback/{feedback.pk}/change/",
-            "/admin/generation/generationrun/", f"/admin/generation/generationrun/{run.pk}/change/",
-            "/admin/specs/featurespec/", f"/admin/specs/featurespec/{spec.pk}/change/"]
+    urls = [
+        "/admin/",
+        "/admin/sources/source/",
+        f"/admin/sources/source/{source.pk}/change/",
+        f"/admin/sources/source/{Source.objects.get(path=BROKEN_NAME).pk}/change/",
+        "/admin/sources/chunk/",
+        f"/admin/sources/chunk/{chunk.pk}/change/",
+        "/admin/retrieval/querylog/",
+        f"/admin/retrieval/querylog/{row.pk}/change/",
+        "/admin/retrieval/queryfeedback/",
+        f"/admin/retrieval/queryfeedback/{feedback.pk}/change/",
+        "/admin/generation/generationrun/",
+        f"/admin/generation/generationrun/{run.pk}/change/",
+        "/admin/specs/featurespec/",
+        f"/admin/specs/featurespec/{spec.pk}/change/",
+    ]
     for url in urls:
         trip.visit(page, base + url)
     assert trip.fired == []
@@ -309,8 +352,10 @@ def test_delete_confirmation_still_works_under_the_policy(browser_page: Any, liv
     page, base = browser_page, live_server.url
     errors: list[str] = []
     page.on("pageerror", lambda exc: errors.append(str(exc)))
-    page.on("console", lambda msg: msg.type == "error" and "favicon" not in msg.location.get("url", "")
-            and errors.append(msg.text))
+    page.on(
+        "console",
+        lambda msg: msg.type == "error" and "favicon" not in msg.location.get("url", "") and errors.append(msg.text),
+    )
     answers = iter([False, True])
     asked: list[str] = []
 

@@ -10,8 +10,12 @@ def p(label: str, source: str, text: str) -> Passage:
 
 
 def test_seed_vcc_example_is_a_conflict() -> None:
-    found = conflicts_by_rule([p("S1", "datasheet-v1.pdf", "Supply: VCC = 3.3V for the core."),
-                               p("S2", "datasheet-v2.pdf", "The logic supply is VCC = 5V.")])
+    found = conflicts_by_rule(
+        [
+            p("S1", "datasheet-v1.pdf", "Supply: VCC = 3.3V for the core."),
+            p("S2", "datasheet-v2.pdf", "The logic supply is VCC = 5V."),
+        ]
+    )
     assert len(found) == 1
     text = conflict_format(found[0].as_dict())
     assert text.startswith("⚠ Conflict detected:")
@@ -22,23 +26,28 @@ def test_seed_vcc_example_is_a_conflict() -> None:
 def test_lookalikes_are_not_conflicts() -> None:
     passages = [
         p("S1", "a.pdf", "VCC = 3.3 V. VDD = 1.8 V."),
-        p("S2", "b.pdf", "VCC = 3300 mV."),          # same value, other unit
-        p("S3", "c.md", "VDD: 1.8V"),                 # same value, other formatting
+        p("S2", "b.pdf", "VCC = 3300 mV."),  # same value, other unit
+        p("S3", "c.md", "VDD: 1.8V"),  # same value, other formatting
         p("S4", "d.md", "The supply is 12 V and the sensor is 5 V."),  # no named quantity
         p("S5", "a.pdf", "VCC = 5 V in sleep mode"),  # same source disagreeing with itself: a table, not a conflict
-        p("S6", "e.md", "VCC = 3.3 mA"),              # other dimension
+        p("S6", "e.md", "VCC = 3.3 mA"),  # other dimension
     ]
     assert conflicts_by_rule(passages) == []
 
 
 def test_statement_units_normalise() -> None:
     assert [(s.quantity, s.value, s.dimension) for s in statements("VCC = 3300 mV and I_MAX: 2 A")] == [
-        ("VCC", 3.3, "V"), ("I_MAX", 2.0, "A")]
+        ("VCC", 3.3, "V"),
+        ("I_MAX", 2.0, "A"),
+    ]
 
 
 def test_llm_conflicts_need_real_quotes(scripted_llm: ScriptedLLM) -> None:
-    scripted_llm.reply = lambda m: ('S1 | "limit is 8 sensors" | S2 | "limit is 16 sensors"\n'
-                                    'S1 | "made up quote" | S2 | "limit is 16 sensors"')
-    found = conflicts_by_llm([p("S1", "a.md", "The bus limit is 8 sensors."),
-                              p("S2", "b.md", "The bus limit is 16 sensors.")], model="scripted/x")
+    scripted_llm.reply = lambda m: (
+        'S1 | "limit is 8 sensors" | S2 | "limit is 16 sensors"\nS1 | "made up quote" | S2 | "limit is 16 sensors"'
+    )
+    found = conflicts_by_llm(
+        [p("S1", "a.md", "The bus limit is 8 sensors."), p("S2", "b.md", "The bus limit is 16 sensors.")],
+        model="scripted/x",
+    )
     assert len(found) == 1 and found[0].a["quote"] == "limit is 8 sensors" and found[0].detector == "llm"

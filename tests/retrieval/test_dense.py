@@ -1,4 +1,5 @@
 """The memory-mapped dense matrix answers exactly like vec0, and is never stale."""
+
 from __future__ import annotations
 
 import json
@@ -32,29 +33,47 @@ def _fresh_process_cache() -> None:
 
 
 def _source_with_vectors(collection: Collection, name: str, vectors: np.ndarray) -> list[int]:
-    source = Source.objects.create(collection=collection, root="/t", path=name, status=Source.Status.INGESTED,
-                                   chunk_count=len(vectors), embedding_model=TINY)
-    chunks = Chunk.objects.bulk_create([Chunk(source=source, ordinal=i, text=f"{name} {i}", line_start=1, line_end=1,
-                                              token_count=2) for i in range(len(vectors))])
+    source = Source.objects.create(
+        collection=collection,
+        root="/t",
+        path=name,
+        status=Source.Status.INGESTED,
+        chunk_count=len(vectors),
+        embedding_model=TINY,
+    )
+    chunks = Chunk.objects.bulk_create(
+        [
+            Chunk(source=source, ordinal=i, text=f"{name} {i}", line_start=1, line_end=1, token_count=2)
+            for i in range(len(vectors))
+        ]
+    )
     vectorstore.ensure_table(TINY, vectors.shape[1])
     vectorstore.vectors_insert(TINY, [(c.pk, collection.pk, v.tolist()) for c, v in zip(chunks, vectors)])
     return [c.pk for c in chunks]
 
 
-def _source_with_windows(collection: Collection, name: str, vectors: np.ndarray,
-                         windows: list[np.ndarray]) -> list[int]:
+def _source_with_windows(
+    collection: Collection, name: str, vectors: np.ndarray, windows: list[np.ndarray]
+) -> list[int]:
     """As ``_source_with_vectors``, plus ``windows[i]`` (rows) as the window vectors of chunk i."""
     ids = _source_with_vectors(collection, name, vectors)
     vectorstore.ensure_windows_table(TINY, vectors.shape[1])
-    vectorstore.windows_insert(TINY, [(vectorstore.window_id(cid, j), collection.pk, row.tolist())
-                                      for cid, rows in zip(ids, windows) for j, row in enumerate(rows)])
+    vectorstore.windows_insert(
+        TINY,
+        [
+            (vectorstore.window_id(cid, j), collection.pk, row.tolist())
+            for cid, rows in zip(ids, windows)
+            for j, row in enumerate(rows)
+        ],
+    )
     return ids
 
 
 def _best_of_rows(query: np.ndarray, rows: dict[int, list[np.ndarray]], k: int) -> list[tuple[int, float]]:
     """Counted another way: each chunk's best cosine over its vector and its windows', best k."""
-    best = {cid: max(float(v @ query / np.linalg.norm(v) / np.linalg.norm(query)) for v in vs)
-            for cid, vs in rows.items()}
+    best = {
+        cid: max(float(v @ query / np.linalg.norm(v) / np.linalg.norm(query)) for v in vs) for cid, vs in rows.items()
+    }
     return sorted(best.items(), key=lambda item: (-item[1], item[0]))[:k]
 
 
@@ -80,8 +99,9 @@ def test_a_chunk_is_found_by_its_best_window_in_the_matrix_and_in_vec0() -> None
                 vec0 = ChunkSearch.search.nearest(query.tolist(), model=TINY, k=k)
                 assert [h.chunk_id for h in vec0] == [cid for cid, _ in expected]
         scoped = dense.nearest(query.tolist(), model=TINY, k=20, collection_ids=[collections[0].pk])
-        assert [h.chunk_id for h in scoped] == [cid for cid, _ in _best_of_rows(
-            query, {cid: vs for cid, vs in rows.items() if cid in alpha_ids}, 20)]
+        assert [h.chunk_id for h in scoped] == [
+            cid for cid, _ in _best_of_rows(query, {cid: vs for cid, vs in rows.items() if cid in alpha_ids}, 20)
+        ]
     assert len(dense.nearest([1.0] * 16, model=TINY, k=500)) == 120
 
 
@@ -89,11 +109,19 @@ def test_a_chunk_is_found_by_its_best_window_in_the_matrix_and_in_vec0() -> None
 def test_refresh_with_windows_reads_only_the_new_rows_and_matches_a_full_build(vectors_read: list[int]) -> None:
     rng = np.random.default_rng(18)
     alpha = Collection.objects.create(name="alpha")
-    _source_with_windows(alpha, "a.md", rng.standard_normal((30, 16)).astype(np.float32),
-                         [rng.standard_normal((2, 16)).astype(np.float32)] * 30)
+    _source_with_windows(
+        alpha,
+        "a.md",
+        rng.standard_normal((30, 16)).astype(np.float32),
+        [rng.standard_normal((2, 16)).astype(np.float32)] * 30,
+    )
     dense.current(TINY)
-    _source_with_windows(alpha, "b.md", rng.standard_normal((4, 16)).astype(np.float32),
-                         [rng.standard_normal((3, 16)).astype(np.float32)] * 4)
+    _source_with_windows(
+        alpha,
+        "b.md",
+        rng.standard_normal((4, 16)).astype(np.float32),
+        [rng.standard_normal((3, 16)).astype(np.float32)] * 4,
+    )
     source_delete(source_id=Source.objects.get(path="a.md").pk)
     matrix, built = dense.current(TINY)
     assert built and vectors_read == [90, 16] and len(matrix.ids) == 16
@@ -141,8 +169,12 @@ def ids_read(monkeypatch: pytest.MonkeyPatch) -> list[int]:
 def _live_rows(matrix: dense_matrix.DenseMatrix) -> dict[str, bytes]:
     """What a copy holds for search: its live rows' vectors, sign bits, ids and collections, in row order."""
     live = np.ones(matrix.ids.size, bool) if matrix.live is None else matrix.live
-    return {"vectors": np.asarray(matrix.vectors[live]).tobytes(), "signs": np.asarray(matrix.signs[:, live]).tobytes(),
-            "ids": matrix.ids[live].tobytes(), "collections": matrix.collections[live].tobytes()}
+    return {
+        "vectors": np.asarray(matrix.vectors[live]).tobytes(),
+        "signs": np.asarray(matrix.signs[:, live]).tobytes(),
+        "ids": matrix.ids[live].tobytes(),
+        "collections": matrix.collections[live].tobytes(),
+    }
 
 
 def _assert_same_as_a_full_build(model: str) -> None:
@@ -213,8 +245,9 @@ def test_contained_is_isin_for_any_order_duplicates_and_an_empty_pool() -> None:
     assert dense_matrix.contained(np.zeros(0, np.int64), pool).tolist() == []
 
 
-def _expected_with_shortlist(query: np.ndarray, vectors: np.ndarray, ids: np.ndarray, allowed: np.ndarray,
-                             size: int, k: int) -> list[int]:
+def _expected_with_shortlist(
+    query: np.ndarray, vectors: np.ndarray, ids: np.ndarray, allowed: np.ndarray, size: int, k: int
+) -> list[int]:
     """Counted another way: sign mismatches per row, the shortlist with its ties, exact cosine within it."""
     mismatches = ((vectors > 0) != (query > 0)).sum(axis=1)
     mismatches = np.where(allowed, mismatches, vectors.shape[1] + 1)
@@ -239,12 +272,17 @@ def test_shortlist_scores_exactly_the_rows_nearest_in_sign_bits() -> None:
             allowed = np.ones(len(ids), bool) if scope is None else np.isin(collection, scope)
             for size, k in ((30, 10), (5, 5), (60, 50)):
                 got = dense.nearest(query.tolist(), model=TINY, k=k, collection_ids=scope, shortlist=size)
-                assert [h.chunk_id for h in got] == _expected_with_shortlist(query, vectors, ids, allowed,
-                                                                             max(size, k), k), (scope, size, k)
+                assert [h.chunk_id for h in got] == _expected_with_shortlist(
+                    query, vectors, ids, allowed, max(size, k), k
+                ), (scope, size, k)
                 by_id = dict(zip(ids.tolist(), vectors))
                 assert [h.score for h in got] == pytest.approx(
-                    [float(by_id[h.chunk_id] @ query / np.linalg.norm(by_id[h.chunk_id]) / np.linalg.norm(query))
-                     for h in got], abs=1e-5)
+                    [
+                        float(by_id[h.chunk_id] @ query / np.linalg.norm(by_id[h.chunk_id]) / np.linalg.norm(query))
+                        for h in got
+                    ],
+                    abs=1e-5,
+                )
                 exact = dense.nearest(query.tolist(), model=TINY, k=k, collection_ids=scope)
                 missed += len({h.chunk_id for h in exact} - {h.chunk_id for h in got})
     assert missed > 0  # 16 random dimensions are a poor filter: the shortlist path really ran
@@ -263,15 +301,17 @@ def test_shortlist_as_large_as_the_scope_is_the_exact_search() -> None:
 
 
 @pytest.mark.django_db
-def test_retrieve_shortlists_only_above_dense_exact_max_rows(kb: Path, foundry_config,
-                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+def test_retrieve_shortlists_only_above_dense_exact_max_rows(
+    kb: Path, foundry_config, monkeypatch: pytest.MonkeyPatch
+) -> None:
     for number in range(60):
         (kb / f"part{number}.md").write_text(f"# Part {number}\n\nPart {number} is rated for {number * 7} bar.\n")
     knowledge_base_ingest(target=kb)
     real, sizes = dense_matrix.DenseMatrix._shortlist, []
 
-    def counting(self: dense_matrix.DenseMatrix, query: np.ndarray, size: int,
-                 allowed: np.ndarray | None) -> np.ndarray:
+    def counting(
+        self: dense_matrix.DenseMatrix, query: np.ndarray, size: int, allowed: np.ndarray | None
+    ) -> np.ndarray:
         sizes.append(size)
         return real(self, query, size, allowed)
 
@@ -291,8 +331,9 @@ def test_collection_scope_uses_the_vector_rows_collection() -> None:
     alpha, beta, _ = (c.pk for c in _tiny_index(rng))
     hits = dense.nearest(rng.standard_normal(16).tolist(), model=TINY, k=1000, collection_ids=[beta])
     assert len(hits) == 120
-    assert set(Chunk.objects.filter(pk__in=[h.chunk_id for h in hits]).values_list("source__collection", flat=True)) \
-        == {beta}
+    assert set(
+        Chunk.objects.filter(pk__in=[h.chunk_id for h in hits]).values_list("source__collection", flat=True)
+    ) == {beta}
     assert not dense.nearest(rng.standard_normal(16).tolist(), model=TINY, k=5, collection_ids=[123_456])
 
 
@@ -344,14 +385,16 @@ def test_refresh_after_appending_reads_only_the_new_vectors(vectors_read: list[i
     matrix, built = dense.current(TINY)
     assert built and vectors_read == [360, 3] and len(matrix.ids) == 363
     assert ids_read == [360, 3], "nothing was deleted: only the new ids are read, the others counted"
-    _assert_search_same_as_vec0(TINY, rng.standard_normal((5, 16)).astype(np.float32),
-                                [None, [beta.pk], [alpha.pk, gamma.pk]])
+    _assert_search_same_as_vec0(
+        TINY, rng.standard_normal((5, 16)).astype(np.float32), [None, [beta.pk], [alpha.pk, gamma.pk]]
+    )
     _assert_same_as_a_full_build(TINY)
 
 
 @pytest.mark.django_db
-def test_refresh_after_deleting_a_source_and_appending_in_its_place(vectors_read: list[int],
-                                                                   ids_read: list[int]) -> None:
+def test_refresh_after_deleting_a_source_and_appending_in_its_place(
+    vectors_read: list[int], ids_read: list[int]
+) -> None:
     rng = np.random.default_rng(9)
     alpha, beta, gamma = _tiny_index(rng)
     dense.current(TINY)
@@ -365,8 +408,9 @@ def test_refresh_after_deleting_a_source_and_appending_in_its_place(vectors_read
     assert ids_read == [360, 0, 240, 5]
     scan = [row[0] for batch in ChunkSearch.search.vector_batches(model=TINY) for row in batch]
     assert scan != sorted(scan), "vec0 put the new rows into the freed slots: its order is not chunk id order"
-    _assert_search_same_as_vec0(TINY, rng.standard_normal((5, 16)).astype(np.float32),
-                                [None, [beta.pk], [alpha.pk, gamma.pk]])
+    _assert_search_same_as_vec0(
+        TINY, rng.standard_normal((5, 16)).astype(np.float32), [None, [beta.pk], [alpha.pk, gamma.pk]]
+    )
     _assert_same_as_a_full_build(TINY)
 
 
@@ -377,8 +421,9 @@ def test_refresh_follows_a_changed_file_and_a_move_to_another_collection(kb: Pat
     knowledge_base_ingest(target=kb)
     dense.current(MINILM)
     queries = np.asarray(llm.embed(["pressure relief valve", "how much does the pump deliver"], model=MINILM))
-    (kb / "valve.md").write_text("# Valve\n\nThe pressure relief valve opens at 7 bar.\n\n"
-                                 "## Testing\n\nTest the valve once a year.\n")
+    (kb / "valve.md").write_text(
+        "# Valve\n\nThe pressure relief valve opens at 7 bar.\n\n## Testing\n\nTest the valve once a year.\n"
+    )
     knowledge_base_ingest(target=kb)
     valve = list(Chunk.objects.filter(source__path="valve.md").values_list("pk", flat=True))
     matrix, built = dense.current(MINILM)
@@ -403,8 +448,10 @@ def test_unit_ids_and_count_are_the_ids_vec0_holds_after_inserts_and_deletions()
 
     def through_vec0() -> list[int]:
         with connection.cursor() as cur:
-            cur.execute(f"SELECT chunk_id * {vectorstore.WINDOW_SLOTS} FROM {vectorstore.table_name(TINY)} "
-                        f"UNION ALL SELECT window_id FROM {vectorstore.windows_table_name(TINY)}")
+            cur.execute(
+                f"SELECT chunk_id * {vectorstore.WINDOW_SLOTS} FROM {vectorstore.table_name(TINY)} "
+                f"UNION ALL SELECT window_id FROM {vectorstore.windows_table_name(TINY)}"
+            )
             return sorted(row[0] for row in cur.fetchall())
 
     def unit_ids(after: int = 0) -> list[int]:
@@ -417,8 +464,12 @@ def test_unit_ids_and_count_are_the_ids_vec0_holds_after_inserts_and_deletions()
             assert unit_ids(after) == [unit for unit in everything if unit > after], after
 
     for name in ("a.md", "b.md", "c.md"):
-        _source_with_windows(alpha, name, rng.standard_normal((5, 16)).astype(np.float32),
-                             [rng.standard_normal((3, 16)).astype(np.float32)] * 5)
+        _source_with_windows(
+            alpha,
+            name,
+            rng.standard_normal((5, 16)).astype(np.float32),
+            [rng.standard_normal((3, 16)).astype(np.float32)] * 5,
+        )
     check(60)
     source_delete(source_id=Source.objects.get(path="b.md").pk)
     _source_with_vectors(alpha, "d.md", rng.standard_normal((2, 16)).astype(np.float32))
@@ -462,8 +513,9 @@ def test_deleted_rows_stay_in_the_file_as_dead_until_they_pass_the_compaction_sh
         for scope, rows in ((None, 360), ([beta.pk], 120)):
             assert len(matrix.search(queries[0], k=500, collection_ids=scope, shortlist=shortlist)) == rows
             for query in queries:
-                assert not late & {h.chunk_id for h in matrix.search(query, k=20, collection_ids=scope,
-                                                                     shortlist=shortlist)}
+                assert not late & {
+                    h.chunk_id for h in matrix.search(query, k=20, collection_ids=scope, shortlist=shortlist)
+                }
     _source_with_vectors(gamma, "later.md", rng.standard_normal((5, 16)).astype(np.float32))
     matrix, built = dense.current(TINY)
     assert built and vectors_read[-1] == 5 and len(matrix.ids) == 425 and int((~matrix.live).sum()) == 60
@@ -478,9 +530,9 @@ def test_deleted_rows_stay_in_the_file_as_dead_until_they_pass_the_compaction_sh
 
 
 @pytest.mark.django_db
-def test_without_hard_links_a_refresh_writes_a_new_file_and_says_so(vectors_read: list[int],
-                                                                    monkeypatch: pytest.MonkeyPatch,
-                                                                    caplog: pytest.LogCaptureFixture) -> None:
+def test_without_hard_links_a_refresh_writes_a_new_file_and_says_so(
+    vectors_read: list[int], monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
     rng = np.random.default_rng(15)
     alpha, *_ = _tiny_index(rng)
     inode = _file(dense.current(TINY)[0])
@@ -506,7 +558,8 @@ def test_bytes_past_the_rows_a_copy_names_are_cut_off_before_the_next_append(vec
         handle.write(np.full((7, 16), 9.0, np.float32).tobytes())
     dense._loaded.clear()
     assert [h.chunk_id for h in dense.nearest([1.0] * 16, model=TINY, k=20)] == [
-        h.chunk_id for h in ChunkSearch.search.nearest([1.0] * 16, model=TINY, k=20)]
+        h.chunk_id for h in ChunkSearch.search.nearest([1.0] * 16, model=TINY, k=20)
+    ]
     _source_with_vectors(alpha, "late.md", rng.standard_normal((3, 16)).astype(np.float32))
     matrix, built = dense.current(TINY)
     assert built and vectors_read == [360, 3] and (matrix.folder / "vectors.f32").stat().st_size == 363 * 16 * 4
@@ -533,11 +586,21 @@ def _damage(folder: Path, how: str) -> None:
 
 
 @pytest.mark.django_db
-@pytest.mark.parametrize("how", ["vectors cut short", "ids missing", "signs missing", "signs of another width",
-                                 "another width",
-                                 "an id listed twice", "an id replaced"])
-def test_damaged_previous_copy_leads_to_a_full_build(how: str, vectors_read: list[int],
-                                                     caplog: pytest.LogCaptureFixture) -> None:
+@pytest.mark.parametrize(
+    "how",
+    [
+        "vectors cut short",
+        "ids missing",
+        "signs missing",
+        "signs of another width",
+        "another width",
+        "an id listed twice",
+        "an id replaced",
+    ],
+)
+def test_damaged_previous_copy_leads_to_a_full_build(
+    how: str, vectors_read: list[int], caplog: pytest.LogCaptureFixture
+) -> None:
     rng = np.random.default_rng(10)
     alpha, beta, _ = _tiny_index(rng)
     previous, _ = dense.current(TINY)
@@ -570,8 +633,9 @@ def test_retrieve_uses_the_matrix_and_reports_a_build(kb: Path, foundry_config) 
     foundry_config(retrieval={"dense_index": "matrix"})
     fast = retrieve(question="when does the relief valve open", collection_ids=None, mode="hybrid")
     assert [h.chunk_id for h in fast.channels["dense"]] == [h.chunk_id for h in plain.channels["dense"]]
-    assert [h.score for h in fast.channels["dense"]] == pytest.approx([h.score for h in plain.channels["dense"]],
-                                                                      abs=1e-5)
+    assert [h.score for h in fast.channels["dense"]] == pytest.approx(
+        [h.score for h in plain.channels["dense"]], abs=1e-5
+    )
     assert [c.chunk.pk for c in fast.candidates] == [c.chunk.pk for c in plain.candidates]
 
 

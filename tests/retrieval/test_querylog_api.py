@@ -1,4 +1,5 @@
 """``/api/v1/query-log``: auth, scoping, filters, pagination, detail, feedback."""
+
 from __future__ import annotations
 
 import json
@@ -35,8 +36,10 @@ def test_needs_authentication(world: World) -> None:
     row = record(world.users["alice"])
     assert Client().get("/api/v1/query-log").status_code == 401
     assert Client().get(f"/api/v1/query-log/{row.pk}").status_code == 401
-    assert post(Client(enforce_csrf_checks=True), f"/query-log/{row.pk}/feedback", {"verdict": "correct"}
-                ).status_code == 401
+    assert (
+        post(Client(enforce_csrf_checks=True), f"/query-log/{row.pk}/feedback", {"verdict": "correct"}).status_code
+        == 401
+    )
 
 
 def test_list_is_scoped_filtered_and_paginated(world: World) -> None:
@@ -50,8 +53,20 @@ def test_list_is_scoped_filtered_and_paginated(world: World) -> None:
     assert body["count"] == 56 and len(body["items"]) == 50
     assert client.get("/api/v1/query-log?page=2").json()["items"][-1]["question"] == "alpha question 0"
     item = body["items"][0]
-    assert set(item) == {"id", "run_id", "created_at", "user", "question", "answer_class", "status", "refusal",
-                         "coverage", "cached", "total_ms", "feedback"}
+    assert set(item) == {
+        "id",
+        "run_id",
+        "created_at",
+        "user",
+        "question",
+        "answer_class",
+        "status",
+        "refusal",
+        "coverage",
+        "cached",
+        "total_ms",
+        "feedback",
+    }
     assert item["user"] == "alice" and item["total_ms"] == 100.0
     assert client.get("/api/v1/query-log?q=secret").json()["count"] == 0
     assert client.get("/api/v1/query-log?user=bob").json()["count"] == 56  # ignored without the audit permission
@@ -71,10 +86,27 @@ def test_list_is_scoped_filtered_and_paginated(world: World) -> None:
 
 def test_detail_and_404_for_others(world: World) -> None:
     chunk = world.chunks["alpha"][0]
-    row = record(world.users["alice"], channels={"dense": [[chunk.pk, 0.8]]}, gate={"passed": True},
-                 citations=[{"id": "S1", "chunk_id": chunk.pk, "source": "alpha.md", "title": "alpha.md",
-                             "heading": "Alpha", "page": None, "lines": [1, 1], "score": 0.8}],
-                 prompt_tokens=10, completion_tokens=5, llm_calls=1, model="scripted/generator")
+    row = record(
+        world.users["alice"],
+        channels={"dense": [[chunk.pk, 0.8]]},
+        gate={"passed": True},
+        citations=[
+            {
+                "id": "S1",
+                "chunk_id": chunk.pk,
+                "source": "alpha.md",
+                "title": "alpha.md",
+                "heading": "Alpha",
+                "page": None,
+                "lines": [1, 1],
+                "score": 0.8,
+            }
+        ],
+        prompt_tokens=10,
+        completion_tokens=5,
+        llm_calls=1,
+        model="scripted/generator",
+    )
     QueryFeedback.objects.create(query=row, user=world.users["alice"], verdict="correct", note="fine")
     body = api("alice").get(f"/api/v1/query-log/{row.pk}").json()
     assert body["channels"] == {"dense": [[chunk.pk, 0.8]]} and body["gate"] == {"passed": True}
@@ -96,8 +128,10 @@ def test_feedback_permissions_and_validation(world: World) -> None:
     assert made.status_code == 201 and made.json()["verdict"] == "incorrect" and made.json()["user"] == "alice"
     assert post(api("bob"), url, {"verdict": "correct"}).status_code == 404
     assert post(api("carol"), url, {"verdict": "correct"}).status_code == 404  # staff, without the permission
-    assert post(api("carol"), f"/query-log/{record(world.users['carol']).pk}/feedback",
-                {"verdict": "correct"}).status_code == 201  # on their own row, as before
+    assert (
+        post(api("carol"), f"/query-log/{record(world.users['carol']).pk}/feedback", {"verdict": "correct"}).status_code
+        == 201
+    )  # on their own row, as before
     auditor(world.users["bob"])  # an auditor who is not staff reads the row but does not judge it
     assert api("bob").get(f"/api/v1/query-log/{row.pk}").status_code == 200
     assert post(api("bob"), url, {"verdict": "correct"}).status_code == 404

@@ -1,4 +1,5 @@
 """The query-log browser, its CSV export and the dashboard: visibility, filters, escaping."""
+
 from __future__ import annotations
 
 import csv
@@ -28,14 +29,32 @@ def rows(world: World) -> dict[str, QueryLog]:
     alpha, beta = world.collections["alpha"].pk, world.collections["beta"].pk
     handbook = world.collections["handbook"].pk
     made = {
-        "alice_power": record(alice, question="What is the alpha power?", answer="Alpha power is 24 V. [S1]",
-                              collection_ids=[alpha, handbook], coverage=1.0, timings={"total": 200.0}),
-        "alice_none": record(alice, question="Who won in 1954?", answer_class="no_evidence", refusal="gate",
-                             answer="No supporting documentation found in indexed sources.",
-                             collection_ids=[alpha, handbook], timings={"total": 50.0},
-                             created_at=timezone.now() - timedelta(days=3)),
-        "bob_launch": record(bob, question="When is the beta launch?", answer="In May. [S1]",
-                             collection_ids=[beta, handbook], coverage=0.5, timings={"total": 900.0}),
+        "alice_power": record(
+            alice,
+            question="What is the alpha power?",
+            answer="Alpha power is 24 V. [S1]",
+            collection_ids=[alpha, handbook],
+            coverage=1.0,
+            timings={"total": 200.0},
+        ),
+        "alice_none": record(
+            alice,
+            question="Who won in 1954?",
+            answer_class="no_evidence",
+            refusal="gate",
+            answer="No supporting documentation found in indexed sources.",
+            collection_ids=[alpha, handbook],
+            timings={"total": 50.0},
+            created_at=timezone.now() - timedelta(days=3),
+        ),
+        "bob_launch": record(
+            bob,
+            question="When is the beta launch?",
+            answer="In May. [S1]",
+            collection_ids=[beta, handbook],
+            coverage=0.5,
+            timings={"total": 900.0},
+        ),
     }
     QueryFeedback.objects.create(query=made["alice_power"], user=alice, verdict="incorrect", note="old")
     QueryFeedback.objects.create(query=made["alice_power"], user=alice, verdict="correct", note="newest wins")
@@ -68,8 +87,9 @@ def test_users_see_only_their_own_rows_auditors_see_all(world: World, rows: dict
     for url in (f"/query-log/{bob_row}/", f"/ask/{bob_row}/"):
         assert staff.get(url).status_code == 404, url
     assert staff.post(f"/query-log/{bob_row}/feedback", {"verdict": "correct"}).status_code == 404
-    csv_rows = list(csv.DictReader(io.StringIO(b"".join(staff.get("/query-log/export.csv").streaming_content)
-                                               .decode())))
+    csv_rows = list(
+        csv.DictReader(io.StringIO(b"".join(staff.get("/query-log/export.csv").streaming_content).decode()))
+    )
     assert [r["question"] for r in csv_rows] == ["What does carol ask?"]
     assert staff.get("/dashboard/").context["stats"].total == 1
     # The audit permission shows every row, staff or not; a superuser holds it.
@@ -114,17 +134,40 @@ def test_pagination_keeps_filters(world: World) -> None:
 def test_detail_shows_the_full_record(world: World) -> None:
     chunk = world.chunks["alpha"][0]
     beta_chunk = world.chunks["beta"][0]
-    row = record(world.users["alice"], channels={"dense": [[chunk.pk, 0.81], [beta_chunk.pk, 0.2]],
-                                                 "bm25": [[chunk.pk, 3.5]]},
-                 gate={"passed": True, "max_score": 0.81, "passing": 1, "min_score": 0.2, "min_chunks": 1,
-                       "reason": "1 chunk above 0.20"},
-                 timings={"embed": 12.0, "search": 3.0, "generate": 800.0, "total": 1200.0},
-                 model="scripted/generator", prompt_tokens=321, completion_tokens=45, cost=0.0012, llm_calls=1,
-                 collection_ids=[world.collections["alpha"].pk])
+    row = record(
+        world.users["alice"],
+        channels={"dense": [[chunk.pk, 0.81], [beta_chunk.pk, 0.2]], "bm25": [[chunk.pk, 3.5]]},
+        gate={
+            "passed": True,
+            "max_score": 0.81,
+            "passing": 1,
+            "min_score": 0.2,
+            "min_chunks": 1,
+            "reason": "1 chunk above 0.20",
+        },
+        timings={"embed": 12.0, "search": 3.0, "generate": 800.0, "total": 1200.0},
+        model="scripted/generator",
+        prompt_tokens=321,
+        completion_tokens=45,
+        cost=0.0012,
+        llm_calls=1,
+        collection_ids=[world.collections["alpha"].pk],
+    )
     QueryFeedback.objects.create(query=row, user=world.users["alice"], verdict="correct", note="good")
     page = login(world.users["alice"]).get(f"/query-log/{row.pk}/").content.decode()
-    for text in ("dense", "bm25", "0.8100", "1 chunk above 0.20", "generate 800 ms", "total 1.2 s",
-                 "scripted/generator", "321 prompt + 45 completion", "0.001200", "good", "alpha"):
+    for text in (
+        "dense",
+        "bm25",
+        "0.8100",
+        "1 chunk above 0.20",
+        "generate 800 ms",
+        "total 1.2 s",
+        "scripted/generator",
+        "321 prompt + 45 completion",
+        "0.001200",
+        "good",
+        "alpha",
+    ):
         assert text in page, text
     assert f"/sources/{chunk.source_id}/?chunk={chunk.pk}#chunk-{chunk.pk}" in page
     # The beta chunk id is shown, but alice gets no link into a source she cannot read.
@@ -139,8 +182,12 @@ def test_detail_shows_a_follow_up_as_typed_beside_the_question_answered(world: W
 
 
 def test_grounding_verdicts_are_shown_to_staff_and_auditors_only(world: World) -> None:
-    grounding = {"model_output": f"Alpha power is 48 V {XSS_SCRIPT}.", "refused": False, "invalid_citations": ["S9"],
-                 "sentences": [{"text": "Alpha power is 48 V.", "cited": ["S1"], "supported_by": "", "support": 0.0}]}
+    grounding = {
+        "model_output": f"Alpha power is 48 V {XSS_SCRIPT}.",
+        "refused": False,
+        "invalid_citations": ["S9"],
+        "sentences": [{"text": "Alpha power is 48 V.", "cited": ["S1"], "supported_by": "", "support": 0.0}],
+    }
     row = record(world.users["alice"], answer_class="no_evidence", refusal="grounding", grounding=grounding)
     staff = login(auditor(world.users["carol"])).get(f"/query-log/{row.pk}/").content.decode()
     assert "Grounding check" in staff and "Alpha power is 48 V." in staff and "withheld" in staff
@@ -157,12 +204,12 @@ def test_grounding_verdicts_are_shown_to_staff_and_auditors_only(world: World) -
 
 
 def test_csv_export_has_the_filtered_rows(world: World, rows: dict) -> None:
-    record(world.users["alice"], question="=HYPERLINK(\"http://x\")", answer="ok")
+    record(world.users["alice"], question='=HYPERLINK("http://x")', answer="ok")
     response = login(world.users["alice"]).get("/query-log/export.csv?answer_class=normal")
     assert response["Content-Type"].startswith("text/csv")
     assert response["Content-Disposition"].startswith('attachment; filename="query-log-')
     table = list(csv.DictReader(io.StringIO(b"".join(response.streaming_content).decode())))
-    assert [r["question"] for r in table] == ["'=HYPERLINK(\"http://x\")", "What is the alpha power?"]
+    assert [r["question"] for r in table] == ['\'=HYPERLINK("http://x")', "What is the alpha power?"]
     power = table[1]
     assert power["user"] == "alice" and power["feedback"] == "correct" and power["total_ms"] == "200.0"
     assert power["answer_class"] == "normal" and power["answer"] == "Alpha power is 24 V. [S1]"
@@ -172,9 +219,24 @@ def test_csv_export_has_the_filtered_rows(world: World, rows: dict) -> None:
 
 def test_audit_pages_escape_stored_text(world: World) -> None:
     alice = world.users["alice"]
-    row = record(alice, question=XSS_IMG, answer=XSS_SCRIPT, error=XSS_IMG,
-                 citations=[{"id": "S1", "chunk_id": 1, "source": XSS_SCRIPT, "title": XSS_SCRIPT,
-                             "heading": XSS_IMG, "page": None, "lines": [1, 2], "score": 0.5}])
+    row = record(
+        alice,
+        question=XSS_IMG,
+        answer=XSS_SCRIPT,
+        error=XSS_IMG,
+        citations=[
+            {
+                "id": "S1",
+                "chunk_id": 1,
+                "source": XSS_SCRIPT,
+                "title": XSS_SCRIPT,
+                "heading": XSS_IMG,
+                "page": None,
+                "lines": [1, 2],
+                "score": 0.5,
+            }
+        ],
+    )
     QueryFeedback.objects.create(query=row, user=alice, verdict="incorrect", note=XSS_IMG)
     client = login(alice)
     for url in ("/query-log/", f"/query-log/{row.pk}/", "/dashboard/"):

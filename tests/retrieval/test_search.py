@@ -51,15 +51,17 @@ def test_document_fusion_k_weights_and_single_channel_sources() -> None:
     scores = {SOURCE_OF[h.chunk_id]: h.score for h in fused}
     assert scores == pytest.approx({1: 1 / 61, 2: 1 / 62 + 1 / 61, 3: 1 / 63})
     assert [h.chunk_id for h in fused] == [22, 21, 11, 12, 31]
-    weighted = document_rank_fusion({"dense": DENSE, "bm25": BM25[:1]}, source_of=SOURCE_OF, k=60,
-                                    weights={"dense": 0.0})
+    weighted = document_rank_fusion(
+        {"dense": DENSE, "bm25": BM25[:1]}, source_of=SOURCE_OF, k=60, weights={"dense": 0.0}
+    )
     assert [h.chunk_id for h in weighted][:2] == [22, 21]
     assert {h.chunk_id: h.score for h in weighted}[11] == 0.0
 
 
 def test_document_fusion_keeps_every_chunk_once_and_unknown_chunks_apart() -> None:
-    fused = document_rank_fusion({"dense": [Hit(11, 1), Hit(99, 1)], "bm25": [Hit(99, 1), Hit(12, 1)]},
-                                 source_of={11: 1, 12: 1}, k=1)
+    fused = document_rank_fusion(
+        {"dense": [Hit(11, 1), Hit(99, 1)], "bm25": [Hit(99, 1), Hit(12, 1)]}, source_of={11: 1, 12: 1}, k=1
+    )
     # Source 1: 1/2 + 1/3; chunk 99 (no known source) is a document of its own: 1/3 + 1/2 - a tie,
     # broken like chunk-level RRF ties (by key: 99's key is negative).
     assert sorted(h.chunk_id for h in fused) == [11, 12, 99]
@@ -67,10 +69,22 @@ def test_document_fusion_keeps_every_chunk_once_and_unknown_chunks_apart() -> No
     assert document_rank_fusion({}, source_of={}, k=60) == []
 
 
-@pytest.mark.parametrize("hostile", [
-    'NEAR(a b) OR "x" AND NOT y*', "title:secret", "'; DROP TABLE sources_chunk; --", 'a "quoted" word',
-    "^start + col:* {a b}", "\x00null\x00", "🙂 emoji ✓", "مرحبا بالعالم", "", "   ", "the of and",
-])
+@pytest.mark.parametrize(
+    "hostile",
+    [
+        'NEAR(a b) OR "x" AND NOT y*',
+        "title:secret",
+        "'; DROP TABLE sources_chunk; --",
+        'a "quoted" word',
+        "^start + col:* {a b}",
+        "\x00null\x00",
+        "🙂 emoji ✓",
+        "مرحبا بالعالم",
+        "",
+        "   ",
+        "the of and",
+    ],
+)
 def test_fts_query_quotes_everything(hostile: str) -> None:
     query = fts_query(hostile)
     for term in filter(None, query.split(" OR ")):
@@ -78,10 +92,20 @@ def test_fts_query_quotes_everything(hostile: str) -> None:
 
 
 @pytest.mark.django_db
-@pytest.mark.parametrize("hostile", [
-    'NEAR(pump valve) OR "x" AND NOT y*', "text:pump", "'; DROP TABLE sources_chunk; --", 'pump "quoted"',
-    "^pump + col:* {a b}", "pump\x00valve", "pump 🙂", "مضخة pump", "a" * 5000,
-])
+@pytest.mark.parametrize(
+    "hostile",
+    [
+        'NEAR(pump valve) OR "x" AND NOT y*',
+        "text:pump",
+        "'; DROP TABLE sources_chunk; --",
+        'pump "quoted"',
+        "^pump + col:* {a b}",
+        "pump\x00valve",
+        "pump 🙂",
+        "مضخة pump",
+        "a" * 5000,
+    ],
+)
 def test_keyword_search_never_errors_on_hostile_text(kb: Path, hostile: str) -> None:
     (kb / "pump.md").write_text("# Pump\n\nThe pump valve opens at 2 bar.\n")
     knowledge_base_ingest(target=kb)
@@ -116,10 +140,16 @@ def test_search_channels_and_collection_scope(kb: Path) -> None:
 @pytest.mark.django_db
 def test_document_fusion_in_retrieve_groups_chunks_by_source(kb: Path, foundry_config) -> None:
     foundry_config(ingest={"chunk_tokens": 40}, retrieval={"min_chunks": 1, "min_score": 0.0})
-    (kb / "pump.md").write_text("# Pump\n\n" + " ".join(
-        f"Section {i}: the centrifugal pump moves water through the valve at {i} bar." for i in range(8)) + "\n")
-    (kb / "valve.md").write_text("# Valve\n\n" + " ".join(
-        f"Part {i}: the relief valve protects the pump when pressure passes {i} bar." for i in range(8)) + "\n")
+    (kb / "pump.md").write_text(
+        "# Pump\n\n"
+        + " ".join(f"Section {i}: the centrifugal pump moves water through the valve at {i} bar." for i in range(8))
+        + "\n"
+    )
+    (kb / "valve.md").write_text(
+        "# Valve\n\n"
+        + " ".join(f"Part {i}: the relief valve protects the pump when pressure passes {i} bar." for i in range(8))
+        + "\n"
+    )
     knowledge_base_ingest(target=kb)
     assert Chunk.objects.filter(source__path="pump.md").count() > 1
     foundry_config(retrieval={"fusion": "chunk"})
@@ -140,10 +170,12 @@ def _joined_ranking(query: str, collection_ids: list[int], limit: int) -> list[i
 
     marks = ",".join(["%s"] * len(collection_ids))
     with connection.cursor() as cur:
-        cur.execute("SELECT f.rowid FROM chunks_fts f JOIN sources_chunk c ON c.id = f.rowid "
-                    "JOIN sources_source s ON s.id = c.source_id WHERE chunks_fts MATCH %s "
-                    f"AND s.collection_id IN ({marks}) ORDER BY bm25(chunks_fts) LIMIT %s",
-                    [fts_query(query), *collection_ids, limit])
+        cur.execute(
+            "SELECT f.rowid FROM chunks_fts f JOIN sources_chunk c ON c.id = f.rowid "
+            "JOIN sources_source s ON s.id = c.source_id WHERE chunks_fts MATCH %s "
+            f"AND s.collection_id IN ({marks}) ORDER BY bm25(chunks_fts) LIMIT %s",
+            [fts_query(query), *collection_ids, limit],
+        )
         return [cid for (cid,) in cur.fetchall()]
 
 
@@ -154,11 +186,16 @@ def test_scoped_keyword_search_equals_ranking_inside_the_scope(kb: Path, foundry
     foundry_config(ingest={"chunk_tokens": 30})
     (kb / "a").mkdir()
     (kb / "b").mkdir()
-    (kb / "a" / "pumps.md").write_text("# Pumps\n\n" + "\n\n".join(
-        f"## Pump {i}\n\nThe pump pump pump number {i} moves water." for i in range(30)) + "\n")
-    (kb / "b" / "notes.md").write_text("# Notes\n\n## One\n\nA pump appears once among many other words here "
-                                       "about pipes, tanks, fittings and gauges.\n\n## Two\n\nAnother note "
-                                       "mentions the pump and a long list of unrelated hardware terms.\n")
+    (kb / "a" / "pumps.md").write_text(
+        "# Pumps\n\n"
+        + "\n\n".join(f"## Pump {i}\n\nThe pump pump pump number {i} moves water." for i in range(30))
+        + "\n"
+    )
+    (kb / "b" / "notes.md").write_text(
+        "# Notes\n\n## One\n\nA pump appears once among many other words here "
+        "about pipes, tanks, fittings and gauges.\n\n## Two\n\nAnother note "
+        "mentions the pump and a long list of unrelated hardware terms.\n"
+    )
     knowledge_base_ingest(target=kb / "a", collection="alpha")
     knowledge_base_ingest(target=kb / "b", collection="beta")
     alpha, beta = (Collection.objects.get(name=n).pk for n in ("alpha", "beta"))
@@ -166,8 +203,9 @@ def test_scoped_keyword_search_equals_ranking_inside_the_scope(kb: Path, foundry
         found = [h.chunk_id for h in ChunkSearch.search.keyword("pump", limit=limit, collection_ids=scope)]
         assert found == _joined_ranking("pump", scope, limit), scope
     assert len(ChunkSearch.search.keyword("pump", limit=2, collection_ids=[beta])) == 2
-    assert ChunkSearch.search.keyword("pump", limit=50, collection_ids=None) == \
-        ChunkSearch.search.keyword("pump", limit=50, collection_ids=[alpha, beta])
+    assert ChunkSearch.search.keyword("pump", limit=50, collection_ids=None) == ChunkSearch.search.keyword(
+        "pump", limit=50, collection_ids=[alpha, beta]
+    )
 
 
 @pytest.fixture
@@ -183,9 +221,14 @@ def test_rare_terms_leave_out_words_in_most_chunks(kb: Path, foundry_config, pru
 
     from retrieval.search import rare_terms
 
-    (kb / "manual.md").write_text("# Manual\n\n" + "\n\n".join(
-        f"## Part {i}\n\nThe pumping station {'has a relief valve' if i == 0 else 'runs quietly'}."
-        for i in range(10)) + "\n")
+    (kb / "manual.md").write_text(
+        "# Manual\n\n"
+        + "\n\n".join(
+            f"## Part {i}\n\nThe pumping station {'has a relief valve' if i == 0 else 'runs quietly'}."
+            for i in range(10)
+        )
+        + "\n"
+    )
     foundry_config(ingest={"chunk_tokens": 20})
     knowledge_base_ingest(target=kb)
     assert Chunk.objects.count() == 10
@@ -203,8 +246,9 @@ def test_rare_terms_leave_out_words_in_most_chunks(kb: Path, foundry_config, pru
 
 
 @pytest.mark.django_db
-def test_rare_terms_keep_the_rarest_terms_within_a_postings_budget(kb: Path, foundry_config,
-                                                                   prune_small_indexes) -> None:
+def test_rare_terms_keep_the_rarest_terms_within_a_postings_budget(
+    kb: Path, foundry_config, prune_small_indexes
+) -> None:
     from django.db import connection
 
     from retrieval.search import rare_terms
@@ -212,8 +256,9 @@ def test_rare_terms_keep_the_rarest_terms_within_a_postings_budget(kb: Path, fou
     def words(i: int) -> str:
         return " ".join(w for w, n in (("relief", 1), ("valve", 3), ("gauge", 5), ("station", 10)) if i < n)
 
-    (kb / "manual.md").write_text("# Manual\n\n" + "\n\n".join(f"## Part {i}\n\nThe {words(i)}."
-                                                                 for i in range(10)) + "\n")
+    (kb / "manual.md").write_text(
+        "# Manual\n\n" + "\n\n".join(f"## Part {i}\n\nThe {words(i)}." for i in range(10)) + "\n"
+    )
     foundry_config(ingest={"chunk_tokens": 20})
     knowledge_base_ingest(target=kb)
     assert Chunk.objects.count() == 10
@@ -228,15 +273,18 @@ def test_rare_terms_keep_the_rarest_terms_within_a_postings_budget(kb: Path, fou
 
 
 @pytest.mark.django_db
-def test_hybrid_keyword_channel_leaves_out_common_terms_and_bm25_mode_does_not(kb: Path, foundry_config,
-                                                                               prune_small_indexes) -> None:
+def test_hybrid_keyword_channel_leaves_out_common_terms_and_bm25_mode_does_not(
+    kb: Path, foundry_config, prune_small_indexes
+) -> None:
     def words(i: int) -> str:
         return " ".join(w for w, keep in (("relief", i % 4 == 0), ("valve", i % 3 == 0)) if keep) or "runs quietly"
 
-    (kb / "manual.md").write_text("# Manual\n\n" + "\n\n".join(f"## Part {i}\n\nThe pump station: {words(i)}."
-                                                                 for i in range(12)) + "\n")
-    foundry_config(ingest={"chunk_tokens": 20},
-                   retrieval={"bm25_max_df": 0.5, "bm25_max_postings": 0.5, "min_score": 0.0})
+    (kb / "manual.md").write_text(
+        "# Manual\n\n" + "\n\n".join(f"## Part {i}\n\nThe pump station: {words(i)}." for i in range(12)) + "\n"
+    )
+    foundry_config(
+        ingest={"chunk_tokens": 20}, retrieval={"bm25_max_df": 0.5, "bm25_max_postings": 0.5, "min_score": 0.0}
+    )
     knowledge_base_ingest(target=kb)
     everything = ChunkSearch.search.keyword("pump relief valve", limit=20)
     rare = ChunkSearch.search.keyword("pump relief valve", limit=20, max_df=0.5)

@@ -1,4 +1,5 @@
 """Small Office files built in tests (python-docx, python-pptx, openpyxl), so no binary is committed."""
+
 from __future__ import annotations
 
 import datetime as dt

@@ -22,14 +22,43 @@ def data() -> dict[str, Source]:
     manuals = Collection.objects.create(name="manuals", description="Product manuals")
     private = Collection.objects.create(name="private")
     now = timezone.now()
-    gateway = Source.objects.create(collection=manuals, root="/kb", path="gateway.md", title="Gateway manual",
-                                    kind="md", status="ingested", chunk_count=2, ingested_at=now)
-    sheet = Source.objects.create(collection=private, root="/kb", path="sheet.pdf", title="AX-200 datasheet",
-                                  kind="pdf", status="failed", reason="encrypted PDF")
-    Chunk.objects.create(source=gateway, ordinal=0, text="The gateway needs 24 V DC.", heading="Manual > Power",
-                         line_start=1, line_end=3, token_count=8)
-    Chunk.objects.create(source=gateway, ordinal=1, text="Up to 8 sensors on the bus.", heading="Manual > Bus",
-                         line_start=4, line_end=6, token_count=8)
+    gateway = Source.objects.create(
+        collection=manuals,
+        root="/kb",
+        path="gateway.md",
+        title="Gateway manual",
+        kind="md",
+        status="ingested",
+        chunk_count=2,
+        ingested_at=now,
+    )
+    sheet = Source.objects.create(
+        collection=private,
+        root="/kb",
+        path="sheet.pdf",
+        title="AX-200 datasheet",
+        kind="pdf",
+        status="failed",
+        reason="encrypted PDF",
+    )
+    Chunk.objects.create(
+        source=gateway,
+        ordinal=0,
+        text="The gateway needs 24 V DC.",
+        heading="Manual > Power",
+        line_start=1,
+        line_end=3,
+        token_count=8,
+    )
+    Chunk.objects.create(
+        source=gateway,
+        ordinal=1,
+        text="Up to 8 sensors on the bus.",
+        heading="Manual > Bus",
+        line_start=4,
+        line_end=6,
+        token_count=8,
+    )
     SourceSummary.objects.create(source=gateway, text="A manual for the gateway.", model="scripted/summary")
     return {"gateway": gateway, "sheet": sheet}
 
@@ -74,14 +103,17 @@ def test_sources_and_chunks_are_read_only(admin_client: Client, data: dict[str, 
 
 def test_collections_are_editable(admin_client: Client, data: dict[str, Source]) -> None:
     reader = User.objects.create_user("rita")
-    response = admin_client.post("/admin/sources/collection/add/",
-                                 {"name": "reports", "description": "Test reports", "public": "on",
-                                  "readers": [reader.pk]})
+    response = admin_client.post(
+        "/admin/sources/collection/add/",
+        {"name": "reports", "description": "Test reports", "public": "on", "readers": [reader.pk]},
+    )
     assert response.status_code == 302
     reports = Collection.objects.get(name="reports")
     assert reports.public and list(reports.readers.all()) == [reader]
-    admin_client.post(f"/admin/sources/collection/{reports.pk}/change/",
-                      {"name": "renamed", "description": "Lab reports", "readers": []})
+    admin_client.post(
+        f"/admin/sources/collection/{reports.pk}/change/",
+        {"name": "renamed", "description": "Lab reports", "readers": []},
+    )
     reports.refresh_from_db()
     assert (reports.name, reports.description, reports.public) == ("reports", "Lab reports", False)
     assert not reports.readers.exists()
@@ -92,15 +124,25 @@ def test_audit_rows_show_every_field_read_only(admin_client: Client) -> None:
     from generation.models import GenerationRun
     from retrieval.models import QueryLog
 
-    row = QueryLog.objects.record(run_id="q-1", question="How many sensors?", mode="hybrid", answer="Up to 8 [S1].",
-                                  grounding={"model_output": "Up to 8 sensors [S1]. Also 400 V.", "sentences": []},
-                                  gate={"passed": True})
+    row = QueryLog.objects.record(
+        run_id="q-1",
+        question="How many sensors?",
+        mode="hybrid",
+        answer="Up to 8 [S1].",
+        grounding={"model_output": "Up to 8 sensors [S1]. Also 400 V.", "sentences": []},
+        gate={"passed": True},
+    )
     page = admin_client.get(f"/admin/retrieval/querylog/{row.pk}/change/").content.decode()
     for text in ("How many sensors?", "Up to 8 [S1].", "Also 400 V.", "hybrid", "Grounding"):
         assert text in page, text
     assert 'name="question"' not in page  # shown, not editable
-    run = GenerationRun.objects.create(topic="Wiring guide", spec_name="guide", spec_version=3, spec_body="Write it.",
-                                       grounding={"model_output": "The moon is made of cheese."})
+    run = GenerationRun.objects.create(
+        topic="Wiring guide",
+        spec_name="guide",
+        spec_version=3,
+        spec_body="Write it.",
+        grounding={"model_output": "The moon is made of cheese."},
+    )
     page = admin_client.get(f"/admin/generation/generationrun/{run.pk}/change/").content.decode()
     for text in ("Wiring guide", "Write it.", "The moon is made of cheese."):
         assert text in page, text

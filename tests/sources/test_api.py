@@ -55,8 +55,19 @@ def test_list_is_scoped(world: World, api: Callable[[str], Api]) -> None:
     assert body["count"] == 2
     assert [(s["collection"], s["path"]) for s in body["items"]] == [("alpha", "alpha.md"), ("handbook", "handbook.md")]
     item = body["items"][0]
-    assert set(item) == {"id", "collection", "path", "title", "kind", "status", "reason", "chunk_count", "size",
-                         "created_at", "ingested_at"}
+    assert set(item) == {
+        "id",
+        "collection",
+        "path",
+        "title",
+        "kind",
+        "status",
+        "reason",
+        "chunk_count",
+        "size",
+        "created_at",
+        "ingested_at",
+    }
     assert item["chunk_count"] == 2 and item["status"] == "ingested"
     for other in ("beta", "nope"):  # a collection alice cannot read is like one that does not exist: 404
         refused = api("alice").get(f"/sources?collection={other}")
@@ -68,8 +79,12 @@ def test_list_is_scoped(world: World, api: Callable[[str], Api]) -> None:
 
 def test_list_paginates_and_filters(world: World, api: Callable[[str], Api]) -> None:
     coll = world.collections["alpha"]
-    Source.objects.bulk_create([Source(collection=coll, root="/nowhere", path=f"f{i:03}.txt",
-                                       status=Source.Status.FAILED, reason="broken") for i in range(7)])
+    Source.objects.bulk_create(
+        [
+            Source(collection=coll, root="/nowhere", path=f"f{i:03}.txt", status=Source.Status.FAILED, reason="broken")
+            for i in range(7)
+        ]
+    )
     alice = api("alice")
     page1 = alice.get("/sources?page_size=4&page=1").json()
     page3 = alice.get("/sources?page_size=4&page=3").json()
@@ -83,10 +98,22 @@ def test_list_paginates_and_filters(world: World, api: Callable[[str], Api]) -> 
 def test_chunk_is_readable_in_scope_only(world: World, api: Callable[[str], Api]) -> None:
     chunk = world.chunks["alpha"][0]
     body = api("alice").get(f"/sources/{chunk.source_id}/chunks/{chunk.pk}").json()
-    assert body == {"id": chunk.pk, "source_id": chunk.source_id, "source_path": "alpha.md", "source_title": "alpha.md",
-                    "collection": "alpha", "ordinal": 0, "text": chunk.text, "heading": "Alpha", "page_start": None,
-                    "page_end": None, "line_start": 1, "line_end": 1, "location": "§ Alpha, lines 1-1",
-                    "ocr_confidence": None}
+    assert body == {
+        "id": chunk.pk,
+        "source_id": chunk.source_id,
+        "source_path": "alpha.md",
+        "source_title": "alpha.md",
+        "collection": "alpha",
+        "ordinal": 0,
+        "text": chunk.text,
+        "heading": "Alpha",
+        "page_start": None,
+        "page_end": None,
+        "line_start": 1,
+        "line_end": 1,
+        "location": "§ Alpha, lines 1-1",
+        "ocr_confidence": None,
+    }
     beta = world.chunks["beta"][0]
     bob_cannot = api("alice").get(f"/sources/{beta.source_id}/chunks/{beta.pk}")
     assert bob_cannot.status_code == 404 and bob_cannot.json() == {"detail": "Not Found"}

@@ -1,4 +1,5 @@
 """The sources pages in a real browser: log in, upload, see it ingested, open a chunk, log out."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -31,8 +32,13 @@ def shot(page: Any, name: str) -> Path:
     return path
 
 
-def test_login_upload_view_chunk_logout(browser_page: Any, live_server: Any, make_user: Callable[..., Any],
-                                        foundry_config: Callable[..., Any], tmp_path: Path) -> None:
+def test_login_upload_view_chunk_logout(
+    browser_page: Any,
+    live_server: Any,
+    make_user: Callable[..., Any],
+    foundry_config: Callable[..., Any],
+    tmp_path: Path,
+) -> None:
     from playwright.sync_api import expect
 
     # This test is about the pages; ingest with the real local LLM has its own tests.

@@ -9,11 +9,16 @@ def words(text: str) -> int:
 
 
 def test_paragraphs_under_one_heading_are_packed() -> None:
-    blocks = [Block("a b c", ("H",), None, 1, 1), Block("d e", ("H",), None, 3, 3),
-              Block("f g", ("Other",), None, 5, 5)]
+    blocks = [
+        Block("a b c", ("H",), None, 1, 1),
+        Block("d e", ("H",), None, 3, 3),
+        Block("f g", ("Other",), None, 5, 5),
+    ]
     chunks = chunk_blocks(blocks, max_tokens=10, count=words)
     assert [(c.text, c.heading, c.line_start, c.line_end) for c in chunks] == [
-        ("a b c\n\nd e", ("H",), 1, 3), ("f g", ("Other",), 5, 5)]
+        ("a b c\n\nd e", ("H",), 1, 3),
+        ("f g", ("Other",), 5, 5),
+    ]
 
 
 def test_long_paragraph_split_on_sentences_within_limit() -> None:
@@ -42,14 +47,20 @@ def test_overlap_repeats_the_last_sentences_of_the_same_section() -> None:
     lines = [f"Fact {i} is short." for i in range(8)]  # 4 words each, one per line
     blocks = [Block("\n".join(lines), ("H",), None, 1, 8), Block("Other part.", ("K",), None, 10, 10)]
     plain = chunk_blocks(blocks, max_tokens=13, count=words)
-    assert [c.text for c in plain] == [" ".join(lines[0:3]), " ".join(lines[3:6]), " ".join(lines[6:8]),
-                                       "Other part."]
+    assert [c.text for c in plain] == [" ".join(lines[0:3]), " ".join(lines[3:6]), " ".join(lines[6:8]), "Other part."]
     assert [(c.line_start, c.line_end) for c in plain] == [(1, 3), (4, 6), (7, 8), (10, 10)]
     chunks = chunk_blocks(blocks, max_tokens=13, count=words, overlap_tokens=4)
     # Each chunk of section H starts with the previous chunk's last sentence; section K does not.
-    assert [c.text for c in chunks] == [" ".join(lines[0:2]), " ".join(lines[1:3]), " ".join(lines[2:4]),
-                                        " ".join(lines[3:5]), " ".join(lines[4:6]), " ".join(lines[5:7]),
-                                        " ".join(lines[6:8]), "Other part."]
+    assert [c.text for c in chunks] == [
+        " ".join(lines[0:2]),
+        " ".join(lines[1:3]),
+        " ".join(lines[2:4]),
+        " ".join(lines[3:5]),
+        " ".join(lines[4:6]),
+        " ".join(lines[5:7]),
+        " ".join(lines[6:8]),
+        "Other part.",
+    ]
     assert [(c.line_start, c.line_end) for c in chunks][:3] == [(1, 2), (2, 3), (3, 4)]  # cited lines stay exact
     assert all(c.token_count <= 13 for c in chunks)
 
@@ -81,9 +92,14 @@ def test_overlap_must_be_below_half_the_chunk_size() -> None:
 def test_windows_are_every_run_of_consecutive_sentences() -> None:
     text = "One is first. Two follows it. Three is next.\n- Four is a list item"
     assert chunk_windows(text, sentences=2, limit=100) == [
-        "One is first. Two follows it.", "Two follows it. Three is next.", "Three is next. - Four is a list item"]
+        "One is first. Two follows it.",
+        "Two follows it. Three is next.",
+        "Three is next. - Four is a list item",
+    ]
     assert chunk_windows(text, sentences=3, limit=100) == [
-        "One is first. Two follows it. Three is next.", "Two follows it. Three is next. - Four is a list item"]
+        "One is first. Two follows it. Three is next.",
+        "Two follows it. Three is next. - Four is a list item",
+    ]
 
 
 def test_a_chunk_no_longer_than_a_window_has_none_and_zero_switches_windows_off() -> None:

@@ -1,6 +1,7 @@
 """Chunking settings recorded per source: a change of ``ingest.chunk_tokens``,
 ``ingest.chunk_overlap_tokens`` or ``embedding.context_model`` re-chunks exactly the
 files built with other settings, says why, and ``foundry check`` reports the drift."""
+
 from __future__ import annotations
 
 import importlib
@@ -20,8 +21,13 @@ from foundry_site.core import llm
 from sources import vectorstore
 from sources.models import Chunk, IngestJob, Source
 from sources.services import ingest, ingest_jobs, prepare
-from sources.services.chunking_settings import (chunking_changes_text, chunking_configured, chunking_encode,
-                                                chunking_parse, rechunk_reason)
+from sources.services.chunking_settings import (
+    chunking_changes_text,
+    chunking_configured,
+    chunking_encode,
+    chunking_parse,
+    rechunk_reason,
+)
 from sources.services.integrity import index_check
 from tests.conftest import ScriptedLLM
 from tests.sources.test_ingest import index_agrees
@@ -35,8 +41,12 @@ def write_docs(kb: Path) -> None:
     """Two files long enough that 200 and 64 token chunks differ in number, one that fits either way."""
     for name, topic in (("pumps.md", "pump"), ("valves.md", "valve")):
         # Paragraphs of about 80 word pieces: split into sentences at 64, packed whole at 200.
-        paragraphs = [" ".join(f"The {topic} unit {i}.{j} reports pressure, flow and temperature to the gateway."
-                               for j in range(5)) for i in range(4)]
+        paragraphs = [
+            " ".join(
+                f"The {topic} unit {i}.{j} reports pressure, flow and temperature to the gateway." for j in range(5)
+            )
+            for i in range(4)
+        ]
         (kb / name).write_text(f"# {topic.title()}s\n\n## Operation\n\n" + "\n\n".join(paragraphs) + "\n")
     (kb / "short.txt").write_text("Firmware 2.4.1 fixes the alarm hysteresis bug.\n")
 
@@ -65,12 +75,18 @@ def count_embeds(monkeypatch: pytest.MonkeyPatch) -> list[int]:
 
 # --------------------------------------------------------------------------- the string (no database)
 
+
 def test_encoding_is_canonical_and_parses_back() -> None:
-    value = chunking_encode(chunk_tokens=128, chunk_overlap_tokens=16, context_model="openai/gpt-4o-mini",
-                            window_sentences=3)
+    value = chunking_encode(
+        chunk_tokens=128, chunk_overlap_tokens=16, context_model="openai/gpt-4o-mini", window_sentences=3
+    )
     assert value == "chunk_tokens=128 chunk_overlap_tokens=16 context_model=openai/gpt-4o-mini window_sentences=3"
-    assert chunking_parse(value) == {"chunk_tokens": "128", "chunk_overlap_tokens": "16",
-                                     "context_model": "openai/gpt-4o-mini", "window_sentences": "3"}
+    assert chunking_parse(value) == {
+        "chunk_tokens": "128",
+        "chunk_overlap_tokens": "16",
+        "context_model": "openai/gpt-4o-mini",
+        "window_sentences": "3",
+    }
     assert chunking_parse("") == {}
 
 
@@ -85,7 +101,8 @@ def test_rechunk_reason() -> None:
     assert rechunk_reason(previous=None, prepared=SMALL, configured=SMALL) == ""  # a new or changed file
     assert rechunk_reason(previous=SMALL, prepared=SMALL, configured=SMALL) == ""  # e.g. a repaired index
     assert rechunk_reason(previous=DEFAULTS, prepared=SMALL, configured=SMALL) == (
-        "re-chunked: chunking settings changed (chunk_tokens 200 → 64)")
+        "re-chunked: chunking settings changed (chunk_tokens 200 → 64)"
+    )
     mismatch = rechunk_reason(previous=None, prepared=SMALL, configured=DEFAULTS)
     assert "prepared with chunk_tokens 64 but this foundry.yaml sets chunk_tokens 200" in mismatch
 
@@ -99,6 +116,7 @@ def test_migration_backfill_is_the_string_of_the_old_defaults() -> None:
 
 
 # --------------------------------------------------------------------------- ingest
+
 
 @pytest.mark.django_db
 def test_changed_chunk_tokens_rechunks_every_file_and_says_why(kb: Path, foundry_config: Callable[..., Any]) -> None:
@@ -125,8 +143,9 @@ def test_changed_chunk_tokens_rechunks_every_file_and_says_why(kb: Path, foundry
 
 
 @pytest.mark.django_db
-def test_same_settings_are_unchanged_and_embed_nothing(kb: Path, foundry_config: Callable[..., Any],
-                                                       count_embeds: list[int]) -> None:
+def test_same_settings_are_unchanged_and_embed_nothing(
+    kb: Path, foundry_config: Callable[..., Any], count_embeds: list[int]
+) -> None:
     foundry_config(ingest={"chunk_tokens": 64, "chunk_overlap_tokens": 16})
     write_docs(kb)
     first = ingest_jobs.knowledge_base_ingest(target=kb)
@@ -155,7 +174,8 @@ def test_changed_overlap_rechunks(kb: Path, foundry_config: Callable[..., Any]) 
 
 @pytest.mark.django_db
 def test_changed_context_model_rechunks_with_and_without_prefixes(
-        kb: Path, foundry_config: Callable[..., Any], scripted_llm: ScriptedLLM) -> None:
+    kb: Path, foundry_config: Callable[..., Any], scripted_llm: ScriptedLLM
+) -> None:
     scripted_llm.reply = lambda messages: "About the alarm firmware."
     (kb / "notes.txt").write_text("Firmware 2.4.1 fixes the alarm hysteresis bug.\n")
     ingest_jobs.knowledge_base_ingest(target=kb)
@@ -163,8 +183,9 @@ def test_changed_context_model_rechunks_with_and_without_prefixes(
 
     foundry_config(embedding={"context_model": "scripted/ctx"})
     report = reasons(ingest_jobs.knowledge_base_ingest(target=kb))
-    assert report == {"notes.txt": ("ingested",
-                                    "re-chunked: chunking settings changed (context_model none → scripted/ctx)")}
+    assert report == {
+        "notes.txt": ("ingested", "re-chunked: chunking settings changed (context_model none → scripted/ctx)")
+    }
     assert "About the alarm firmware." in Chunk.objects.get().context and len(scripted_llm.calls) == 1
     assert reasons(ingest_jobs.knowledge_base_ingest(target=kb)) == {"notes.txt": ("unchanged", "")}
     assert len(scripted_llm.calls) == 1
@@ -188,6 +209,7 @@ def test_changed_file_and_settings_is_not_called_a_rechunk(kb: Path, foundry_con
 
 # --------------------------------------------------------------------------- split prepare / store
 
+
 @pytest.mark.django_db
 def test_split_prepare_and_store_record_what_prepare_used(kb: Path, foundry_config: Callable[..., Any]) -> None:
     """A db worker whose foundry.yaml differs from the compute worker's stores the prepared chunks as
@@ -196,8 +218,9 @@ def test_split_prepare_and_store_record_what_prepare_used(kb: Path, foundry_conf
     write_docs(kb)
     job = running_job(kb)
     foundry_config(ingest={"chunk_tokens": 64})  # the compute worker's foundry.yaml
-    payload = json.loads(json.dumps(ingest_jobs.ingest_job_file_prepare(root=str(kb), rel="pumps.md",
-                                                                         job_id=job.pk)))  # through the broker
+    payload = json.loads(
+        json.dumps(ingest_jobs.ingest_job_file_prepare(root=str(kb), rel="pumps.md", job_id=job.pk))
+    )  # through the broker
     assert payload["chunking"] == SMALL
     foundry_config(ingest={"chunk_tokens": 200})  # the db worker's foundry.yaml
     stored = ingest_jobs.ingest_job_file_store(job_id=job.pk, rel="pumps.md", payload=payload)
@@ -222,8 +245,9 @@ def test_payload_without_settings_is_stored_and_rechunked_next_time(kb: Path) ->
     job = ingest_jobs.ingest_job_create(target=kb)
     payload = prepare.source_prepare(root=str(kb), rel="notes.txt")
     del payload["chunking"]
-    stored = ingest.source_store_prepared(root=str(kb), rel="notes.txt", collection_id=job.collection_id,
-                                          payload=payload)
+    stored = ingest.source_store_prepared(
+        root=str(kb), rel="notes.txt", collection_id=job.collection_id, payload=payload
+    )
     assert stored.status == "ingested" and "does not record its chunking settings" in stored.reason
     assert Source.objects.get().chunking == ""
     rerun = reasons(ingest_jobs.knowledge_base_ingest(target=kb))
@@ -233,9 +257,9 @@ def test_payload_without_settings_is_stored_and_rechunked_next_time(kb: Path) ->
 
 # --------------------------------------------------------------------------- foundry check / status
 
+
 @pytest.mark.django_db
-def test_check_warns_about_drift_with_the_command_that_fixes_it(
-        kb: Path, foundry_config: Callable[..., Any]) -> None:
+def test_check_warns_about_drift_with_the_command_that_fixes_it(kb: Path, foundry_config: Callable[..., Any]) -> None:
     write_docs(kb)
     (kb / "private").mkdir()
     (kb / "private" / "salaries.txt").write_text("Salary bands are reviewed in March.\n")
@@ -246,8 +270,10 @@ def test_check_warns_about_drift_with_the_command_that_fixes_it(
     command = f"foundry ingest {shlex.quote(str(kb))} --collection manuals --include-private"
     report = index_check()
     assert report.ok and len(report.warnings) == 1
-    assert "4 sources were chunked with other settings than foundry.yaml sets: chunk_tokens 200 → 64 (4 sources)" \
+    assert (
+        "4 sources were chunked with other settings than foundry.yaml sets: chunk_tokens 200 → 64 (4 sources)"
         in report.warnings[0]
+    )
     assert f"\n  {command}\n" in report.warnings[0]
     out = StringIO()
     call_command("foundry", "check", stdout=out)  # a warning: exit status 0
@@ -272,6 +298,7 @@ def test_check_leaves_sources_of_another_model_to_the_model_problem(kb: Path) ->
 
 # --------------------------------------------------------------------------- migration
 
+
 @pytest.mark.django_db(transaction=True)
 def test_migration_backfills_ingested_rows_and_keeps_the_fts_triggers(kb: Path) -> None:
     with connection.cursor() as cur:  # a transactional test's flush leaves earlier tests' vectors in vec0
@@ -293,13 +320,19 @@ def test_migration_backfills_ingested_rows_and_keeps_the_fts_triggers(kb: Path) 
     assert dict(Source.objects.values_list("path", "chunking")) == {"notes.txt": before, "never.txt": ""}
     with connection.cursor() as cur:
         cur.execute("SELECT name FROM sqlite_master WHERE type = 'trigger' AND name LIKE 'chunks_fts_%' ORDER BY 1")
-        assert [r[0] for r in cur.fetchall()] == ["chunks_fts_delete", "chunks_fts_insert", "chunks_fts_title",
-                                                  "chunks_fts_update"]
+        assert [r[0] for r in cur.fetchall()] == [
+            "chunks_fts_delete",
+            "chunks_fts_insert",
+            "chunks_fts_title",
+            "chunks_fts_update",
+        ]
     # The backfilled row counts as built with the defaults of its time, before sentence windows:
     # the next ingest re-embeds it for them, and says so; the one after finds it unchanged.
     assert chunking_configured() == DEFAULTS
     assert reasons(ingest_jobs.knowledge_base_ingest(target=kb))["notes.txt"] == (
-        "ingested", "re-chunked: chunking settings changed (window_sentences unknown → 2)")
+        "ingested",
+        "re-chunked: chunking settings changed (window_sentences unknown → 2)",
+    )
     assert reasons(ingest_jobs.knowledge_base_ingest(target=kb))["notes.txt"] == ("unchanged", "")
     Source.objects.filter(path="notes.txt").update(title="Renamed")  # the title trigger still works
     with connection.cursor() as cur:
@@ -322,7 +355,9 @@ def test_migration_0004_makes_the_next_ingest_read_json_sources_again(kb: Path) 
     executor.migrate(executor.loader.graph.leaf_nodes())
     assert dict(Source.objects.values_list("path", "sha256"))["spec.json"] == ""
     assert {path: status for path, (status, _) in reasons(ingest_jobs.knowledge_base_ingest(target=kb)).items()} == {
-        "notes.txt": "unchanged", "spec.json": "ingested"}
+        "notes.txt": "unchanged",
+        "spec.json": "ingested",
+    }
     assert reasons(ingest_jobs.knowledge_base_ingest(target=kb))["spec.json"] == ("unchanged", "")
     index_agrees()
 
@@ -346,11 +381,16 @@ def test_migration_0006_makes_the_next_ingest_rechunk_json_sources_with_labelled
     assert recorded == {"notes.txt": DEFAULTS, "spec.json": DEFAULTS + " json_values=unlabelled"}
     assert reasons(ingest_jobs.knowledge_base_ingest(target=kb)) == {
         "notes.txt": ("unchanged", ""),
-        "spec.json": ("ingested", "re-chunked: chunking settings changed (json_values unlabelled → labelled)")}
+        "spec.json": ("ingested", "re-chunked: chunking settings changed (json_values unlabelled → labelled)"),
+    }
     assert Chunk.objects.get(source__path="spec.json").text == "network.ip_address: 192.168.10.50"
     assert reasons(ingest_jobs.knowledge_base_ingest(target=kb))["spec.json"] == ("unchanged", "")
     with connection.cursor() as cur:
         cur.execute("SELECT name FROM sqlite_master WHERE type = 'trigger' AND name LIKE 'chunks_fts_%' ORDER BY 1")
-        assert [r[0] for r in cur.fetchall()] == ["chunks_fts_delete", "chunks_fts_insert", "chunks_fts_title",
-                                                  "chunks_fts_update"]
+        assert [r[0] for r in cur.fetchall()] == [
+            "chunks_fts_delete",
+            "chunks_fts_insert",
+            "chunks_fts_title",
+            "chunks_fts_update",
+        ]
     index_agrees()

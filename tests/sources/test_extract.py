@@ -47,13 +47,19 @@ def test_markdown_heading_paths_and_lines() -> None:
 def test_text_paragraph_line_spans() -> None:
     result = extract(Path("notes.txt"), b"first line\nsecond line\n\n\nthird para\n")
     assert [(b.text, b.line_start, b.line_end) for b in result.blocks] == [
-        ("first line\nsecond line", 1, 2), ("third para", 5, 5)]
+        ("first line\nsecond line", 1, 2),
+        ("third para", 5, 5),
+    ]
     assert result.title == "notes"
 
 
 def test_json_values_only_with_key_path() -> None:
-    doc = {"title": "Spec", "electrical": {"vcc": "3.3 V", "current_ma": 120}, "ports": ["RS-485", "Ethernet"],
-           "enabled": True}
+    doc = {
+        "title": "Spec",
+        "electrical": {"vcc": "3.3 V", "current_ma": 120},
+        "ports": ["RS-485", "Ethernet"],
+        "enabled": True,
+    }
     result = extract(Path("s.json"), json.dumps(doc, indent=2).encode())
     texts = {b.heading: b.text for b in result.blocks}
     assert texts[("electrical",)] == "electrical.vcc: 3.3 V\nelectrical.current_ma: 120"
@@ -66,13 +72,17 @@ def test_json_values_only_with_key_path() -> None:
 
 def test_json_block_lines_are_where_the_values_are() -> None:
     # a container's own values around a nested one, and a number that also occurs further down ("120 Ohm")
-    text = ('{\n  "main": {\n    "range": {"min": 12, "max": 24},\n    "type": "DC",\n    "fuse": "1 A"\n  },\n'
-            '  "logic": {\n    "name": "VCC",\n    "volts": 3.3\n  },\n  "bus": {"termination": "120 Ohm"}\n}\n')
+    text = (
+        '{\n  "main": {\n    "range": {"min": 12, "max": 24},\n    "type": "DC",\n    "fuse": "1 A"\n  },\n'
+        '  "logic": {\n    "name": "VCC",\n    "volts": 3.3\n  },\n  "bus": {"termination": "120 Ohm"}\n}\n'
+    )
     blocks = {b.heading: (b.text, b.line_start, b.line_end) for b in extract(Path("s.json"), text.encode()).blocks}
-    assert blocks == {("main",): ("main.type: DC\nmain.fuse: 1 A", 4, 5),
-                      ("main", "range"): ("main.range.min: 12\nmain.range.max: 24", 3, 3),
-                      ("logic",): ("logic.name: VCC\nlogic.volts: 3.3", 8, 9),
-                      ("bus",): ("bus.termination: 120 Ohm", 11, 11)}
+    assert blocks == {
+        ("main",): ("main.type: DC\nmain.fuse: 1 A", 4, 5),
+        ("main", "range"): ("main.range.min: 12\nmain.range.max: 24", 3, 3),
+        ("logic",): ("logic.name: VCC\nlogic.volts: 3.3", 8, 9),
+        ("bus",): ("bus.termination: 120 Ohm", 11, 11),
+    }
 
 
 def test_json_numbers_keep_their_written_form() -> None:
@@ -82,8 +92,14 @@ def test_json_numbers_keep_their_written_form() -> None:
 
 def test_json_values_keep_their_key_paths_through_lists_and_odd_keys() -> None:
     """The sample specs' default IP settings: each value says which setting it is."""
-    doc = {"network": {"ip_address": "192.168.10.50", "subnet mask": "255.255.255.0",
-                       "servers": [{"host": "ntp1"}, "10.0.0.1"]}, "k" * 500: {"v": "x"}}
+    doc = {
+        "network": {
+            "ip_address": "192.168.10.50",
+            "subnet mask": "255.255.255.0",
+            "servers": [{"host": "ntp1"}, "10.0.0.1"],
+        },
+        "k" * 500: {"v": "x"},
+    }
     blocks = {b.heading: b.text for b in extract(Path("s.json"), json.dumps(doc).encode()).blocks}
     assert blocks[("network",)] == "network.ip_address: 192.168.10.50\nnetwork.subnet mask: 255.255.255.0"
     assert blocks[("network", "servers")] == "network.servers[1]: 10.0.0.1"
@@ -109,8 +125,11 @@ def test_json_nan_and_infinity_are_refused(constant: str) -> None:
 
 
 def test_pdf_pages_and_outline_headings(tmp_path: Path) -> None:
-    pdf = make_pdf(tmp_path / "d.pdf", [("1 Overview", "The gateway collects data."),
-                                        ("2 Power", "VCC is 5 V on revision two.")], title="Data Sheet")
+    pdf = make_pdf(
+        tmp_path / "d.pdf",
+        [("1 Overview", "The gateway collects data."), ("2 Power", "VCC is 5 V on revision two.")],
+        title="Data Sheet",
+    )
     result = extract(pdf, pdf.read_bytes())
     assert result.title == "Data Sheet"
     power = [b for b in result.blocks if "VCC" in b.text]
@@ -118,15 +137,18 @@ def test_pdf_pages_and_outline_headings(tmp_path: Path) -> None:
     assert {b.page for b in result.blocks} == {1, 2}
 
 
-@pytest.mark.parametrize("name,data,reason", [
-    ("empty.txt", b"", "empty file"),
-    ("bad.json", b'{"a": ', "invalid JSON at line 1"),
-    ("latin1.txt", "caf\xe9".encode("latin-1"), "not valid UTF-8"),
-    ("binary.txt", b"\x00\x01\x02\x03binary", "binary content"),
-    ("fake.pdf", b"<html><body>not a pdf</body></html>", "not a PDF"),
-    ("truncated.pdf", b"%PDF-1.4\n1 0 obj\n<<", "PDF"),
-    ("blank.md", b"\n\n   \n", "no text"),
-])
+@pytest.mark.parametrize(
+    "name,data,reason",
+    [
+        ("empty.txt", b"", "empty file"),
+        ("bad.json", b'{"a": ', "invalid JSON at line 1"),
+        ("latin1.txt", "caf\xe9".encode("latin-1"), "not valid UTF-8"),
+        ("binary.txt", b"\x00\x01\x02\x03binary", "binary content"),
+        ("fake.pdf", b"<html><body>not a pdf</body></html>", "not a PDF"),
+        ("truncated.pdf", b"%PDF-1.4\n1 0 obj\n<<", "PDF"),
+        ("blank.md", b"\n\n   \n", "no text"),
+    ],
+)
 def test_bad_input_has_clear_reason(name: str, data: bytes, reason: str) -> None:
     with pytest.raises(ExtractionError, match=reason):
         extract(Path(name), data)
@@ -138,13 +160,23 @@ def test_deeply_nested_json_is_refused() -> None:
         extract(Path("deep.json"), data)
 
 
-@pytest.mark.parametrize("data,reason", [
-    (b'{"a": 1, "a": 2}', 'duplicate JSON key "a" at $.a: '),
-    (b'[{"x": 1}, {"y": {"z": [0, {"k": 1, "k": 1}]}}]', 'duplicate JSON key "k" at $[1].y.z[1].k: '),
-    (b'{"a b": {"\\"q\\"": 1, "\\"q\\"": 2}}', 'duplicate JSON key "\\"q\\"" at $["a b"]["\\"q\\""]: '),
-    (b'{"a": {"b": 1, "b": 2}, "a": {"c": 1}, "d": [1, 1]}', 'duplicate JSON key "a" at $.a: '),  # inner one dropped
-    (b'{"k": 1, "k": 2, "k": 3, "m": {"n": 1, "n": 2}}', 'duplicate JSON key "k" at $.k (and 1 more repeated key): '),
-], ids=["top", "nested", "quoted", "dropped-with-its-parent", "counted"])
+@pytest.mark.parametrize(
+    "data,reason",
+    [
+        (b'{"a": 1, "a": 2}', 'duplicate JSON key "a" at $.a: '),
+        (b'[{"x": 1}, {"y": {"z": [0, {"k": 1, "k": 1}]}}]', 'duplicate JSON key "k" at $[1].y.z[1].k: '),
+        (b'{"a b": {"\\"q\\"": 1, "\\"q\\"": 2}}', 'duplicate JSON key "\\"q\\"" at $["a b"]["\\"q\\""]: '),
+        (
+            b'{"a": {"b": 1, "b": 2}, "a": {"c": 1}, "d": [1, 1]}',
+            'duplicate JSON key "a" at $.a: ',
+        ),  # inner one dropped
+        (
+            b'{"k": 1, "k": 2, "k": 3, "m": {"n": 1, "n": 2}}',
+            'duplicate JSON key "k" at $.k (and 1 more repeated key): ',
+        ),
+    ],
+    ids=["top", "nested", "quoted", "dropped-with-its-parent", "counted"],
+)
 def test_json_duplicate_keys_are_refused_naming_key_and_path(data: bytes, reason: str) -> None:
     with pytest.raises(ExtractionError) as info:
         extract(Path("d.json"), data)

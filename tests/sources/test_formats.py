@@ -1,4 +1,5 @@
 """Word, HTML, PowerPoint, Excel and CSV sources: what is read, where it is, and how it is cited."""
+
 from __future__ import annotations
 
 import csv
@@ -71,7 +72,11 @@ def test_xlsx_rows_under_sheet_with_header_lead_and_cached_values(tmp_path: Path
     assert result.title == "Pump table"
     first, *_, last_pump, note = result.blocks
     assert (first.text, first.heading, first.line_start, first.lead) == (
-        "P-1 | 11 | 2.6 | 2020-01-02", ("Pumps",), 2, "Model | Flow (l/min) | Pressure (bar) | Since")
+        "P-1 | 11 | 2.6 | 2020-01-02",
+        ("Pumps",),
+        2,
+        "Model | Flow (l/min) | Pressure (bar) | Since",
+    )
     assert (last_pump.text, last_pump.line_start) == ("P-60 | 70 | 8.5 | 2020-01-05", 61)
     assert (note.text, note.heading, note.lead) == ("Pumps P-1 to P-9 are discontinued", ("Notes",), "Note")
     assert not any("B3" in b.text or "=" in b.text for b in result.blocks)  # formulas are never text
@@ -79,9 +84,15 @@ def test_xlsx_rows_under_sheet_with_header_lead_and_cached_values(tmp_path: Path
 
 def test_csv_rows_are_records_led_by_the_header() -> None:
     buffer = io.StringIO()
-    csv.writer(buffer).writerows([["name", "ip address", "mask"], ["router", "192.168.10.1", "255.255.255.0"],
-                                  ["camera\nnorth", "192.168.10.50", "255.255.255.0"], ["", "", ""],
-                                  ["switch", "192.168.10.2", "255.255.255.0"]])
+    csv.writer(buffer).writerows(
+        [
+            ["name", "ip address", "mask"],
+            ["router", "192.168.10.1", "255.255.255.0"],
+            ["camera\nnorth", "192.168.10.50", "255.255.255.0"],
+            ["", "", ""],
+            ["switch", "192.168.10.2", "255.255.255.0"],
+        ]
+    )
     result = extract(Path("hosts.csv"), buffer.getvalue().encode())
     assert [(b.text, b.line_start, b.lead) for b in result.blocks] == [
         ("router | 192.168.10.1 | 255.255.255.0", 2, "name | ip address | mask"),
@@ -130,7 +141,7 @@ def test_a_header_row_too_big_to_repeat_stands_once() -> None:
     lead = " | ".join(f"column {i}" for i in range(60))
     blocks = [Block(f"row {i}", ("S",), None, i, i, lead, 1) for i in range(2, 5)]
     drafts = chunk_blocks(blocks, max_tokens=50, count=words)
-    assert drafts[0].text == lead[:len(drafts[0].text)] and sum(d.text.count("column 0 ") for d in drafts) == 1
+    assert drafts[0].text == lead[: len(drafts[0].text)] and sum(d.text.count("column 0 ") for d in drafts) == 1
     assert drafts[-1].text.endswith("row 2\n\nrow 3\n\nrow 4")
 
 
@@ -150,10 +161,16 @@ def test_every_format_is_ingested_and_cited_in_its_own_terms(kb: Path) -> None:
     build_kb(kb)
     report = {f.path: f for f in knowledge_base_ingest(target=kb).files}
     assert {p: (f.status, f.reason) for p, f in report.items()} == {
-        p: ("ingested", "") for p in ("hosts.csv", "manual.docx", "pumps.xlsx", "review.pptx", "valves.html")}
+        p: ("ingested", "") for p in ("hosts.csv", "manual.docx", "pumps.xlsx", "review.pptx", "valves.html")
+    }
     kinds = dict(Source.objects.values_list("path", "kind"))
-    assert kinds == {"hosts.csv": "csv", "manual.docx": "docx", "pumps.xlsx": "xlsx", "review.pptx": "pptx",
-                     "valves.html": "html"}
+    assert kinds == {
+        "hosts.csv": "csv",
+        "manual.docx": "docx",
+        "pumps.xlsx": "xlsx",
+        "review.pptx": "pptx",
+        "valves.html": "html",
+    }
     cases = [
         ("which fuse protects the pump supply", "manual.docx", "§ Installation > Power supply, paragraphs 2-3"),
         ("Kv value of valve V-300", "valves.html", "§ Valve V-200 > Wiring, lines 16-17"),
@@ -183,13 +200,16 @@ def test_sheet_chunks_carry_the_header_and_the_row_range(kb: Path) -> None:
 
 @pytest.mark.django_db
 def test_json_chunks_label_values_with_their_keys(kb: Path) -> None:
-    spec = {"name": "AX-200", "network": {"ip_address": "192.168.10.50", "subnet_mask": "255.255.255.0",
-                                          "default_gateway": "192.168.10.1"}}
+    spec = {
+        "name": "AX-200",
+        "network": {"ip_address": "192.168.10.50", "subnet_mask": "255.255.255.0", "default_gateway": "192.168.10.1"},
+    }
     (kb / "specs.json").write_text(json.dumps(spec, indent=2))
     knowledge_base_ingest(target=kb)
     chunk = Chunk.objects.get(source__path="specs.json", heading="network")
-    assert chunk.text == ("network.ip_address: 192.168.10.50\nnetwork.subnet_mask: 255.255.255.0\n"
-                          "network.default_gateway: 192.168.10.1")
+    assert chunk.text == (
+        "network.ip_address: 192.168.10.50\nnetwork.subnet_mask: 255.255.255.0\nnetwork.default_gateway: 192.168.10.1"
+    )
     found = retrieve(question="default IP address", collection_ids=None, mode="bm25", top_k=3).candidates
     assert found[0].chunk.pk == chunk.pk and found[0].where == "§ network, lines 4-6"
 
@@ -201,10 +221,12 @@ def test_viewer_shows_each_kinds_location_and_download_serves_the_original(kb: P
     build_kb(kb)
     knowledge_base_ingest(target=kb)
     client = login(make_user("root", superuser=True))
-    for path, text, where in (("review.pptx", "South | 95", "§ Figures, slide 2, lines 3-4"),
-                              ("pumps.xlsx", "P-10 |", "sheet Pumps, rows "),
-                              ("manual.docx", "2 A fuse", "§ Installation &gt; Power supply, paragraphs 2-3"),
-                              ("hosts.csv", "camera", "rows 2-3")):
+    for path, text, where in (
+        ("review.pptx", "South | 95", "§ Figures, slide 2, lines 3-4"),
+        ("pumps.xlsx", "P-10 |", "sheet Pumps, rows "),
+        ("manual.docx", "2 A fuse", "§ Installation &gt; Power supply, paragraphs 2-3"),
+        ("hosts.csv", "camera", "rows 2-3"),
+    ):
         chunk = Chunk.objects.get(source__path=path, text__contains=text)
         page = client.get(f"/sources/{chunk.source_id}/?chunk={chunk.pk}").content.decode()
         assert f"Showing chunk {chunk.ordinal + 1} of" in page and where in page, (path, where)
@@ -212,13 +234,17 @@ def test_viewer_shows_each_kinds_location_and_download_serves_the_original(kb: P
         assert b"".join(download.streaming_content) == (kb / path).read_bytes()
 
 
-@pytest.mark.parametrize("data", [
-    "<html><body><p>Range 12–24 V at 40 °C</p></body></html>".encode(),  # UTF-8, no charset declared
-    "\ufeff<html><body><p>Range 12–24 V at 40 °C</p></body></html>".encode(),  # UTF-8 with a BOM
-    '<?xml version="1.0" encoding="utf-8"?><html xmlns="http://www.w3.org/1999/xhtml"><body><p>Range 12–24 V at '
-    '40 °C</p></body></html>'.encode(),  # XHTML declaring its encoding
-    '<html><head><meta charset="windows-1252"></head><body><p>Range 12–24 V at 40 °C</p></body></html>'
-    .encode("cp1252"),  # another charset, declared
-])
+@pytest.mark.parametrize(
+    "data",
+    [
+        "<html><body><p>Range 12–24 V at 40 °C</p></body></html>".encode(),  # UTF-8, no charset declared
+        "\ufeff<html><body><p>Range 12–24 V at 40 °C</p></body></html>".encode(),  # UTF-8 with a BOM
+        '<?xml version="1.0" encoding="utf-8"?><html xmlns="http://www.w3.org/1999/xhtml"><body><p>Range 12–24 V at '
+        "40 °C</p></body></html>".encode(),  # XHTML declaring its encoding
+        '<html><head><meta charset="windows-1252"></head><body><p>Range 12–24 V at 40 °C</p></body></html>'.encode(
+            "cp1252"
+        ),  # another charset, declared
+    ],
+)
 def test_html_text_is_decoded_as_the_page_says(data: bytes) -> None:
     assert [b.text for b in extract(Path("p.html"), data).blocks] == ["Range 12–24 V at 40 °C"]

@@ -37,15 +37,19 @@ def index_agrees() -> None:
             cur.execute(f"SELECT window_id FROM {vectorstore.windows_table_name(MODEL)}")
             window_ids = {r[0] for r in cur.fetchall()}
     assert set(chunks) == fts_ids == vec_ids
-    expected = {vectorstore.window_id(cid, j) for cid, text in chunks.items()
-                for j in range(len(chunk_windows(text, sentences=2, limit=vectorstore.WINDOW_SLOTS - 1)))}
+    expected = {
+        vectorstore.window_id(cid, j)
+        for cid, text in chunks.items()
+        for j in range(len(chunk_windows(text, sentences=2, limit=vectorstore.WINDOW_SLOTS - 1)))
+    }
     assert window_ids == expected
 
 
 def write_kb(kb: Path) -> None:
     (kb / "manual.md").write_text("# Manual\n\n## Power\n\nThe gateway needs 24 V DC.\n\n## Bus\n\nUp to 8 sensors.\n")
-    (kb / "notes.txt").write_text("Firmware 2.4.1 fixes the alarm hysteresis bug. It also speeds up the boot. "
-                                  "Older units need a reset first.\n")
+    (kb / "notes.txt").write_text(
+        "Firmware 2.4.1 fixes the alarm hysteresis bug. It also speeds up the boot. Older units need a reset first.\n"
+    )
     (kb / "spec.json").write_text(json.dumps({"model": "AX-200", "electrical": {"vcc": "3.3 V"}}))
     make_pdf(kb / "sheet.pdf", [("1 General", "The AX-200 is a sensor gateway."), ("2 Power", "VCC = 5 V.")])
 
@@ -85,8 +89,10 @@ def test_window_setting_change_re_embeds_and_zero_stores_no_windows(kb: Path, fo
     notes = Chunk.objects.get(source__path="notes.txt")
     first = notes.pk * vectorstore.WINDOW_SLOTS
     with connection.cursor() as cur:
-        cur.execute(f"SELECT window_id FROM {vectorstore.windows_table_name(MODEL)} "
-                    "WHERE window_id > %s AND window_id < %s", [first, first + vectorstore.WINDOW_SLOTS])
+        cur.execute(
+            f"SELECT window_id FROM {vectorstore.windows_table_name(MODEL)} WHERE window_id > %s AND window_id < %s",
+            [first, first + vectorstore.WINDOW_SLOTS],
+        )
         assert sorted(r[0] for r in cur.fetchall()) == [first + 1, first + 2]
     foundry_config(ingest={"window_sentences": 0})
     report = knowledge_base_ingest(target=kb)
@@ -138,8 +144,12 @@ def test_bad_files_reported_and_run_goes_on(kb: Path) -> None:
     (kb / "html.pdf").write_text("<html>nope</html>")
     report = {f.path: f for f in knowledge_base_ingest(target=kb).files}
     assert report["good.md"].status == "ingested"
-    for name, reason in [("empty.txt", "empty file"), ("bad.json", "invalid JSON"),
-                         ("latin.txt", "UTF-8"), ("html.pdf", "not a PDF")]:
+    for name, reason in [
+        ("empty.txt", "empty file"),
+        ("bad.json", "invalid JSON"),
+        ("latin.txt", "UTF-8"),
+        ("html.pdf", "not a PDF"),
+    ]:
         assert report[name].status == "failed" and reason in report[name].reason
         assert Source.objects.get(path=name).status == "failed"
     index_agrees()
@@ -171,8 +181,9 @@ def test_chunks_fit_embedder_input_limit(kb: Path) -> None:
         assert len(tokenizer(embedded)["input_ids"]) <= 256
 
 
-def test_summary_keeps_what_the_source_supports_and_prefix_uses_configured_llm(kb: Path, foundry_config,
-                                                       scripted_llm: ScriptedLLM) -> None:
+def test_summary_keeps_what_the_source_supports_and_prefix_uses_configured_llm(
+    kb: Path, foundry_config, scripted_llm: ScriptedLLM
+) -> None:
     foundry_config(ingest={"summary_model": "scripted/summariser"}, embedding={"context_model": "scripted/ctx"})
     summary = "Valve V1 opens at 2 bar. Valve V1 opens at 9 bar. It also cures headaches."
     scripted_llm.reply = lambda m: summary if "Summarise" in m[0]["content"] else "About valves."
@@ -192,12 +203,18 @@ def test_summary_keeps_what_the_source_supports_and_prefix_uses_configured_llm(k
 
 
 def test_extractive_summary_quotes_the_lead_and_central_sentences_without_an_llm(
-        kb: Path, foundry_config, scripted_llm: ScriptedLLM) -> None:
+    kb: Path, foundry_config, scripted_llm: ScriptedLLM
+) -> None:
     foundry_config(ingest={"summary_model": "extractive", "summary_max_tokens": 40})
-    sentences = ["The V200 valve controls cooling water in the plant.", "It opens at 2 bar and closes at 1 bar.",
-                 "The valve body is made of bronze.", "Valves must be inspected every year.",
-                 "The cafeteria serves lunch at noon.", "The V200 valve has a manual override lever.",
-                 "Replace the valve seal every five years."]
+    sentences = [
+        "The V200 valve controls cooling water in the plant.",
+        "It opens at 2 bar and closes at 1 bar.",
+        "The valve body is made of bronze.",
+        "Valves must be inspected every year.",
+        "The cafeteria serves lunch at noon.",
+        "The V200 valve has a manual override lever.",
+        "Replace the valve seal every five years.",
+    ]
     (kb / "valve.md").write_text("# V200 valve\n\n" + " ".join(sentences) + "\n")
     knowledge_base_ingest(target=kb)
     summary = SourceSummary.objects.get()
@@ -276,10 +293,12 @@ def test_unexpected_parser_error_fails_only_that_file(kb: Path, monkeypatch: pyt
     index_agrees()
 
 
-@pytest.mark.parametrize("where,reason", [("folder", "is a folder; give a file path"),
-                                          ("missing/out.csv", "does not exist")])
-def test_export_to_a_path_that_cannot_take_a_file_is_refused_leaving_nothing(kb: Path, tmp_path: Path,
-                                                                             where: str, reason: str) -> None:
+@pytest.mark.parametrize(
+    "where,reason", [("folder", "is a folder; give a file path"), ("missing/out.csv", "does not exist")]
+)
+def test_export_to_a_path_that_cannot_take_a_file_is_refused_leaving_nothing(
+    kb: Path, tmp_path: Path, where: str, reason: str
+) -> None:
     from io import StringIO
 
     from django.core.management import CommandError, call_command
@@ -309,13 +328,18 @@ def test_ingest_into_another_collection_is_refused_unless_moved(kb: Path) -> Non
     with pytest.raises(CommandError, match="would move them out of it and change who can read them"):
         call_command("foundry", "ingest", str(kb), "--collection", "archive", stdout=StringIO())
     # nothing changed: the sources stay where they were, no collection was created, new.txt waits
-    assert set(Source.objects.values_list("path", "collection__name")) == {("manual.md", "manuals"),
-                                                                           ("notes.txt", "manuals")}
+    assert set(Source.objects.values_list("path", "collection__name")) == {
+        ("manual.md", "manuals"),
+        ("notes.txt", "manuals"),
+    }
     assert not Collection.objects.filter(name="archive").exists()
 
     call_command("foundry", "ingest", str(kb), "--collection", "archive", "--move", stdout=StringIO())
     assert set(Source.objects.values_list("path", "collection__name")) == {
-        ("manual.md", "archive"), ("notes.txt", "archive"), ("new.txt", "archive")}
+        ("manual.md", "archive"),
+        ("notes.txt", "archive"),
+        ("new.txt", "archive"),
+    }
     index_agrees()
 
 
@@ -353,6 +377,7 @@ def test_export_documents_csv(kb: Path, tmp_path: Path) -> None:
     rows = list(csv_module.DictReader(out.open(encoding="utf-8")))
     assert len(rows) == Chunk.objects.count() and any(r["path"] == "notes.txt" for r in rows)
     from django.core.management import CommandError
+
     with pytest.raises(CommandError, match="--collection: no collection named 'nope'"):
         call_command("foundry", "export", str(out), "--collection", "nope", stdout=io.StringIO())
 
@@ -361,7 +386,10 @@ def test_cited_names_qualify_a_path_only_while_another_folder_has_it() -> None:
     assert cited_names("manual.md", ["/data/a"]) == {"/data/a": "manual.md"}
     assert cited_names("manual.md", ["/data/a", "/data/b"]) == {"/data/a": "a/manual.md", "/data/b": "b/manual.md"}
     assert cited_names("x/m.md", ["/one/docs", "/two/docs", "/"]) == {
-        "/one/docs": "one/docs/x/m.md", "/two/docs": "two/docs/x/m.md", "/": "/x/m.md"}
+        "/one/docs": "one/docs/x/m.md",
+        "/two/docs": "two/docs/x/m.md",
+        "/": "/x/m.md",
+    }
 
 
 def test_same_file_name_in_two_folders_is_cited_with_its_folder(tmp_path: Path) -> None:

@@ -1,4 +1,5 @@
 """Ingest with the real embedding model and the real local LLM (context prefixes and summaries on)."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -15,18 +16,22 @@ pytestmark = [pytest.mark.integration, pytest.mark.django_db]
 
 
 def test_real_models_ingest_and_both_channels_find_the_chunk(kb: Path, foundry_config) -> None:
-    foundry_config(embedding={"context_model": "local/smollm2-135m"},
-                   ingest={"summary_model": "local/smollm2-135m", "summary_max_tokens": 60})
+    foundry_config(
+        embedding={"context_model": "local/smollm2-135m"},
+        ingest={"summary_model": "local/smollm2-135m", "summary_max_tokens": 60},
+    )
     (kb / "pump.md").write_text(
         "# Pump P-100 manual\n\n## Maintenance\n\nReplace the shaft seal of the P-100 every 4000 operating hours.\n\n"
-        "## Wiring\n\nConnect the motor to a 400 V three-phase supply.\n")
+        "## Wiring\n\nConnect the motor to a 400 V three-phase supply.\n"
+    )
     with llm.record_calls() as calls:
         report = knowledge_base_ingest(target=kb)
     assert report.count("ingested") == 1
     assert {purpose for purpose, _ in calls.completions} == {"context_prefix", "summary"}
     seal = Chunk.objects.get(text__contains="shaft seal")
     assert seal.context.startswith("Pump P-100 manual > Maintenance") and len(seal.context) > len(
-        "Pump P-100 manual > Maintenance")  # the LLM's prefix follows the heading path
+        "Pump P-100 manual > Maintenance"
+    )  # the LLM's prefix follows the heading path
     # SmolLM2 tends to summarise this page with claims it does not make ("designed to ensure maximum
     # efficiency and safety", "troubleshooting tools"): what is stored, if anything, is what the chunks support
     chunks = {f"S{i}": text for i, text in enumerate(Chunk.objects.order_by("ordinal").values_list("text", flat=True))}

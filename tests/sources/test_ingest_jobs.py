@@ -1,4 +1,5 @@
 """Ingest jobs in-process (no broker): progress, idempotent store, errback path, retry, sweeper."""
+
 from __future__ import annotations
 
 import json
@@ -69,8 +70,12 @@ def test_store_is_idempotent(kb: Path) -> None:
     job.refresh_from_db()
     assert job.files_done == 1 and len(job.results) == 1
     assert Chunk.objects.filter(source__path="note0.md").count() == first.chunks
-    assert ingest.source_store_prepared(root=str(kb), rel="note0.md", collection_id=job.collection_id,
-                                        payload=payload).status == "unchanged"
+    assert (
+        ingest.source_store_prepared(
+            root=str(kb), rel="note0.md", collection_id=job.collection_id, payload=payload
+        ).status
+        == "unchanged"
+    )
     assert ingest_jobs.ingest_job_file_store(job_id=999999, rel="x", payload=payload) is None
     index_agrees()
 
@@ -84,8 +89,7 @@ def test_payload_of_another_release_fails_the_file_and_keeps_the_stored_version(
     old["v"], old["sha256"] = 2, "0" * 64  # a release before chunks carried ocr_confidence
     for chunk in old["chunks"]:
         del chunk["ocr_confidence"]
-    result = ingest.source_store_prepared(root=str(kb), rel="note0.md", collection_id=job.collection_id,
-                                          payload=old)
+    result = ingest.source_store_prepared(root=str(kb), rel="note0.md", collection_id=job.collection_id, payload=old)
     assert result.status == "failed"
     assert "payload version 2, but this one reads 3; every worker must run the same Foundry release" in result.reason
     assert Chunk.objects.filter(source__path="note0.md").count() > 0  # the stored version stays
@@ -96,8 +100,9 @@ def test_errback_failure_then_store_finishes_job(kb: Path) -> None:
     write_notes(kb, 2)
     job = running_job(kb)
     ingest_jobs.ingest_job_file_fail(job_id=job.pk, rel="note1.md", reason="RuntimeError: boom")
-    ingest_jobs.ingest_job_file_store(job_id=job.pk, rel="note0.md",
-                                      payload=prepare.source_prepare(root=str(kb), rel="note0.md"))
+    ingest_jobs.ingest_job_file_store(
+        job_id=job.pk, rel="note0.md", payload=prepare.source_prepare(root=str(kb), rel="note0.md")
+    )
     job.refresh_from_db()
     assert job.status == IngestJob.Status.SUCCEEDED
     assert Source.objects.get(path="note1.md").reason == "RuntimeError: boom"
@@ -173,7 +178,8 @@ def test_sweeper_requeues_then_fails_stale_jobs(kb: Path) -> None:
 
 @pytest.mark.integration  # a real Redis: where the compute workers read what the sweeper decided
 def test_prepares_still_queued_for_a_job_the_sweeper_failed_are_dropped_until_retry(
-        kb: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    kb: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     redis_or_skip()
     write_notes(kb, 2)
     job = running_job(kb)

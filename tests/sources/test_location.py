@@ -1,4 +1,5 @@
 """Where a chunk sits, as citations print it: a chunk that crosses a page names both pages."""
+
 from __future__ import annotations
 
 import pytest
@@ -8,12 +9,15 @@ from sources.models import Chunk, place_text
 from tests.conftest import World, login, record_query
 
 
-@pytest.mark.parametrize(("pages", "lines", "expected"), [
-    ((1, 2), (26, 4), "pp. 1–2, lines 26–4"),
-    ((3, 3), (4, 15), "p. 3, lines 4-15"),
-    ((3, None), (4, 15), "p. 3, lines 4-15"),
-    ((None, None), (4, 15), "lines 4-15"),
-])
+@pytest.mark.parametrize(
+    ("pages", "lines", "expected"),
+    [
+        ((1, 2), (26, 4), "pp. 1–2, lines 26–4"),
+        ((3, 3), (4, 15), "p. 3, lines 4-15"),
+        ((3, None), (4, 15), "p. 3, lines 4-15"),
+        ((None, None), (4, 15), "lines 4-15"),
+    ],
+)
 def test_place_text(pages: tuple, lines: tuple, expected: str) -> None:
     assert place_text(*pages, *lines) == expected
 
@@ -25,44 +29,123 @@ def test_chunk_location_keeps_the_section() -> None:
 
 @pytest.mark.django_db
 def test_viewer_and_answer_sources_print_both_pages(world: World) -> None:
-    chunk = Chunk.objects.create(source=world.sources["alpha"], ordinal=9, text="Across the page break.",
-                                 page_start=1, page_end=2, line_start=26, line_end=4, token_count=4)
+    chunk = Chunk.objects.create(
+        source=world.sources["alpha"],
+        ordinal=9,
+        text="Across the page break.",
+        page_start=1,
+        page_end=2,
+        line_start=26,
+        line_end=4,
+        token_count=4,
+    )
     client: Client = login(world.users["alice"])
     viewer = client.get(f"/sources/{chunk.source_id}/?chunk={chunk.pk}").content.decode()
     assert "pp. 1–2, lines 26–4" in viewer and "lines 26-1" not in viewer
-    row = record_query(world.users["alice"], answer="Across the page break. [S1]",
-                       citations=[{"id": "S1", "chunk_id": chunk.pk, "source": "alpha.md", "title": "alpha.md",
-                                   "heading": "", "page": 1, "lines": [26, 4], "score": 0.9}])
+    row = record_query(
+        world.users["alice"],
+        answer="Across the page break. [S1]",
+        citations=[
+            {
+                "id": "S1",
+                "chunk_id": chunk.pk,
+                "source": "alpha.md",
+                "title": "alpha.md",
+                "heading": "",
+                "page": 1,
+                "lines": [26, 4],
+                "score": 0.9,
+            }
+        ],
+    )
     answer = client.get(f"/ask/{row.pk}/").content.decode()
     assert "pp. 1–2, lines 26–4" in answer and "p. 1 ·" not in answer
 
 
-@pytest.mark.parametrize(("kind", "heading", "pages", "lines", "ocr", "expected", "footnote"), [
-    ("pptx", "Agenda", (3, 3), (2, 4), None, "§ Agenda, slide 3, lines 2-4", "f §Agenda, slide 3, lines 2-4"),
-    ("xlsx", "Pumps", (None, None), (20, 45), None, "sheet Pumps, rows 20-45", "f, sheet Pumps, rows 20-45"),
-    ("csv", "", (None, None), (20, 45), None, "rows 20-45", "f, rows 20-45"),
-    ("docx", "Install > Safety", (None, None), (12, 15), None, "§ Install > Safety, paragraphs 12-15",
-     "f §Safety, paragraphs 12-15"),
-    ("image", "", (None, None), (1, 4), 91.4, "lines 1-4, OCR, confidence 91 %", "f, lines 1-4, OCR, confidence 91 %"),
-    ("pdf", "2 Power", (7, 7), (4, 15), 88.0, "§ 2 Power, p. 7, lines 4-15, OCR, confidence 88 %",
-     "f §2 Power, p. 7, lines 4-15, OCR, confidence 88 %"),
-    ("json", "interfaces > [0]", (None, None), (37, 47), None, "§ interfaces > [0], lines 37-47",
-     "f §interfaces[0], lines 37-47"),
-])
-def test_each_kind_writes_its_own_location(kind: str, heading: str, pages: tuple, lines: tuple, ocr: float | None,
-                                           expected: str, footnote: str) -> None:
+@pytest.mark.parametrize(
+    ("kind", "heading", "pages", "lines", "ocr", "expected", "footnote"),
+    [
+        ("pptx", "Agenda", (3, 3), (2, 4), None, "§ Agenda, slide 3, lines 2-4", "f §Agenda, slide 3, lines 2-4"),
+        ("xlsx", "Pumps", (None, None), (20, 45), None, "sheet Pumps, rows 20-45", "f, sheet Pumps, rows 20-45"),
+        ("csv", "", (None, None), (20, 45), None, "rows 20-45", "f, rows 20-45"),
+        (
+            "docx",
+            "Install > Safety",
+            (None, None),
+            (12, 15),
+            None,
+            "§ Install > Safety, paragraphs 12-15",
+            "f §Safety, paragraphs 12-15",
+        ),
+        (
+            "image",
+            "",
+            (None, None),
+            (1, 4),
+            91.4,
+            "lines 1-4, OCR, confidence 91 %",
+            "f, lines 1-4, OCR, confidence 91 %",
+        ),
+        (
+            "pdf",
+            "2 Power",
+            (7, 7),
+            (4, 15),
+            88.0,
+            "§ 2 Power, p. 7, lines 4-15, OCR, confidence 88 %",
+            "f §2 Power, p. 7, lines 4-15, OCR, confidence 88 %",
+        ),
+        (
+            "json",
+            "interfaces > [0]",
+            (None, None),
+            (37, 47),
+            None,
+            "§ interfaces > [0], lines 37-47",
+            "f §interfaces[0], lines 37-47",
+        ),
+    ],
+)
+def test_each_kind_writes_its_own_location(
+    kind: str, heading: str, pages: tuple, lines: tuple, ocr: float | None, expected: str, footnote: str
+) -> None:
     from generation.documents import footnote_format
     from sources.models import citation_location, location_text
 
-    assert location_text(kind=kind, heading=heading, page_start=pages[0], page_end=pages[1], line_start=lines[0],
-                         line_end=lines[1], ocr_confidence=ocr) == expected
+    assert (
+        location_text(
+            kind=kind,
+            heading=heading,
+            page_start=pages[0],
+            page_end=pages[1],
+            line_start=lines[0],
+            line_end=lines[1],
+            ocr_confidence=ocr,
+        )
+        == expected
+    )
     recorded_before = {"heading": heading, "page": pages[0], "lines": list(lines)}  # no kind, no location
-    assert citation_location({**recorded_before, "kind": kind, "page_end": pages[1], "ocr_confidence": ocr,
-                              "location": expected}) == expected
+    assert (
+        citation_location(
+            {**recorded_before, "kind": kind, "page_end": pages[1], "ocr_confidence": ocr, "location": expected}
+        )
+        == expected
+    )
     assert citation_location(recorded_before) == location_text(
-        kind="", heading=heading, page_start=pages[0], page_end=None, line_start=lines[0], line_end=lines[1])
-    assert footnote_format(name="f", kind=kind, heading=heading, page_start=pages[0], page_end=pages[1],
-                           lines=lines, ocr_confidence=ocr) == footnote
+        kind="", heading=heading, page_start=pages[0], page_end=None, line_start=lines[0], line_end=lines[1]
+    )
+    assert (
+        footnote_format(
+            name="f",
+            kind=kind,
+            heading=heading,
+            page_start=pages[0],
+            page_end=pages[1],
+            lines=lines,
+            ocr_confidence=ocr,
+        )
+        == footnote
+    )
 
 
 @pytest.mark.django_db
@@ -70,12 +153,20 @@ def test_passages_found_in_a_refusal_link_to_slides_and_sheet_rows(world: World)
     source = world.sources["alpha"]
     source.kind = "xlsx"
     source.save()
-    rows = Chunk.objects.create(source=source, ordinal=7, text="P-7 | 40", heading="Pumps", line_start=20,
-                                line_end=45, token_count=4)
-    answer = (f"No answer could be verified. Passages found: S1 alpha.md, {rows.location}; "
-              "S2 alpha.md, sheet Pumps, rows 1-2.")
-    row = record_query(world.users["alice"], answer_class="no_evidence", refusal="grounding", answer=answer,
-                       channels={"bm25": [[rows.pk, 1.0]]})
+    rows = Chunk.objects.create(
+        source=source, ordinal=7, text="P-7 | 40", heading="Pumps", line_start=20, line_end=45, token_count=4
+    )
+    answer = (
+        f"No answer could be verified. Passages found: S1 alpha.md, {rows.location}; "
+        "S2 alpha.md, sheet Pumps, rows 1-2."
+    )
+    row = record_query(
+        world.users["alice"],
+        answer_class="no_evidence",
+        refusal="grounding",
+        answer=answer,
+        channels={"bm25": [[rows.pk, 1.0]]},
+    )
     page = login(world.users["alice"]).get(f"/ask/{row.pk}/").content.decode()
     assert "S1 alpha.md, sheet Pumps, rows 20-45" in page
     assert f'href="/sources/{source.pk}/?chunk={rows.pk}#chunk-{rows.pk}"' in page

@@ -5,6 +5,7 @@ The tests that need tesseract are skipped, with the command that installs it, on
 without it; ``make test`` installs it first. The behaviour without tesseract is tested
 everywhere by hiding the program.
 """
+
 from __future__ import annotations
 
 import difflib
@@ -23,10 +24,12 @@ from tests.conftest import make_pdf
 
 needs_tesseract = pytest.mark.skipif(shutil.which("tesseract") is None, reason="tesseract not installed (make ocr)")
 FONT = "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf"
-LINES = ["The pump P7 delivers 40 litres per minute at 3 bar.",
-         "Service the relief valve every 500 operating hours.",
-         "",
-         "Maximum inlet temperature is 60 degrees Celsius."]
+LINES = [
+    "The pump P7 delivers 40 litres per minute at 3 bar.",
+    "Service the relief valve every 500 operating hours.",
+    "",
+    "Maximum inlet temperature is 60 degrees Celsius.",
+]
 
 
 def scanned_page(lines: list[str] = LINES, *, dpi: int = 200) -> Image.Image:
@@ -66,8 +69,13 @@ def test_image_sources_are_read_by_ocr_with_confidence(fmt: str, name: str) -> N
 def test_scanned_pdf_pages_are_ocrd_and_text_pages_are_not(kb: Path, tmp_path: Path) -> None:
     text_pdf = make_pdf(tmp_path / "text.pdf", [("1 Intro", "The gateway has four relay outputs.")])
     scan = scanned_page().convert("RGB")
-    scan.save(kb / "mixed.pdf", "PDF", resolution=200.0, save_all=True,
-              append_images=[scanned_page(["Page two holds the wiring table."]).convert("RGB")])
+    scan.save(
+        kb / "mixed.pdf",
+        "PDF",
+        resolution=200.0,
+        save_all=True,
+        append_images=[scanned_page(["Page two holds the wiring table."]).convert("RGB")],
+    )
     (kb / "text.pdf").write_bytes(text_pdf.read_bytes())
     report = {f.path: f for f in knowledge_base_ingest(target=kb).files}
     assert report["mixed.pdf"].status == "ingested", report["mixed.pdf"].reason
@@ -95,7 +103,8 @@ def test_without_tesseract_a_scanned_page_fails_naming_the_packages(kb: Path, mo
 
 @pytest.mark.django_db
 def test_without_tesseract_image_only_pages_of_a_text_pdf_are_left_out_and_reported(
-        kb: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    kb: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A datasheet with a full-page figure stays searchable without OCR; its report names the page and why."""
     from pypdf import PdfReader, PdfWriter
 
@@ -110,9 +119,11 @@ def test_without_tesseract_image_only_pages_of_a_text_pdf_are_left_out_and_repor
         writer.write(handle)
     (result,) = knowledge_base_ingest(target=kb).files
     assert result.status == "ingested"
-    assert result.reason == ("PDF page(s) 2 hold only images and were not read; reading them needs OCR, and the "
-                             "tesseract program is not installed: install Debian's tesseract-ocr and "
-                             "tesseract-ocr-eng (make ocr)")
+    assert result.reason == (
+        "PDF page(s) 2 hold only images and were not read; reading them needs OCR, and the "
+        "tesseract program is not installed: install Debian's tesseract-ocr and "
+        "tesseract-ocr-eng (make ocr)"
+    )
     assert [c.page_start for c in Chunk.objects.filter(source__path="datasheet.pdf")] == [1]
     assert Source.objects.get(path="datasheet.pdf").reason == result.reason  # shown on the sources page
 
@@ -136,10 +147,13 @@ def test_a_huge_scanned_pdf_page_is_refused_before_decoding(tmp_path: Path) -> N
         extract(Path("huge.pdf"), pdf.read_bytes())
 
 
-@pytest.mark.parametrize("data,reason", [
-    (b"\x89PNG\r\n\x1a\n" + b"\x00" * 50, "image cannot be read"),
-    (b"GIF89a" + b"\x00" * 50, "image cannot be read"),
-])
+@pytest.mark.parametrize(
+    "data,reason",
+    [
+        (b"\x89PNG\r\n\x1a\n" + b"\x00" * 50, "image cannot be read"),
+        (b"GIF89a" + b"\x00" * 50, "image cannot be read"),
+    ],
+)
 def test_damaged_images_fail_with_a_reason(data: bytes, reason: str) -> None:
     with pytest.raises(ExtractionError, match=reason):
         extract(Path("bad.png"), data)

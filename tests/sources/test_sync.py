@@ -1,4 +1,5 @@
 """Folders bound to collections: binding rules, the sync guards, and one job at a time."""
+
 from __future__ import annotations
 
 import os
@@ -31,18 +32,22 @@ def docs(tmp_path: Path) -> Path:
     return folder
 
 
-def test_bind_creates_the_collection_and_stores_the_absolute_folder(docs: Path, monkeypatch: pytest.MonkeyPatch
-                                                                    ) -> None:
+def test_bind_creates_the_collection_and_stores_the_absolute_folder(
+    docs: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.chdir(docs.parent)
     coll = collection_bind(collection="manuals", folder=Path("docs"))
     assert coll.folder == str(docs) and Collection.objects.get(name="manuals").folder == str(docs)
     assert collection_bind(collection="manuals", folder=docs).folder == str(docs)  # binding again is harmless
 
 
-@pytest.mark.parametrize("make, message", [
-    (lambda root: root / "nowhere", "no such folder"),
-    (lambda root: (root / "file.txt", (root / "file.txt").write_text("x"))[0], "not a folder"),
-])
+@pytest.mark.parametrize(
+    "make, message",
+    [
+        (lambda root: root / "nowhere", "no such folder"),
+        (lambda root: (root / "file.txt", (root / "file.txt").write_text("x"))[0], "not a folder"),
+    ],
+)
 def test_bind_refuses_what_is_not_a_folder(tmp_path: Path, make: object, message: str) -> None:
     path = make(tmp_path)
     with pytest.raises(CollectionError, match=message):
@@ -146,8 +151,7 @@ def test_unreadable_folder_fails_and_keeps_its_sources(docs: Path, monkeypatch: 
     assert Source.objects.filter(collection__name="manuals").count() == 2
 
 
-def test_an_unreadable_folder_inside_the_bound_one_removes_nothing(docs: Path, monkeypatch: pytest.MonkeyPatch
-                                                                   ) -> None:
+def test_an_unreadable_folder_inside_the_bound_one_removes_nothing(docs: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     (docs / "share").mkdir()
     (docs / "share" / "valve.txt").write_text("Valve V-2 opens at 3 bar.\n")
     collection_bind(collection="manuals", folder=docs)
@@ -162,8 +166,10 @@ def test_an_unreadable_folder_inside_the_bound_one_removes_nothing(docs: Path, m
     monkeypatch.setattr("sources.services.sync.os.scandir", scandir)
     [result] = collections_sync()
     assert result.status == "failed"
-    assert result.reason.startswith(f"bound folder {docs} (its folder {docs / 'share'}) cannot be read "
-                                    "(Permission denied); its 3 source(s) are kept")
+    assert result.reason.startswith(
+        f"bound folder {docs} (its folder {docs / 'share'}) cannot be read "
+        "(Permission denied); its 3 source(s) are kept"
+    )
     assert Source.objects.filter(path="share/valve.txt").exists()
 
 

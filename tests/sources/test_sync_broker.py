@@ -3,6 +3,7 @@
 
 Needs Redis at 127.0.0.1:6379 (or FOUNDRY_TEST_REDIS_URL); see tests/broker.py.
 """
+
 from __future__ import annotations
 
 import time
@@ -26,8 +27,9 @@ def workers(tmp_path_factory: pytest.TempPathFactory, django_db_setup: Any) -> I
     """A compute worker and a db worker whose beat syncs bound folders every 2 seconds."""
     redis_or_skip()
     home = tmp_path_factory.mktemp("sync-broker-home")
-    env = worker_env(home, config="ingest:\n  summary_model: none\nembedding:\n  context_model: none\n"
-                                  "sync:\n  interval: 2s\n")
+    env = worker_env(
+        home, config="ingest:\n  summary_model: none\nembedding:\n  context_model: none\nsync:\n  interval: 2s\n"
+    )
     with worker_pool(home, env) as pool:
         yield pool
 
@@ -36,8 +38,9 @@ def wait_for(condition: Any, what: str, workers: dict[str, Worker], timeout: flo
     deadline = time.monotonic() + timeout
     while not condition():
         if time.monotonic() > deadline:
-            raise AssertionError(f"{what} not seen after {timeout}s\n{workers['db'].tail()}\n"
-                                 f"{workers['compute'].tail()}")
+            raise AssertionError(
+                f"{what} not seen after {timeout}s\n{workers['db'].tail()}\n{workers['compute'].tail()}"
+            )
         time.sleep(0.5)
 
 
@@ -45,8 +48,9 @@ def ingested(folder: Path) -> set[str]:
     return set(Source.objects.filter(root=str(folder), status="ingested").values_list("path", flat=True))
 
 
-def test_beat_syncs_a_bound_folder_on_schedule(workers: dict[str, Worker], tmp_path: Path, fast_config: None,
-                                               clean_index: None) -> None:
+def test_beat_syncs_a_bound_folder_on_schedule(
+    workers: dict[str, Worker], tmp_path: Path, fast_config: None, clean_index: None
+) -> None:
     folder = tmp_path / "shared-drive"
     folder.mkdir()
     for n in range(3):

@@ -1,5 +1,6 @@
 """A bound folder kept in sync through `foundry sync`, with the real embedding model: edits, additions and
 deletions reach the index, and nothing else changes."""
+
 from __future__ import annotations
 
 from io import StringIO
@@ -36,7 +37,10 @@ def test_bind_sync_edit_add_delete_sync(tmp_path: Path) -> None:
     first = foundry("sync")
     assert "plant" in first and "synced" in first
     assert set(Source.objects.filter(collection__name="plant").values_list("path", flat=True)) == {
-        "pumps/p100.md", "gateway.txt", "old.csv"}
+        "pumps/p100.md",
+        "gateway.txt",
+        "old.csv",
+    }
     seal = Chunk.objects.get(source__path="pumps/p100.md")
     untouched = Chunk.objects.get(source__path="gateway.txt")
     index_agrees()

@@ -1,4 +1,5 @@
 """Tasks without a database: the compute side must never open the SQLite file."""
+
 from __future__ import annotations
 
 import json

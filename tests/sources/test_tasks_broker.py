@@ -3,6 +3,7 @@
 Needs Redis at 127.0.0.1:6379 (or FOUNDRY_TEST_REDIS_URL); uses database 14, flushed before and after. Skips
 with a message when Redis is unreachable, except in CI (CI=true), where it fails (see tests/broker.py).
 """
+
 from __future__ import annotations
 
 import time
@@ -30,10 +31,14 @@ def workers(tmp_path_factory: pytest.TempPathFactory, django_db_setup: Any) -> I
     """A compute worker (no database at all) and a db worker with the sweeper schedule."""
     redis_or_skip()
     home = tmp_path_factory.mktemp("broker-home")
-    env = worker_env(home,
-                     config="ingest:\n  summary_model: none\nembedding:\n  context_model: none\n",
-                     FOUNDRY_JOB_STALE_SECONDS=str(STALE_SECONDS), FOUNDRY_SWEEP_INTERVAL="2",
-                     FOUNDRY_TASK_MAX_DELIVERIES="2", FOUNDRY_TASK_RETRY_BACKOFF="1")
+    env = worker_env(
+        home,
+        config="ingest:\n  summary_model: none\nembedding:\n  context_model: none\n",
+        FOUNDRY_JOB_STALE_SECONDS=str(STALE_SECONDS),
+        FOUNDRY_SWEEP_INTERVAL="2",
+        FOUNDRY_TASK_MAX_DELIVERIES="2",
+        FOUNDRY_TASK_RETRY_BACKOFF="1",
+    )
     with worker_pool(home, env) as pool:
         yield pool
 
@@ -70,17 +75,30 @@ def snapshot() -> dict[str, Any]:
         for unit, blob in sorted(cur.fetchall()):
             windows.setdefault(unit // vectorstore.WINDOW_SLOTS, []).append(bytes(blob))
     return {
-        (c.source.path, c.ordinal): (c.source.title, c.source.kind, c.source.sha256, c.text, c.heading,
-                                     c.page_start, c.page_end, c.line_start, c.line_end, c.token_count,
-                                     c.context, bytes(vectors[c.pk]), windows.get(c.pk, []))
+        (c.source.path, c.ordinal): (
+            c.source.title,
+            c.source.kind,
+            c.source.sha256,
+            c.text,
+            c.heading,
+            c.page_start,
+            c.page_end,
+            c.line_start,
+            c.line_end,
+            c.token_count,
+            c.context,
+            bytes(vectors[c.pk]),
+            windows.get(c.pk, []),
+        )
         for c in Chunk.objects.select_related("source")
     }
 
 
 def write_mixed_kb(kb: Path) -> None:
     (kb / "manual.md").write_text("# Manual\n\n## Power\n\nThe gateway needs 24 V DC.\n\n## Bus\n\nUp to 8 sensors.\n")
-    (kb / "notes.txt").write_text("Firmware 2.4.1 fixes the alarm hysteresis bug. Update before May.\n\n"
-                                  "MQTT over TLS arrives in 2.5.\n")
+    (kb / "notes.txt").write_text(
+        "Firmware 2.4.1 fixes the alarm hysteresis bug. Update before May.\n\nMQTT over TLS arrives in 2.5.\n"
+    )
     (kb / "spec.json").write_text('{"model": "AX-200", "electrical": {"vcc": "3.3 V", "current": "120 mA"}}')
     make_pdf(kb / "sheet.pdf", [("1 General", "The AX-200 is a sensor gateway."), ("2 Power", "VCC = 5 V.")])
     (kb / "bad.json").write_text("{broken")
@@ -88,13 +106,16 @@ def write_mixed_kb(kb: Path) -> None:
 
 def wait_job(job_id: int, timeout: float, workers: dict[str, Worker]) -> IngestJob:
     job = ingest_jobs.ingest_job_wait(job_id=job_id, timeout=timeout)
-    assert job.is_finished, (f"job {job_id} not finished after {timeout}s: {job.status} {job.files_done}/"
-                             f"{job.files_total}\n{workers['compute'].tail()}\n{workers['db'].tail()}")
+    assert job.is_finished, (
+        f"job {job_id} not finished after {timeout}s: {job.status} {job.files_done}/"
+        f"{job.files_total}\n{workers['compute'].tail()}\n{workers['db'].tail()}"
+    )
     return job
 
 
-def test_broker_ingest_equals_in_process_ingest(workers: dict[str, Worker], kb: Path, fast_config: None,
-                                                clean_index: None) -> None:
+def test_broker_ingest_equals_in_process_ingest(
+    workers: dict[str, Worker], kb: Path, fast_config: None, clean_index: None
+) -> None:
     write_mixed_kb(kb)
     eager = ingest_jobs.knowledge_base_ingest(target=kb).as_dict()
     expected = snapshot()
@@ -111,12 +132,14 @@ def test_broker_ingest_equals_in_process_ingest(workers: dict[str, Worker], kb: 
 FILES = 40
 
 
-def test_kill_workers_mid_ingest_then_recover(workers: dict[str, Worker], kb: Path, fast_config: None,
-                                              clean_index: None) -> None:
+def test_kill_workers_mid_ingest_then_recover(
+    workers: dict[str, Worker], kb: Path, fast_config: None, clean_index: None
+) -> None:
     paragraph = "The pump station {i} reports pressure, flow and temperature to the gateway every {n} seconds."
     for n in range(FILES):
-        body = "\n\n".join(f"## Part {p}\n\n" + " ".join(paragraph.format(i=i, n=n) for i in range(5))
-                           for p in range(2))
+        body = "\n\n".join(
+            f"## Part {p}\n\n" + " ".join(paragraph.format(i=i, n=n) for i in range(5)) for p in range(2)
+        )
         (kb / f"station-{n:03}.md").write_text(f"# Station {n}\n\n{body}\n")
     with broker_mode():
         job = ingest_jobs.ingest_job_create(target=kb)
@@ -132,8 +155,10 @@ def test_kill_workers_mid_ingest_then_recover(workers: dict[str, Worker], kb: Pa
         start_all(workers)
         job = wait_job(job.pk, 150, workers)
         recovery = time.monotonic() - killed_at
-    print(f"\nkilled at {done_at_kill}/{job.files_total} files; complete {recovery:.1f}s after the kill, "
-          f"attempts={job.attempts}")
+    print(
+        f"\nkilled at {done_at_kill}/{job.files_total} files; complete {recovery:.1f}s after the kill, "
+        f"attempts={job.attempts}"
+    )
     assert job.status == IngestJob.Status.SUCCEEDED
     paths = [r["path"] for r in job.results]
     assert len(paths) == len(set(paths)) == FILES and {r["status"] for r in job.results} == {"ingested"}
@@ -145,8 +170,9 @@ def test_kill_workers_mid_ingest_then_recover(workers: dict[str, Worker], kb: Pa
     index_agrees()  # chunk rows, FTS rows and vectors are the same set: no orphan vectors
 
 
-def test_poison_files_fail_alone_with_reasons(workers: dict[str, Worker], kb: Path, fast_config: None,
-                                              clean_index: None) -> None:
+def test_poison_files_fail_alone_with_reasons(
+    workers: dict[str, Worker], kb: Path, fast_config: None, clean_index: None
+) -> None:
     for n in range(4):
         (kb / f"good-{n}.txt").write_text(f"Valve {n} opens at {n + 1} bar.\n")
     (kb / "poison-crash.txt").write_text("This file kills the worker process.\n")

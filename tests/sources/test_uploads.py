@@ -10,24 +10,34 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 
 from sources.models import Chunk, Source
 from sources.services.ingest_jobs import knowledge_base_ingest
-from sources.services.uploads import (UploadExists, UploadRejected, UploadTooLarge, source_remove, source_upload,
-                                      upload_check, upload_filename)
+from sources.services.uploads import (
+    UploadExists,
+    UploadRejected,
+    UploadTooLarge,
+    source_remove,
+    source_upload,
+    upload_check,
+    upload_filename,
+)
 from tests.conftest import World, make_pdf
 
 pytestmark = pytest.mark.django_db
 
 
-@pytest.mark.parametrize("raw, safe", [
-    ("manual.md", "manual.md"),
-    ("../../etc/passwd.txt", "passwd.txt"),
-    ("..\\..\\Windows\\notes.TXT", "notes.txt"),
-    ("/abs/path/spec.json", "spec.json"),
-    (".hidden.md", "hidden.md"),
-    ("bad\x00name\r\n.txt", "badname.txt"),
-    ("rtl\u202etxt.md", "rtltxt.md"),
-    ("a<b>|c\"d?.pdf", "a_b__c_d_.pdf"),
-    ("Überblick  Datenblatt.pdf", "Überblick Datenblatt.pdf"),
-])
+@pytest.mark.parametrize(
+    "raw, safe",
+    [
+        ("manual.md", "manual.md"),
+        ("../../etc/passwd.txt", "passwd.txt"),
+        ("..\\..\\Windows\\notes.TXT", "notes.txt"),
+        ("/abs/path/spec.json", "spec.json"),
+        (".hidden.md", "hidden.md"),
+        ("bad\x00name\r\n.txt", "badname.txt"),
+        ("rtl\u202etxt.md", "rtltxt.md"),
+        ('a<b>|c"d?.pdf', "a_b__c_d_.pdf"),
+        ("Überblick  Datenblatt.pdf", "Überblick Datenblatt.pdf"),
+    ],
+)
 def test_filename_is_sanitised(raw: str, safe: str) -> None:
     assert upload_filename(raw) == safe
 
@@ -72,8 +82,9 @@ def upload(name: str, content: bytes) -> SimpleUploadedFile:
 
 
 def test_upload_stores_under_collection_and_ingests(world: World, settings: Any) -> None:
-    result = source_upload(collection=world.collections["alpha"],
-                           upload=upload("../../notes.md", b"# Notes\n\nThe relay trips at 30 A.\n"))
+    result = source_upload(
+        collection=world.collections["alpha"], upload=upload("../../notes.md", b"# Notes\n\nThe relay trips at 30 A.\n")
+    )
     stored = Path(settings.MEDIA_ROOT) / "alpha" / "notes.md"
     assert stored.read_bytes().startswith(b"# Notes")
     assert result.result.status == "ingested" and result.result.chunks >= 1 and not result.replaced
@@ -97,15 +108,19 @@ def test_duplicate_name_is_refused_unless_replaced(world: World, settings: Any) 
     assert not Chunk.objects.filter(source=second.source, text__contains="one").exists()
 
 
-def test_name_of_a_file_ingested_from_a_folder_is_refused_even_with_replace(world: World, settings: Any,
-                                                                            tmp_path: Path) -> None:
+def test_name_of_a_file_ingested_from_a_folder_is_refused_even_with_replace(
+    world: World, settings: Any, tmp_path: Path
+) -> None:
     coll = world.collections["alpha"]
     (tmp_path / "docs").mkdir()
     (tmp_path / "docs" / "n.txt").write_text("The folder's notes.\n")
     knowledge_base_ingest(target=tmp_path / "docs", collection="alpha")
     for replace in (False, True):
-        with pytest.raises(UploadExists, match=r"n.txt is already in collection alpha, ingested from a folder "
-                                               r"\(source \d+, not an upload\); give the upload another name"):
+        with pytest.raises(
+            UploadExists,
+            match=r"n.txt is already in collection alpha, ingested from a folder "
+            r"\(source \d+, not an upload\); give the upload another name",
+        ):
             source_upload(collection=coll, upload=upload("n.txt", b"Other notes.\n"), replace=replace)
     assert list(Source.objects.filter(path="n.txt").values_list("root", flat=True)) == [str(tmp_path / "docs")]
     assert not (Path(settings.MEDIA_ROOT) / "alpha" / "n.txt").exists()
@@ -141,8 +156,10 @@ def test_office_uploads_are_ingested(world: World, tmp_path: Path) -> None:
     for name, path in (("manual.docx", make_docx(tmp_path / "m.docx")), ("pumps.xlsx", make_xlsx(tmp_path / "p.xlsx"))):
         result = source_upload(collection=world.collections["beta"], upload=upload(name, path.read_bytes()))
         assert result.result.status == "ingested" and result.source.kind == name.rsplit(".", 1)[1]
-    assert Chunk.objects.get(source__path="manual.docx", text__contains="2 A fuse").heading == \
-        "Installation > Power supply"
+    assert (
+        Chunk.objects.get(source__path="manual.docx", text__contains="2 A fuse").heading
+        == "Installation > Power supply"
+    )
 
 
 def test_remove_deletes_uploaded_file_but_not_knowledge_base_files(world: World, settings: Any) -> None:

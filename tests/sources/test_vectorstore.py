@@ -7,6 +7,7 @@ re-ingested or removed one, so a scan in either costs a pass over millions of
 vectors per file. The tests read SQLite's own plan for every statement the two
 functions send (``EXPLAIN QUERY PLAN``), so they need no large table and no timing.
 """
+
 from __future__ import annotations
 
 import re
@@ -34,10 +35,20 @@ Statement = tuple[str, Any, bool]  # (sql, params, executemany)
 
 def make_source(collection: Collection, name: str, chunks: int) -> tuple[Source, list[int]]:
     """A source with ``chunks`` chunks (their FTS rows come from the triggers) and their vectors."""
-    source = Source.objects.create(collection=collection, root="/kb", path=name, status=Source.Status.INGESTED,
-                                   chunk_count=chunks, embedding_model=MODEL)
-    rows = Chunk.objects.bulk_create([Chunk(source=source, ordinal=i, text=f"{name} part {i}", line_start=1,
-                                            line_end=1, token_count=3) for i in range(chunks)])
+    source = Source.objects.create(
+        collection=collection,
+        root="/kb",
+        path=name,
+        status=Source.Status.INGESTED,
+        chunk_count=chunks,
+        embedding_model=MODEL,
+    )
+    rows = Chunk.objects.bulk_create(
+        [
+            Chunk(source=source, ordinal=i, text=f"{name} part {i}", line_start=1, line_end=1, token_count=3)
+            for i in range(chunks)
+        ]
+    )
     vectorstore.ensure_table(MODEL, 4)
     vectorstore.vectors_insert(MODEL, [(c.pk, collection.pk, [1.0, float(c.pk), 0.5, 0.0]) for c in rows])
     return source, [c.pk for c in rows]
@@ -81,8 +92,11 @@ def vec_plan_kinds(statements: list[Statement]) -> list[str]:
 def test_the_plan_check_sees_the_full_scan_of_an_in_list(sources: dict) -> None:
     """The old statements, for contrast: ``IN`` plans as a full scan, ``=`` as a primary-key lookup."""
     source, ids = sources["a.md"]
-    old = (f"SELECT count(*) FROM {TABLE} WHERE chunk_id IN (SELECT id FROM sources_chunk WHERE source_id = %s)",
-           [source.pk], False)
+    old = (
+        f"SELECT count(*) FROM {TABLE} WHERE chunk_id IN (SELECT id FROM sources_chunk WHERE source_id = %s)",
+        [source.pk],
+        False,
+    )
     assert vec_plan_kinds([old]) == ["1"]
     assert vec_plan_kinds([(f"DELETE FROM {TABLE} WHERE chunk_id IN (%s, %s)", ids[:2], False)]) == ["1"]
     assert vec_plan_kinds([(f"SELECT 1 FROM {TABLE} WHERE chunk_id = %s", [ids[0]], False)]) == ["2"]
@@ -131,12 +145,18 @@ def test_vectors_delete_removes_each_chunks_windows_by_primary_key(sources: dict
     _, ids = sources["a.md"]
     keep = sources["c.md"][1]
     vectorstore.ensure_windows_table(MODEL, 4)
-    vectorstore.windows_insert(MODEL, [(vectorstore.window_id(cid, j), 1, [0.5, 1.0, float(j), 0.0])
-                                       for cid in ids + keep for j in range(3)])
+    vectorstore.windows_insert(
+        MODEL, [(vectorstore.window_id(cid, j), 1, [0.5, 1.0, float(j), 0.0]) for cid in ids + keep for j in range(3)]
+    )
     with recorded() as statements:
         vectorstore.vectors_delete(ids)
-    kinds = [kind for sql, params, many in statements if WINDOWS in sql
-             for step in plan(sql, params[0] if many else params) for kind in WINDOW_PLAN.findall(step)]
+    kinds = [
+        kind
+        for sql, params, many in statements
+        if WINDOWS in sql
+        for step in plan(sql, params[0] if many else params)
+        for kind in WINDOW_PLAN.findall(step)
+    ]
     assert kinds and "1" not in kinds, kinds  # never a scan of the whole windows table
     with connection.cursor() as cur:
         cur.execute(f"SELECT window_id FROM {WINDOWS} ORDER BY window_id")

@@ -30,8 +30,9 @@ def test_list_shows_only_readable_collections_and_sources(client: Client, world:
 
 
 def test_list_shows_status_reason_and_filters_by_collection(client: Client, world: World) -> None:
-    Source.objects.filter(pk=world.sources["alpha"].pk).update(status="failed",
-                                                               reason="invalid JSON <script>x</script>")
+    Source.objects.filter(pk=world.sources["alpha"].pk).update(
+        status="failed", reason="invalid JSON <script>x</script>"
+    )
     html = login(client, world, "alice").get("/sources/?collection=alpha").content.decode()
     assert "Failed" in html and "invalid JSON &lt;script&gt;x&lt;/script&gt;" in html
     assert "handbook.md" not in html
@@ -51,15 +52,17 @@ def test_reader_of_public_collection_only_cannot_upload(client: Client, world: W
     client.force_login(make_user("dave"))
     html = client.get("/sources/").content.decode()
     assert "handbook.md" in html and "You cannot upload" in html
-    response = client.post("/sources/upload", {"collection": "handbook",
-                                               "file": SimpleUploadedFile("x.txt", b"hello")})
+    response = client.post("/sources/upload", {"collection": "handbook", "file": SimpleUploadedFile("x.txt", b"hello")})
     assert response.status_code == 400 and not Source.objects.filter(path="x.txt").exists()
 
 
 def test_upload_page_ingests_and_reports(client: Client, world: World, settings: Any) -> None:
     login(client, world, "alice")
-    response = client.post("/sources/upload", {"collection": "alpha", "file": SimpleUploadedFile(
-        "../../relay.md", b"# Relay\n\nThe relay trips at 30 A.\n")}, follow=True)
+    response = client.post(
+        "/sources/upload",
+        {"collection": "alpha", "file": SimpleUploadedFile("../../relay.md", b"# Relay\n\nThe relay trips at 30 A.\n")},
+        follow=True,
+    )
     html = response.content.decode()
     assert response.status_code == 200
     assert "Uploaded relay.md: ingested (1 chunks)" in html
@@ -69,7 +72,8 @@ def test_upload_page_ingests_and_reports(client: Client, world: World, settings:
 
 
 def test_upload_page_rejects_bad_type_too_large_and_other_collections(
-        client: Client, world: World, foundry_config: Callable[..., Any]) -> None:
+    client: Client, world: World, foundry_config: Callable[..., Any]
+) -> None:
     login(client, world, "alice")
     bad = client.post("/sources/upload", {"collection": "alpha", "file": SimpleUploadedFile("x.exe", b"MZ")})
     assert bad.status_code == 400 and "unsupported file type" in bad.content.decode()
@@ -85,8 +89,11 @@ def test_upload_duplicate_is_refused_then_replaced(client: Client, world: World)
     login(client, world, "alice")
 
     def post(content: bytes, **extra: str) -> Any:
-        return client.post("/sources/upload", {"collection": "alpha", "file": SimpleUploadedFile("dup.txt", content),
-                                               **extra}, follow=True)
+        return client.post(
+            "/sources/upload",
+            {"collection": "alpha", "file": SimpleUploadedFile("dup.txt", content), **extra},
+            follow=True,
+        )
 
     post(b"First version.\n")
     refused = post(b"Second version.\n")
@@ -122,7 +129,7 @@ def test_viewer_shows_chunks_with_target_highlighted(client: Client, world: Worl
     assert f'class="chunk target" id="chunk-{chunks[1].pk}"' in html
     assert f'class="chunk" id="chunk-{chunks[0].pk}"' in html
     assert "§ Alpha" in html and "lines 3-3" in html
-    assert f'/sources/{source.pk}/download' in html
+    assert f"/sources/{source.pk}/download" in html
 
 
 def test_viewer_escapes_document_text(client: Client, world: World) -> None:

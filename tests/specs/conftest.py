@@ -1,4 +1,5 @@
 """Users with the roles the spec workflow distinguishes, and a helper to get a spec into review."""
+
 from __future__ import annotations
 
 from typing import Any

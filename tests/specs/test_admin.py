@@ -24,8 +24,9 @@ def ids(*names: str) -> list[int]:
 
 
 def post_action(client: Client, action: str, names: list[str], **extra: str) -> list[str]:
-    response = client.post(CHANGELIST, {"action": action, "_selected_action": ids(*names), "index": 0, **extra},
-                           follow=True)
+    response = client.post(
+        CHANGELIST, {"action": action, "_selected_action": ids(*names), "index": 0, **extra}, follow=True
+    )
     assert response.status_code == 200
     return [str(m) for m in response.context["messages"]]
 
@@ -41,8 +42,11 @@ def test_changelist_filters_and_search(admin_client: Client, author: User, revie
     assert list(in_use.context["cl"].result_list) == list(FeatureSpec.objects.filter(name="wiring-guide"))
     found = admin_client.get(CHANGELIST, {"q": "wiring"})
     assert [s.name for s in found.context["cl"].result_list] == ["wiring-guide"]
-    for url in ("/admin/specs/specversion/", "/admin/specs/specdecision/",
-                f"{CHANGELIST}{ids('wiring-guide')[0]}/change/"):
+    for url in (
+        "/admin/specs/specversion/",
+        "/admin/specs/specdecision/",
+        f"{CHANGELIST}{ids('wiring-guide')[0]}/change/",
+    ):
         assert admin_client.get(url).status_code == 200
 
 
@@ -58,7 +62,9 @@ def test_add_and_edit_go_through_the_services(admin_client: Client, author: User
     assert SpecVersion.objects.count() == 1
     admin_client.post(change, {"title": "Guide", "body": "# G\r\n\r\nv2"})
     assert [(v.number, v.status) for v in SpecVersion.objects.order_by("number")] == [
-        (1, SpecStatus.APPROVED), (2, SpecStatus.DRAFT)]
+        (1, SpecStatus.APPROVED),
+        (2, SpecStatus.DRAFT),
+    ]
 
 
 def test_add_rejects_bad_names(admin_client: Client) -> None:
@@ -80,16 +86,19 @@ def test_submit_and_approve_report_per_item(admin_client: Client, author: User) 
 
 def test_reject_asks_for_a_note_first(admin_client: Client, author: User) -> None:
     spec_in_review("guide", author)
-    confirm = admin_client.post(CHANGELIST, {"action": "reject_selected", "_selected_action": ids("guide"),
-                                             "index": 0})
+    confirm = admin_client.post(CHANGELIST, {"action": "reject_selected", "_selected_action": ids("guide"), "index": 0})
     assert confirm.status_code == 200 and b"Reject feature specs" in confirm.content
     assert SpecVersion.objects.get().status == SpecStatus.IN_REVIEW
-    empty = admin_client.post(CHANGELIST, {"action": "reject_selected", "_selected_action": ids("guide"),
-                                           "confirm": "yes", "note": " "})
+    empty = admin_client.post(
+        CHANGELIST, {"action": "reject_selected", "_selected_action": ids("guide"), "confirm": "yes", "note": " "}
+    )
     assert b"This field is required" in empty.content
     assert SpecVersion.objects.get().status == SpecStatus.IN_REVIEW
-    done = admin_client.post(CHANGELIST, {"action": "reject_selected", "_selected_action": ids("guide"),
-                                          "confirm": "yes", "note": "Too vague."}, follow=True)
+    done = admin_client.post(
+        CHANGELIST,
+        {"action": "reject_selected", "_selected_action": ids("guide"), "confirm": "yes", "note": "Too vague."},
+        follow=True,
+    )
     assert "Version 1 of 'guide' rejected." in [str(m) for m in done.context["messages"]]
     version = SpecVersion.objects.get()
     assert (version.status, version.decision_note) == (SpecStatus.REJECTED, "Too vague.")
@@ -142,8 +151,7 @@ def test_approve_permission_alone_opens_the_admin_and_approves(client: Client, r
     assert client.get(f"{CHANGELIST}add/").status_code == 403
 
 
-def test_staff_without_the_approve_permission_still_sees_no_specs(client: Client, author: User,
-                                                                 outsider: User) -> None:
+def test_staff_without_the_approve_permission_still_sees_no_specs(client: Client, author: User, outsider: User) -> None:
     outsider.is_staff = True
     outsider.save()
     client.force_login(outsider)

@@ -36,7 +36,9 @@ def test_lists_only_approved_specs_paginated(client: Client, author: User, revie
     body = response.json()
     assert body["count"] == 2
     assert [(s["name"], s["version"], s["approved_by"]) for s in body["items"]] == [
-        ("install", 1, "rita"), ("wiring-guide", 1, "rita")]
+        ("install", 1, "rita"),
+        ("wiring-guide", 1, "rita"),
+    ]
     assert body["items"][1]["title"] == "Wiring-Guide" and body["items"][1]["approved_at"]
     page = client.get("/api/v1/specs", {"page": 2, "page_size": 1}).json()
     assert page["count"] == 2 and [s["name"] for s in page["items"]] == ["wiring-guide"]
@@ -46,8 +48,10 @@ def test_empty_list(client: Client) -> None:
     assert client.get("/api/v1/specs").json() == {"items": [], "count": 0}
 
 
-@pytest.mark.parametrize(("error", "status"), [(SpecNotFound, 404), (SpecSelectionError, 400),
-                                               (SpecTransitionError, 409), (SpecPermissionError, 403)])
+@pytest.mark.parametrize(
+    ("error", "status"),
+    [(SpecNotFound, 404), (SpecSelectionError, 400), (SpecTransitionError, 409), (SpecPermissionError, 403)],
+)
 def test_spec_errors_map_to_status_codes(rf: RequestFactory, error: type[Exception], status: int) -> None:
     response = api.on_exception(rf.get("/api/v1/specs"), error("clear message"))
     assert response.status_code == status and json.loads(response.content) == {"detail": "clear message"}

@@ -4,6 +4,7 @@ The run executes on the web process's worker thread (``generation.background``):
 holds the run in its "generate" stage until the test lets it go, so the response is seen while the
 run is still running, whatever the machine's speed.
 """
+
 from __future__ import annotations
 
 import json
@@ -65,8 +66,9 @@ def test_api_answers_202_while_the_run_is_still_running(held: dict[str, Any], pe
     assert run["status"] == "succeeded" and run["stage"] == "done" and run["download"]
 
 
-def test_generate_page_redirects_at_once_and_the_run_page_follows_the_stages(held: dict[str, Any],
-                                                                              people: dict) -> None:
+def test_generate_page_redirects_at_once_and_the_run_page_follows_the_stages(
+    held: dict[str, Any], people: dict
+) -> None:
     client = login(people["alice"])
     response = client.post("/generate/", {"topic": TOPIC, "feature": "wiring-guide"})
     run = GenerationRun.objects.get()
@@ -77,8 +79,13 @@ def test_generate_page_redirects_at_once_and_the_run_page_follows_the_stages(hel
     assert '<li data-stage="retrieval" class="past">Retrieving sources</li>' in page
     assert '<li data-stage="generate" class="active" aria-current="step">Writing the document</li>' in page
     assert '<noscript><meta http-equiv="refresh" content="3"></noscript>' in page and "Download .md" not in page
-    assert client.get(f"/runs/{run.pk}/status").json() == {"id": run.pk, "status": "running", "label": "Running",
-                                                            "stage": "generate", "done": False}
+    assert client.get(f"/runs/{run.pk}/status").json() == {
+        "id": run.pk,
+        "status": "running",
+        "label": "Running",
+        "stage": "generate",
+        "done": False,
+    }
     held["release"].set()
     held["futures"][0].result(timeout=120)
     status = client.get(f"/runs/{run.pk}/status").json()
@@ -88,8 +95,12 @@ def test_generate_page_redirects_at_once_and_the_run_page_follows_the_stages(hel
     assert "http-equiv" not in page
 
 
-def test_a_run_that_fails_in_the_background_is_recorded(ready: ScriptedLLM, run_threads: None,  # noqa: F811
-                                                         people: dict, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_run_that_fails_in_the_background_is_recorded(
+    ready: ScriptedLLM,
+    run_threads: None,  # noqa: F811
+    people: dict,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     futures: list[Future] = []
     submit = background.run_submit
     monkeypatch.setattr(background, "run_submit", lambda run_id: futures.append(submit(run_id)) or futures[-1])
@@ -114,8 +125,12 @@ def test_a_run_left_by_a_stopped_process_is_picked_up_by_the_sweeper(ready: Scri
     from foundry_site.core.jobs import stale_runs_sweep
     from generation.documents import SpecText, generation_run_create
 
-    run = generation_run_create(topic=TOPIC, spec=SpecText("wiring-guide", 1, "# Guide\n"),
-                                user=User.objects.get(username="alice"), collection_ids=None)
+    run = generation_run_create(
+        topic=TOPIC,
+        spec=SpecText("wiring-guide", 1, "# Guide\n"),
+        user=User.objects.get(username="alice"),
+        collection_ids=None,
+    )
     GenerationRun.objects.filter(pk=run.pk).update(heartbeat_at=timezone.now() - timedelta(hours=1))
     ready.reply = lambda messages: REPLY
     actions = stale_runs_sweep(stale_after=timedelta(minutes=5))

@@ -1,4 +1,5 @@
 """The generate page, run pages, downloads, and the generation API: scope, path safety, escaping."""
+
 from __future__ import annotations
 
 import json
@@ -42,8 +43,13 @@ def people(make_user: Any) -> dict[str, Any]:
     """carol is staff (a spec reviewer, say) without the audit permission; erin has it and is not staff."""
     erin = make_user("erin")
     erin.user_permissions.add(Permission.objects.get(codename="view_generationrun"))
-    return {"alice": make_user("alice"), "bob": make_user("bob"), "carol": make_user("carol", staff=True),
-            "dave": make_user("dave"), "erin": erin}
+    return {
+        "alice": make_user("alice"),
+        "bob": make_user("bob"),
+        "carol": make_user("carol", staff=True),
+        "dave": make_user("dave"),
+        "erin": erin,
+    }
 
 
 @pytest.fixture
@@ -64,8 +70,9 @@ def generate(client: Client, capture: Any, topic: str = TOPIC, feature: str = "w
         return client.post("/generate/", {"topic": topic, "feature": feature})
 
 
-def test_generate_form_lists_approved_specs_and_runs_one(ready: ScriptedLLM, people: dict,
-                                                         django_capture_on_commit_callbacks: Any) -> None:
+def test_generate_form_lists_approved_specs_and_runs_one(
+    ready: ScriptedLLM, people: dict, django_capture_on_commit_callbacks: Any
+) -> None:
     client = login(people["alice"])
     form = client.get("/generate/").content.decode()
     assert '<option value="wiring-guide">wiring-guide v1: wiring-guide title</option>' in form
@@ -84,14 +91,20 @@ def test_generate_form_lists_approved_specs_and_runs_one(ready: ScriptedLLM, peo
     download = client.get(f"/runs/{run.pk}/download")
     assert download["Content-Disposition"] == 'attachment; filename="wiring-guide-sensors-on-the-rs-485-bus.md"'
     assert b"".join(download.streaming_content).decode() == Path(run.output_path).read_text()
-    assert client.get(f"/runs/{run.pk}/status").json() == {"id": run.pk, "status": "succeeded", "label": "Succeeded",
-                                                            "stage": "done", "done": True}
+    assert client.get(f"/runs/{run.pk}/status").json() == {
+        "id": run.pk,
+        "status": "succeeded",
+        "label": "Succeeded",
+        "stage": "done",
+        "done": True,
+    }
     assert client.get(viewer).status_code == 200
     assert f"/runs/{run.pk}/" in client.get("/runs/").content.decode()
 
 
-def test_grounding_verdicts_are_shown_to_staff_and_auditors_only(ready: ScriptedLLM, people: dict,
-                                                                django_capture_on_commit_callbacks: Any) -> None:
+def test_grounding_verdicts_are_shown_to_staff_and_auditors_only(
+    ready: ScriptedLLM, people: dict, django_capture_on_commit_callbacks: Any
+) -> None:
     ready.reply = lambda m: REPLY + "\nThe bus carries <script>alert(1)</script> 400 V [S1].\n"
     generate(login(people["alice"]), django_capture_on_commit_callbacks)
     run = GenerationRun.objects.get()
@@ -119,10 +132,19 @@ def test_no_approved_spec_says_so(people: dict) -> None:
     assert "No feature spec is approved yet" in page
 
 
-def make_run(user: Any, *, text: str = "# Doc\n\nBody.\n", status: str = "succeeded", path: Path | None = None,
-             **fields: Any) -> GenerationRun:
-    run = GenerationRun.objects.create(topic=fields.pop("topic", "topic"), spec_name="wiring-guide", spec_version=1,
-                                       spec_body="x", created_by=user, status=status, stage="done", **fields)
+def make_run(
+    user: Any, *, text: str = "# Doc\n\nBody.\n", status: str = "succeeded", path: Path | None = None, **fields: Any
+) -> GenerationRun:
+    run = GenerationRun.objects.create(
+        topic=fields.pop("topic", "topic"),
+        spec_name="wiring-guide",
+        spec_version=1,
+        spec_body="x",
+        created_by=user,
+        status=status,
+        stage="done",
+        **fields,
+    )
     target = path or settings.FOUNDRY_HOME / "outputs" / f"run-{run.pk}.md"
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text(text)
@@ -160,7 +182,8 @@ def test_download_only_serves_files_inside_outputs(people: dict, tmp_path: Path)
     inside = make_run(people["alice"])
     (settings.FOUNDRY_HOME / "secret_key").write_text("do not serve")
     GenerationRun.objects.filter(pk=inside.pk).update(
-        output_path=str(settings.FOUNDRY_HOME / "outputs" / ".." / "secret_key"))
+        output_path=str(settings.FOUNDRY_HOME / "outputs" / ".." / "secret_key")
+    )
     assert client.get(f"/runs/{inside.pk}/download").status_code == 404
     link = settings.FOUNDRY_HOME / "outputs" / "link.md"
     os.symlink(secret, link)
@@ -172,12 +195,20 @@ def test_download_only_serves_files_inside_outputs(people: dict, tmp_path: Path)
 
 
 def test_run_page_renders_documents_inert(people: dict) -> None:
-    run = make_run(people["alice"], topic="<img src=x onerror=alert(1)>",
-                   text="# Guide <script>alert(1)</script>\n\nText <img src=x onerror=alert(1)> "
-                        "[link](javascript:alert(1)) <p id=\"run-status\">x</p>\n",
-                   conflicts=[{"quantity": "VCC", "detector": "rule",
-                               "a": {"label": "S1", "source": "<script>alert(1)</script>", "where": "", "quote": "q"},
-                               "b": {"label": "S2", "source": "b.md", "where": "", "quote": "q2"}}])
+    run = make_run(
+        people["alice"],
+        topic="<img src=x onerror=alert(1)>",
+        text="# Guide <script>alert(1)</script>\n\nText <img src=x onerror=alert(1)> "
+        '[link](javascript:alert(1)) <p id="run-status">x</p>\n',
+        conflicts=[
+            {
+                "quantity": "VCC",
+                "detector": "rule",
+                "a": {"label": "S1", "source": "<script>alert(1)</script>", "where": "", "quote": "q"},
+                "b": {"label": "S2", "source": "b.md", "where": "", "quote": "q2"},
+            }
+        ],
+    )
     page = login(people["alice"]).get(f"/runs/{run.pk}/").content.decode()
     assert "<script>alert(1)" not in page and "onerror" not in page.replace("onerror=alert(1)&gt;", "")
     assert "javascript:" not in page and page.count('id="run-status"') == 1
@@ -187,14 +218,16 @@ def test_run_page_renders_documents_inert(people: dict) -> None:
 
 
 def test_pending_run_page_refreshes_itself(people: dict) -> None:
-    run = GenerationRun.objects.create(topic="t", spec_name="s", spec_version=1, spec_body="x",
-                                       created_by=people["alice"])
+    run = GenerationRun.objects.create(
+        topic="t", spec_name="s", spec_version=1, spec_body="x", created_by=people["alice"]
+    )
     page = login(people["alice"]).get(f"/runs/{run.pk}/").content.decode()
     assert '<noscript><meta http-equiv="refresh" content="3"></noscript>' in page
     assert f"/runs/{run.pk}/status" in page and "Download .md" not in page
 
 
 # --- API --------------------------------------------------------------------------------------
+
 
 def api(username: str) -> Client:
     token = token_create(username=username, name="test")
@@ -206,8 +239,7 @@ def api_generate(client: Client, capture: Any, body: dict) -> Any:
         return client.post("/api/v1/generate", json.dumps(body), content_type="application/json")
 
 
-def test_api_generate_poll_download(ready: ScriptedLLM, people: dict,
-                                    django_capture_on_commit_callbacks: Any) -> None:
+def test_api_generate_poll_download(ready: ScriptedLLM, people: dict, django_capture_on_commit_callbacks: Any) -> None:
     alice = api("alice")
     started = api_generate(alice, django_capture_on_commit_callbacks, {"topic": TOPIC})
     assert started.status_code == 202

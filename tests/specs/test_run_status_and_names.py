@@ -1,5 +1,6 @@
 """A run written with low confidence "needs review" everywhere; downloads are named after spec and topic;
 footnotes link to the source viewer for those who can read the source."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -17,8 +18,12 @@ pytestmark = pytest.mark.django_db
 LOW = REPLY.rstrip() + " The bus also powers the coffee machine on the second floor [S1].\n"
 
 
-def test_low_coverage_run_needs_review_on_every_surface(ready: ScriptedLLM, people: dict, make_user: Any,  # noqa: F811
-                                                        django_capture_on_commit_callbacks: Any) -> None:
+def test_low_coverage_run_needs_review_on_every_surface(
+    ready: ScriptedLLM,
+    people: dict,
+    make_user: Any,  # noqa: F811
+    django_capture_on_commit_callbacks: Any,
+) -> None:
     ready.reply = lambda m: LOW
     client = login(people["alice"])
     generate(client, django_capture_on_commit_callbacks)
@@ -37,26 +42,38 @@ def test_low_coverage_run_needs_review_on_every_surface(ready: ScriptedLLM, peop
     assert api("alice").get(body["download"]).status_code == 200
     root = make_user("root", superuser=True)
     admin = login(root)
-    assert f"/admin/generation/generationrun/{run.pk}/change/" in admin.get(
-        "/admin/generation/generationrun/?status__exact=needs_review").content.decode()
-    assert f"/admin/generation/generationrun/{run.pk}/change/" not in admin.get(
-        "/admin/generation/generationrun/?status__exact=succeeded").content.decode()
+    assert (
+        f"/admin/generation/generationrun/{run.pk}/change/"
+        in admin.get("/admin/generation/generationrun/?status__exact=needs_review").content.decode()
+    )
+    assert (
+        f"/admin/generation/generationrun/{run.pk}/change/"
+        not in admin.get("/admin/generation/generationrun/?status__exact=succeeded").content.decode()
+    )
     assert "Needs review" in admin.get("/admin/generation/generationrun/").content.decode()  # the list filter
 
 
 def test_api_schema_names_every_status(people: dict) -> None:  # noqa: F811
     schema = api("alice").get("/api/v1/openapi.json").json()["components"]["schemas"]
-    assert schema["RunOut"]["properties"]["status"]["enum"] == ["pending", "running", "succeeded", "needs_review",
-                                                                "failed"]
+    assert schema["RunOut"]["properties"]["status"]["enum"] == [
+        "pending",
+        "running",
+        "succeeded",
+        "needs_review",
+        "failed",
+    ]
 
 
-@pytest.mark.parametrize(("spec", "topic", "name"), [
-    ("wiring-guide", "AX200 gateway", "wiring-guide-ax200-gateway.md"),
-    ("wiring-guide", "  Wiring: the RS-485 bus / 120 Ω?  ", "wiring-guide-wiring-the-rs-485-bus-120-ω.md"),
-    ("install", "Εγκατάσταση πύλης", "install-εγκατάσταση-πύλης.md"),
-    ("install", "../../etc/passwd", "install-etcpasswd.md"),
-    ("install", "word " * 40, "install" + "-word" * 18 + ".md"),
-])
+@pytest.mark.parametrize(
+    ("spec", "topic", "name"),
+    [
+        ("wiring-guide", "AX200 gateway", "wiring-guide-ax200-gateway.md"),
+        ("wiring-guide", "  Wiring: the RS-485 bus / 120 Ω?  ", "wiring-guide-wiring-the-rs-485-bus-120-ω.md"),
+        ("install", "Εγκατάσταση πύλης", "install-εγκατάσταση-πύλης.md"),
+        ("install", "../../etc/passwd", "install-etcpasswd.md"),
+        ("install", "word " * 40, "install" + "-word" * 18 + ".md"),
+    ],
+)
 def test_download_name_is_a_slug_of_spec_and_topic(spec: str, topic: str, name: str) -> None:
     assert run_download_name(GenerationRun(pk=7, spec_name=spec, topic=topic)) == name
 
@@ -72,8 +89,11 @@ def test_old_runs_stored_as_run_id_download_under_the_new_name(people: dict) -> 
     assert response["Content-Disposition"] == 'attachment; filename="wiring-guide-ax200-gateway.md"'
 
 
-def test_footnote_links_need_read_access_to_the_source(ready: ScriptedLLM, people: dict,  # noqa: F811
-                                                        django_capture_on_commit_callbacks: Any) -> None:
+def test_footnote_links_need_read_access_to_the_source(
+    ready: ScriptedLLM,
+    people: dict,  # noqa: F811
+    django_capture_on_commit_callbacks: Any,
+) -> None:
     generate(login(people["alice"]), django_capture_on_commit_callbacks)
     run = GenerationRun.objects.get()
     chunk = Chunk.objects.get(source__name="manual.md", text__contains="Up to 8 sensors")
@@ -87,7 +107,10 @@ def test_footnote_links_need_read_access_to_the_source(ready: ScriptedLLM, peopl
 def test_links_written_into_a_document_do_not_survive(people: dict) -> None:  # noqa: F811
     from tests.specs.test_generate_web import make_run
 
-    run = make_run(people["alice"], text="# Doc\n\nSee [here](/sources/1/?chunk=1#chunk-1) [^1].\n\n"
-                                         "[^1]: [evil](https://example.com/x), lines 1-2\n")
+    run = make_run(
+        people["alice"],
+        text="# Doc\n\nSee [here](/sources/1/?chunk=1#chunk-1) [^1].\n\n"
+        "[^1]: [evil](https://example.com/x), lines 1-2\n",
+    )
     page = login(people["alice"]).get(f"/runs/{run.pk}/").content.decode()
     assert "example.com" not in page and "?chunk=" not in page

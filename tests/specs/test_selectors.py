@@ -42,8 +42,11 @@ def test_several_approved_require_a_name_and_list_the_options(author: User, revi
 def test_named_spec_without_approved_version(author: User, reviewer: User) -> None:
     spec_approved("install", author, reviewer)
     spec_in_review("wiring-guide", author)
-    with pytest.raises(SpecSelectionError, match=r"'wiring-guide' has no approved version \(latest is version 1, "
-                                                 r"in review\)\. Approved specs: install\."):
+    with pytest.raises(
+        SpecSelectionError,
+        match=r"'wiring-guide' has no approved version \(latest is version 1, "
+        r"in review\)\. Approved specs: install\.",
+    ):
         spec_for_generation("wiring-guide")
     with pytest.raises(SpecNotFound, match="Known specs: install, wiring-guide"):
         spec_for_generation("nope")

@@ -69,8 +69,12 @@ def test_full_happy_path_records_every_decision(author: User, reviewer: User) ->
     archived = services.spec_archive(name="guide", by=reviewer, note="retired")
     assert archived.status == S.ARCHIVED and archived.decision_note == "retired"
     steps = [(d.from_status, d.to_status, d.by_username) for d in spec_history(name="guide")]
-    assert steps == [("", S.DRAFT, "alice"), (S.DRAFT, S.IN_REVIEW, "alice"),
-                     (S.IN_REVIEW, S.APPROVED, "rita"), (S.APPROVED, S.ARCHIVED, "rita")]
+    assert steps == [
+        ("", S.DRAFT, "alice"),
+        (S.DRAFT, S.IN_REVIEW, "alice"),
+        (S.IN_REVIEW, S.APPROVED, "rita"),
+        (S.APPROVED, S.ARCHIVED, "rita"),
+    ]
 
 
 def test_reject_needs_a_note_and_records_it(author: User, reviewer: User) -> None:
@@ -106,8 +110,9 @@ ILLEGAL = [
 
 
 @pytest.mark.parametrize(("action", "status", "message"), ILLEGAL)
-def test_illegal_transition_raises_and_changes_nothing(action: str, status: str, message: str, author: User,
-                                                       reviewer: User) -> None:
+def test_illegal_transition_raises_and_changes_nothing(
+    action: str, status: str, message: str, author: User, reviewer: User
+) -> None:
     spec_at(status, author, reviewer)
     decisions = SpecDecision.objects.count()
     kwargs = {"note": "why"} if action == "reject" else {}
@@ -248,8 +253,7 @@ def test_import_front_matter_wins_and_is_not_part_of_the_body(tmp_path: Path, au
     assert version.body == "# Heading\n\nBody.\n"
 
 
-def test_reimport_is_idempotent_and_a_changed_file_is_an_edit(tmp_path: Path, author: User,
-                                                               reviewer: User) -> None:
+def test_reimport_is_idempotent_and_a_changed_file_is_an_edit(tmp_path: Path, author: User, reviewer: User) -> None:
     path = tmp_path / "guide.md"
     path.write_text("# Guide\n\nv1\n")
     services.spec_import(path=path, by=author)
@@ -272,8 +276,9 @@ def test_import_bad_input(tmp_path: Path, author: User) -> None:
     with pytest.raises(SpecInputError, match=r"bad.md:1: front matter opened by '---' is never closed"):
         services.spec_import(path=bad, by=author)
     bad.write_text("---\nname: guide\ntitle: [unclosed\n---\n# Guide\n")
-    with pytest.raises(SpecInputError,
-                       match=r"bad.md:3:17: invalid front matter: while parsing a flow sequence expected ',' or '\]'"):
+    with pytest.raises(
+        SpecInputError, match=r"bad.md:3:17: invalid front matter: while parsing a flow sequence expected ',' or '\]'"
+    ):
         services.spec_import(path=bad, by=author)
     bad.write_text("---\nname: guide\ntitle: [1, 2]\n---\n# Guide\n")
     with pytest.raises(SpecInputError, match=r"bad.md: front matter 'title' must be text, not \[1, 2\] \(list\)"):

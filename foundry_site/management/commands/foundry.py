@@ -1,4 +1,5 @@
 """``python manage.py foundry <command>``: ingest, export, query, generate, eval, …"""
+
 from __future__ import annotations
 
 import argparse
@@ -10,8 +11,20 @@ from django.core.management.base import BaseCommand, CommandError, OutputWrapper
 from django.db import DatabaseError
 
 from foundry_site.cli.display import TerminalSafe, database_error_message, safe_text
-from foundry_site.cli import (collections, evaluate, generate, ingest, init, jobs, mcp_server, query, serve, specs,
-                              sync, tokens)
+from foundry_site.cli import (
+    collections,
+    evaluate,
+    generate,
+    ingest,
+    init,
+    jobs,
+    mcp_server,
+    query,
+    serve,
+    specs,
+    sync,
+    tokens,
+)
 from foundry_site.db.checks import INDEX_TAG
 from foundry_site.services.setup import DatabaseNotReady, database_prepare
 

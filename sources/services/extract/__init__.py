@@ -8,16 +8,34 @@ Extraction never guesses: a file it cannot read raises ``ExtractionError`` with 
 reason shown to the user. Formats other than plain text live in sibling modules of
 this package and are imported only when a file of their kind is read.
 """
+
 from __future__ import annotations
 
 import re
 from pathlib import Path
 
-from sources.services.extract.blocks import (KINDS, MAX_HEADING_CHARS, Block, Extracted, ExtractionError, decode_text,
-                                             kind_of, paragraphs)
+from sources.services.extract.blocks import (
+    KINDS,
+    MAX_HEADING_CHARS,
+    Block,
+    Extracted,
+    ExtractionError,
+    decode_text,
+    kind_of,
+    paragraphs,
+)
 
-__all__ = ["KINDS", "MAX_HEADING_CHARS", "Block", "Extracted", "ExtractionError", "extract", "extract_markdown",
-           "extract_text", "kind_of"]
+__all__ = [
+    "KINDS",
+    "MAX_HEADING_CHARS",
+    "Block",
+    "Extracted",
+    "ExtractionError",
+    "extract",
+    "extract_markdown",
+    "extract_text",
+    "kind_of",
+]
 
 _FENCE = re.compile(r"^\s*(```|~~~)")
 
@@ -137,7 +155,7 @@ def _md_heading(line: str) -> tuple[int, str] | None:
     repeats it, so a 10 MB heading line would be stored thousands of times.
     """
     level = len(line) - len(line.lstrip("#"))
-    if not 1 <= level <= 6 or line[level:level + 1] not in (" ", "\t"):
+    if not 1 <= level <= 6 or line[level : level + 1] not in (" ", "\t"):
         return None
     name = line[level:].strip()
     closed = name.rstrip("#")
@@ -146,5 +164,3 @@ def _md_heading(line: str) -> tuple[int, str] | None:
     if not name or len(name) > MAX_HEADING_CHARS:
         return None
     return level, name
-
-

@@ -1,14 +1,31 @@
 """What every extractor makes: text blocks that remember where they came from, and the text checks
 they share (decoding, paragraphs). The format modules of this package build on this one alone."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
 
-KINDS = {".txt": "txt", ".md": "md", ".markdown": "md", ".pdf": "pdf", ".json": "json",
-         ".docx": "docx", ".html": "html", ".htm": "html", ".xlsx": "xlsx", ".csv": "csv", ".pptx": "pptx",
-         ".png": "image", ".jpg": "image", ".jpeg": "image", ".tif": "image", ".tiff": "image"}
+KINDS = {
+    ".txt": "txt",
+    ".md": "md",
+    ".markdown": "md",
+    ".pdf": "pdf",
+    ".json": "json",
+    ".docx": "docx",
+    ".html": "html",
+    ".htm": "html",
+    ".xlsx": "xlsx",
+    ".csv": "csv",
+    ".pptx": "pptx",
+    ".png": "image",
+    ".jpg": "image",
+    ".jpeg": "image",
+    ".tif": "image",
+    ".tiff": "image",
+}
 MAX_HEADING_CHARS = 300
+
 
 class ExtractionError(Exception):
     """The file cannot be turned into text; the message says why."""
@@ -48,8 +65,9 @@ def decode_text(data: bytes) -> str:
     if b"\x00" in data[:8192] and not data.startswith((b"\xff\xfe", b"\xfe\xff")):
         order = _utf16_order(data[:8192])
         if order:
-            raise ExtractionError(f"UTF-16 ({order}) text without a byte-order mark; save it as UTF-8 "
-                                  "(or as UTF-16 with a BOM)")
+            raise ExtractionError(
+                f"UTF-16 ({order}) text without a byte-order mark; save it as UTF-8 (or as UTF-16 with a BOM)"
+            )
         raise ExtractionError("binary content (NUL bytes) in a text file")
     if data.startswith((b"\xff\xfe", b"\xfe\xff")):
         try:

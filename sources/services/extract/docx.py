@@ -6,6 +6,7 @@ table row counts as one, so "paragraphs 12-15" points to the same text in any co
 footers, comments and embedded objects are not read; macros are never run; links and
 linked images are never fetched (python-docx does not resolve external relationships).
 """
+
 from __future__ import annotations
 
 import io

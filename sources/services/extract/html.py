@@ -7,6 +7,7 @@ links, images, frames and data URIs are never followed, and the parser is told n
 touch the network. Location: the heading path, and lines of the HTML file (the line each
 block's element starts on through the last line its text reaches).
 """
+
 from __future__ import annotations
 
 import re
@@ -16,13 +17,64 @@ from lxml import etree, html as lxml_html
 from sources.services.extract.blocks import MAX_HEADING_CHARS, Block, Extracted, ExtractionError
 from sources.services.extract.tables import table_blocks
 
-DROP = {"script", "style", "noscript", "template", "iframe", "frame", "frameset", "object", "embed", "applet",
-        "svg", "math", "canvas", "nav", "aside", "form", "button", "select", "textarea", "input", "head",
-        "audio", "video", "picture", "img", "map", "dialog", "menu"}
+DROP = {
+    "script",
+    "style",
+    "noscript",
+    "template",
+    "iframe",
+    "frame",
+    "frameset",
+    "object",
+    "embed",
+    "applet",
+    "svg",
+    "math",
+    "canvas",
+    "nav",
+    "aside",
+    "form",
+    "button",
+    "select",
+    "textarea",
+    "input",
+    "head",
+    "audio",
+    "video",
+    "picture",
+    "img",
+    "map",
+    "dialog",
+    "menu",
+}
 PAGE_CHROME = {"header", "footer"}
 HEADINGS = {"h1": 1, "h2": 2, "h3": 3, "h4": 4, "h5": 5, "h6": 6}
-BLOCKS = {"p", "div", "section", "article", "main", "li", "ul", "ol", "dl", "dt", "dd", "blockquote", "figure",
-          "figcaption", "address", "details", "summary", "hr", "br", "caption", "body", "header", "footer", "center"}
+BLOCKS = {
+    "p",
+    "div",
+    "section",
+    "article",
+    "main",
+    "li",
+    "ul",
+    "ol",
+    "dl",
+    "dt",
+    "dd",
+    "blockquote",
+    "figure",
+    "figcaption",
+    "address",
+    "details",
+    "summary",
+    "hr",
+    "br",
+    "caption",
+    "body",
+    "header",
+    "footer",
+    "center",
+}
 MAX_DEPTH = 200
 _SPACE = re.compile(r"\s+")
 _XML_DECLARATION = re.compile(r"^\s*<\?xml[^>]*\?>")
@@ -47,8 +99,7 @@ def extract_html(data: bytes, *, fallback_title: str) -> Extracted:
     walker.walk(main, depth=0)
     walker.flush()
     if not walker.blocks:
-        raise ExtractionError("HTML page has no text in its main content (scripts, styles and navigation "
-                              "are not read)")
+        raise ExtractionError("HTML page has no text in its main content (scripts, styles and navigation are not read)")
     return Extracted(title=title or walker.first_h1 or fallback_title, blocks=walker.blocks)
 
 
@@ -154,7 +205,8 @@ class _Walker:
             rows.append([" ".join(cell.text_content().split()) for cell in tr if cell.tag in ("td", "th")])
             lines.append(tr.sourceline or table.sourceline or 1)
         heading = tuple(name for _, name in self.path)
-        self.blocks += table_blocks(rows, heading=heading, first_line=table.sourceline or 1, unit=-self.tables,
-                                    lines=lines)
+        self.blocks += table_blocks(
+            rows, heading=heading, first_line=table.sourceline or 1, unit=-self.tables, lines=lines
+        )
         if lines:
             self.end = max(self.end, lines[-1])

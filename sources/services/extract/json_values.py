@@ -4,6 +4,7 @@ Values only, no JSON syntax: each container's scalar values form one block under
 container's key path, each on its own line as ``key.path: value``, so a reader can check
 which setting a value is and retrieval can match the key's words ("IP address").
 """
+
 from __future__ import annotations
 
 import json
@@ -31,12 +32,19 @@ def extract_json(text: str, *, fallback_title: str) -> Extracted:
     """
     items = text.count(",") + text.count("[") + text.count("{")
     if items > MAX_JSON_ITEMS:
-        raise ExtractionError(f"JSON with about {items:,} items (more than {MAX_JSON_ITEMS:,}): a JSON bomb or "
-                              "a data dump, not a document; split it or convert the text to .txt/.md")
+        raise ExtractionError(
+            f"JSON with about {items:,} items (more than {MAX_JSON_ITEMS:,}): a JSON bomb or "
+            "a data dump, not a document; split it or convert the text to .txt/.md"
+        )
     duplicates: dict[int, tuple[dict, list[str]]] = {}
     try:
-        doc = json.loads(text, object_pairs_hook=lambda pairs: _json_object(pairs, duplicates),
-                         parse_int=_Number, parse_float=_Number, parse_constant=_not_json)
+        doc = json.loads(
+            text,
+            object_pairs_hook=lambda pairs: _json_object(pairs, duplicates),
+            parse_int=_Number,
+            parse_float=_Number,
+            parse_constant=_not_json,
+        )
     except json.JSONDecodeError as exc:
         raise ExtractionError(f"invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}") from None
     except RecursionError:
@@ -45,8 +53,16 @@ def extract_json(text: str, *, fallback_title: str) -> Extracted:
     _walk_json(doc, (), "", groups, _LineLocator(text), depth=0)
     if duplicates:
         raise ExtractionError(_duplicates_reason(doc, duplicates))
-    blocks = [Block("\n".join(v for v, _ in values), heading, None, min(line for _, line in values),
-                    max(line for _, line in values)) for heading, values in groups]
+    blocks = [
+        Block(
+            "\n".join(v for v, _ in values),
+            heading,
+            None,
+            min(line for _, line in values),
+            max(line for _, line in values),
+        )
+        for heading, values in groups
+    ]
     title = doc.get("title") or doc.get("name") if isinstance(doc, dict) else None
     return Extracted(title=title if isinstance(title, str) and title.strip() else fallback_title, blocks=blocks)
 
@@ -56,13 +72,20 @@ class _Number(str):
 
 
 def _not_json(constant: str) -> None:
-    raise ExtractionError(f"{constant} is not a JSON value (JSON has no NaN or Infinity); write it as a string "
-                          "or leave the key out")
+    raise ExtractionError(
+        f"{constant} is not a JSON value (JSON has no NaN or Infinity); write it as a string or leave the key out"
+    )
 
 
-def _walk_json(node: object, path: tuple[str, ...], keys: str,
-               groups: list[tuple[tuple[str, ...], list[tuple[str, int]]]], locator: _LineLocator, *,
-               depth: int) -> None:
+def _walk_json(
+    node: object,
+    path: tuple[str, ...],
+    keys: str,
+    groups: list[tuple[tuple[str, ...], list[tuple[str, int]]]],
+    locator: _LineLocator,
+    *,
+    depth: int,
+) -> None:
     """Each container's scalar values (``keys.of.value: value``), with their lines, as one group;
     containers below, each its own.
 
@@ -72,8 +95,9 @@ def _walk_json(node: object, path: tuple[str, ...], keys: str,
     if depth > MAX_JSON_DEPTH:
         raise ExtractionError(f"JSON nested deeper than {MAX_JSON_DEPTH} levels")
     if isinstance(node, (dict, list)):
-        entries = (node.items() if isinstance(node, dict)
-                   else ((f"[{index}]", value) for index, value in enumerate(node)))
+        entries = (
+            node.items() if isinstance(node, dict) else ((f"[{index}]", value) for index, value in enumerate(node))
+        )
         scalars: list[tuple[str, int]] = []
         groups.append((path, scalars))
         at = len(groups)
@@ -99,7 +123,7 @@ def _label(keys: str, key: str, *, in_list: bool) -> str:
 
 
 def _cut_label(label: str) -> str:
-    return label if len(label) <= MAX_LABEL_CHARS else "…" + label[-(MAX_LABEL_CHARS - 1):]
+    return label if len(label) <= MAX_LABEL_CHARS else "…" + label[-(MAX_LABEL_CHARS - 1) :]
 
 
 def _json_object(pairs: list[tuple[str, object]], duplicates: dict[int, tuple[dict, list[str]]]) -> dict:
@@ -135,8 +159,10 @@ def _duplicates_reason(doc: object, duplicates: dict[int, tuple[dict, list[str]]
         path = "$…" + path[-MAX_JSON_PATH_CHARS:]
     more = len(found) - 1
     also = f" (and {more} more repeated key{'' if more == 1 else 's'})" if more else ""
-    return (f"duplicate JSON key {json.dumps(_cut(key), ensure_ascii=False)} at {path}{also}: JSON keeps only "
-            "the last value of a repeated key and drops the others; rename or merge the repeated keys")
+    return (
+        f"duplicate JSON key {json.dumps(_cut(key), ensure_ascii=False)} at {path}{also}: JSON keeps only "
+        "the last value of a repeated key and drops the others; rename or merge the repeated keys"
+    )
 
 
 def _json_path(where: str, key: str) -> str:
@@ -147,13 +173,13 @@ def _json_path(where: str, key: str) -> str:
 
 
 def _cut(key: str) -> str:
-    return key if len(key) <= MAX_JSON_KEY_CHARS else key[:MAX_JSON_KEY_CHARS - 1] + "…"
+    return key if len(key) <= MAX_JSON_KEY_CHARS else key[: MAX_JSON_KEY_CHARS - 1] + "…"
 
 
 def _heading_part(key: str) -> str:
     """A key as one level of a heading path. Every block below repeats the whole path, so a
     hostile file with megabyte keys nested 60 deep would otherwise store them thousands of times."""
-    return key if len(key) <= MAX_HEADING_CHARS else key[:MAX_HEADING_CHARS - 1] + "…"
+    return key if len(key) <= MAX_HEADING_CHARS else key[: MAX_HEADING_CHARS - 1] + "…"
 
 
 def _scalar(value: object) -> str:

@@ -7,6 +7,7 @@ Every page is bounded: an image over MAX_PIXELS is refused from its header befor
 decoded, and tesseract is stopped after PAGE_TIMEOUT seconds. Nothing is downloaded:
 the English model comes with the Debian package.
 """
+
 from __future__ import annotations
 
 import io
@@ -40,8 +41,9 @@ def ocr_check() -> None:
     try:
         import pytesseract
     except ImportError:
-        raise ExtractionError("needs OCR, and the pytesseract package is not installed (pip install -r "
-                              "requirements/base.txt)") from None
+        raise ExtractionError(
+            "needs OCR, and the pytesseract package is not installed (pip install -r requirements/base.txt)"
+        ) from None
     try:
         languages = pytesseract.get_languages(config="")
     except Exception as exc:  # pytesseract raises its own error types and OSError; say which
@@ -61,14 +63,17 @@ def image_open(data: bytes, *, what: str) -> object:
         except (Image.DecompressionBombError, Image.DecompressionBombWarning) as exc:
             raise ExtractionError(f"{what} is too large to OCR ({exc})") from None
         except UnidentifiedImageError:
-            raise ExtractionError(f"{what} cannot be read as an image: not a PNG, JPEG or TIFF image, or a "
-                                  "damaged one") from None
+            raise ExtractionError(
+                f"{what} cannot be read as an image: not a PNG, JPEG or TIFF image, or a damaged one"
+            ) from None
         except (OSError, ValueError, SyntaxError) as exc:
             raise ExtractionError(f"damaged {what}: {exc}") from None
     width, height = image.size
     if width * height > MAX_PIXELS:
-        raise ExtractionError(f"{what} of {width:,} × {height:,} pixels is too large to OCR (more than "
-                              f"{MAX_PIXELS // 1_000_000} million pixels); scale it down")
+        raise ExtractionError(
+            f"{what} of {width:,} × {height:,} pixels is too large to OCR (more than "
+            f"{MAX_PIXELS // 1_000_000} million pixels); scale it down"
+        )
     return image
 
 
@@ -80,8 +85,7 @@ def ocr_page(image: object, *, what: str) -> OcrPage:
         image.load()  # type: ignore[attr-defined]
         if image.mode not in ("L", "RGB", "1"):  # type: ignore[attr-defined]
             image = image.convert("RGB")  # type: ignore[attr-defined]
-        data = pytesseract.image_to_data(image, lang=LANG, timeout=PAGE_TIMEOUT,
-                                         output_type=pytesseract.Output.DICT)
+        data = pytesseract.image_to_data(image, lang=LANG, timeout=PAGE_TIMEOUT, output_type=pytesseract.Output.DICT)
     except RuntimeError as exc:  # pytesseract's timeout
         if "timeout" in str(exc).lower():
             raise ExtractionError(f"OCR of {what} took longer than {PAGE_TIMEOUT} s and was stopped") from None
@@ -117,8 +121,10 @@ def _page_text(data: dict[str, list]) -> OcrPage:
 
 
 def page_blocks(page: OcrPage, *, number: int | None, heading: tuple[str, ...] = ()) -> list[Block]:
-    return [Block(text, heading, number, start, end, ocr=round(page.confidence, 1))
-            for text, start, end in paragraphs(page.lines, 1)]
+    return [
+        Block(text, heading, number, start, end, ocr=round(page.confidence, 1))
+        for text, start, end in paragraphs(page.lines, 1)
+    ]
 
 
 def extract_image(data: bytes, *, fallback_title: str) -> Extracted:

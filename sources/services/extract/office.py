@@ -8,6 +8,7 @@ its CRC check when the data says otherwise, so a part can never inflate past wha
 the directory declares. Macros (``vbaProject.bin``), external links and remote
 images are parts or relationships the extractors never read, run or fetch.
 """
+
 from __future__ import annotations
 
 import io
@@ -34,10 +35,12 @@ def office_check(data: bytes, *, kind: str) -> None:
     name = NAMES[kind]
     if data.startswith(_OLE_MAGIC):
         if _ENCRYPTED_MARK in data:
-            raise ExtractionError(f"password-protected {name}: Foundry cannot read encrypted files; "
-                                  "save a copy without a password")
-        raise ExtractionError(f"not a .{kind} file: an old binary Office file (.doc/.xls/.ppt) with a .{kind} "
-                              f"name; save it as .{kind}")
+            raise ExtractionError(
+                f"password-protected {name}: Foundry cannot read encrypted files; save a copy without a password"
+            )
+        raise ExtractionError(
+            f"not a .{kind} file: an old binary Office file (.doc/.xls/.ppt) with a .{kind} name; save it as .{kind}"
+        )
     if not data.startswith(b"PK"):
         raise ExtractionError(f"not a .{kind} file (a {name} is a zip archive; this file is not one)")
     try:
@@ -56,16 +59,22 @@ def office_check(data: bytes, *, kind: str) -> None:
 
 def _check_sizes(entries: list[zipfile.ZipInfo], *, name: str) -> None:
     if len(entries) > MAX_ENTRIES:
-        raise ExtractionError(f"{name} refused: {len(entries):,} parts in the archive (more than {MAX_ENTRIES:,}; "
-                              "a zip bomb or not a document)")
+        raise ExtractionError(
+            f"{name} refused: {len(entries):,} parts in the archive (more than {MAX_ENTRIES:,}; "
+            "a zip bomb or not a document)"
+        )
     total = sum(entry.file_size for entry in entries)
     if total > MAX_UNCOMPRESSED:
-        raise ExtractionError(f"{name} refused: it would unpack to {total / 1048576:,.0f} MB (more than "
-                              f"{MAX_UNCOMPRESSED // 1048576} MB; a zip bomb or not a document)")
+        raise ExtractionError(
+            f"{name} refused: it would unpack to {total / 1048576:,.0f} MB (more than "
+            f"{MAX_UNCOMPRESSED // 1048576} MB; a zip bomb or not a document)"
+        )
     for entry in entries:
         if entry.file_size > RATIO_FLOOR and entry.file_size > MAX_RATIO * max(entry.compress_size, 1):
-            raise ExtractionError(f"{name} refused: part {entry.filename[:100]!r} inflates {entry.compress_size:,} "
-                                  f"bytes to {entry.file_size:,} (a zip bomb)")
+            raise ExtractionError(
+                f"{name} refused: part {entry.filename[:100]!r} inflates {entry.compress_size:,} "
+                f"bytes to {entry.file_size:,} (a zip bomb)"
+            )
 
 
 @contextmanager
@@ -81,6 +90,14 @@ def office_errors(kind: str) -> Iterator[None]:
         yield
     except ExtractionError:
         raise
-    except (KeyError, ValueError, zipfile.BadZipFile, etree.LxmlError, EOFError, IndexError, TypeError,
-            AttributeError) as exc:
+    except (
+        KeyError,
+        ValueError,
+        zipfile.BadZipFile,
+        etree.LxmlError,
+        EOFError,
+        IndexError,
+        TypeError,
+        AttributeError,
+    ) as exc:
         raise ExtractionError(f"damaged {NAMES[kind]}: {type(exc).__name__}: {str(exc)[:200]}") from None

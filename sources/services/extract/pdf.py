@@ -1,4 +1,5 @@
 """PDF text per page with pypdf; the outline gives each page its heading path."""
+
 from __future__ import annotations
 
 import io
@@ -45,8 +46,9 @@ def extract_pdf(data: bytes, *, fallback_title: str) -> Extracted:
         if scanned.unread:
             raise ExtractionError(f"PDF page {scanned.unread[0]} is a scanned image and {scanned.no_ocr}")
         if scanned.pages:
-            raise ExtractionError(f"PDF has no text layer, and OCR found no text in its {scanned.pages} scanned "
-                                  "page(s)")
+            raise ExtractionError(
+                f"PDF has no text layer, and OCR found no text in its {scanned.pages} scanned page(s)"
+            )
         raise ExtractionError(f"PDF has no extractable text in {len(pages)} page(s), and no scanned page images")
     return Extracted(title=_title(reader) or fallback_title, blocks=blocks, notes=scanned.notes())
 
@@ -79,8 +81,9 @@ class _Scans:
         except ExtractionError:
             raise
         except Exception as exc:  # damaged image streams raise many types; the page is then unreadable
-            raise ExtractionError(f"PDF page {number} has no text layer and its images cannot be read "
-                                  f"({type(exc).__name__})") from None
+            raise ExtractionError(
+                f"PDF page {number} has no text layer and its images cannot be read ({type(exc).__name__})"
+            ) from None
         if not images:
             return []
         self.pages += 1
@@ -99,8 +102,10 @@ class _Scans:
             image = ocr.image_open(found.data, what=what)
             result = ocr.ocr_page(image, what=what)
             start = (blocks[-1].line_end + 2) if blocks else 1
-            blocks += [Block(b.text, heading, number, b.line_start + start - 1, b.line_end + start - 1, ocr=b.ocr)
-                       for b in ocr.page_blocks(result, number=number)]
+            blocks += [
+                Block(b.text, heading, number, b.line_start + start - 1, b.line_end + start - 1, ocr=b.ocr)
+                for b in ocr.page_blocks(result, number=number)
+            ]
         return blocks
 
 
@@ -147,9 +152,9 @@ def _sections(lines: list[str], entries: list[tuple[str, tuple[str, ...]]]) -> l
     start = 1
     for number, line in enumerate(lines, start=1):
         if number > start and _title_line(line, entries):
-            out.append((start, lines[start - 1:number - 1]))
+            out.append((start, lines[start - 1 : number - 1]))
             start = number
-    out.append((start, lines[start - 1:]))
+    out.append((start, lines[start - 1 :]))
     return [(first, seg) for first, seg in out if seg]
 
 
@@ -190,5 +195,7 @@ def _image_sizes_check(page: object, *, number: int, limit: int) -> None:
             continue
         width, height = int(xobject.get("/Width", 0)), int(xobject.get("/Height", 0))
         if width * height > limit:
-            raise ExtractionError(f"PDF page {number} is a scanned image of {width:,} × {height:,} pixels, too "
-                                  f"large to OCR (more than {limit // 1_000_000} million pixels)")
+            raise ExtractionError(
+                f"PDF page {number} is a scanned image of {width:,} × {height:,} pixels, too "
+                f"large to OCR (more than {limit // 1_000_000} million pixels)"
+            )

@@ -6,6 +6,7 @@ left to right (groups opened), each table row one line, then the speaker notes. 
 slide's title is its heading; a slide's blocks never share a chunk with another slide's.
 Media, embedded objects and links are not read, fetched or run.
 """
+
 from __future__ import annotations
 
 import io
@@ -39,7 +40,7 @@ def extract_pptx(data: bytes, *, fallback_title: str) -> Extracted:
 def _slide_title(slide: object) -> str:
     shape = slide.shapes.title  # type: ignore[attr-defined]
     text = " ".join(shape.text_frame.text.split()) if shape is not None and shape.has_text_frame else ""
-    return text if len(text) <= MAX_HEADING_CHARS else text[:MAX_HEADING_CHARS - 1] + "…"
+    return text if len(text) <= MAX_HEADING_CHARS else text[: MAX_HEADING_CHARS - 1] + "…"
 
 
 def _slide_blocks(slide: object, *, number: int, title: str) -> list[Block]:
@@ -63,7 +64,7 @@ def _slide_blocks(slide: object, *, number: int, title: str) -> list[Block]:
                     blocks.append(Block(bullet + text, heading, number, line, line, "", number))
     if slide.has_notes_slide:  # type: ignore[attr-defined]
         notes = slide.notes_slide.notes_text_frame  # type: ignore[attr-defined]
-        for paragraph in (notes.paragraphs if notes is not None else []):
+        for paragraph in notes.paragraphs if notes is not None else []:
             text = " ".join(paragraph.text.split())
             if text:
                 line += 1

@@ -6,6 +6,7 @@ a CSV) and the row range in ``line_start``/``line_end`` (spreadsheet row numbers
 CSV, record numbers as a spreadsheet program shows them). Formulas are never evaluated: a cell shows the value Excel
 saved with it, and a formula cell that was never calculated is empty.
 """
+
 from __future__ import annotations
 
 import csv
@@ -32,23 +33,29 @@ def extract_xlsx(data: bytes, *, fallback_title: str) -> Extracted:
 
     blocks: list[Block] = []
     with office_errors("xlsx"):
-        book = openpyxl.load_workbook(io.BytesIO(data), read_only=True, data_only=True, keep_links=False,
-                                      keep_vba=False)
+        book = openpyxl.load_workbook(
+            io.BytesIO(data), read_only=True, data_only=True, keep_links=False, keep_vba=False
+        )
         try:
             title = (book.properties.title or "").strip() if book.properties else ""
             cells = 0
             for unit, sheet in enumerate(book.worksheets, start=1):
                 # The stored used range ("A1:XFD1048576") is not trusted: rows are as wide as their cells.
                 sheet.reset_dimensions()
-                rows = ((number, [_cell(v) for v in values])
-                        for number, values in enumerate(sheet.iter_rows(values_only=True), start=1))
-                cells = _rows_blocks(rows, blocks, heading=(sheet.title,), unit=unit, cells=cells,
-                                     where=f"sheet {sheet.title!r}")
+                rows = (
+                    (number, [_cell(v) for v in values])
+                    for number, values in enumerate(sheet.iter_rows(values_only=True), start=1)
+                )
+                cells = _rows_blocks(
+                    rows, blocks, heading=(sheet.title,), unit=unit, cells=cells, where=f"sheet {sheet.title!r}"
+                )
         finally:
             book.close()
     if not blocks:
-        raise ExtractionError("Excel workbook has no cell values (empty sheets, or formulas never calculated: "
-                              "open and save it in Excel to store their values)")
+        raise ExtractionError(
+            "Excel workbook has no cell values (empty sheets, or formulas never calculated: "
+            "open and save it in Excel to store their values)"
+        )
     return Extracted(title=title or fallback_title, blocks=blocks)
 
 
@@ -76,18 +83,29 @@ def _csv_rows(reader: Iterator[list[str]]) -> Iterator[tuple[int, list[str]]]:
         yield number, [" ".join(v.split())[:MAX_CELL_CHARS] for v in values]
 
 
-def _rows_blocks(rows: Iterator[tuple[int, list[str]]], blocks: list[Block], *, heading: tuple[str, ...],
-                 unit: int, cells: int, where: str) -> int:
+def _rows_blocks(
+    rows: Iterator[tuple[int, list[str]]],
+    blocks: list[Block],
+    *,
+    heading: tuple[str, ...],
+    unit: int,
+    cells: int,
+    where: str,
+) -> int:
     """Append one block per non-empty row after the header; returns the cells read so far."""
     header = ""
     for number, values in rows:
         cells += max(1, len(values))
         if number > MAX_ROWS or cells > MAX_CELLS:
-            raise ExtractionError(f"spreadsheet too large: {where} goes past {min(number, MAX_ROWS):,} rows / "
-                                  f"{MAX_CELLS:,} cells; split it or export the part that matters")
+            raise ExtractionError(
+                f"spreadsheet too large: {where} goes past {min(number, MAX_ROWS):,} rows / "
+                f"{MAX_CELLS:,} cells; split it or export the part that matters"
+            )
         if len(values) > MAX_COLUMNS and any(values[MAX_COLUMNS:]):
-            raise ExtractionError(f"spreadsheet too wide: {where} row {number} has values past column "
-                                  f"{MAX_COLUMNS:,}; split it or export the part that matters")
+            raise ExtractionError(
+                f"spreadsheet too wide: {where} row {number} has values past column "
+                f"{MAX_COLUMNS:,}; split it or export the part that matters"
+            )
         text = row_text(values[:MAX_COLUMNS])
         if not text:
             continue

@@ -4,6 +4,7 @@ A row is a unit of its own ("rows as units with their header"): its cells joined
 `` | ``, with the header row as the block's ``lead`` so every chunk of the table's rows
 starts with the header and a reader can tell which column a value is in.
 """
+
 from __future__ import annotations
 
 from sources.services.extract.blocks import Block
@@ -18,8 +19,15 @@ def row_text(cells: list[str]) -> str:
     return SEPARATOR.join(cells) if any(cells) else ""
 
 
-def table_blocks(rows: list[list[str]], *, heading: tuple[str, ...], first_line: int, unit: int,
-                 page: int | None = None, lines: list[int] | None = None) -> list[Block]:
+def table_blocks(
+    rows: list[list[str]],
+    *,
+    heading: tuple[str, ...],
+    first_line: int,
+    unit: int,
+    page: int | None = None,
+    lines: list[int] | None = None,
+) -> list[Block]:
     """Blocks of one table: the first non-empty row is the header, each later row a block led by it.
 
     A row's location is ``first_line + index`` (paragraph or row numbers), or ``lines[index]``
