@@ -6,11 +6,12 @@ time to the first streamed sentence of ``/v1/chat/completions`` against the time
 
 Ingests knowledge_base/ into a throw-away FOUNDRY_HOME (summaries off) with the configured (default:
 extractive, offline) reader and the answer cache off. For every conversation of each ``--data`` file
-(default: tests/data/followups.json, the set the rule was tuned on, and tests/data/followups_heldout.json,
-never used for tuning) the last turn is asked (a) as typed, (b) as the standalone question
-``generation.condense`` makes of it and (c) as the standalone question written by hand (the ceiling: what
-the reader answers when condensing is perfect). A turn counts as answered from the right source when the
-answer is not a refusal, cites one of the expected sources and holds the expected fragment
+(default: tests/data/followups.json, the set the rule was tuned on; tests/data/followups_heldout.json, never
+used for tuning; tests/data/followups_fresh.json, written from knowledge_base/ alone by someone who had seen
+neither the rule, the reader nor the other sets) the last turn is asked (a) as typed, (b) as the standalone
+question ``generation.condense`` makes of it and (c) as the standalone question written by hand (the
+ceiling: what the reader answers when condensing is perfect). A turn counts as answered from the right
+source when the answer is not a refusal, cites one of the expected sources and holds the expected fragment
 (``*_source_only``: the first two without the fragment).
 
 ``--squad FILE`` (SQuAD 2.0 layout) adds a third set: two consecutive answerable questions about one
@@ -54,7 +55,7 @@ from generation.condense import condense, is_followup  # noqa: E402
 from sources.services.ingest_jobs import knowledge_base_ingest  # noqa: E402
 from tests.conftest import config_with  # noqa: E402
 
-DATA = [ROOT / "tests" / "data" / "followups.json", ROOT / "tests" / "data" / "followups_heldout.json"]
+DATA = [ROOT / "tests" / "data" / f"followups{suffix}.json" for suffix in ("", "_heldout", "_fresh")]
 SQUAD_PAIRS = 150
 STREAM_QUESTIONS = [
     "How many sensors can be connected to the RS-485 bus?",

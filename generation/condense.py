@@ -78,6 +78,13 @@ AUXILIARIES = frozenset("do does did can could should must will would may might 
 SUBJECT_PRONOUNS = frozenset("it they he she i you we".split())
 VERB_AFTER = frozenset("do does have has be mean means say show give".split())  # a main verb after the subject
 DETERMINERS = frozenset("the a an its their his her my your our this that these those".split())
+# Contractions, typed with or without the apostrophe, are their first word ("what's the default", "whats").
+_CONTRACTED = re.compile(r"'(?:s|re|ll|m|ve|d)$|n't$")
+_UNAPOSTROPHED = {
+    "whats": "what", "hows": "how", "wheres": "where", "whens": "when", "whos": "who", "thats": "that",
+    "im": "i", "ive": "i", "dont": "do", "doesnt": "does", "didnt": "did", "cant": "can", "isnt": "is",
+    "arent": "are", "wont": "will", "wasnt": "was",
+}  # fmt: skip
 _TOKEN = re.compile(r"[A-Za-zÀ-ÿ0-9][A-Za-zÀ-ÿ0-9'.\-]*[A-Za-zÀ-ÿ0-9]|[A-Za-zÀ-ÿ0-9]")
 
 
@@ -149,7 +156,7 @@ def is_followup(message: str) -> bool:
 
 def _refers_back(words: list[str], i: int) -> bool:
     """Whether ``words[i]`` is a pronoun or demonstrative whose antecedent is not in the message itself."""
-    low = words[i].lower()
+    low = _bare(words[i].lower())
     before = words[i - 1] if i else ""
     after = [w.lower() for w in words[i + 1 : i + 3]]
     if low == "that" and before and _topic(before):
@@ -247,9 +254,15 @@ def _phrases(text: str) -> list[tuple[list[str], bool]]:
     return phrases
 
 
+def _bare(low: str) -> str:
+    """A lower-case word without its contraction: "what's" and "whats" are "what", "doesn't" is "does"."""
+    low = _CONTRACTED.sub("", low)
+    return _UNAPOSTROPHED.get(low, low)
+
+
 def _topic(token: str) -> bool:
     """A topic word: not a stop word, question word, filler, auxiliary, pronoun or demonstrative."""
-    low = token.lower().rstrip(".")
+    low = _bare(token.lower().rstrip("."))
     return not (
         low in STOPWORDS
         or low in NON_TOPIC

@@ -108,6 +108,13 @@ def test_key_terms_drop_stop_words_and_fillers_and_repeat_nothing() -> None:
     assert key_terms("What about the sensors, and the sensor bus? Tell me more.") == ["sensors", "bus"]
 
 
+def test_contractions_are_their_first_word_with_or_without_the_apostrophe() -> None:
+    assert key_terms("What's the default? whats the maximum, and doesn't it reset?") == ["default", "maximum", "reset"]
+    assert condense("whats the fastest one", [BUS]).question == "whats the fastest one (sensors RS-485 bus)"
+    assert condense("And for storage?", ["What's the AX-200's weight?"]).question == "And for storage? (AX-200's weight)"
+    assert is_followup("What's that?")
+
+
 def test_white_space_is_normalised_and_the_rule_is_deterministic() -> None:
     first = condense("  And   E04? ", ["What does error code E03 mean?"])
     assert first == condense("And E04?", ["What does   error code E03 mean?"])
