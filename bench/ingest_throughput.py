@@ -31,6 +31,7 @@ from django.conf import settings  # noqa: E402
 from django.core.management import call_command  # noqa: E402
 
 from foundry_site.core import llm  # noqa: E402
+from foundry_site.core.llm import local  # noqa: E402
 from sources import vectorstore  # noqa: E402
 from sources.models import Chunk  # noqa: E402
 from sources.services.chunking import chunk_windows  # noqa: E402
@@ -60,7 +61,7 @@ def main(folders: list[Path], window_sentences: int | None) -> dict:
         for c in chunks
         for w in chunk_windows(c.text, sentences=windows, limit=vectorstore.WINDOW_SLOTS - 1)
     ]
-    embedder = llm._local.embedder(model.split("/", 1)[1])
+    embedder = local._local.embedder(model.split("/", 1)[1])
     start = time.perf_counter()
     embedder.encode(texts, batch_size=settings.FOUNDRY.embedding.batch_size, normalize_embeddings=True)
     encode_s = time.perf_counter() - start

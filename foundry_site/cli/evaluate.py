@@ -159,7 +159,8 @@ def _reader_folder(folder: Path | None, reader: str, readers: int) -> Path | Non
 
 
 def _answers_one(opts: argparse.Namespace, out: TextIO, *, report_folder: Path | None) -> dict:
-    from foundry_site.evaluation.answers import answers_evaluate, answers_report
+    from foundry_site.evaluation.answers import answers_evaluate
+    from foundry_site.evaluation.answers_report import answers_report
     from foundry_site.evaluation.squad import load_squad
 
     progress = Progress(quiet=opts.json)

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from foundry_site.core import llm
+from foundry_site.core.llm import gateway, retry
 
 
 def test_unknown_local_model_fails_at_once_as_permanent(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -26,10 +27,10 @@ def test_connection_errors_are_still_retried_as_transient(monkeypatch: pytest.Mo
     monkeypatch.setattr(time, "sleep", slept.append)
 
     def refused() -> None:
-        raise llm.litellm.APIConnectionError(message="connection refused", llm_provider="openai", model="m")
+        raise retry.litellm.APIConnectionError(message="connection refused", llm_provider="openai", model="m")
 
     with pytest.raises(llm.LLMError) as caught:
-        llm._with_retries(refused, model="m", retries=2, what="generate")
+        retry._with_retries(refused, model="m", retries=2, what="generate")
     assert caught.value.transient is True and slept == [1.0, 2.0]
 
 
@@ -79,7 +80,7 @@ def test_texts_are_embedded_shortest_first_and_returned_in_input_order(monkeypat
             ]
         )
 
-    monkeypatch.setattr(llm.litellm, "embedding", fake)
+    monkeypatch.setattr(gateway.litellm, "embedding", fake)
     texts = ["a chunk of some length", "w1", "another, longer chunk of text here", "win"]
     vectors = llm.embed(texts, model="local/all-minilm-l6-v2", batch_size=2)
     assert sent == [["w1", "win"], ["a chunk of some length", "another, longer chunk of text here"]]

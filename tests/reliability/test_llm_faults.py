@@ -36,6 +36,7 @@ import pytest
 from django.test import Client
 
 from foundry_site.core import llm
+from foundry_site.core.llm import local, retry
 from generation.answers import QueryFailed, answer_question
 from generation.documents import SpecText, generation_run_create, generation_run_execute
 from generation.models import GenerationRun
@@ -91,7 +92,7 @@ def sleeps(monkeypatch: pytest.MonkeyPatch) -> Sleeps:
         def sleep(seconds: float) -> None:
             record.waits.append(seconds)
 
-    monkeypatch.setattr(llm, "time", _Time())
+    monkeypatch.setattr(retry, "time", _Time())
     return record
 
 
@@ -760,7 +761,7 @@ def llama_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             "-m",
             "llama_cpp.server",
             "--model",
-            str(llm._smollm2_path()),
+            str(local._smollm2_path()),
             "--model_alias",
             "smollm2",
             "--host",

