@@ -123,6 +123,7 @@ class LocalProvider(CustomLLM):
     ) -> ModelResponse:
         llm = _local.chat_model(model)
         with _local.lock:
+            llm.reset()  # the whole prompt evaluated afresh: a reused prefix changes the greedy path on some CPUs
             out = llm.create_chat_completion(
                 messages=messages,
                 max_tokens=optional_params.get("max_tokens") or 256,
@@ -160,6 +161,7 @@ class LocalProvider(CustomLLM):
         """The reply as llama.cpp writes it, piece by piece; the last chunk carries the token counts."""
         llm = _local.chat_model(model)
         with _local.lock:
+            llm.reset()
             parts = llm.create_chat_completion(
                 messages=messages,
                 max_tokens=optional_params.get("max_tokens") or 256,
