@@ -111,7 +111,8 @@ def test_key_terms_drop_stop_words_and_fillers_and_repeat_nothing() -> None:
 def test_contractions_are_their_first_word_with_or_without_the_apostrophe() -> None:
     assert key_terms("What's the default? whats the maximum, and doesn't it reset?") == ["default", "maximum", "reset"]
     assert condense("whats the fastest one", [BUS]).question == "whats the fastest one (sensors RS-485 bus)"
-    assert condense("And for storage?", ["What's the AX-200's weight?"]).question == "And for storage? (AX-200's weight)"
+    storage = condense("And for storage?", ["What's the AX-200's weight?"])
+    assert storage.question == "And for storage? (AX-200's weight)"
     assert is_followup("What's that?")
 
 
