@@ -14,7 +14,7 @@ ceiling: what the reader answers when condensing is perfect). A turn counts as a
 source when the answer is not a refusal, cites one of the expected sources and holds the expected fragment
 (``*_source_only``: the first two without the fragment).
 
-``--squad FILE`` (SQuAD 2.0 layout) adds a third set: two consecutive answerable questions about one
+``--squad FILE`` (SQuAD 2.0 layout) adds a set: two consecutive answerable questions about one
 paragraph, the second asked after the first, on a knowledge base of ``--squad-articles`` articles (the
 ``foundry eval answers`` index, cached under ``--squad-cache``). Right source: not refused, a cited chunk
 of the question's article holds a gold answer; with ``fragment`` the answer holds one too. SQuAD
