@@ -3,6 +3,10 @@ from __future__ import annotations
 import os
 
 from django.core.wsgi import get_wsgi_application
+from django.urls import get_resolver
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "foundry_site.settings")
 application = get_wsgi_application()
+# Every page and API, with the libraries under them, is imported now, once (`foundry serve` preloads
+# this module in gunicorn's master): not on the first request each worker serves, which waited seconds.
+url_patterns = get_resolver().url_patterns

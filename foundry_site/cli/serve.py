@@ -66,6 +66,9 @@ def serve_argv(opts: argparse.Namespace) -> list[str]:
         str(opts.workers),
         "--worker-class",
         "gthread",
+        # The application is imported once, in the master, before the workers fork: a worker started
+        # later (after a crash or a --timeout kill) serves its first request at once.
+        "--preload",
         "--threads",
         str(opts.threads),
         "--timeout",

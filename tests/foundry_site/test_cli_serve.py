@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import sys
+import subprocess
 
 import pytest
+from django.conf import settings
 
 from foundry_site.cli.serve import serve_argv, worker_argv
 
@@ -42,3 +45,14 @@ def test_serve_uses_threaded_workers_so_long_answers_are_not_killed() -> None:
     """A sync worker busy with one slow answer misses its heartbeat and is SIGKILLed (test_load.py)."""
     argv = serve_argv(argparse.Namespace(host="127.0.0.1", port=8000, workers=2, threads=4, timeout=120))
     assert argv[argv.index("--worker-class") + 1] == "gthread" and argv[argv.index("--threads") + 1] == "4"
+
+
+def test_serve_preloads_every_page_before_the_workers_fork() -> None:
+    """gunicorn imports ``foundry_site.wsgi`` once in its master; that import brings in every page and API,
+    so no worker, not even one started after a crash, imports them on its first request."""
+    argv = serve_argv(argparse.Namespace(host="127.0.0.1", port=8000, workers=2, threads=4, timeout=120))
+    assert "--preload" in argv
+    probe = "import sys, foundry_site.wsgi; print(sorted({'generation.views', 'foundry_site.api'} - set(sys.modules)))"
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=settings.BASE_DIR)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
