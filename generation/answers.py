@@ -28,7 +28,7 @@ from generation.context import chunk_budget, context_build
 from foundry_site.core.grounding import REFUSAL, Grounded, reply_text
 from generation.live import SentenceGate
 from foundry_site.core.grounding import Grounder
-from retrieval.models import QueryLog
+from generation.models import QueryLog
 from retrieval.services.gate import NO_EVIDENCE_ANSWER, NO_EVIDENCE_HINT
 from retrieval.services.retrieve import Candidate, Retrieval, retrieve
 from sources.models import Chunk, location_fields

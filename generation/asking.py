@@ -17,9 +17,9 @@ from django.db import transaction
 from foundry_site.core.ratelimit import rate_limit_enforce
 from generation.answers import Answer, Progress, QueryError, Sentences, answer_question, question_clean
 from generation.condense import question_standalone
-from retrieval.models import Conversation, QueryLog
-from retrieval.selectors import own_conversations
-from retrieval.services.conversations import conversation_discard_if_empty, conversation_start, conversation_touch
+from generation.models import Conversation, QueryLog
+from generation.querylog.selectors import own_conversations
+from generation.conversations import conversation_discard_if_empty, conversation_start, conversation_touch
 from sources.selectors import query_scope
 
 NO_COLLECTIONS = "You cannot read any collection yet, so there is nothing to search. Ask an administrator for access."

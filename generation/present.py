@@ -19,7 +19,7 @@ from django.utils.html import format_html
 from django.utils.safestring import SafeString, mark_safe
 
 from foundry_site.core.markup import markdown_html
-from retrieval.models import QueryLog
+from generation.models import QueryLog
 from sources.models import citation_location
 from sources.selectors import access_contacts, readable_chunks, readable_collections
 

@@ -39,7 +39,7 @@ from foundry_site.openai_api.present import LiveNumbers, chunk, chunk_events, co
 from foundry_site.services.tokens import token_authenticate
 from generation.answers import QueryError, QueryFailed
 from generation.streaming import run_streamed
-from retrieval.models import QueryLog
+from generation.models import QueryLog
 from sources.vectorstore import MissingEmbeddings
 
 logger = logging.getLogger(__name__)

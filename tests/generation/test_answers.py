@@ -9,7 +9,7 @@ from django.conf import settings
 
 from foundry_site.cli.render import answer_format
 from generation.answers import QueryError, QueryFailed, answer_question
-from retrieval.models import AppendOnlyError, QueryLog
+from generation.models import AppendOnlyError, QueryLog
 from sources.services.ingest_jobs import knowledge_base_ingest
 from tests.conftest import ScriptedLLM
 
@@ -235,7 +235,7 @@ def test_the_user_message_comes_from_its_template(
 
 
 def test_feedback_is_validated_and_kept(indexed: Path) -> None:
-    from retrieval.services.feedback import FeedbackError, feedback_record
+    from generation.querylog.feedback import FeedbackError, feedback_record
 
     answer = answer_question(question="Who won the football world cup in 1954?")
     row = QueryLog.objects.get(run_id=answer.run_id)

@@ -39,7 +39,7 @@ from foundry_site.core import llm
 from generation.answers import QueryFailed, answer_question
 from generation.documents import SpecText, generation_run_create, generation_run_execute
 from generation.models import GenerationRun
-from retrieval.models import QueryLog
+from generation.models import QueryLog
 from sources.services.ingest_jobs import knowledge_base_ingest
 from tests.conftest import login
 from tests.reliability.llm_fault_provider import (
