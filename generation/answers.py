@@ -28,7 +28,7 @@ from generation.context import chunk_budget, context_build
 from foundry_site.core.grounding import REFUSAL, Grounded, reply_text
 from generation.live import SentenceGate
 from foundry_site.core.grounding import Grounder
-from generation.models import QueryLog
+from generation.models import Conversation, QueryLog
 from retrieval.services.gate import NO_EVIDENCE_ANSWER, NO_EVIDENCE_HINT
 from retrieval.services.retrieve import Candidate, Retrieval, retrieve
 from sources.models import Chunk, location_fields
@@ -111,6 +111,21 @@ def _no_progress(stage: str) -> None:
     return None
 
 
+@dataclass(frozen=True)
+class Asked:
+    """Who asked, in which scope and conversation: what a question's log row records beside its answer.
+
+    ``message``: the asker's raw follow-up when the question answered is the standalone question made of it
+    (generation/condense.py); it is logged beside the question and changes nothing else.
+    ``conversation``: the Conversation the question is a turn of.
+    """
+
+    user: Any = None
+    collection_ids: list[int] | None = None
+    message: str = ""
+    conversation: Conversation | None = None
+
+
 def answer_question(
     *,
     question: str,
@@ -120,14 +135,28 @@ def answer_question(
     top_k: int | None = None,
     progress: Progress | None = None,
     message: str = "",
-    conversation: Any = None,
+    conversation: Conversation | None = None,
     on_sentence: Sentences | None = None,
 ) -> Answer:
-    """Answer from the sources or refuse; every call leaves exactly one QueryLog row.
+    """Answer from the sources or refuse; every call leaves exactly one QueryLog row (``answer_logged``).
 
-    ``message``: the asker's raw follow-up when ``question`` is the standalone question made of it
-    (generation/condense.py); it is logged beside the question and changes nothing else. ``conversation``:
-    the Conversation this question is a turn of (logged on the row).
+    ``message`` and ``conversation`` are logged on the row (``Asked``).
+    """
+    asked = Asked(user=user, collection_ids=collection_ids, message=message, conversation=conversation)
+    answer, _ = answer_logged(question, asked=asked, mode=mode, top_k=top_k, progress=progress, on_sentence=on_sentence)
+    return answer
+
+
+def answer_logged(
+    question: str,
+    *,
+    asked: Asked,
+    mode: str | None = None,
+    top_k: int | None = None,
+    progress: Progress | None = None,
+    on_sentence: Sentences | None = None,
+) -> tuple[Answer, QueryLog]:
+    """Answer from the sources or refuse, and return the answer with its query-log row (the only one written).
 
     An identical question in the same scope, with the same configuration and an
     unchanged index, is answered from the log (marked ``cached``, no model call).
@@ -135,46 +164,49 @@ def answer_question(
     It never sees model output. ``on_sentence`` is given the answer's sentences (with their ``[S#]``
     markers and the white space between them), each once it has passed its check and before the row is
     written; refusals and failures send none. The returned ``Answer`` and its row are the same as without it.
+    A model that fails for good is logged as a failed row and raised as ``QueryFailed``.
     """
     progress = progress or _no_progress
     question = question_clean(question)
     run_id = uuid.uuid4().hex
     started = time.perf_counter()
-    model = settings.FOUNDRY.generation.model
-    key = cache_key(question, collection_ids, mode, top_k)
+    key = cache_key(question, asked.collection_ids, mode, top_k)
     if settings.FOUNDRY.generation.cache_answers:
-        cached = _from_cache(
-            key,
-            question=question,
-            run_id=run_id,
-            started=started,
-            user=user,
-            collection_ids=collection_ids,
-            message=message,
-            conversation=conversation,
-        )
+        cached = _from_cache(key, question=question, run_id=run_id, started=started, asked=asked)
         if cached is not None:
-            if on_sentence is not None and cached.citations:
-                for piece in answer_pieces(cached.answer):
+            if on_sentence is not None and cached[0].citations:
+                for piece in answer_pieces(cached[0].answer):
                     on_sentence(piece)
             return cached
     with llm.record_calls() as calls:
         retrieval = None
         try:
             progress("retrieving")
-            retrieval = retrieve(question=question, collection_ids=collection_ids, mode=mode, top_k=top_k)
-            answer = _answer_from(retrieval, run_id=run_id, model=model, progress=progress, on_sentence=on_sentence)
-        except llm.LLMError as exc:
-            _record_failure(
-                run_id, question, user, collection_ids, retrieval, calls, exc, started, mode, message, conversation
+            retrieval = retrieve(question=question, collection_ids=asked.collection_ids, mode=mode, top_k=top_k)
+            answer = _answer_from(
+                retrieval,
+                run_id=run_id,
+                model=settings.FOUNDRY.generation.model,
+                progress=progress,
+                on_sentence=on_sentence,
             )
+        except llm.LLMError as exc:
+            failed = _failed(run_id, question, mode, retrieval, calls, exc, started)
+            answer_record(failed, asked=asked, channels=retrieval.channels_dict() if retrieval else {}, error=exc)
+            logger.warning("query %s failed: %s", run_id, type(exc).__name__)
             raise QueryFailed(f"The model failed while answering: {exc}", run_id=run_id) from exc
-    answer.timings["total"] = round((time.perf_counter() - started) * 1000, 1)
+    answer.timings["total"] = _elapsed_ms(started)
     answer.llm_calls = calls.llm_calls
     answer.tokens = {"prompt": calls.prompt_tokens, "completion": calls.completion_tokens}
     answer.cost = round(calls.cost, 6)
-    _record(answer, retrieval, user, collection_ids, key, message, conversation)
-    return answer
+    row = answer_record(answer, asked=asked, channels=retrieval.channels_dict(), cache_key=key)
+    audit.artifacts_write(
+        run_id=answer.run_id,
+        question=answer.question,
+        retrieval=retrieval,
+        answer={**answer.as_dict(), "grounding": answer.grounding},
+    )
+    return answer, row
 
 
 def answer_pieces(text: str) -> list[str]:
@@ -207,16 +239,10 @@ def cache_key(question: str, collection_ids: list[int] | None, mode: str | None,
 
 
 def _from_cache(
-    key: str,
-    *,
-    question: str,
-    run_id: str,
-    started: float,
-    user: Any,
-    collection_ids: list[int] | None,
-    message: str = "",
-    conversation: Any = None,
-) -> Answer | None:
+    key: str, *, question: str, run_id: str, started: float, asked: Asked
+) -> tuple[Answer, QueryLog] | None:
+    """The answer logged under ``key`` (the newest that succeeded), logged again as this question's row;
+    None when there is none, or a passage it cited is gone."""
     hit = QueryLog.objects.filter(cache_key=key, status=QueryLog.Status.OK).order_by("-created_at").first()
     if hit is None:
         return None
@@ -240,40 +266,8 @@ def _from_cache(
         refusal=hit.refusal,
         hint=NO_EVIDENCE_HINT if hit.refusal == "gate" else "",
     )
-    answer.timings = {"total": round((time.perf_counter() - started) * 1000, 1)}
-    QueryLog.objects.record(
-        run_id=run_id,
-        user=_user(user),
-        question=question,
-        message=message,
-        conversation=conversation,
-        mode=hit.mode,
-        collection_ids=collection_ids,
-        hyde_text=hit.hyde_text,
-        channels=hit.channels,
-        gate=hit.gate,
-        answer_class=hit.answer_class,
-        answer=hit.answer,
-        citations=hit.citations,
-        conflicts=hit.conflicts,
-        coverage=hit.coverage,
-        model=hit.model,
-        timings=answer.timings,
-        cached=True,
-        cache_key=key,
-        refusal=hit.refusal,
-    )
-    audit.runs_append(
-        run_id=run_id,
-        task_name="rag_query",
-        status="ok",
-        answer_class=answer.answer_class,
-        llm_calls=0,
-        latency_ms=answer.timings["total"],
-        model=hit.model,
-        user=_user(user),
-    )
-    return answer
+    answer.timings = {"total": _elapsed_ms(started)}
+    return answer, answer_record(answer, asked=asked, channels=hit.channels, cache_key=key)
 
 
 def _answer_from(
@@ -433,33 +427,33 @@ def citation(candidate: Candidate, quotes: list[reader.Quote] | None = None) -> 
     }
 
 
-def _record(
-    answer: Answer,
-    retrieval: Retrieval,
-    user: Any,
-    collection_ids: list[int] | None,
-    key: str,
-    message: str = "",
-    conversation: Any = None,
-) -> None:
-    QueryLog.objects.record(
-        cache_key=key,
-        refusal=answer.refusal,
-        message=message,
-        conversation=conversation,
+def answer_record(
+    answer: Answer, *, asked: Asked, channels: dict[str, Any], cache_key: str = "", error: Exception | None = None
+) -> QueryLog:
+    """Write the question's query-log row and its runs.csv line; returns the row.
+
+    ``channels``: the chunk ids and scores each search channel found. ``cache_key``: what the answer may be
+    served again under (``cache_key()``). ``error``: the model failure that ended the answer; the row is then
+    logged as failed, with the error's text.
+    """
+    user = _user(asked.user)
+    row = QueryLog.objects.record(
         run_id=answer.run_id,
-        user=_user(user),
+        user=user,
         question=answer.question,
+        message=asked.message,
+        conversation=asked.conversation,
         mode=answer.mode,
-        collection_ids=collection_ids,
+        collection_ids=asked.collection_ids,
         hyde_text=answer.hyde_text,
-        channels=retrieval.channels_dict(),
+        channels=channels,
         gate=answer.gate,
         answer_class=answer.answer_class,
         answer=answer.answer,
         citations=[{k: v for k, v in c.items() if k != "text"} for c in answer.citations],
         conflicts=answer.conflicts,
         coverage=answer.coverage,
+        refusal=answer.refusal,
         prompt_tokens=answer.tokens.get("prompt", 0),
         completion_tokens=answer.tokens.get("completion", 0),
         cost=answer.cost,
@@ -467,68 +461,50 @@ def _record(
         model=answer.model,
         timings=answer.timings,
         grounding=answer.grounding,
-    )
-    audit.artifacts_write(
-        run_id=answer.run_id,
-        question=answer.question,
-        retrieval=retrieval,
-        answer={**answer.as_dict(), "grounding": answer.grounding},
+        cached=answer.cached,
+        cache_key=cache_key,
+        status=QueryLog.Status.OK if error is None else QueryLog.Status.FAILED,
+        error="" if error is None else str(error),
     )
     audit.runs_append(
         run_id=answer.run_id,
         task_name="rag_query",
-        status="ok",
+        status="ok" if error is None else "failed",
         answer_class=answer.answer_class,
         llm_calls=answer.llm_calls,
         latency_ms=answer.timings["total"],
         model=answer.model,
-        user=_user(user),
+        user=user,
     )
+    return row
 
 
-def _record_failure(
+def _failed(
     run_id: str,
     question: str,
-    user: Any,
-    collection_ids: list[int] | None,
+    mode: str | None,
     retrieval: Retrieval | None,
     calls: llm.CallRecord,
     exc: Exception,
     started: float,
-    mode: str | None,
-    message: str = "",
-    conversation: Any = None,
-) -> None:
-    total = round((time.perf_counter() - started) * 1000, 1)
-    QueryLog.objects.record(
+) -> Answer:
+    """What a question a model failed on leaves to log: what retrieval found, the calls made, the failing model."""
+    return Answer(
         run_id=run_id,
-        user=_user(user),
         question=question,
-        message=message,
-        conversation=conversation,
-        mode=mode or settings.FOUNDRY.retrieval.mode,
-        collection_ids=collection_ids,
-        channels=retrieval.channels_dict() if retrieval else {},
-        gate=retrieval.gate.as_dict() if retrieval and retrieval.gate else {},
-        status=QueryLog.Status.FAILED,
-        error=str(exc),
-        llm_calls=calls.llm_calls,
-        prompt_tokens=calls.prompt_tokens,
-        completion_tokens=calls.completion_tokens,
-        model=getattr(exc, "model", ""),
-        timings={**(retrieval.timings if retrieval else {}), "total": total},
-    )
-    audit.runs_append(
-        run_id=run_id,
-        task_name="rag_query",
-        status="failed",
         answer_class="",
+        answer="",
+        mode=mode or settings.FOUNDRY.retrieval.mode,
+        gate=retrieval.gate.as_dict() if retrieval and retrieval.gate else {},
+        timings={**(retrieval.timings if retrieval else {}), "total": _elapsed_ms(started)},
         llm_calls=calls.llm_calls,
-        latency_ms=total,
+        tokens={"prompt": calls.prompt_tokens, "completion": calls.completion_tokens},
         model=getattr(exc, "model", ""),
-        user=_user(user),
     )
-    logger.warning("query %s failed: %s", run_id, type(exc).__name__)
+
+
+def _elapsed_ms(started: float) -> float:
+    return round((time.perf_counter() - started) * 1000, 1)
 
 
 def _user(user: Any) -> Any:
