@@ -93,7 +93,7 @@ def found_passages(row: QueryLog, viewer: Any) -> tuple[str, list[FoundPassage]]
     """A withheld answer's lead text and its "Passages found", each linked to the viewer at its chunk.
 
     The stored answer names the passages (``S1 manual.md, § Power, p. 2, lines 4-15; …``, as
-    ``answers.passages_found`` writes them); the chunk is the one among the row's retrieved chunks
+    ``answers.compose.passages_found`` writes them); the chunk is the one among the row's retrieved chunks
     that the answer names that way. Answers recorded before locations named the section and the kind
     (``S1 manual.md, p. 2, lines 4-15``) are matched in that form.
     """

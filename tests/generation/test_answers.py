@@ -235,12 +235,12 @@ def test_identical_question_answered_from_cache(indexed: Path, scripted_llm: Scr
 def test_cache_misses_after_the_prompt_or_the_answering_rules_change(
     indexed: Path, scripted_llm: ScriptedLLM, foundry_config, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from generation import answers
+    from generation.answers import record
 
     scripted_llm.reply = lambda m: "Up to 8 sensors can be connected to the RS-485 bus [S1]."
     question = "How many sensors on the RS-485 bus?"
     answer_question(question=question)
-    monkeypatch.setattr(answers, "ANSWER_RULES", answers.ANSWER_RULES + 1)
+    monkeypatch.setattr(record, "ANSWER_RULES", record.ANSWER_RULES + 1)
     assert not answer_question(question=question).cached  # an upgrade with new rules answers anew
     assert answer_question(question=question).cached
     template = tmp_path / "answer.txt"
