@@ -253,7 +253,7 @@ ALLOWED_TAGS = {
 
 
 _FOOTNOTE_DEF = re.compile(r"^\[\^(\d+)\]: (.+)$", re.MULTILINE)
-# What ``documents.footnote_text`` writes: ``manual.md §Wiring, p. 3, lines 40-52`` (section and page optional).
+# What ``footnotes.footnote_text`` writes: ``manual.md §Wiring, p. 3, lines 40-52`` (section and page optional).
 _FOOTNOTE_PLACE = re.compile(
     r"^(?P<source>.+?)(?: §.*?)?(?:, pp?\. (?P<page>\d+)\S*)?, "
     r"lines (?P<start>\d+)[-–](?P<end>\d+)$"

@@ -282,7 +282,7 @@ def test_hostile_content_stays_inert_on_every_reader_page(
 def test_hostile_content_stays_inert_in_the_admin(
     browser_page: Any, live_server: Any, hostile_site: dict[str, Any]
 ) -> None:
-    from generation.documents import generation_run_create, generation_run_execute
+    from generation.pipeline import generation_run_create, generation_run_execute
     from generation.documents import SpecText
     from tests.conftest import record_query
 
