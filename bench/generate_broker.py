@@ -53,8 +53,9 @@ import redis  # noqa: E402
 from django.core.management import call_command  # noqa: E402
 
 from foundry_site.celery import app  # noqa: E402
-from generation.documents import SpecText, generation_run_create, generation_run_execute  # noqa: E402
+from generation.documents import SpecText  # noqa: E402
 from generation.models import GenerationRun  # noqa: E402
+from generation.pipeline import generation_run_create, generation_run_execute  # noqa: E402
 from generation.tasks import generate_document  # noqa: E402
 from sources.services.ingest_jobs import knowledge_base_ingest  # noqa: E402
 

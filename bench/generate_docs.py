@@ -29,8 +29,9 @@ django.setup()
 from django.conf import settings  # noqa: E402
 from django.core.management import call_command  # noqa: E402
 
-from generation.documents import SpecText, generation_run_create, generation_run_execute  # noqa: E402
+from generation.documents import SpecText  # noqa: E402
 from generation.models import GenerationRun  # noqa: E402
+from generation.pipeline import generation_run_create, generation_run_execute  # noqa: E402
 from sources.services.ingest_jobs import knowledge_base_ingest  # noqa: E402
 from tests.conftest import config_with  # noqa: E402
 

@@ -27,16 +27,17 @@ from django.test.utils import override_settings
 from foundry_site.evaluation.answers import holds_gold, prediction_text, sample, squad_index
 from foundry_site.evaluation.squad import f1_score, load_squad
 from generation import answers, reader
+from generation.answers import compose
 from retrieval.services.retrieve import Candidate
 
 
-def reader_first(original):  # noqa: ANN001, ANN201 (wraps answers._context)
+def reader_first(original):  # noqa: ANN001, ANN201 (wraps compose._context)
     def context(retrieval, model, request):  # noqa: ANN001, ANN202
         conf = settings.FOUNDRY.generation
         top = retrieval.candidates[: conf.max_passages]
         reading = reader.read(
             retrieval.question,
-            [answers.reader_passage(c, i) for i, c in enumerate(top, 1)],
+            [compose.reader_passage(c, i) for i, c in enumerate(top, 1)],
             embedding_model=settings.FOUNDRY.embedding.model,
             max_units=conf.reader_max_units,
         )
@@ -113,12 +114,12 @@ def main() -> None:
     results = {}
     with squad_index(args.squad, kb):
         results["as shipped"] = summary(ask(questions, args.model))
-        original = answers._context
-        answers._context = reader_first(original)
+        original = compose._context
+        compose._context = reader_first(original)
         try:
             results["reader's units first"] = summary(ask(questions, args.model))
         finally:
-            answers._context = original
+            compose._context = original
     print(
         f"machine: {_common.machine_line()}; {time.perf_counter() - start:.0f} s; model {args.model}; "
         f"{len(questions)} questions (the eval's first {args.per_kind} answerable and unanswerable)"

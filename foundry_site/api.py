@@ -25,8 +25,8 @@ from generation.answers import QueryError, QueryFailed
 from generation.asking import ConversationNotFound
 from generation.api import router as generation_router
 from generation.documents import GenerationError
-from retrieval.api import router as retrieval_router
-from retrieval.services.feedback import FeedbackError
+from generation.querylog.api import router as querylog_router
+from generation.querylog.feedback import FeedbackError
 from sources.api import router as sources_router
 from sources.services.uploads import UploadRejected
 from sources.vectorstore import MissingEmbeddings
@@ -125,9 +125,9 @@ def query_unavailable(request: HttpRequest, exc: Exception) -> HttpResponse:
     return api.create_response(request, {"detail": str(exc)}, status=503)
 
 
-# Routers are mounted here, one per app (sources, retrieval, generation, specs).
+# Routers are mounted here: sources, the query log, queries and generation runs, specs.
 api.add_router("/", sources_router)
-api.add_router("/", retrieval_router)
+api.add_router("/", querylog_router)
 api.add_router("/", generation_router)
 api.add_router("/", generate_router)
 api.add_router("/specs", specs_router)

@@ -27,7 +27,7 @@ urlpatterns = [
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("sources/", include("sources.urls")),
     path("", include("generation.urls")),
-    path("", include("retrieval.urls")),
+    path("", include("generation.querylog.urls")),
     path("", include("specs.urls")),
     path("admin/", admin.site.urls),
     path("api/v1/", _api_urls()),

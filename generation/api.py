@@ -16,10 +16,9 @@ from foundry_site.core.pagination import PageNumberPagination
 from foundry_site.core.schemas import RowId
 from generation import selectors
 from generation.asking import query_answer
-from generation.models import GenerationRun
+from generation.models import Conversation, GenerationRun
+from generation.querylog.selectors import visible_conversations
 from generation.schemas import ConversationDetailOut, ConversationOut, QueryIn, QueryOut, RunOut
-from retrieval.models import Conversation
-from retrieval.selectors import visible_conversations
 from sources.schemas import ErrorOut
 from sources.selectors import readable_collections
 

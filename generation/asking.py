@@ -1,4 +1,4 @@
-"""Asking on behalf of a signed-in user: rate limit, row-level scope, then ``answer_question``.
+"""Asking on behalf of a signed-in user: rate limit, row-level scope, then ``answer_logged``.
 
 The ask page, its streaming variant and ``POST /api/v1/query`` all come through here,
 so every way in is limited and scoped the same way. Every question is a turn of a
@@ -15,11 +15,11 @@ from typing import Any
 from django.db import transaction
 
 from foundry_site.core.ratelimit import rate_limit_enforce
-from generation.answers import Answer, Progress, QueryError, Sentences, answer_question, question_clean
+from generation.answers import Answer, Asked, Progress, QueryError, Sentences, answer_logged, question_clean
 from generation.condense import question_standalone
-from retrieval.models import Conversation, QueryLog
-from retrieval.selectors import own_conversations
-from retrieval.services.conversations import conversation_discard_if_empty, conversation_start, conversation_touch
+from generation.conversations import conversation_discard_if_empty, conversation_start, conversation_touch
+from generation.models import Conversation, QueryLog
+from generation.querylog.selectors import own_conversations
 from sources.selectors import query_scope
 
 NO_COLLECTIONS = "You cannot read any collection yet, so there is nothing to search. Ask an administrator for access."
@@ -94,17 +94,15 @@ def turn_answer(
     else:
         condensed = question_standalone(message=turn.message, history=[])
         conversation = conversation_start(owner=user, question=turn.message, collection_id=turn.within)
+    asked = Asked(
+        user=user,
+        collection_ids=turn.scope,
+        message=condensed.message if condensed.rewritten else "",
+        conversation=conversation,
+    )
     try:
-        answer = answer_question(
-            question=condensed.question,
-            user=user,
-            collection_ids=turn.scope,
-            mode=mode,
-            top_k=top_k,
-            progress=progress,
-            conversation=conversation,
-            message=condensed.message if condensed.rewritten else "",
-            on_sentence=on_sentence,
+        answer, row = answer_logged(
+            condensed.question, asked=asked, mode=mode, top_k=top_k, progress=progress, on_sentence=on_sentence
         )
     except BaseException:
         if turn.conversation is None:
@@ -112,7 +110,7 @@ def turn_answer(
                 conversation_discard_if_empty(conversation=conversation)
         raise
     conversation_touch(conversation=conversation)
-    return answer, QueryLog.objects.get(run_id=answer.run_id)
+    return answer, row
 
 
 def query_answer(

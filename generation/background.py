@@ -20,7 +20,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from django.conf import settings
 from django.db import connections
 
-from generation import documents
+from generation import pipeline
 
 logger = logging.getLogger(__name__)
 
@@ -36,7 +36,7 @@ def run_submit(run_id: int) -> Future:
 def run_execute(run_id: int) -> None:
     """Execute the run here. A failure is recorded on the run by the pipeline; it is logged, not raised."""
     try:
-        documents.generation_run_execute(run_id=run_id)
+        pipeline.generation_run_execute(run_id=run_id)
     except Exception:
         logger.exception("generation run %s failed", run_id)
 

@@ -1,6 +1,12 @@
-"""Generation runs: one row per requested document, from request to file."""
+"""What generation writes: a run per requested document, and the query log of every question asked.
+
+The query log's tables are named ``retrieval_querylog``, ``retrieval_conversation`` and
+``retrieval_queryfeedback``: the names are fixed, so no migration renames or rebuilds the audit trail.
+"""
 
 from __future__ import annotations
+
+from typing import Any
 
 from django.conf import settings
 from django.db import models
@@ -87,3 +93,189 @@ class GenerationRun(models.Model):
 # A run in one of these states will not change any more; the first two wrote a document.
 WROTE_DOCUMENT = (GenerationRun.Status.SUCCEEDED, GenerationRun.Status.NEEDS_REVIEW)
 FINISHED = (*WROTE_DOCUMENT, GenerationRun.Status.FAILED)
+
+
+class AppendOnlyError(Exception):
+    """Audit rows are never changed or deleted."""
+
+
+class QueryLogQuerySet(models.QuerySet):
+    def update(self, **kwargs: Any) -> int:
+        raise AppendOnlyError("QueryLog rows cannot be updated")
+
+    def delete(self) -> tuple[int, dict[str, int]]:
+        raise AppendOnlyError("QueryLog rows cannot be deleted")
+
+
+class QueryLogManager(models.Manager.from_queryset(QueryLogQuerySet)):  # type: ignore[misc]
+    def record(self, **fields: Any) -> QueryLog:
+        """The only way to write a query-log row."""
+        row = self.model(**fields)
+        row._recording = True
+        row.save(force_insert=True)
+        return row
+
+
+class Conversation(models.Model):
+    """A run of questions and answers; its turns are the QueryLog rows that point to it, oldest first.
+
+    Follow-ups are made standalone from the earlier turns before retrieval (generation/condense.py).
+    Owned like a query: only its owner (and auditors, read-only) ever see it.
+    """
+
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="conversations", editable=False
+    )
+    collection = models.ForeignKey(
+        "sources.Collection",
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="+",
+        editable=False,
+        help_text="The one collection its questions search; empty means every "
+        "collection the owner can read when asking.",
+    )
+    title = models.CharField(max_length=200, editable=False, help_text="The first question, shortened.")
+    created_at = models.DateTimeField(default=timezone.now, editable=False)
+    updated_at = models.DateTimeField(
+        default=timezone.now, editable=False, db_index=True, help_text="When its latest turn was asked."
+    )
+
+    class Meta:
+        db_table = "retrieval_conversation"
+        ordering = ["-updated_at", "-pk"]
+        indexes = [models.Index(fields=["owner", "updated_at"], name="conversation_owner_updated")]
+
+    def __str__(self) -> str:
+        return self.title
+
+
+class QueryLog(models.Model):
+    class AnswerClass(models.TextChoices):
+        NORMAL = "normal", "Normal"
+        LOW_CONFIDENCE = "low_confidence", "Low confidence"
+        NO_EVIDENCE = "no_evidence", "No evidence"
+
+    class Status(models.TextChoices):
+        OK = "ok", "Answered"
+        FAILED = "failed", "Failed"
+
+    class Kind(models.TextChoices):
+        ANSWER = "answer", "Answer"
+        SEARCH = "search", "Search (passages only, no answer)"
+
+    run_id = models.CharField(max_length=40, unique=True, editable=False)
+    kind = models.CharField(
+        max_length=8,
+        choices=Kind.choices,
+        default=Kind.ANSWER,
+        editable=False,
+        help_text="A question answered (or refused), or a search that returned passages only.",
+    )
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="queries",
+        editable=False,
+    )
+    question = models.TextField(editable=False)
+    message = models.TextField(
+        blank=True,
+        editable=False,
+        help_text="The asker's own words when they were a follow-up in a conversation; "
+        "question is then the standalone question that was answered.",
+    )
+    conversation = models.ForeignKey(
+        Conversation,
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="turns",
+        editable=False,
+        help_text="The conversation this question was a turn of.",
+    )
+    mode = models.CharField(max_length=10, editable=False)
+    collection_ids = models.JSONField(
+        null=True,
+        blank=True,
+        default=None,
+        editable=False,
+        help_text="Collections searched; null means every collection.",
+    )
+    hyde_text = models.TextField(blank=True, editable=False)
+    channels = models.JSONField(default=dict, editable=False, help_text="Chunk ids and scores per channel.")
+    gate = models.JSONField(default=dict, editable=False)
+    answer_class = models.CharField(max_length=16, choices=AnswerClass.choices, blank=True, editable=False)
+    answer = models.TextField(blank=True, editable=False)
+    citations = models.JSONField(default=list, editable=False)
+    grounding = models.JSONField(
+        default=dict,
+        blank=True,
+        editable=False,
+        help_text="What the model wrote and the grounding check's verdict on each sentence "
+        "(unsupported ones were withheld from the answer).",
+    )
+    conflicts = models.JSONField(default=list, editable=False)
+    coverage = models.FloatField(null=True, blank=True, editable=False)
+    refusal = models.CharField(
+        max_length=10,
+        blank=True,
+        editable=False,
+        help_text="Why nothing was answered: gate, relevance, grounding or model.",
+    )
+    prompt_tokens = models.PositiveIntegerField(default=0, editable=False)
+    completion_tokens = models.PositiveIntegerField(default=0, editable=False)
+    cost = models.FloatField(default=0.0, editable=False)
+    llm_calls = models.PositiveIntegerField(default=0, editable=False)
+    model = models.CharField(max_length=200, blank=True, editable=False)
+    timings = models.JSONField(default=dict, editable=False, help_text="Milliseconds per stage.")
+    status = models.CharField(max_length=8, choices=Status.choices, default=Status.OK, editable=False)
+    error = models.TextField(blank=True, editable=False)
+    cached = models.BooleanField(default=False, editable=False)
+    cache_key = models.CharField(
+        max_length=64,
+        blank=True,
+        db_index=True,
+        editable=False,
+        help_text="Question, scope, configuration and index version, hashed.",
+    )
+    created_at = models.DateTimeField(default=timezone.now, editable=False, db_index=True)
+
+    objects = QueryLogManager()
+
+    class Meta:
+        db_table = "retrieval_querylog"
+        ordering = ["-created_at"]
+        indexes = [models.Index(fields=["answer_class"]), models.Index(fields=["user", "created_at"])]
+
+    def __str__(self) -> str:
+        return f"{self.run_id}: {self.question[:60]}"
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        if not getattr(self, "_recording", False) or not self._state.adding:
+            raise AppendOnlyError("QueryLog rows are written only by QueryLog.objects.record()")
+        super().save(*args, **kwargs)
+
+    def delete(self, *args: Any, **kwargs: Any) -> tuple[int, dict[str, int]]:
+        raise AppendOnlyError("QueryLog rows cannot be deleted")
+
+
+class QueryFeedback(models.Model):
+    """A reader's verdict on an answer; kept beside the immutable log row, newest wins."""
+
+    class Verdict(models.TextChoices):
+        CORRECT = "correct", "Correct"
+        INCORRECT = "incorrect", "Incorrect"
+
+    query = models.ForeignKey(QueryLog, on_delete=models.PROTECT, related_name="feedback")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL)
+    verdict = models.CharField(max_length=10, choices=Verdict.choices)
+    note = models.TextField(blank=True, max_length=4000)
+    created_at = models.DateTimeField(default=timezone.now, editable=False)
+
+    class Meta:
+        db_table = "retrieval_queryfeedback"
+        ordering = ["-created_at"]

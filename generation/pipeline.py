@@ -1,32 +1,38 @@
-"""A generation run in three steps, so that the model work can run on any machine.
+"""A generation run, from request to file, in three steps, so that the model work can run on any machine.
+
+``generation_run_create`` records the requested run (pending); ``generation_run_execute`` runs it:
 
 1. ``generation_run_prepare`` (``db`` queue, next to the SQLite file) claims the
    pending run by a conditional update, retrieves the passages, assembles the
    prompt, records retrieval on the run and returns the compute payload: plain
    JSON holding everything the model step needs (prompt, passage texts, footnote
    texts, model settings).
-2. ``generation_run_compute`` (``compute`` queue) never opens the database: the
-   model call, the grounding check (embeddings) and the footnotes. It returns the
+2. ``generation_run_compute`` (``compute`` queue, ``generation.compute``) never opens the
+   database: the model call, the grounding check (embeddings) and the footnotes. It returns the
    finished document, or a failed result with its reason. Transient model errors
    are raised, so the task is retried with backoff.
 3. ``generation_run_store`` (``db`` queue) writes the document (temp file + rename)
    and finishes the run in one transaction. A run that is already finished is
    left alone, so a duplicate result writes nothing.
 
+Guarantees: the retrieval gate runs first (no evidence ⇒ failed run, no LLM call, no file); the output
+file is written atomically, so an interrupted run never leaves half a document; a run is claimed by a
+conditional update, so executing it twice does the work once.
+
 A failure the compute step cannot report itself (its worker died on every
 delivery, a time limit, retries used up) reaches ``generation_run_fail`` through
 the errback. A run whose worker vanished is re-queued by the stale-run sweeper
 (``generation/apps.py``), which claims it afresh: ``attempts`` counts the claims.
 
-Without a broker the same steps run in-process, in order (``generation_run_start``).
+Without a broker the same steps run in-process, in order (``generation_run_execute``).
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import time
-from collections.abc import Callable
+import os
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -35,36 +41,57 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
-from foundry_site.core import grounding, jobs, llm
+from foundry_site.core import jobs, llm
 from foundry_site.core.config import EXTRACTIVE
 from generation import writer
-from generation.documents import (
-    GenerationError,
-    SpecText,
-    document_prepare,
-    footnote_text,
-    footnotes_render,
-    ground_markdown,
-    low_coverage_note,
-    topic_request,
-    write_atomic,
+from generation.compute import (
+    PAYLOAD_VERSION,
+    RUN_FAILURES,
+    Progress,
+    done_key,
+    error_record,
+    generation_run_compute,
+    usage_of,
 )
+from generation.documents import GenerationError, SpecText, document_prepare, topic_clean
+from generation.footnotes import footnote_text
 from generation.models import GenerationRun
 from retrieval.services.retrieve import retrieve
-from sources.vectorstore import MissingEmbeddings
 
 logger = logging.getLogger(__name__)
 
-PAYLOAD_VERSION = 3
-Progress = Callable[[str], None]
 _OPEN = (GenerationRun.Status.PENDING, GenerationRun.Status.RUNNING)
-# Failures that end a run with their own message (no evidence, model failed, index built
-# with another embedding model); anything else is unexpected and also raised.
-RUN_FAILURES = (GenerationError, llm.LLMError, MissingEmbeddings)
 
 
-def generation_run_start(*, run_id: int) -> None:
-    """Claim a pending run and execute it: model work on ``compute`` with a broker, here without one.
+def generation_run_create(
+    *,
+    topic: str,
+    spec: SpecText,
+    output_path: str | None = None,
+    user: Any = None,
+    collection_ids: list[int] | None = None,
+) -> GenerationRun:
+    """Record a requested run, pending; ``generation_run_execute`` runs it. The document goes to
+    ``output_path``, else to ``FOUNDRY_HOME/outputs/run-<id>.md``. GenerationError when the topic is unusable."""
+    topic = topic_clean(topic)
+    run = GenerationRun.objects.create(
+        topic=topic,
+        spec_name=spec.name,
+        spec_version=spec.version,
+        spec_body=spec.body,
+        created_by=user if getattr(user, "is_authenticated", False) else None,
+        collection_ids=collection_ids,
+        output_path=output_path or "",
+    )
+    if not output_path:
+        run.output_path = str(settings.FOUNDRY_HOME / "outputs" / f"run-{run.pk}.md")
+        GenerationRun.objects.filter(pk=run.pk).update(output_path=run.output_path)
+    return run
+
+
+def generation_run_execute(*, run_id: int) -> None:
+    """Claim a pending run and execute it: model work on the ``compute`` queue with a broker (this returns
+    once it is sent), every step here without one.
 
     Idempotent: a run that is not pending (or gone) is left alone.
     """
@@ -304,135 +331,31 @@ def _finish(
         **fields,
     )
     run_id = run.pk
-    transaction.on_commit(lambda: jobs.done_mark(_done_key(run_id)))
+    transaction.on_commit(lambda: jobs.done_mark(done_key(run_id)))
 
 
 def generation_run_dropped(*, run_id: int) -> None:
     """The run was failed (stale): a compute worker drops the messages still queued for it."""
-    jobs.done_mark(_done_key(run_id))
+    jobs.done_mark(done_key(run_id))
 
 
-def _done_key(run_id: int) -> str:
-    return f"generation:{run_id}"
+def write_atomic(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` via a temp file in the same folder and a rename."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".part", dir=path.parent)
+    try:
+        os.fchmod(fd, 0o666 & ~_umask())  # mkstemp makes 0600; a document is a file like any the user writes
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
 
 
-# --------------------------------------------------------------------------- compute side
-
-
-def generation_run_compute(*, payload: dict[str, Any], progress: Progress | None = None) -> dict[str, Any]:
-    """The model step, from the payload alone: never opens the database.
-
-    Returns a JSON result for ``generation_run_store``: ``generated`` with the
-    document, ``failed`` with the reason (no evidence kept, a permanent model
-    error), or ``duplicate`` when the run was already finished (a re-delivered
-    message). With a broker a transient model error is raised, for a retry.
-    """
-    if payload.get("v") != PAYLOAD_VERSION:
-        raise GenerationError(
-            f"generation payload version {payload.get('v')!r}; this worker reads "
-            f"{PAYLOAD_VERSION} (upgrade the workers together)"
-        )
-    head = {"v": PAYLOAD_VERSION, "run_id": payload["run_id"], "attempt": payload["attempt"]}
-    if jobs.done_check(_done_key(payload["run_id"])):
-        logger.info("generation run %s already finished; dropping duplicate compute", payload["run_id"])
-        return {**head, "status": "duplicate"}
-    fields: dict[str, Any] = {"timings": {}}
-    with llm.record_calls() as calls:
-        try:
-            document = _compute(payload, progress or (lambda stage: None), fields)
-            outcome: dict[str, Any] = {"status": "generated", "document": document}
-        except (GenerationError, llm.LLMError) as exc:
-            if getattr(exc, "transient", False) and not jobs.is_eager():
-                raise
-            outcome = {"status": "failed", "error": error_record(exc)}
-    return {**head, **outcome, **fields, "usage": usage_of(calls)}
-
-
-def _compute(payload: dict[str, Any], progress: Progress, fields: dict[str, Any]) -> str:
-    """Generate, ground, add footnotes; fills ``fields`` (kept on the run even when a step fails)."""
-    if payload.get("writer") == EXTRACTIVE:
-        return _compute_extractive(payload, progress, fields)
-    progress("generate")
-    start = time.perf_counter()
-    reply = llm.complete(
-        messages=[
-            {"role": "system", "content": payload["system"]},
-            {"role": "user", "content": topic_request(payload["topic"])},
-        ],
-        purpose="generate",
-        model=payload["model"],
-        max_tokens=payload["max_tokens"],
-        temperature=payload["temperature"],
-    )
-    fields["timings"]["generate"] = round((time.perf_counter() - start) * 1000, 1)
-    text = grounding.reply_text(reply, payload["max_tokens"])
-    progress("grounding")
-    start = time.perf_counter()
-    passages = payload["passages"]
-    grounded = ground_markdown(
-        text,
-        {p["label"]: p["text"] for p in passages},
-        embedding_model=payload["embedding_model"],
-        min_support=payload["min_support"],
-    )
-    fields["timings"]["grounding"] = round((time.perf_counter() - start) * 1000, 1)
-    fields.update(
-        sentences_total=grounded.total,
-        sentences_kept=grounded.supported,
-        coverage=grounded.coverage,
-        grounding=grounded.audit(reply.text),
-    )
-    if not grounded.supported:
-        raise GenerationError("The grounding check removed every sentence the model wrote; no document was written.")
-    document = footnotes_render(grounded.text, {p["label"]: p["footnote"] for p in passages}, title=payload["topic"])
-    fields["low_confidence"] = grounded.coverage is not None and grounded.coverage < payload["min_coverage"]
-    if fields["low_confidence"]:
-        document = low_coverage_note(document, kept=grounded.supported, total=grounded.total)
-    return document
-
-
-def _compute_extractive(payload: dict[str, Any], progress: Progress, fields: dict[str, Any]) -> str:
-    """The extractive writer: every section's best units quoted verbatim, with a footnote each (no LLM)."""
-    progress("reading")
-    start = time.perf_counter()
-    body, notes, audit = writer.document_write(
-        topic=payload["topic"],
-        title=payload["topic"],
-        sections=payload["sections"],
-        passages=payload["passages"],
-        conflicts=payload["conflicts"],
-        notes=payload["precedence"],
-        embedding_model=payload["embedding_model"],
-        min_score=payload["min_score"],
-    )
-    fields["timings"]["read"] = round((time.perf_counter() - start) * 1000, 1)
-    quoted = len(notes)
-    empty = sum(1 for s in audit["sections"] if not s["quoted"])
-    fields.update(
-        sentences_total=quoted,
-        sentences_kept=quoted,
-        coverage=1.0 if quoted else None,
-        grounding={"writer": EXTRACTIVE, **audit},
-        low_confidence=bool(quoted) and empty * 2 > len(audit["sections"]),
-    )
-    if not quoted:
-        raise GenerationError("No section of the outline has a passage close enough to quote; no document was written.")
-    return footnotes_render(body, notes, title=payload["topic"])
-
-
-# --------------------------------------------------------------------------- shared
-
-
-def error_record(exc: BaseException) -> dict[str, Any]:
-    """What a failed run stores in ``error``."""
-    message = str(exc) if isinstance(exc, RUN_FAILURES) else jobs.failure_reason(exc)
-    return {"type": type(exc).__name__, "message": message, "transient": jobs.is_transient(exc)}
-
-
-def usage_of(calls: llm.CallRecord) -> dict[str, Any]:
-    return {
-        "llm_calls": calls.llm_calls,
-        "prompt_tokens": calls.prompt_tokens,
-        "completion_tokens": calls.completion_tokens,
-        "cost": round(calls.cost, 6),
-    }
+def _umask() -> int:
+    mask = os.umask(0)  # the only way to read it is to set it; put it back at once
+    os.umask(mask)
+    return mask

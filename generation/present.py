@@ -19,7 +19,7 @@ from django.utils.html import format_html
 from django.utils.safestring import SafeString, mark_safe
 
 from foundry_site.core.markup import markdown_html
-from retrieval.models import QueryLog
+from generation.models import QueryLog
 from sources.models import citation_location
 from sources.selectors import access_contacts, readable_chunks, readable_collections
 
@@ -93,7 +93,7 @@ def found_passages(row: QueryLog, viewer: Any) -> tuple[str, list[FoundPassage]]
     """A withheld answer's lead text and its "Passages found", each linked to the viewer at its chunk.
 
     The stored answer names the passages (``S1 manual.md, § Power, p. 2, lines 4-15; …``, as
-    ``answers.passages_found`` writes them); the chunk is the one among the row's retrieved chunks
+    ``answers.compose.passages_found`` writes them); the chunk is the one among the row's retrieved chunks
     that the answer names that way. Answers recorded before locations named the section and the kind
     (``S1 manual.md, p. 2, lines 4-15``) are matched in that form.
     """
@@ -253,7 +253,7 @@ ALLOWED_TAGS = {
 
 
 _FOOTNOTE_DEF = re.compile(r"^\[\^(\d+)\]: (.+)$", re.MULTILINE)
-# What ``documents.footnote_text`` writes: ``manual.md §Wiring, p. 3, lines 40-52`` (section and page optional).
+# What ``footnotes.footnote_text`` writes: ``manual.md §Wiring, p. 3, lines 40-52`` (section and page optional).
 _FOOTNOTE_PLACE = re.compile(
     r"^(?P<source>.+?)(?: §.*?)?(?:, pp?\. (?P<page>\d+)\S*)?, "
     r"lines (?P<start>\d+)[-–](?P<end>\d+)$"

@@ -9,9 +9,8 @@ from django.urls import reverse
 from ninja import Field, Schema
 
 from foundry_site.core.schemas import InputSchema
-from generation.models import GenerationRun
+from generation.models import Conversation, GenerationRun
 from generation.selectors import run_output_file
-from retrieval.models import Conversation
 
 
 class QueryIn(InputSchema):

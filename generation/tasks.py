@@ -18,14 +18,14 @@ from foundry_site.core.jobs import (
     retry_transient,
     task_failure_error,
 )
-from generation import documents, pipeline
+from generation import compute, pipeline
 
 
 @shared_task(base=FoundryTask, ignore_result=True)
 @retry_transient
 def generate_document(run_id: int) -> None:
     """Claim a pending run, retrieve, and send the model work out. Safe to run twice: the run is claimed once."""
-    documents.generation_run_execute(run_id=run_id)
+    pipeline.generation_run_execute(run_id=run_id)
 
 
 # The result reaches generate_store through the chain message; keeping the
@@ -39,10 +39,10 @@ def generate_compute(payload: dict[str, Any]) -> dict[str, Any]:
     repeated as a heartbeat while a stage lasts (a long model call).
     """
     if is_eager():  # in-process (no broker) the caller records progress; a message would run here, on the database
-        return pipeline.generation_run_compute(payload=payload)
+        return compute.generation_run_compute(payload=payload)
     run_id, attempt = payload["run_id"], payload["attempt"]
     with Heartbeat(lambda stage: generate_progress.delay(run_id, attempt, stage), every=heartbeat_interval()) as beat:
-        return pipeline.generation_run_compute(payload=payload, progress=beat)
+        return compute.generation_run_compute(payload=payload, progress=beat)
 
 
 @shared_task(base=FoundryTask, ignore_result=True)

@@ -23,11 +23,10 @@ from foundry_site.core import llm
 from generation.answers import QueryError, QueryFailed
 from generation.asking import ConversationNotFound, Turn, query_answer, turn_admit, turn_answer
 from generation.forms import AskForm
-from generation.models import GenerationRun
+from generation.models import Conversation, GenerationRun, QueryLog
 from generation.streaming import Emit, run_streamed
 from generation.present import access_context, answer_context, document_html, footnote_links
-from retrieval.models import Conversation, QueryLog
-from retrieval.selectors import (
+from generation.querylog.selectors import (
     conversation_turns,
     may_give_feedback,
     own_conversations,

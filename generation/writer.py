@@ -15,7 +15,8 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from generation.documents import footnote_format, markup_escape
+from generation.footnotes import footnote_format
+from generation.grounded_markdown import markup_escape
 from generation.reader import Passage, Quote, Reading, read, unit_key
 from retrieval.services.retrieve import Candidate, retrieve
 

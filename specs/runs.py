@@ -12,7 +12,8 @@ from django.db import transaction
 
 from foundry_site.core.jobs import is_eager
 from generation import background
-from generation.documents import GenerationError, SpecText, generation_run_create
+from generation.documents import GenerationError, SpecText
+from generation.pipeline import generation_run_create
 from generation.models import GenerationRun
 from generation.tasks import generate_document
 from sources.selectors import query_scope

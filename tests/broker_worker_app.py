@@ -45,9 +45,9 @@ def _break_extractor_for_poison_files(**kwargs: Any) -> None:
 
 @worker_process_init.connect
 def _break_generation_for_poison_topics(**kwargs: Any) -> None:
-    from generation import pipeline
+    from generation import compute
 
-    real_compute = pipeline.generation_run_compute
+    real_compute = compute.generation_run_compute
 
     def generation_run_compute(*, payload: dict[str, Any], **rest: Any) -> dict[str, Any]:
         if "poison-model" in payload["system"]:
@@ -56,4 +56,4 @@ def _break_generation_for_poison_topics(**kwargs: Any) -> None:
             os._exit(1)
         return real_compute(payload=payload, **rest)
 
-    pipeline.generation_run_compute = generation_run_compute
+    compute.generation_run_compute = generation_run_compute

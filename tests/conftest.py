@@ -324,7 +324,7 @@ def record_query(user: Any, **fields: Any) -> Any:
     """A QueryLog row with plausible defaults, written the only allowed way."""
     import uuid
 
-    from retrieval.models import QueryLog
+    from generation.models import QueryLog
 
     values = {
         "run_id": uuid.uuid4().hex,

@@ -15,7 +15,8 @@ from foundry_site.cli.display import output_file_check, safe, safe_json
 from foundry_site.cli.query import collection_ids
 from foundry_site.core.config import EXTRACTIVE
 from generation import writer
-from generation.documents import GenerationError, SpecText, document_prepare, generation_run_create, topic_request
+from generation.documents import GenerationError, SpecText, document_prepare, topic_request
+from generation.pipeline import generation_run_create
 from generation.models import GenerationRun
 from generation.tasks import generate_document
 from foundry_site.cli.render import conflict_format

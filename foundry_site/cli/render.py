@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from foundry_site.cli.display import safe, safe_text
 from generation.answers import LOW_CONFIDENCE_PREFIX, Answer
-from retrieval.models import QueryLog
+from generation.models import QueryLog
 from retrieval.services.conflicts import HINT
 
 

@@ -23,7 +23,7 @@ from foundry_site.core.text import TextRejected, user_text
 from generation import audit
 from generation.answers import MAX_QUESTION_CHARS, question_clean
 from generation.asking import NO_COLLECTIONS, query_answer
-from retrieval.models import QueryLog
+from generation.models import QueryLog
 from retrieval.services.retrieve import Candidate, retrieve
 from sources.models import Chunk, Source, location_fields
 from sources.selectors import query_scope, readable_chunks, readable_collections, readable_sources

@@ -3,7 +3,7 @@
 Stateless, as in the OpenAI API: ``messages`` is the whole conversation. The last message must be the
 user's question; the earlier user messages feed the condensing step (generation/condense.py), which
 makes the question standalone before retrieval. Rate limit, scope, answer cache and the audit row are
-the ones ``POST /api/v1/query`` uses (``query_admit`` and ``answer_question``).
+the ones ``POST /api/v1/query`` uses (``query_admit`` and ``answer_logged``).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import Any
 
 from foundry_site.openai_api.errors import OpenAIError, invalid
 from foundry_site.core.ratelimit import RateLimited
-from generation.answers import Answer, QueryError, Sentences, answer_question
+from generation.answers import Answer, Asked, QueryError, Sentences, answer_logged
 from generation.asking import query_admit
 from generation.condense import Condensed, question_standalone
 from sources.selectors import readable_collections
@@ -144,16 +144,20 @@ def chat_prepare(*, user: Any, chat: ChatRequest) -> Prepared:
     return Prepared([within] if within is not None else scope, chat.question, chat.history)
 
 
-def chat_answer(*, user: Any, prepared: Prepared, on_sentence: Sentences | None = None) -> tuple[Answer, Condensed]:
+@dataclass(frozen=True)
+class Answered:
+    """A chat question answered: the answer, the question as answered, and its query-log row's id."""
+
+    answer: Answer
+    condensed: Condensed
+    query_id: int
+
+
+def chat_answer(*, user: Any, prepared: Prepared, on_sentence: Sentences | None = None) -> Answered:
     """Make the question standalone (``retrieval.condense_model``) and answer it within the prepared scope;
     one QueryLog row holds the question answered and, when it was rewritten, the message as typed.
-    ``on_sentence`` is told each sentence once it has passed its check (``answer_question``)."""
+    ``on_sentence`` is told each sentence once it has passed its check (``answer_logged``)."""
     condensed = question_standalone(message=prepared.message, history=prepared.history)
-    answer = answer_question(
-        question=condensed.question,
-        user=user,
-        collection_ids=prepared.scope,
-        message=condensed.message if condensed.rewritten else "",
-        on_sentence=on_sentence,
-    )
-    return answer, condensed
+    asked = Asked(user=user, collection_ids=prepared.scope, message=condensed.message if condensed.rewritten else "")
+    answer, row = answer_logged(condensed.question, asked=asked, on_sentence=on_sentence)
+    return Answered(answer, condensed, row.pk)

@@ -39,7 +39,6 @@ from foundry_site.openai_api.present import LiveNumbers, chunk, chunk_events, co
 from foundry_site.services.tokens import token_authenticate
 from generation.answers import QueryError, QueryFailed
 from generation.streaming import run_streamed
-from retrieval.models import QueryLog
 from sources.vectorstore import MissingEmbeddings
 
 logger = logging.getLogger(__name__)
@@ -110,13 +109,13 @@ def chat_completions(request: HttpRequest) -> HttpResponse:
         response["X-Accel-Buffering"] = "no"
         return response
     try:
-        answer, condensed = chat_answer(user=request.auth, prepared=prepared)
+        answered = chat_answer(user=request.auth, prepared=prepared)
     except Exception as exc:  # re-raised unless it is a known answering failure
         raise _answer_error(exc) from exc
     reply = reply_build(
-        answer,
-        query_id=_query_id(answer.run_id),
-        condensed=condensed,
+        answered.answer,
+        query_id=answered.query_id,
+        condensed=answered.condensed,
         chunk_url=request.build_absolute_uri("/api/v1/") + CHUNK_PATH,
     )
     return JsonResponse(completion_body(reply, completion_id=completion_id, model=chat.model))
@@ -138,11 +137,11 @@ def _events(request: HttpRequest, chat: ChatRequest, prepared: Prepared, complet
             yield _sse({"error": {"message": str(error), "type": error.type, "param": error.param, "code": error.code}})
             return
         elif event.kind == "done":
-            answer, condensed = event.value
+            answered = event.value
             reply = reply_build(
-                answer,
-                query_id=_query_id(answer.run_id),
-                condensed=condensed,
+                answered.answer,
+                query_id=answered.query_id,
+                condensed=answered.condensed,
                 chunk_url=request.build_absolute_uri("/api/v1/") + CHUNK_PATH,
             )
             for data in chunk_events(
@@ -180,10 +179,6 @@ def _answer_error(exc: Exception) -> OpenAIError:
     if isinstance(exc, llm.LLMError):
         return OpenAIError(str(exc), status=503 if exc.transient else 502, type="server_error", code="model_error")
     raise exc
-
-
-def _query_id(run_id: str) -> int:
-    return QueryLog.objects.values_list("pk", flat=True).get(run_id=run_id)
 
 
 def _sse(data: dict[str, Any]) -> str:

@@ -19,7 +19,7 @@ from mcp import Client, MCPError
 
 from foundry_site.mcp.server import ACTING_USER, foundry_server
 from foundry_site.services.tokens import token_create, token_revoke
-from retrieval.models import QueryLog
+from generation.models import QueryLog
 from sources.models import Source
 from sources.services.collections import collection_create, collection_grant
 from sources.services.ingest_jobs import knowledge_base_ingest

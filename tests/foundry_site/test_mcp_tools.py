@@ -15,8 +15,8 @@ import pytest
 from foundry_site.mcp import tools
 from foundry_site.core.ratelimit import RateLimited
 from generation.answers import QueryError
-from retrieval.models import QueryLog
-from retrieval.selectors import dashboard_stats
+from generation.models import QueryLog
+from generation.querylog.selectors import dashboard_stats
 from sources.models import Chunk, Source
 from sources.services.collections import collection_create, collection_grant
 from sources.services.ingest_jobs import knowledge_base_ingest

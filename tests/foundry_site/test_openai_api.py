@@ -13,7 +13,7 @@ from django.test import Client
 from foundry_site.openai_api.present import sentences_split
 from foundry_site.core.ratelimit import rate_limit_check
 from foundry_site.services.tokens import token_create
-from retrieval.models import QueryLog
+from generation.models import QueryLog
 from tests.conftest import ScriptedLLM
 from tests.generation.conftest import echo_reply, scoped, world_users  # noqa: F401 (fixtures)
 

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 from django.contrib.auth.models import User
 
-from retrieval.models import QueryLog
-from retrieval.services.conversations import conversation_start
+from generation.models import QueryLog
+from generation.conversations import conversation_start
 from tests.conftest import PASSWORD, World, record_query
 from tests.specs.test_generate_web import make_run
 

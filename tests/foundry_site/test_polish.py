@@ -9,7 +9,7 @@ import pytest
 from django.test import Client, RequestFactory
 
 from foundry_site.services.tokens import token_create
-from retrieval.models import QueryFeedback
+from generation.models import QueryFeedback
 from tests.conftest import World, login, record_query
 
 pytestmark = pytest.mark.django_db

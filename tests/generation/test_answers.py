@@ -3,13 +3,14 @@ from __future__ import annotations
 import csv
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from django.conf import settings
 
 from foundry_site.cli.render import answer_format
-from generation.answers import QueryError, QueryFailed, answer_question
-from retrieval.models import AppendOnlyError, QueryLog
+from generation.answers import Asked, QueryError, QueryFailed, answer_logged, answer_question
+from generation.models import AppendOnlyError, QueryLog
 from sources.services.ingest_jobs import knowledge_base_ingest
 from tests.conftest import ScriptedLLM
 
@@ -133,6 +134,43 @@ def test_llm_failure_logged_and_raised(indexed: Path, scripted_llm: ScriptedLLM,
     assert rows[-1]["status"] == "failed"
 
 
+def test_every_path_returns_the_one_row_it_logged(
+    indexed: Path, scripted_llm: ScriptedLLM, foundry_config, django_user_model: Any
+) -> None:
+    alice = django_user_model.objects.create_user("alice")
+    asked = Asked(user=alice, collection_ids=None, message="and the bus?")
+    scripted_llm.reply = lambda m: "Up to 8 sensors can be connected to the RS-485 bus [S1]."
+    answer, row = answer_logged("How many sensors on the RS-485 bus?", asked=asked)
+    stored = QueryLog.objects.get(run_id=answer.run_id)
+    assert row.pk == stored.pk and QueryLog.objects.count() == 1
+    assert (stored.user, stored.message, stored.answer, stored.cached) == (alice, "and the bus?", answer.answer, False)
+    assert stored.cache_key and stored.citations == [
+        {k: v for k, v in c.items() if k != "text"} for c in answer.citations
+    ]
+    again, cached = answer_logged("How many sensors on the RS-485 bus?", asked=asked)
+    stored_again = QueryLog.objects.get(pk=cached.pk)
+    assert again.cached and stored_again.cached and stored_again.run_id == again.run_id
+    assert (stored_again.channels, stored_again.cache_key, stored_again.citations) == (
+        stored.channels,
+        stored.cache_key,
+        stored.citations,
+    )
+    foundry_config(llm={"retries": 1}, generation={"cache_answers": False})
+    scripted_llm.reply = lambda m: ""
+    with pytest.raises(QueryFailed) as info:
+        answer_logged("How many sensors on the RS-485 bus?", asked=asked)
+    failed = QueryLog.objects.get(run_id=info.value.run_id)
+    assert (failed.status, failed.answer_class, failed.answer, failed.cache_key, failed.mode) == (
+        "failed",
+        "",
+        "",
+        "",
+        "hybrid",
+    )
+    assert failed.user == alice and failed.message == "and the bus?" and set(failed.channels) == {"dense", "bm25"}
+    assert QueryLog.objects.count() == 3
+
+
 def test_audit_files_written(indexed: Path, scripted_llm: ScriptedLLM) -> None:
     answer = answer_question(question="Who won the football world cup in 1954?")
     rows = list(csv.DictReader((settings.FOUNDRY_HOME / "runs.csv").open()))
@@ -197,12 +235,12 @@ def test_identical_question_answered_from_cache(indexed: Path, scripted_llm: Scr
 def test_cache_misses_after_the_prompt_or_the_answering_rules_change(
     indexed: Path, scripted_llm: ScriptedLLM, foundry_config, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from generation import answers
+    from generation.answers import record
 
     scripted_llm.reply = lambda m: "Up to 8 sensors can be connected to the RS-485 bus [S1]."
     question = "How many sensors on the RS-485 bus?"
     answer_question(question=question)
-    monkeypatch.setattr(answers, "ANSWER_RULES", answers.ANSWER_RULES + 1)
+    monkeypatch.setattr(record, "ANSWER_RULES", record.ANSWER_RULES + 1)
     assert not answer_question(question=question).cached  # an upgrade with new rules answers anew
     assert answer_question(question=question).cached
     template = tmp_path / "answer.txt"
@@ -235,7 +273,7 @@ def test_the_user_message_comes_from_its_template(
 
 
 def test_feedback_is_validated_and_kept(indexed: Path) -> None:
-    from retrieval.services.feedback import FeedbackError, feedback_record
+    from generation.querylog.feedback import FeedbackError, feedback_record
 
     answer = answer_question(question="Who won the football world cup in 1954?")
     row = QueryLog.objects.get(run_id=answer.run_id)

@@ -10,7 +10,7 @@ from django.conf import settings
 
 from foundry_site.cli.render import answer_format
 from generation.answers import answer_question
-from retrieval.models import QueryLog
+from generation.models import QueryLog
 from tests.conftest import ScriptedLLM
 from tests.generation.conftest import MANUAL
 

@@ -8,7 +8,7 @@ import pytest
 from django.conf import settings
 
 from generation.answers import answer_question
-from retrieval.models import QueryLog
+from generation.models import QueryLog
 from retrieval.services.retrieve import retrieve
 from sources.models import Chunk
 from sources.services.ingest_jobs import knowledge_base_ingest

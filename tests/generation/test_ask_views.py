@@ -10,7 +10,7 @@ from django.contrib.auth.models import Permission
 from django.test import Client
 
 from foundry_site.core.ratelimit import rate_limit_check
-from retrieval.models import QueryFeedback, QueryLog
+from generation.models import QueryFeedback, QueryLog
 from sources.models import Chunk
 from tests.conftest import ScriptedLLM, World, login, record_query as record
 

@@ -131,7 +131,7 @@ def test_the_ask_page_shows_a_slide_and_a_sheet_in_a_browser(
 ) -> None:
     from playwright.sync_api import expect
 
-    from retrieval.models import QueryLog
+    from generation.models import QueryLog
     from tests.generation.test_web_browser import shot, sign_in
 
     expect.set_options(timeout=60_000)

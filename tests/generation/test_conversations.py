@@ -12,8 +12,8 @@ from django.test import Client
 from foundry_site.services.tokens import token_create
 from generation.asking import ConversationNotFound, query_answer
 from generation.condense import question_standalone
-from retrieval.models import Conversation, QueryLog
-from retrieval.services.conversations import TITLE_CHARS, conversation_title
+from generation.models import Conversation, QueryLog
+from generation.conversations import TITLE_CHARS, conversation_title
 from sources.models import Chunk
 from sources.services.collections import collection_grant, collection_revoke
 from tests.conftest import World, login
@@ -158,7 +158,7 @@ def test_the_ask_page_is_a_conversation_without_javascript(scoped: dict) -> None
 
 
 def test_the_conversation_list_is_yours_recent_first_and_paginated(scoped: dict) -> None:
-    from retrieval.services.conversations import conversation_start
+    from generation.conversations import conversation_start
 
     alice, bob = scoped["alice"], scoped["bob"]
     for n in range(27):

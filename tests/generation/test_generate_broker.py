@@ -16,8 +16,9 @@ from typing import Any
 import pytest
 from django.conf import settings
 
-from generation.documents import SpecText, generation_run_create
+from generation.documents import SpecText
 from generation.models import GenerationRun
+from generation.pipeline import generation_run_create
 from generation.tasks import generate_document
 from sources.services.ingest_jobs import knowledge_base_ingest
 from tests.broker import Worker, broker_mode, redis_or_skip, worker_env, worker_pool

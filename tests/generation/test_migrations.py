@@ -1,10 +1,12 @@
 from __future__ import annotations
 
 import pytest
+from django.contrib.auth import get_user_model
+from django.contrib.contenttypes.models import ContentType
 from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 
-from generation.models import GenerationRun
+from generation.models import GenerationRun, QueryLog
 
 
 @pytest.mark.django_db(transaction=True)
@@ -58,3 +60,32 @@ def test_runs_written_with_low_confidence_become_needs_review_and_back() -> None
     finally:
         executor = MigrationExecutor(connection)
         executor.migrate(executor.loader.graph.leaf_nodes())
+
+
+@pytest.mark.django_db(transaction=True)
+def test_query_log_rows_and_audit_grants_written_under_retrieval_are_read_through_generation() -> None:
+    before = [("retrieval", "0008_conversation"), ("generation", "0006_run_needs_review")]
+    executor = MigrationExecutor(connection)
+    executor.migrate(before)
+    try:
+        old = executor.loader.project_state(before).apps
+        user = old.get_model("auth", "User").objects.create(username="auditor")
+        grant = old.get_model("auth", "Permission").objects.get(
+            codename="view_querylog", content_type__app_label="retrieval"
+        )
+        user.user_permissions.add(grant)
+        chat = old.get_model("retrieval", "Conversation").objects.create(owner=user, title="first question")
+        row = old.get_model("retrieval", "QueryLog")(
+            run_id="r1", user=user, question="Q?", mode="bm25", conversation=chat
+        )
+        row.save(force_insert=True)  # historical models have no append-only guard
+        old.get_model("retrieval", "QueryFeedback").objects.create(query=row, user=user, verdict="correct")
+    finally:
+        executor = MigrationExecutor(connection)
+        executor.migrate(executor.loader.graph.leaf_nodes())
+    moved = QueryLog.objects.get(run_id="r1")
+    assert moved.conversation.title == "first question" and list(moved.conversation.turns.all()) == [moved]
+    assert [f.verdict for f in moved.feedback.all()] == ["correct"]
+    assert get_user_model().objects.get(username="auditor").has_perm("generation.view_querylog")
+    labels = ContentType.objects.filter(model__in=["conversation", "querylog", "queryfeedback"])
+    assert sorted(labels.values_list("app_label", flat=True)) == ["generation"] * 3

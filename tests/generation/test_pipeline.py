@@ -11,8 +11,9 @@ from django.db import OperationalError
 
 from foundry_site.core import jobs
 from generation import pipeline
-from generation.documents import SpecText, generation_run_create, generation_run_execute
+from generation.documents import SpecText
 from generation.models import GenerationRun
+from generation.pipeline import generation_run_create, generation_run_execute
 from generation.tasks import generate_compute
 from tests.conftest import ScriptedLLM
 from tests.generation.test_documents import doc_reply

@@ -10,7 +10,7 @@ from django.test import Client
 
 from foundry_site.core.ratelimit import rate_limit_check
 from foundry_site.services.tokens import token_create
-from retrieval.models import QueryLog
+from generation.models import QueryLog
 from sources.models import Collection
 from tests.conftest import ScriptedLLM, World
 

@@ -7,9 +7,10 @@ import pytest
 from django.utils import timezone
 
 from foundry_site.core.jobs import stale_runs_sweep
-from generation.documents import SpecText, generation_run_create, generation_run_execute
+from generation.compute import PAYLOAD_VERSION, generation_run_compute
+from generation.documents import SpecText
 from generation.models import GenerationRun
-from generation.pipeline import PAYLOAD_VERSION, generation_run_compute
+from generation.pipeline import generation_run_create, generation_run_execute
 from tests.broker import broker_mode, redis_flush, redis_or_skip
 from tests.conftest import ScriptedLLM
 

@@ -12,7 +12,7 @@ from django.test import Client
 from foundry_site.services.tokens import token_create
 from generation.answers import answer_pieces, answer_question
 from generation.streaming import run_streamed
-from retrieval.models import QueryLog
+from generation.models import QueryLog
 from tests.conftest import ScriptedLLM
 
 pytestmark = pytest.mark.django_db

@@ -18,7 +18,7 @@ import pytest
 from django.conf import settings
 from django.contrib.auth.models import Permission, User
 
-from retrieval.models import QueryFeedback, QueryLog
+from generation.models import QueryFeedback, QueryLog
 from sources.models import Chunk
 from sources.services.collections import collection_create, collection_grant
 from sources.services.ingest_jobs import knowledge_base_ingest

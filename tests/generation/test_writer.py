@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from generation.documents import SpecText, generation_run_create, generation_run_execute
+from generation.documents import SpecText
 from generation.models import GenerationRun
+from generation.pipeline import generation_run_create, generation_run_execute
 from generation.writer import DEFAULT_OUTLINE, NOTHING_FOUND, precedence_notes, spec_outline
 from sources.models import Chunk
 from tests.conftest import ScriptedLLM

@@ -26,7 +26,7 @@ from django.urls import URLPattern, URLResolver, get_resolver
 
 from foundry_site.services.tokens import token_create, token_revoke
 from generation.models import GenerationRun
-from retrieval.models import QueryFeedback, QueryLog
+from generation.models import QueryFeedback, QueryLog
 from sources.models import Chunk, Source
 from sources.services.collections import collection_create, collection_grant, collection_revoke
 from sources.services.ingest_jobs import knowledge_base_ingest
@@ -374,7 +374,7 @@ def _generate(world: World) -> None:
 
 @web_case("admin/")
 def _admin(world: World) -> None:
-    for url in ("/admin/", f"/admin/sources/source/{world.a_source.pk}/change/", "/admin/retrieval/querylog/"):
+    for url in ("/admin/", f"/admin/sources/source/{world.a_source.pk}/change/", "/admin/generation/querylog/"):
         response = world.web("bob").get(url)
         assert response.status_code == 302 and "/admin/login/" in response["Location"]
 

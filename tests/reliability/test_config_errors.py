@@ -361,7 +361,8 @@ def test_foundry_query_in_a_terminal_names_problem_and_fix(changed_model: dict, 
 
 @pytest.mark.django_db
 def test_generation_run_fails_with_the_message_instead_of_hanging(changed_model: dict) -> None:
-    from generation.documents import SpecText, generation_run_create, generation_run_execute
+    from generation.documents import SpecText
+    from generation.pipeline import generation_run_create, generation_run_execute
     from generation.models import GenerationRun
 
     run = generation_run_create(topic="sensor bus", spec=SpecText("guide", 1, "# Guide\n\nWrite a guide.\n"))

@@ -26,7 +26,7 @@ from django.test import Client
 
 from foundry_site.services.tokens import token_create
 from generation.models import GenerationRun
-from retrieval.models import QueryFeedback, QueryLog
+from generation.models import QueryFeedback, QueryLog
 from sources.models import Source
 from sources.services.collections import collection_grant
 from sources.services.ingest_jobs import knowledge_base_ingest

@@ -38,9 +38,9 @@ from django.test import Client
 from foundry_site.core import llm
 from foundry_site.core.llm import local, retry
 from generation.answers import QueryFailed, answer_question
-from generation.documents import SpecText, generation_run_create, generation_run_execute
-from generation.models import GenerationRun
-from retrieval.models import QueryLog
+from generation.documents import SpecText
+from generation.models import GenerationRun, QueryLog
+from generation.pipeline import generation_run_create, generation_run_execute
 from sources.services.ingest_jobs import knowledge_base_ingest
 from tests.conftest import login
 from tests.reliability.llm_fault_provider import (

@@ -21,7 +21,7 @@ import pytest
 from django.test import Client
 
 from foundry_site.services.tokens import token_create
-from retrieval.models import QueryLog
+from generation.models import QueryLog
 from sources.models import Chunk, Source
 from sources.services.collections import collection_create, collection_grant
 from sources.services.ingest_jobs import knowledge_base_ingest

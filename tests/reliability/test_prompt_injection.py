@@ -13,8 +13,9 @@ import pytest
 from django.conf import settings
 
 from generation.answers import answer_question
-from generation.documents import SpecText, document_prepare, generation_run_create, generation_run_execute
+from generation.documents import SpecText, document_prepare
 from generation.models import GenerationRun
+from generation.pipeline import generation_run_create, generation_run_execute
 from sources.models import Source, SourceSummary
 from sources.services.ingest_jobs import knowledge_base_ingest
 from tests.conftest import ScriptedLLM

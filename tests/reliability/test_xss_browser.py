@@ -25,7 +25,7 @@ import pytest
 from django.contrib.auth.models import Permission, User
 
 from generation.models import GenerationRun
-from retrieval.models import QueryFeedback, QueryLog
+from generation.models import QueryFeedback, QueryLog
 from sources.models import Chunk, Source
 from sources.services.collections import collection_create, collection_grant
 from sources.services.ingest_jobs import knowledge_base_ingest
@@ -282,7 +282,7 @@ def test_hostile_content_stays_inert_on_every_reader_page(
 def test_hostile_content_stays_inert_in_the_admin(
     browser_page: Any, live_server: Any, hostile_site: dict[str, Any]
 ) -> None:
-    from generation.documents import generation_run_create, generation_run_execute
+    from generation.pipeline import generation_run_create, generation_run_execute
     from generation.documents import SpecText
     from tests.conftest import record_query
 
@@ -321,10 +321,10 @@ def test_hostile_content_stays_inert_in_the_admin(
         f"/admin/sources/source/{Source.objects.get(path=BROKEN_NAME).pk}/change/",
         "/admin/sources/chunk/",
         f"/admin/sources/chunk/{chunk.pk}/change/",
-        "/admin/retrieval/querylog/",
-        f"/admin/retrieval/querylog/{row.pk}/change/",
-        "/admin/retrieval/queryfeedback/",
-        f"/admin/retrieval/queryfeedback/{feedback.pk}/change/",
+        "/admin/generation/querylog/",
+        f"/admin/generation/querylog/{row.pk}/change/",
+        "/admin/generation/queryfeedback/",
+        f"/admin/generation/queryfeedback/{feedback.pk}/change/",
         "/admin/generation/generationrun/",
         f"/admin/generation/generationrun/{run.pk}/change/",
         "/admin/specs/featurespec/",

@@ -122,7 +122,7 @@ def test_collections_are_editable(admin_client: Client, data: dict[str, Source])
 def test_audit_rows_show_every_field_read_only(admin_client: Client) -> None:
     """The query log and generation runs are all editable=False fields: the admin page shows them anyway."""
     from generation.models import GenerationRun
-    from retrieval.models import QueryLog
+    from generation.models import QueryLog
 
     row = QueryLog.objects.record(
         run_id="q-1",
@@ -132,7 +132,7 @@ def test_audit_rows_show_every_field_read_only(admin_client: Client) -> None:
         grounding={"model_output": "Up to 8 sensors [S1]. Also 400 V.", "sentences": []},
         gate={"passed": True},
     )
-    page = admin_client.get(f"/admin/retrieval/querylog/{row.pk}/change/").content.decode()
+    page = admin_client.get(f"/admin/generation/querylog/{row.pk}/change/").content.decode()
     for text in ("How many sensors?", "Up to 8 [S1].", "Also 400 V.", "hybrid", "Grounding"):
         assert text in page, text
     assert 'name="question"' not in page  # shown, not editable

@@ -9,7 +9,7 @@ from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 
 from sources import vectorstore
-from generation.documents import footnote_text
+from generation.footnotes import footnote_text
 from retrieval.services.retrieve import retrieve
 from sources.models import Chunk, Source, SourceSummary, cited_names
 from sources.services.chunking import chunk_windows

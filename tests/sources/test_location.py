@@ -109,7 +109,7 @@ def test_viewer_and_answer_sources_print_both_pages(world: World) -> None:
 def test_each_kind_writes_its_own_location(
     kind: str, heading: str, pages: tuple, lines: tuple, ocr: float | None, expected: str, footnote: str
 ) -> None:
-    from generation.documents import footnote_format
+    from generation.footnotes import footnote_format
     from sources.models import citation_location, location_text
 
     assert (

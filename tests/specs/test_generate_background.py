@@ -123,7 +123,8 @@ def test_a_run_left_by_a_stopped_process_is_picked_up_by_the_sweeper(ready: Scri
     from django.utils import timezone
 
     from foundry_site.core.jobs import stale_runs_sweep
-    from generation.documents import SpecText, generation_run_create
+    from generation.documents import SpecText
+    from generation.pipeline import generation_run_create
 
     run = generation_run_create(
         topic=TOPIC,

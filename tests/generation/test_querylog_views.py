@@ -12,8 +12,8 @@ from django.contrib.auth.models import Permission
 from django.test import Client
 from django.utils import timezone
 
-from retrieval.models import QueryFeedback, QueryLog
-from retrieval.selectors import dashboard_stats, percentile, visible_queries
+from generation.models import QueryFeedback, QueryLog
+from generation.querylog.selectors import dashboard_stats, percentile, visible_queries
 from tests.conftest import World
 from tests.conftest import login, record_query as record
 

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from retrieval import views
+from generation.querylog import views
 
 # Not namespaced: the navigation bar looks up "querylog".
 urlpatterns = [

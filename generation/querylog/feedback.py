@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from foundry_site.core.text import unpaired_surrogates
-from retrieval.models import QueryFeedback, QueryLog
+from generation.models import QueryFeedback, QueryLog
 
 MAX_NOTE = 4000
 

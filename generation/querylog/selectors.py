@@ -4,7 +4,7 @@ Visibility: a user sees only the rows of their own queries. A row records answer
 drawn from the asker's collections at the time they asked, so a user only ever sees
 rows about sources they could read then. Seeing everyone's rows, including answers
 and citations from collections the viewer is not a reader of, takes the audit
-permission ``retrieval.view_querylog`` (superusers hold every permission). Staff
+permission ``generation.view_querylog`` (superusers hold every permission). Staff
 status alone grants nothing here: it only opens the admin, and a spec reviewer is
 staff without being an auditor.
 """
@@ -21,10 +21,10 @@ from django.db.models import CharField, OuterRef, Q, QuerySet, Subquery
 from django.db.models.functions import Cast
 from django.utils import timezone
 
-from retrieval.models import Conversation, QueryFeedback, QueryLog
+from generation.models import Conversation, QueryFeedback, QueryLog
 
 FEEDBACK_CHOICES = ("correct", "incorrect", "none")
-AUDIT_PERMISSION = "retrieval.view_querylog"
+AUDIT_PERMISSION = "generation.view_querylog"
 
 
 def sees_every_query(user: AbstractBaseUser | AnonymousUser) -> bool:

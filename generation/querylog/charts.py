@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from retrieval.selectors import DayCount
+from generation.querylog.selectors import DayCount
 
 WIDTH, HEIGHT, PAD_LEFT, PAD_BOTTOM, PAD_TOP = 760, 220, 36, 24, 10
 

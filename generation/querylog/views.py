@@ -1,7 +1,7 @@
 """Pages: the query-log browser (list, detail, CSV), feedback on an answer, and the dashboard.
 
-Auditors (``retrieval.view_querylog``) see every user's queries; anyone else, staff
-included, only their own (see ``retrieval.selectors``).
+Auditors (``generation.view_querylog``) see every user's queries; anyone else, staff
+included, only their own (see ``generation.querylog.selectors``).
 """
 
 from __future__ import annotations
@@ -19,9 +19,9 @@ from django.utils import timezone
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_POST
 
-from retrieval import charts, selectors
-from retrieval.forms import FeedbackForm, QueryLogFilterForm
-from retrieval.services.feedback import FeedbackError, feedback_record
+from generation.querylog import charts, selectors
+from generation.querylog.feedback import FeedbackError, feedback_record
+from generation.querylog.forms import FeedbackForm, QueryLogFilterForm
 from sources.models import Collection, citation_location
 from sources.selectors import readable_chunks
 

@@ -4,8 +4,8 @@ from typing import Any
 
 from django import forms
 
-from retrieval.models import QueryFeedback, QueryLog
-from retrieval.selectors import QueryFilters, sees_every_query
+from generation.models import QueryFeedback, QueryLog
+from generation.querylog.selectors import QueryFilters, sees_every_query
 from sources.models import Collection
 from sources.selectors import readable_collections
 

@@ -9,7 +9,7 @@ from ninja import Field, Schema
 
 from foundry_site.core.schemas import InputSchema
 
-from retrieval.models import QueryFeedback, QueryLog
+from generation.models import QueryFeedback, QueryLog
 
 
 class QueryLogFilter(Schema):

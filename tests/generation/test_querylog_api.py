@@ -10,7 +10,7 @@ from django.contrib.auth.models import Permission
 from django.test import Client
 
 from foundry_site.services.tokens import token_create
-from retrieval.models import QueryFeedback
+from generation.models import QueryFeedback
 from tests.conftest import World
 from tests.conftest import record_query as record
 

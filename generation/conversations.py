@@ -6,7 +6,7 @@ from typing import Any
 
 from django.utils import timezone
 
-from retrieval.models import Conversation
+from generation.models import Conversation
 
 TITLE_CHARS = 200
 

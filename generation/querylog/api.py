@@ -10,20 +10,27 @@ from ninja.pagination import paginate
 
 from foundry_site.core.pagination import PageNumberPagination
 from foundry_site.core.schemas import RowId
-from retrieval import selectors
-from retrieval.models import QueryFeedback, QueryLog
-from retrieval.schemas import FeedbackIn, FeedbackOut, QueryLogDetailOut, QueryLogFilter, QueryLogRowOut
-from retrieval.services.feedback import feedback_record
+from generation.models import QueryFeedback, QueryLog
+from generation.querylog import selectors
+from generation.querylog.feedback import feedback_record
+from generation.querylog.schemas import FeedbackIn, FeedbackOut, QueryLogDetailOut, QueryLogFilter, QueryLogRowOut
 from sources.models import Collection
 from sources.schemas import ErrorOut
 from sources.selectors import readable_collections
 
 router = Router(tags=["query log"])
 
+# The operation ids of the published OpenAPI document: generated clients name their methods after them.
+OPERATION_IDS = {
+    "list": "retrieval_api_list_queries",
+    "get": "retrieval_api_get_query",
+    "feedback": "retrieval_api_give_feedback",
+}
+
 ERRORS = {401: ErrorOut, 404: ErrorOut}
 
 
-@router.get("/query-log", response=list[QueryLogRowOut])
+@router.get("/query-log", response=list[QueryLogRowOut], operation_id=OPERATION_IDS["list"])
 @paginate(PageNumberPagination, page_size=50)
 def list_queries(request: HttpRequest, filters: Query[QueryLogFilter]) -> QuerySet[QueryLog]:
     """Query-log rows, newest first, filtered by user (auditors), dates, answer class, collection, feedback, text."""
@@ -46,13 +53,17 @@ def list_queries(request: HttpRequest, filters: Query[QueryLogFilter]) -> QueryS
     )
 
 
-@router.get("/query-log/{query_id}", response={200: QueryLogDetailOut, **ERRORS})
+@router.get("/query-log/{query_id}", response={200: QueryLogDetailOut, **ERRORS}, operation_id=OPERATION_IDS["get"])
 def get_query(request: HttpRequest, query_id: RowId) -> QueryLog:
     """One row in full: answer, citations, chunks per channel with scores, gate, timings, tokens, feedback."""
     return get_object_or_404(selectors.visible_queries(request.auth), pk=query_id)
 
 
-@router.post("/query-log/{query_id}/feedback", response={201: FeedbackOut, 400: ErrorOut, **ERRORS})
+@router.post(
+    "/query-log/{query_id}/feedback",
+    response={201: FeedbackOut, 400: ErrorOut, **ERRORS},
+    operation_id=OPERATION_IDS["feedback"],
+)
 def give_feedback(request: HttpRequest, query_id: RowId, body: FeedbackIn) -> tuple[int, QueryFeedback]:
     """Record a verdict (correct | incorrect) with an optional note. Only the asker or a staff auditor may."""
     row = get_object_or_404(selectors.visible_queries(request.auth), pk=query_id)

@@ -1,0 +1,193 @@
+"""From the passages retrieval found to an answer: the extractive reader's quotes, or the model's reply
+kept only where the grounding check finds each sentence in a cited passage. When the gate found no
+evidence, no model is called at all.
+"""
+
+from __future__ import annotations
+
+import time
+
+from django.conf import settings
+
+from foundry_site.core import llm, prompts
+from foundry_site.core.config import EXTRACTIVE
+from foundry_site.core.grounding import REFUSAL, Grounded, Grounder, reply_text
+from generation import reader
+from generation.answers.answer import Answer, Progress, Sentences, answer_pieces
+from generation.context import chunk_budget, context_build
+from generation.live import SentenceGate
+from generation.models import QueryLog
+from retrieval.services.gate import NO_EVIDENCE_ANSWER, NO_EVIDENCE_HINT
+from retrieval.services.retrieve import Candidate, Retrieval
+from sources.models import location_fields
+
+WITHHELD = (
+    "No answer could be verified: the model's sentences were not supported by the passages found, "
+    "so they were withheld. Read the passages, or ask again in other words."
+)
+BELOW_READER = (
+    "No sentence of the passages found answers this closely enough to quote (best {best:.2f}, "
+    "below the reader's threshold {threshold:.2f}). Read the passages, or ask again in other words."
+)
+
+
+def answer_compose(
+    retrieval: Retrieval, *, run_id: str, model: str, progress: Progress, on_sentence: Sentences | None = None
+) -> Answer:
+    """The answer ``model`` gives from what ``retrieval`` found, or the refusal and its reason.
+
+    Calls no model when the gate found no evidence or ``model`` is the extractive reader; usage, cost and the
+    total time are the caller's to fill in. ``on_sentence`` as in ``answer_logged``.
+    """
+    answer = Answer(
+        run_id=run_id,
+        question=retrieval.question,
+        answer_class=QueryLog.AnswerClass.NO_EVIDENCE,
+        answer=NO_EVIDENCE_ANSWER,
+        gate=retrieval.gate.as_dict(),
+        timings=retrieval.timings,
+        mode=retrieval.mode,
+        hyde_text=retrieval.hyde_text,
+        conflicts=[c.as_dict() for c in retrieval.conflicts],
+    )
+    if not retrieval.gate.passed or not retrieval.candidates:
+        answer.refusal = "gate" if not retrieval.gate.passed else "relevance"
+        answer.hint = NO_EVIDENCE_HINT
+        return answer
+    answer.model = model
+    if model == EXTRACTIVE:
+        return _read(answer, retrieval, progress, on_sentence)
+    request = prompts.render("answer_user", question=retrieval.question).strip()
+    context, included = _context(retrieval, model, request)
+    progress("generating")
+    start = time.perf_counter()
+    messages = [
+        {"role": "system", "content": prompts.render("answer_system", context=context)},
+        {"role": "user", "content": request},
+    ]
+    grounder = Grounder(included)
+    gate = SentenceGate(grounder, on_sentence) if on_sentence is not None else None
+    reply = llm.complete(
+        messages=messages,
+        purpose="answer",
+        model=model,
+        max_tokens=settings.FOUNDRY.generation.max_answer_tokens,
+        temperature=settings.FOUNDRY.generation.temperature,
+        on_text=gate.grow if gate else None,
+    )
+    answer.timings["generate"] = round((time.perf_counter() - start) * 1000, 1)
+    progress("checking")
+    start = time.perf_counter()
+    grounded = grounder.ground(reply_text(reply, settings.FOUNDRY.generation.max_answer_tokens))
+    answer.timings["grounding"] = round((time.perf_counter() - start) * 1000, 1)
+    answer.grounding = grounded.audit(reply.text)
+    answer = _classify(answer, grounded, included)
+    if gate is not None and answer.citations:
+        gate.finish(answer.answer)
+    return answer
+
+
+def _read(answer: Answer, retrieval: Retrieval, progress: Progress, on_sentence: Sentences | None = None) -> Answer:
+    """The extractive reader's answer: the passages' best units quoted verbatim, or a refusal below its threshold."""
+    conf = settings.FOUNDRY.generation
+    progress("reading")
+    start = time.perf_counter()
+    included = retrieval.candidates[: conf.reader_passages]
+    reading = reader.read(
+        retrieval.question,
+        [reader_passage(c, rank) for rank, c in enumerate(included, start=1)],
+        embedding_model=settings.FOUNDRY.embedding.model,
+        max_units=conf.reader_max_units,
+    )
+    answer.timings["read"] = round((time.perf_counter() - start) * 1000, 1)
+    answer.grounding = reading.audit()
+    if not reading.quotes or reading.best < conf.reader_min_score:
+        answer.refusal = "reader"
+        answer.answer = (
+            BELOW_READER.format(best=reading.best, threshold=conf.reader_min_score)
+            + f" Passages found: {passages_found(included)}."
+        )
+        return answer
+    by_label = {c.label: c for c in included}
+    answer.citations = [
+        citation(by_label[label], quotes=[q for q in reading.quotes if q.passage.label == label])
+        for label in dict.fromkeys(q.passage.label for q in reading.quotes)
+    ]
+    answer.coverage = 1.0  # every sentence is a verbatim quote of the passage it cites
+    weak = max(c.score for c in included) < conf.low_confidence_score or reading.best < conf.reader_low_score
+    answer.answer_class = QueryLog.AnswerClass.LOW_CONFIDENCE if weak else QueryLog.AnswerClass.NORMAL
+    answer.answer = reading.text
+    if on_sentence is not None:  # every quote is verbatim from its passage: verified as it is chosen
+        for piece in answer_pieces(reading.text):
+            on_sentence(piece)
+    return answer
+
+
+def reader_passage(candidate: Candidate, rank: int) -> reader.Passage:
+    chunk = candidate.chunk
+    return reader.Passage(
+        candidate.label,
+        chunk.text,
+        chunk.line_start,
+        chunk.line_end,
+        chunk.page_start,
+        chunk.page_end,
+        rank=rank,
+        source=chunk.source.name,
+        ordinal=chunk.ordinal,
+    )
+
+
+def _context(retrieval: Retrieval, model: str, request: str) -> tuple[str, list[Candidate]]:
+    conf = settings.FOUNDRY.generation
+    overhead = llm.count_tokens(prompts.render("answer_system", context="") + request, model=model)
+    budget = chunk_budget(model=model, configured=conf.token_budget, reserved=overhead + conf.max_answer_tokens)
+    built = context_build(retrieval.candidates[: conf.max_passages], model=model, budget=budget)
+    return built.text, built.included
+
+
+def _classify(answer: Answer, grounded: Grounded, included: list[Candidate]) -> Answer:
+    conf = settings.FOUNDRY.generation
+    answer.coverage = grounded.coverage
+    if grounded.refused or not grounded.text:
+        answer.refusal = "model" if grounded.refused else "grounding"
+        answer.answer = REFUSAL if grounded.refused else withheld_text(included)
+        return answer
+    by_label = {c.label: c for c in included}
+    answer.citations = [citation(by_label[label]) for label in grounded.cited_ids]
+    best = max(c.score for c in included)
+    weak = best < conf.low_confidence_score or (grounded.coverage or 0.0) < conf.min_coverage
+    answer.answer_class = QueryLog.AnswerClass.LOW_CONFIDENCE if weak else QueryLog.AnswerClass.NORMAL
+    answer.answer = grounded.text
+    return answer
+
+
+def withheld_text(included: list[Candidate]) -> str:
+    """The answer when grounding removed every sentence: the sources held passages, the model's
+    reading of them was not supported, so say that (not "no information") and name the passages."""
+    return f"{WITHHELD} Passages found: {passages_found(included)}."
+
+
+def passages_found(included: list[Candidate]) -> str:
+    return "; ".join(f"{c.label} {c.chunk.source.name}, {c.chunk.location}" for c in included)
+
+
+def citation(candidate: Candidate, quotes: list[reader.Quote] | None = None) -> dict:
+    """A cited passage; with ``quotes`` (the extractive reader's units of it) its lines are theirs, not the chunk's."""
+    chunk = candidate.chunk
+    lines = [chunk.line_start, chunk.line_end]
+    if quotes:
+        spans = [q.lines for q in quotes]
+        lines = [min(first for first, _ in spans), max(last for _, last in spans)]
+    return {
+        "id": candidate.label,
+        "chunk_id": chunk.pk,
+        "source": chunk.source.name,
+        "title": chunk.source.title,
+        "heading": chunk.heading,
+        "page": chunk.page_start,
+        "lines": lines,
+        **location_fields(chunk, lines),
+        "score": round(candidate.score, 4),
+        "text": chunk.text,
+    }

@@ -1,0 +1,150 @@
+"""The audit trail of answers: a question's query-log row and runs.csv line, and answers served again
+from the log (an identical question, scope, configuration and index)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from django.conf import settings
+
+from foundry_site.core import prompts
+from generation import audit
+from generation.answers.answer import Answer, elapsed_ms
+from generation.models import Conversation, QueryLog
+from retrieval.services.gate import NO_EVIDENCE_HINT
+from sources.models import Chunk
+from sources.selectors import index_version
+
+# Part of every answer-cache key: bump it when answering or grounding changes what a stored answer
+# would be, so an upgraded install does not serve answers the old rules let through.
+# 2: numbers are grounded next to the words around them (grounding.numbers_supported).
+# 3: the extractive reader.
+# 4: citations and "Passages found" give each kind's location (slide, sheet rows, section, OCR).
+ANSWER_RULES = 4
+
+
+@dataclass(frozen=True)
+class Asked:
+    """Who asked, in which scope and conversation: what a question's log row records beside its answer.
+
+    ``message``: the asker's raw follow-up when the question answered is the standalone question made of it
+    (generation/condense.py); it is logged beside the question and changes nothing else.
+    ``conversation``: the Conversation the question is a turn of.
+    """
+
+    user: Any = None
+    collection_ids: list[int] | None = None
+    message: str = ""
+    conversation: Conversation | None = None
+
+
+def cache_key(question: str, collection_ids: list[int] | None, mode: str | None, top_k: int | None) -> str:
+    """Everything an answer depends on: question, scope, mode, configuration, the answer prompts'
+    text (a template edited in place keeps its path), the answering rules and the index version."""
+    scope = sorted(collection_ids) if collection_ids is not None else None
+    material = json.dumps(
+        [
+            question.casefold(),
+            scope,
+            mode,
+            top_k,
+            settings.FOUNDRY.model_dump(mode="json"),
+            prompts.render("answer_system"),
+            prompts.render("answer_user"),
+            ANSWER_RULES,
+            index_version(scope),
+        ],
+        sort_keys=True,
+    )
+    return hashlib.sha256(material.encode("utf-8")).hexdigest()
+
+
+def answer_cached(
+    key: str, *, question: str, run_id: str, started: float, asked: Asked
+) -> tuple[Answer, QueryLog] | None:
+    """The answer logged under ``key`` (the newest that succeeded), logged again as this question's row;
+    None when there is none, or a passage it cited is gone."""
+    hit = QueryLog.objects.filter(cache_key=key, status=QueryLog.Status.OK).order_by("-created_at").first()
+    if hit is None:
+        return None
+    texts = dict(Chunk.objects.filter(pk__in=[c["chunk_id"] for c in hit.citations]).values_list("pk", "text"))
+    if len(texts) != len(hit.citations):
+        return None
+    answer = Answer(
+        run_id=run_id,
+        question=question,
+        answer_class=hit.answer_class,
+        answer=hit.answer,
+        citations=[{**c, "text": texts[c["chunk_id"]]} for c in hit.citations],
+        conflicts=hit.conflicts,
+        coverage=hit.coverage,
+        gate=hit.gate,
+        model=hit.model,
+        mode=hit.mode,
+        hyde_text=hit.hyde_text,
+        cached=True,
+        tokens={"prompt": 0, "completion": 0},
+        refusal=hit.refusal,
+        hint=NO_EVIDENCE_HINT if hit.refusal == "gate" else "",
+    )
+    answer.timings = {"total": elapsed_ms(started)}
+    return answer, answer_record(answer, asked=asked, channels=hit.channels, cache_key=key)
+
+
+def answer_record(
+    answer: Answer, *, asked: Asked, channels: dict[str, Any], cache_key: str = "", error: Exception | None = None
+) -> QueryLog:
+    """Write the question's query-log row and its runs.csv line; returns the row.
+
+    ``channels``: the chunk ids and scores each search channel found. ``cache_key``: what the answer may be
+    served again under (``cache_key()``). ``error``: the model failure that ended the answer; the row is then
+    logged as failed, with the error's text.
+    """
+    user = _user(asked.user)
+    row = QueryLog.objects.record(
+        run_id=answer.run_id,
+        user=user,
+        question=answer.question,
+        message=asked.message,
+        conversation=asked.conversation,
+        mode=answer.mode,
+        collection_ids=asked.collection_ids,
+        hyde_text=answer.hyde_text,
+        channels=channels,
+        gate=answer.gate,
+        answer_class=answer.answer_class,
+        answer=answer.answer,
+        citations=[{k: v for k, v in c.items() if k != "text"} for c in answer.citations],
+        conflicts=answer.conflicts,
+        coverage=answer.coverage,
+        refusal=answer.refusal,
+        prompt_tokens=answer.tokens.get("prompt", 0),
+        completion_tokens=answer.tokens.get("completion", 0),
+        cost=answer.cost,
+        llm_calls=answer.llm_calls,
+        model=answer.model,
+        timings=answer.timings,
+        grounding=answer.grounding,
+        cached=answer.cached,
+        cache_key=cache_key,
+        status=QueryLog.Status.OK if error is None else QueryLog.Status.FAILED,
+        error="" if error is None else str(error),
+    )
+    audit.runs_append(
+        run_id=answer.run_id,
+        task_name="rag_query",
+        status="ok" if error is None else "failed",
+        answer_class=answer.answer_class,
+        llm_calls=answer.llm_calls,
+        latency_ms=answer.timings["total"],
+        model=answer.model,
+        user=user,
+    )
+    return row
+
+
+def _user(user: Any) -> Any:
+    return user if getattr(user, "is_authenticated", False) else None
