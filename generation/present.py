@@ -18,7 +18,7 @@ from django.urls import reverse
 from django.utils.html import format_html
 from django.utils.safestring import SafeString, mark_safe
 
-from foundry_site.core.markup import markdown_html
+from foundry_site.core.markup import TEXT_TAGS, markdown_html
 from generation.models import QueryLog
 from sources.models import citation_location
 from sources.selectors import access_contacts, readable_chunks, readable_collections
@@ -219,37 +219,7 @@ def access_context(viewer: Any) -> dict[str, Any]:
     }
 
 
-ALLOWED_TAGS = {
-    "h1",
-    "h2",
-    "h3",
-    "h4",
-    "h5",
-    "h6",
-    "p",
-    "br",
-    "hr",
-    "ul",
-    "ol",
-    "li",
-    "strong",
-    "em",
-    "code",
-    "pre",
-    "blockquote",
-    "table",
-    "thead",
-    "tbody",
-    "tr",
-    "th",
-    "td",
-    "sup",
-    "sub",
-    "a",
-    "div",
-    "span",
-    "del",
-}
+ALLOWED_TAGS = TEXT_TAGS | {"a", "div", "span"}
 
 
 _FOOTNOTE_DEF = re.compile(r"^\[\^(\d+)\]: (.+)$", re.MULTILINE)

@@ -9,6 +9,7 @@ import os
 import platform
 import uuid
 from pathlib import Path
+from typing import Any
 
 from django.conf import settings
 from django.utils import timezone
@@ -82,6 +83,13 @@ def bars_plot(path: Path, *, title: str, groups: dict[str, dict[str, float]]) ->
         ax.bar_label(bars, fmt="%.3f", fontsize=7)
     ax.set_xticks([j + width * (len(series) - 1) / 2 for j in range(len(keys))], keys)
     ax.set_ylim(0, 1.05)
+    return _save(fig, ax, path, title=title)
+
+
+def _save(fig: Any, ax: Any, path: Path, *, title: str) -> str:
+    """Title and legend on ``ax``; ``fig`` written to ``path`` as PNG and closed."""
+    from matplotlib import pyplot as plt
+
     ax.set_title(title)
     ax.legend()
     fig.tight_layout()
@@ -103,12 +111,7 @@ def latency_plot(path: Path, *, title: str, series: dict[str, list[float]]) -> s
             ax.hist(values, bins=40, alpha=0.5, label=name)
     ax.set_xlabel("latency (ms)")
     ax.set_ylabel("queries")
-    ax.set_title(title)
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return str(path)
+    return _save(fig, ax, path, title=title)
 
 
 def eval_csv_append(

@@ -103,6 +103,19 @@ _local = _LocalModels()
 atexit.register(_local.close)
 
 
+def _chat_kwargs(messages: list, optional_params: dict) -> dict[str, Any]:
+    """llama.cpp's arguments for one reply. Callers ``reset()`` the model first: the whole prompt is then
+    evaluated afresh, since a reused prefix changes the greedy path on some CPUs (streamed and plain
+    replies to one prompt differed)."""
+    return {
+        "messages": messages,
+        "max_tokens": optional_params.get("max_tokens") or 256,
+        "temperature": optional_params.get("temperature", 0.0),
+        "stop": optional_params.get("stop"),
+        "repeat_penalty": LOCAL_REPEAT_PENALTY,  # small models loop on one phrase without it
+    }
+
+
 class LocalProvider(CustomLLM):
     """litellm provider ``local/``: llama.cpp chat models and sentence-transformers embedders."""
 
@@ -123,15 +136,8 @@ class LocalProvider(CustomLLM):
     ) -> ModelResponse:
         llm = _local.chat_model(model)
         with _local.lock:
-            llm.reset()  # the whole prompt evaluated afresh: a reused prefix changes the greedy path on some CPUs
-            out = llm.create_chat_completion(
-                messages=messages,
-                max_tokens=optional_params.get("max_tokens") or 256,
-                temperature=optional_params.get("temperature", 0.0),
-                stop=optional_params.get("stop"),
-                # Small models loop on one phrase without a repetition penalty.
-                repeat_penalty=LOCAL_REPEAT_PENALTY,
-            )
+            llm.reset()
+            out = llm.create_chat_completion(**_chat_kwargs(messages, optional_params))
         model_response.choices[0].message.content = out["choices"][0]["message"]["content"]
         model_response.choices[0].finish_reason = out["choices"][0].get("finish_reason") or "stop"
         usage = out.get("usage") or {}
@@ -162,14 +168,7 @@ class LocalProvider(CustomLLM):
         llm = _local.chat_model(model)
         with _local.lock:
             llm.reset()
-            parts = llm.create_chat_completion(
-                messages=messages,
-                max_tokens=optional_params.get("max_tokens") or 256,
-                temperature=optional_params.get("temperature", 0.0),
-                stop=optional_params.get("stop"),
-                repeat_penalty=LOCAL_REPEAT_PENALTY,
-                stream=True,
-            )
+            parts = llm.create_chat_completion(**_chat_kwargs(messages, optional_params), stream=True)
             written = []
             finish = "stop"
             prompt = None
