@@ -28,8 +28,7 @@ class GenerationRunAdmin(ReadOnlyAdmin):
     search_fields = ["topic", "spec_name", "output_path"]
     date_hierarchy = "created_at"
     # The whole audit row, read-only: without this the page would show none of its fields (all editable=False).
-    fields = [f.name for f in GenerationRun._meta.fields if not f.primary_key]
-    readonly_fields = fields
+    fields = readonly_fields = tuple(f.name for f in GenerationRun._meta.fields if not f.primary_key)
 
     def get_queryset(self, request: HttpRequest) -> Any:
         return (
