@@ -64,14 +64,16 @@ ocr:
 test: install browser ocr lint
 	$(PY) -m pytest
 
-# The code's shape: ruff (pyproject.toml [tool.ruff]) and the import layers (pyproject.toml [tool.importlinter]).
+# The code's shape: ruff (pyproject.toml [tool.ruff]), the apps' types (mypy with django-stubs, [tool.mypy])
+# and the import layers ([tool.importlinter]).
 lint: install
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports
 
 test-unit: install
 	$(PY) -m pytest -m "not integration"
 
 clean:
-	rm -rf var/test.sqlite3 .pytest_cache
+	rm -rf var/test.sqlite3 .pytest_cache .mypy_cache

@@ -28,8 +28,7 @@ class GenerationRunAdmin(ReadOnlyAdmin):
     search_fields = ["topic", "spec_name", "output_path"]
     date_hierarchy = "created_at"
     # The whole audit row, read-only: without this the page would show none of its fields (all editable=False).
-    fields = [f.name for f in GenerationRun._meta.fields if not f.primary_key]
-    readonly_fields = fields
+    fields = readonly_fields = tuple(f.name for f in GenerationRun._meta.fields if not f.primary_key)
 
     def get_queryset(self, request: HttpRequest) -> Any:
         return (
@@ -62,8 +61,7 @@ class QueryLogAdmin(ReadOnlyAdmin):
     search_fields = ["question", "answer", "run_id"]
     date_hierarchy = "created_at"
     # The whole audit row, read-only: without this the page would show none of its fields (all editable=False).
-    fields = [f.name for f in QueryLog._meta.fields if not f.primary_key]
-    readonly_fields = fields
+    fields = readonly_fields = tuple(f.name for f in QueryLog._meta.fields if not f.primary_key)
 
     def get_queryset(self, request: HttpRequest) -> Any:
         return (
@@ -92,8 +90,7 @@ class ConversationAdmin(ReadOnlyAdmin):
     list_display = ["updated_at", "owner", "title", "collection"]
     search_fields = ["title"]
     date_hierarchy = "updated_at"
-    fields = ["owner", "title", "collection", "created_at", "updated_at"]
-    readonly_fields = fields
+    fields = readonly_fields = ("owner", "title", "collection", "created_at", "updated_at")
 
     def get_queryset(self, request: HttpRequest) -> Any:
         return super().get_queryset(request).select_related("owner", "collection")

@@ -6,13 +6,14 @@ Domain errors become status codes in ``foundry_site/api.py``: 400 bad question,
 # No ``from __future__ import annotations``: django-ninja reads these signatures at runtime.
 
 from django.db.models import QuerySet
-from django.http import FileResponse, HttpRequest
+from django.http import FileResponse
 from django.shortcuts import get_object_or_404
 from ninja import Router
 from ninja.errors import HttpError
 from ninja.pagination import paginate
 
 from foundry_site.core.pagination import PageNumberPagination
+from foundry_site.core.requests import ApiRequest
 from foundry_site.core.schemas import RowId
 from generation import selectors
 from generation.asking import query_answer
@@ -30,7 +31,7 @@ ERRORS = {401: ErrorOut, 404: ErrorOut}
 @router.post(
     "/query", response={200: QueryOut, 400: ErrorOut, 401: ErrorOut, 404: ErrorOut, 429: ErrorOut, 503: ErrorOut}
 )
-def query(request: HttpRequest, body: QueryIn) -> dict:
+def query(request: ApiRequest, body: QueryIn) -> dict:
     """Answer a question from the collections the caller can read, or refuse (answer_class no_evidence).
 
     Every question is a turn of a conversation: send the ``conversation_id`` of an earlier answer to ask a
@@ -55,32 +56,32 @@ def query(request: HttpRequest, body: QueryIn) -> dict:
 
 @router.get("/conversations", response=list[ConversationOut])
 @paginate(PageNumberPagination, page_size=25)
-def list_conversations(request: HttpRequest) -> QuerySet[Conversation]:
+def list_conversations(request: ApiRequest) -> QuerySet[Conversation]:
     """The caller's conversations, the one with the latest turn first (auditors: everyone's)."""
     return visible_conversations(request.auth)
 
 
 @router.get("/conversations/{conversation_id}", response={200: ConversationDetailOut, **ERRORS})
-def get_conversation(request: HttpRequest, conversation_id: RowId) -> Conversation:
+def get_conversation(request: ApiRequest, conversation_id: RowId) -> Conversation:
     """One conversation with its turns, oldest first: each question as typed, as answered, and its answer."""
     return get_object_or_404(visible_conversations(request.auth), pk=conversation_id)
 
 
 @router.get("/runs", response=list[RunOut])
 @paginate(PageNumberPagination, page_size=25)
-def list_runs(request: HttpRequest) -> QuerySet[GenerationRun]:
+def list_runs(request: ApiRequest) -> QuerySet[GenerationRun]:
     """The caller's generation runs, newest first (auditors: everyone's)."""
     return selectors.visible_runs(request.auth).defer("prompt", "spec_body", "chunks")
 
 
 @router.get("/runs/{run_id}", response={200: RunOut, **ERRORS})
-def get_run(request: HttpRequest, run_id: RowId) -> GenerationRun:
+def get_run(request: ApiRequest, run_id: RowId) -> GenerationRun:
     """Status, stage, conflicts and coverage of one run; ``download`` is set once the document can be fetched."""
     return get_object_or_404(selectors.visible_runs(request.auth), pk=run_id)
 
 
 @router.get("/runs/{run_id}/download", response={200: None, **ERRORS}, url_name="run_download")
-def download_run(request: HttpRequest, run_id: RowId) -> FileResponse:
+def download_run(request: ApiRequest, run_id: RowId) -> FileResponse:
     """The generated Markdown file (attachment). 404 until the run has succeeded."""
     run = get_object_or_404(selectors.visible_runs(request.auth), pk=run_id)
     path = selectors.run_output_file(run)

@@ -146,7 +146,7 @@ def _conversation_scope(conversation: Conversation, scope: list[int] | None, wit
             raise QueryError(OTHER_COLLECTION.format(name="every collection you can read"))
         return scope
     if within is not None and within != conversation.collection_id:
-        raise QueryError(OTHER_COLLECTION.format(name=conversation.collection.name))
+        raise QueryError(OTHER_COLLECTION.format(name=str(conversation.collection)))
     if scope is not None and conversation.collection_id not in scope:
-        raise QueryError(LOST_COLLECTION.format(name=conversation.collection.name))
+        raise QueryError(LOST_COLLECTION.format(name=str(conversation.collection)))
     return [conversation.collection_id]

@@ -26,7 +26,7 @@ from sources.selectors import access_contacts, readable_chunks, readable_collect
 _MARKER = re.compile(r"\[(S\d+)\]")
 _FOOTNOTE_ID = re.compile(r"^fn(?:ref\d*)?:\d+$")  # fnref2:1 is the second reference to footnote 1
 
-BADGES = {
+BADGES: dict[str, tuple[str, str]] = {
     QueryLog.AnswerClass.NORMAL: ("normal", "Normal answer"),
     QueryLog.AnswerClass.LOW_CONFIDENCE: ("low", "Low confidence: limited source coverage"),
     QueryLog.AnswerClass.NO_EVIDENCE: ("none", "No evidence in your sources"),
@@ -114,8 +114,8 @@ def found_passages(row: QueryLog, viewer: Any) -> tuple[str, list[FoundPassage]]
     found = []
     for part in listing.rstrip(".").split("; "):
         match = _LABELLED.match(part.strip())
-        target = where.get(match.group(2)) if match else None
-        url = f"{reverse('sources:detail', args=[target[1]])}?chunk={target[0]}#chunk-{target[0]}" if target else ""
+        place = where.get(match.group(2)) if match else None
+        url = f"{reverse('sources:detail', args=[place[1]])}?chunk={place[0]}#chunk-{place[0]}" if place else ""
         found.append(FoundPassage(label=match.group(1) if match else "", text=part.strip(), url=url))
     return lead.strip(), found
 
@@ -138,7 +138,8 @@ def source_entries(citations: list[dict], viewer: Any) -> list[SourceEntry]:
     page_ends = {pk: page_end for pk, _, page_end in rows}  # citations recorded before they had page_end
     entries = []
     for c in citations:
-        source_id = readable.get(c.get("chunk_id"))
+        chunk_id = c.get("chunk_id")
+        source_id = readable.get(chunk_id) if chunk_id is not None else None
         if "page_end" not in c and c.get("chunk_id") in page_ends:
             c = {**c, "page_end": page_ends[c["chunk_id"]]}
         url = (

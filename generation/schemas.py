@@ -89,7 +89,7 @@ class ConversationOut(Schema):
 
     @staticmethod
     def resolve_collection(obj: Conversation) -> str | None:
-        return obj.collection.name if obj.collection_id else None
+        return obj.collection.name if obj.collection is not None else None
 
 
 class TurnOut(Schema):

@@ -123,10 +123,12 @@ def _render_ask(
     error: str = "",
     status: int = 200,
 ) -> HttpResponse:
+    user = request.user
+    assert user.is_authenticated  # LoginRequiredMiddleware lets only signed-in users reach the ask pages
     # select_related(None): visible_queries() joins the user, which .only() would defer (a FieldError).
     recent = (
-        visible_queries(request.user)
-        .filter(user=request.user)
+        visible_queries(user)
+        .filter(user=user)
         .select_related(None)
         .only("pk", "question", "message", "created_at")
         .order_by("-created_at", "-pk")[:6]
@@ -165,7 +167,7 @@ def _answer_html(request: HttpRequest, row: QueryLog, *, anchor: str = "") -> st
 
 
 @require_POST
-def ask_stream(request: HttpRequest) -> HttpResponse:
+def ask_stream(request: HttpRequest) -> HttpResponse | StreamingHttpResponse:
     """The same question as a POST, answered as a text/event-stream: stages, each verified sentence, the answer.
 
     Design rule: a sentence is sent only once it has passed its check against the sources (the

@@ -264,8 +264,9 @@ def _write(model: str, staging: Path, base: DenseMatrix | None) -> tuple[int, in
     rows = kept_ids.size + ids.size
     vectors = _map(staging / "vectors.f32", rows, dimension)
     signs = np.empty((sign_word_count(dimension), rows), np.uint64)
-    first = 0 if old_signs is None else old_signs.shape[1]
-    if first:
+    first = 0
+    if old_signs is not None:
+        first = old_signs.shape[1]
         signs[:, :first] = old_signs
     for start in range(first, rows, COPY_ROWS):
         signs[:, start : start + COPY_ROWS] = sign_words(vectors[start : min(start + COPY_ROWS, rows)]).T
@@ -307,7 +308,8 @@ def _write_rows(path: Path, parts: list[tuple[np.ndarray, np.ndarray]], *, after
             for start in range(0, rows.size, COPY_ROWS):
                 block = rows[start : start + COPY_ROWS]
                 if np.all(np.diff(block) == 1):  # consecutive rows, as most are: write the slice, no gather
-                    out.write(vectors[block[0] : block[-1] + 1])
+                    # numpy's stubs give ndarray the buffer protocol (__buffer__) only on Python 3.12+.
+                    out.write(vectors[block[0] : block[-1] + 1])  # type: ignore[call-overload]
                 else:
                     out.write(vectors[block])
         out.flush()
@@ -326,6 +328,7 @@ def _read(
     """
     search = ChunkSearch.search
     new = search.unit_ids(model=model, after=after)
+    live: np.ndarray | None
     if not after:  # a full read: the new ids are all of them
         live, stored = new, new.size
     else:

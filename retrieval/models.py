@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from django.db import models
 
 from retrieval.search import ChunkSearchManager
@@ -11,7 +13,7 @@ from sources.models import Chunk
 class ChunkSearch(Chunk):
     """Chunk with the raw-SQL search manager attached (``ChunkSearch.search.keyword(...)``)."""
 
-    objects = models.Manager()
+    objects: ClassVar[models.Manager[ChunkSearch]] = models.Manager()
     search = ChunkSearchManager()
 
     class Meta:

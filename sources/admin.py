@@ -5,7 +5,7 @@ Collections are the one editable thing: who may read which sources.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from django.contrib import admin
 from django.db.models import Count, QuerySet
@@ -15,6 +15,9 @@ from django.utils.html import format_html
 from django.utils.text import Truncator
 
 from sources.models import Chunk, Collection, Source, SourceSummary
+
+if TYPE_CHECKING:
+    from django_stubs_ext import WithAnnotations
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
@@ -29,6 +32,11 @@ class ReadOnlyAdmin(admin.ModelAdmin):
 
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
+
+
+class CollectionCounts(TypedDict):
+    n_sources: int
+    n_readers: int
 
 
 @admin.register(Collection)
@@ -50,7 +58,7 @@ class CollectionAdmin(admin.ModelAdmin):
     fields = ["name", "description", "public", "readers", "folder", "synced_at", "sync_error", "created_at"]
     readonly_fields = ["folder", "synced_at", "sync_error", "created_at"]
 
-    def get_queryset(self, request: HttpRequest) -> QuerySet[Collection]:
+    def get_queryset(self, request: HttpRequest) -> QuerySet[WithAnnotations[Collection, CollectionCounts]]:
         return (
             super()
             .get_queryset(request)
@@ -64,11 +72,11 @@ class CollectionAdmin(admin.ModelAdmin):
         return ["name", *bound] if obj else bound
 
     @admin.display(description="sources", ordering="n_sources")
-    def source_count(self, obj: Collection) -> int:
+    def source_count(self, obj: WithAnnotations[Collection, CollectionCounts]) -> int:
         return obj.n_sources
 
     @admin.display(description="readers", ordering="n_readers")
-    def reader_count(self, obj: Collection) -> int:
+    def reader_count(self, obj: WithAnnotations[Collection, CollectionCounts]) -> int:
         return obj.n_readers
 
 
@@ -79,7 +87,7 @@ class SourceAdmin(ReadOnlyAdmin):
     search_fields = ["path", "title"]
     list_select_related = ["collection"]
     date_hierarchy = "ingested_at"
-    fields = [
+    fields = readonly_fields = (
         "path",
         "title",
         "collection",
@@ -96,8 +104,7 @@ class SourceAdmin(ReadOnlyAdmin):
         "created_at",
         "updated_at",
         "ingested_at",
-    ]
-    readonly_fields = fields
+    )
 
     @admin.display(description="chunks")
     def chunks_link(self, obj: Source) -> str:
@@ -113,7 +120,7 @@ class ChunkAdmin(ReadOnlyAdmin):
     list_select_related = ["source"]
     show_full_result_count = False  # COUNT(*) over every chunk is slow on large knowledge bases.
     list_per_page = 50
-    fields = [
+    fields = readonly_fields = (
         "source",
         "ordinal",
         "heading",
@@ -125,8 +132,7 @@ class ChunkAdmin(ReadOnlyAdmin):
         "text",
         "context",
         "created_at",
-    ]
-    readonly_fields = fields
+    )
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Chunk]:
         return super().get_queryset(request).defer("context")
@@ -152,8 +158,7 @@ class SourceSummaryAdmin(ReadOnlyAdmin):
     list_filter = ["model", "source__collection"]
     search_fields = ["source__path", "text"]
     list_select_related = ["source"]
-    fields = ["source", "model", "text", "created_at"]
-    readonly_fields = fields
+    fields = readonly_fields = ("source", "model", "text", "created_at")
 
     @admin.display(description="summary")
     def preview(self, obj: SourceSummary) -> str:

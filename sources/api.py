@@ -4,7 +4,6 @@
 # "Query[SourceFilter]" when generating the OpenAPI schema.
 
 from django.db.models import QuerySet
-from django.http import HttpRequest
 from django.shortcuts import get_object_or_404
 from ninja import File, Form, Query, Router
 from ninja.errors import HttpError
@@ -12,6 +11,7 @@ from ninja.files import UploadedFile
 from ninja.pagination import paginate
 
 from foundry_site.core.pagination import PageNumberPagination
+from foundry_site.core.requests import ApiRequest
 from foundry_site.core.schemas import RowId
 from sources import selectors
 from sources.models import Chunk, Collection, Source
@@ -25,7 +25,7 @@ ERRORS = {401: ErrorOut, 403: ErrorOut, 404: ErrorOut}
 
 @router.get("/sources", response=list[SourceOut])
 @paginate(PageNumberPagination, page_size=50)
-def list_sources(request: HttpRequest, filters: Query[SourceFilter]) -> QuerySet[Source]:
+def list_sources(request: ApiRequest, filters: Query[SourceFilter]) -> QuerySet[Source]:
     """The sources the caller can read, by collection and path; optionally one collection or status."""
     sources = selectors.readable_sources(request.auth).select_related("collection").order_by("collection__name", "path")
     if filters.collection:
@@ -39,7 +39,7 @@ def list_sources(request: HttpRequest, filters: Query[SourceFilter]) -> QuerySet
 
 @router.post("/sources", response={201: UploadOut, 400: ErrorOut, 409: ErrorOut, 413: ErrorOut, **ERRORS})
 def upload_source(
-    request: HttpRequest, file: File[UploadedFile], collection: Form[str], replace: Form[bool] = False
+    request: ApiRequest, file: File[UploadedFile], collection: Form[str], replace: Form[bool] = False
 ) -> tuple[int, dict]:
     """Upload one file into a collection and ingest it: .txt .md .markdown .pdf .json .docx .html .htm .pptx .xlsx
     .csv, or an image to OCR (.png .jpg .jpeg .tif .tiff).
@@ -59,7 +59,7 @@ def upload_source(
     }
 
 
-def _upload_collection(request: HttpRequest, name: str) -> Collection:
+def _upload_collection(request: ApiRequest, name: str) -> Collection:
     coll = selectors.uploadable_collections(request.auth).filter(name=name).first()
     if coll is not None:
         return coll
@@ -69,7 +69,7 @@ def _upload_collection(request: HttpRequest, name: str) -> Collection:
 
 
 @router.delete("/sources/{source_id}", response={204: None, **ERRORS})
-def delete_source(request: HttpRequest, source_id: RowId) -> tuple[int, None]:
+def delete_source(request: ApiRequest, source_id: RowId) -> tuple[int, None]:
     """Delete a source with its chunks and vectors (staff only)."""
     source = get_object_or_404(selectors.readable_sources(request.auth), pk=source_id)
     if not request.auth.is_staff:
@@ -79,7 +79,7 @@ def delete_source(request: HttpRequest, source_id: RowId) -> tuple[int, None]:
 
 
 @router.get("/sources/{source_id}/chunks/{chunk_id}", response={200: ChunkOut, **ERRORS})
-def get_chunk(request: HttpRequest, source_id: RowId, chunk_id: RowId) -> Chunk:
+def get_chunk(request: ApiRequest, source_id: RowId, chunk_id: RowId) -> Chunk:
     """One chunk: its verbatim text and where it sits (heading path, pages, lines)."""
     chunks = selectors.readable_chunks(request.auth).select_related("source__collection")
     return get_object_or_404(chunks, pk=chunk_id, source_id=source_id)

@@ -3,17 +3,22 @@ from __future__ import annotations
 from typing import Any
 
 from django import forms
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import AnonymousUser, User
 
 from sources import selectors
+from sources.models import Collection
 from sources.services.uploads import ALLOWED_SUFFIXES
 
 
 class UploadForm(forms.Form):
     file = forms.FileField(widget=forms.ClearableFileInput(attrs={"accept": ",".join(ALLOWED_SUFFIXES)}))
-    collection = forms.ModelChoiceField(queryset=None, to_field_name="name", empty_label=None)
+    collection: forms.ModelChoiceField[Collection] = forms.ModelChoiceField(
+        queryset=None, to_field_name="name", empty_label=None
+    )
     replace = forms.BooleanField(required=False, label="Replace a file with the same name (new version)")
 
-    def __init__(self, *args: Any, user: AbstractBaseUser, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, user: User | AnonymousUser, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.fields["collection"].queryset = selectors.uploadable_collections(user).order_by("name")
+        collection = self.fields["collection"]
+        assert isinstance(collection, forms.ModelChoiceField)  # a copy of the field declared above
+        collection.queryset = selectors.uploadable_collections(user).order_by("name")

@@ -7,7 +7,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.contrib.auth.models import AnonymousUser, User
 from django.db.models import Count, Q, QuerySet
 from django.utils import timezone
 
@@ -161,7 +161,7 @@ def chunking_drift(*, chunking: str, model: str) -> list[ChunkingDrift]:
 # Objects outside the scope must answer 404, never 403, so ids cannot be probed.
 
 
-def readable_collections(user: AbstractBaseUser | AnonymousUser) -> QuerySet[Collection]:
+def readable_collections(user: User | AnonymousUser) -> QuerySet[Collection]:
     if not user.is_authenticated or not user.is_active:
         return Collection.objects.none()
     if user.is_superuser:
@@ -177,12 +177,12 @@ def access_contacts(*, limit: int = 3) -> list[str]:
     return list(users.values_list("username", flat=True)[:limit])
 
 
-def readable_collection_ids(user: AbstractBaseUser | AnonymousUser) -> list[int]:
+def readable_collection_ids(user: User | AnonymousUser) -> list[int]:
     """Ids of the readable collections, e.g. for filtering vec0 rows by their collection column."""
     return list(readable_collections(user).order_by("pk").values_list("pk", flat=True))
 
 
-def query_scope(user: AbstractBaseUser | AnonymousUser) -> list[int] | None:
+def query_scope(user: User | AnonymousUser) -> list[int] | None:
     """The ``collection_ids`` a query or run of ``user`` may search: None (everything) for superusers.
 
     An empty list means "nothing" (retrieval then finds nothing); callers also refuse
@@ -193,15 +193,15 @@ def query_scope(user: AbstractBaseUser | AnonymousUser) -> list[int] | None:
     return readable_collection_ids(user)
 
 
-def readable_sources(user: AbstractBaseUser | AnonymousUser) -> QuerySet[Source]:
+def readable_sources(user: User | AnonymousUser) -> QuerySet[Source]:
     return Source.objects.filter(collection__in=readable_collections(user))
 
 
-def readable_chunks(user: AbstractBaseUser | AnonymousUser) -> QuerySet[Chunk]:
+def readable_chunks(user: User | AnonymousUser) -> QuerySet[Chunk]:
     return Chunk.objects.filter(source__collection__in=readable_collections(user))
 
 
-def uploadable_collections(user: AbstractBaseUser | AnonymousUser) -> QuerySet[Collection]:
+def uploadable_collections(user: User | AnonymousUser) -> QuerySet[Collection]:
     """Staff may upload to any collection; others only to collections they are a reader of.
 
     Public collections are readable by everyone, but being able to read one does

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from django import forms
 from django.contrib import admin, messages
@@ -19,6 +19,25 @@ from django.utils.html import format_html, format_html_join
 from specs import services
 from specs.errors import SpecError
 from specs.models import FeatureSpec, SpecDecision, SpecStatus, SpecVersion
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import User
+    from django_stubs_ext import WithAnnotations
+
+
+class SpecColumns(TypedDict):
+    """What ``FeatureSpecAdmin.get_queryset`` adds to each spec (None when the spec has no such version)."""
+
+    latest_number: int | None
+    latest_status: str | None
+    approved_number: int | None
+
+
+def _acting_user(request: HttpRequest) -> User:
+    """The user acting in the admin, which serves only signed-in staff."""
+    user = request.user
+    assert user.is_authenticated
+    return user
 
 
 class FeatureSpecForm(forms.ModelForm):
@@ -58,7 +77,9 @@ class LatestStatusFilter(admin.SimpleListFilter):
     def lookups(self, request: HttpRequest, model_admin: admin.ModelAdmin) -> list[tuple[str, str]]:
         return list(SpecStatus.choices)
 
-    def queryset(self, request: HttpRequest, queryset: QuerySet[FeatureSpec]) -> QuerySet[FeatureSpec]:
+    def queryset(
+        self, request: HttpRequest, queryset: QuerySet[WithAnnotations[FeatureSpec, SpecColumns]]
+    ) -> QuerySet[WithAnnotations[FeatureSpec, SpecColumns]]:
         return queryset.filter(latest_status=self.value()) if self.value() else queryset
 
 
@@ -69,13 +90,15 @@ class InUseFilter(admin.SimpleListFilter):
     def lookups(self, request: HttpRequest, model_admin: admin.ModelAdmin) -> list[tuple[str, str]]:
         return [("yes", "Has an approved version"), ("no", "No approved version")]
 
-    def queryset(self, request: HttpRequest, queryset: QuerySet[FeatureSpec]) -> QuerySet[FeatureSpec]:
+    def queryset(
+        self, request: HttpRequest, queryset: QuerySet[WithAnnotations[FeatureSpec, SpecColumns]]
+    ) -> QuerySet[WithAnnotations[FeatureSpec, SpecColumns]]:
         if self.value() in ("yes", "no"):
             return queryset.filter(approved_number__isnull=self.value() == "no")
         return queryset
 
 
-class ReviewerMayView:
+class ReviewerMayView(admin.ModelAdmin):
     """Lets a holder of the approve permission view these pages without also holding ``view_*``.
 
     README promises that approving needs ``specs.approve_featurespec`` (and staff status for the
@@ -96,7 +119,7 @@ class FeatureSpecAdmin(ReviewerMayView, admin.ModelAdmin):
     actions = ["submit_selected", "approve_selected", "reject_selected", "archive_selected"]
     decision_fields = ["latest_status_display", "decided_by", "decided_at", "decision_note", "versions", "history"]
 
-    def get_queryset(self, request: HttpRequest) -> QuerySet[FeatureSpec]:
+    def get_queryset(self, request: HttpRequest) -> QuerySet[WithAnnotations[FeatureSpec, SpecColumns]]:
         latest = SpecVersion.objects.filter(spec=OuterRef("pk")).order_by("-number")
         approved = SpecVersion.objects.filter(spec=OuterRef("pk"), status=SpecStatus.APPROVED)
         return (
@@ -110,13 +133,13 @@ class FeatureSpecAdmin(ReviewerMayView, admin.ModelAdmin):
             )
         )
 
-    def get_fields(self, request: HttpRequest, obj: FeatureSpec | None = None) -> list[str]:
+    def get_fields(self, request: HttpRequest, obj: FeatureSpec | None = None) -> tuple[str, ...]:
         if obj is None:
-            return ["name", "title", "body"]
+            return ("name", "title", "body")
         # "body" is a form field, not a model field: on a view-only page (a reviewer holding only the
         # approve permission) Django would show it as "-", so show the latest version's text instead.
         body = "body" if self.has_change_permission(request, obj) else "latest_body"
-        return ["name", "title", body, "created_by", "created_at", *self.decision_fields]
+        return ("name", "title", body, "created_by", "created_at", *self.decision_fields)
 
     def get_readonly_fields(self, request: HttpRequest, obj: FeatureSpec | None = None) -> list[str]:
         # The name is what `--feature` and the history refer to, so it never changes.
@@ -131,15 +154,15 @@ class FeatureSpecAdmin(ReviewerMayView, admin.ModelAdmin):
     # -- columns and read-only decision fields ---------------------------------------------
 
     @admin.display(description="latest", ordering="latest_number")
-    def latest(self, obj: FeatureSpec) -> str:
+    def latest(self, obj: WithAnnotations[FeatureSpec, SpecColumns]) -> str:
         return f"v{obj.latest_number}"
 
     @admin.display(description="status", ordering="latest_status")
-    def latest_status_display(self, obj: FeatureSpec) -> str:
+    def latest_status_display(self, obj: WithAnnotations[FeatureSpec, SpecColumns]) -> str:
         return SpecStatus(obj.latest_status).label if obj.latest_status else "-"
 
     @admin.display(description="approved (in use)", ordering="approved_number")
-    def approved(self, obj: FeatureSpec) -> str:
+    def approved(self, obj: WithAnnotations[FeatureSpec, SpecColumns]) -> str:
         return f"v{obj.approved_number}" if obj.approved_number else "-"
 
     @admin.display(description="body")
@@ -149,15 +172,18 @@ class FeatureSpecAdmin(ReviewerMayView, admin.ModelAdmin):
 
     @admin.display(description="decided by")
     def decided_by(self, obj: FeatureSpec) -> str:
-        return str(obj.latest_version.decided_by or "-")
+        version = obj.latest_version
+        return str(version.decided_by or "-") if version else "-"
 
     @admin.display(description="decided at")
     def decided_at(self, obj: FeatureSpec) -> Any:
-        return obj.latest_version.decided_at or "-"
+        version = obj.latest_version
+        return (version.decided_at or "-") if version else "-"
 
     @admin.display(description="decision note")
     def decision_note(self, obj: FeatureSpec) -> str:
-        return obj.latest_version.decision_note or "-"
+        version = obj.latest_version
+        return (version.decision_note or "-") if version else "-"
 
     @admin.display(description="versions")
     def versions(self, obj: FeatureSpec) -> str:
@@ -209,7 +235,7 @@ class FeatureSpecAdmin(ReviewerMayView, admin.ModelAdmin):
     def save_model(self, request: HttpRequest, obj: FeatureSpec, form: forms.Form, change: bool) -> None:
         data = form.cleaned_data
         if change:
-            result = services.spec_edit(name=obj.name, title=data["title"], body=data["body"], by=request.user)
+            result = services.spec_edit(name=obj.name, title=data["title"], body=data["body"], by=_acting_user(request))
             if result.outcome == "new_version":
                 self.message_user(
                     request,
@@ -218,7 +244,9 @@ class FeatureSpecAdmin(ReviewerMayView, admin.ModelAdmin):
                     messages.WARNING,
                 )
             return
-        version = services.spec_create(name=data["name"], title=data["title"], body=data["body"], by=request.user)
+        version = services.spec_create(
+            name=data["name"], title=data["title"], body=data["body"], by=_acting_user(request)
+        )
         # The admin's add view needs the saved row's identity for its log entry and redirect.
         obj.pk, obj.created_by, obj.created_at = version.spec.pk, version.spec.created_by, version.spec.created_at
         obj._state.adding = False
@@ -244,16 +272,23 @@ class FeatureSpecAdmin(ReviewerMayView, admin.ModelAdmin):
     @admin.action(description="Submit selected specs for review")
     def submit_selected(self, request: HttpRequest, queryset: QuerySet[FeatureSpec]) -> None:
         self._apply(
-            request, queryset, lambda name: services.spec_submit(name=name, by=request.user), "submitted for review"
+            request,
+            queryset,
+            lambda name: services.spec_submit(name=name, by=_acting_user(request)),
+            "submitted for review",
         )
 
     @admin.action(description="Approve selected specs", permissions=["approve"])
     def approve_selected(self, request: HttpRequest, queryset: QuerySet[FeatureSpec]) -> None:
-        self._apply(request, queryset, lambda name: services.spec_approve(name=name, by=request.user), "approved")
+        self._apply(
+            request, queryset, lambda name: services.spec_approve(name=name, by=_acting_user(request)), "approved"
+        )
 
     @admin.action(description="Archive selected specs (stop using them for generation)", permissions=["approve"])
     def archive_selected(self, request: HttpRequest, queryset: QuerySet[FeatureSpec]) -> None:
-        self._apply(request, queryset, lambda name: services.spec_archive(name=name, by=request.user), "archived")
+        self._apply(
+            request, queryset, lambda name: services.spec_archive(name=name, by=_acting_user(request)), "archived"
+        )
 
     @admin.action(description="Reject selected specs…", permissions=["approve"])
     def reject_selected(self, request: HttpRequest, queryset: QuerySet[FeatureSpec]) -> HttpResponse | None:
@@ -262,7 +297,10 @@ class FeatureSpecAdmin(ReviewerMayView, admin.ModelAdmin):
         if form.is_valid():
             note = form.cleaned_data["note"]
             self._apply(
-                request, queryset, lambda name: services.spec_reject(name=name, by=request.user, note=note), "rejected"
+                request,
+                queryset,
+                lambda name: services.spec_reject(name=name, by=_acting_user(request), note=note),
+                "rejected",
             )
             return None
         context = {
@@ -284,7 +322,7 @@ class SpecVersionAdmin(ReviewerMayView, ReadOnlyAdmin):
     list_filter = ["status"]
     search_fields = ["spec__name", "spec__title"]
     list_select_related = ["spec", "edited_by", "decided_by"]
-    readonly_fields = [
+    fields = readonly_fields = (
         "spec",
         "number",
         "status",
@@ -296,8 +334,7 @@ class SpecVersionAdmin(ReviewerMayView, ReadOnlyAdmin):
         "decided_by",
         "decided_at",
         "decision_note",
-    ]
-    fields = readonly_fields
+    )
 
 
 @admin.register(SpecDecision)

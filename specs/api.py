@@ -7,12 +7,12 @@ No ``auth`` is set here, so the router inherits whatever the NinjaAPI in
 from __future__ import annotations
 
 from django.db.models import QuerySet
-from django.http import HttpRequest
 from django.urls import reverse
 from ninja import Router
 from ninja.pagination import paginate
 
 from foundry_site.core.pagination import PageNumberPagination
+from foundry_site.core.requests import ApiRequest
 from specs import selectors
 from specs.models import SpecVersion
 from specs.runs import generation_start
@@ -26,13 +26,13 @@ generate_router = Router(tags=["generation"])
 
 @router.get("", response=list[ApprovedSpecOut])
 @paginate(PageNumberPagination, page_size=50)
-def list_approved_specs(request: HttpRequest) -> QuerySet[SpecVersion]:
+def list_approved_specs(request: ApiRequest) -> QuerySet[SpecVersion]:
     """Approved specs by name, each with the version generation uses (`--feature NAME`)."""
     return selectors.approved_versions()
 
 
 @generate_router.post("/generate", response={202: RunAccepted})
-def start_generation(request: HttpRequest, body: GenerateIn) -> tuple[int, dict]:
+def start_generation(request: ApiRequest, body: GenerateIn) -> tuple[int, dict]:
     """Start writing a document on ``topic`` following the approved spec ``feature``.
 
     ``feature`` may be left out when exactly one spec is approved. Answers at once, the run

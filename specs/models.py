@@ -9,10 +9,15 @@ until a newer version is approved, which archives the older one.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from django.conf import settings
 from django.db import models
 from django.db.models import Q
 from django.utils import timezone
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import User
 
 
 class SpecStatus(models.TextChoices):
@@ -96,7 +101,7 @@ class SpecVersion(models.Model):
 
 class SpecDecisionManager(models.Manager["SpecDecision"]):
     def record(
-        self, *, version: SpecVersion, from_status: str, to_status: str, by: models.Model, note: str = ""
+        self, *, version: SpecVersion, from_status: str, to_status: str, by: User, note: str = ""
     ) -> SpecDecision:
         """The only way to write a decision row; rows are never updated or deleted."""
         return self.create(

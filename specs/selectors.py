@@ -103,6 +103,8 @@ def _not_approved_message(spec: FeatureSpec) -> str:
 
 
 def _selected(version: SpecVersion) -> SelectedSpec:
+    # Only approved versions come here, and approving a version sets decided_at (services._move).
+    assert version.decided_at is not None
     return SelectedSpec(
         name=version.spec.name,
         title=version.spec.title,

@@ -23,7 +23,7 @@ from specs.models import FeatureSpec, SpecDecision, SpecStatus, SpecVersion
 from specs.selectors import spec_get, spec_name_normalise
 
 if TYPE_CHECKING:
-    from django.contrib.auth.models import AbstractUser as User
+    from django.contrib.auth.models import User
 
 logger = logging.getLogger(__name__)
 
@@ -37,14 +37,14 @@ TRANSITIONS: dict[str, tuple[set[str], str]] = {
     "reject": ({SpecStatus.IN_REVIEW}, SpecStatus.REJECTED),
     "archive": ({SpecStatus.APPROVED}, SpecStatus.ARCHIVED),
 }
-_STATE = {
+_STATE: dict[str, str] = {
     SpecStatus.DRAFT: "is a draft",
     SpecStatus.IN_REVIEW: "is in review",
     SpecStatus.APPROVED: "is approved",
     SpecStatus.REJECTED: "was rejected",
     SpecStatus.ARCHIVED: "is archived",
 }
-_NEXT_STEP = {
+_NEXT_STEP: dict[str, str] = {
     SpecStatus.DRAFT: "submit it for review first (`foundry specs submit {name}`)",
     SpecStatus.IN_REVIEW: "it is waiting for a reviewer to approve or reject it",
     SpecStatus.APPROVED: "edit its body to start a new version",
@@ -89,10 +89,11 @@ def spec_edit(*, name: str, body: str, by: User, title: str | None = None) -> Ed
     _check_active(by)
     with transaction.atomic():
         spec = spec_get(name=name)
-        latest = spec.latest_version
-        title_changed = bool(title and title.strip() and title.strip() != spec.title)
+        latest = _latest_version(spec)
+        new_title = (title or "").strip()
+        title_changed = bool(new_title) and new_title != spec.title
         if title_changed:
-            spec.title = title.strip()
+            spec.title = new_title
             spec.save(update_fields=["title"])
         if body == latest.body:
             return EditResult(latest, "updated" if title_changed else "unchanged")
@@ -178,7 +179,7 @@ def spec_archive(*, name: str, by: User, note: str = "") -> SpecVersion:
         spec = spec_get(name=name)
         version = spec.approved_version
         if version is None:
-            latest = spec.latest_version
+            latest = _latest_version(spec)
             raise SpecTransitionError(
                 f"cannot archive '{spec.name}': it has no approved version "
                 f"(latest is version {latest.number}, {latest.get_status_display().lower()})."
@@ -192,7 +193,7 @@ def spec_archive(*, name: str, by: User, note: str = "") -> SpecVersion:
 def _latest_for(*, name: str, action: str) -> SpecVersion:
     """The latest version of ``name``, if ``action`` is legal from its status."""
     spec = spec_get(name=name)
-    version = spec.latest_version
+    version = _latest_version(spec)
     allowed, _ = TRANSITIONS[action]
     if version.status not in allowed:
         step = _NEXT_STEP[version.status].format(name=spec.name)
@@ -200,6 +201,13 @@ def _latest_for(*, name: str, action: str) -> SpecVersion:
             f"cannot {action} '{spec.name}': version {version.number} {_STATE[version.status]}; {step}."
         )
     return version
+
+
+def _latest_version(spec: FeatureSpec) -> SpecVersion:
+    latest = spec.latest_version
+    # spec_create makes version 1 in the spec's own transaction, and versions are never deleted (PROTECT).
+    assert latest is not None, f"feature spec {spec.pk} has no version"
+    return latest
 
 
 def _move(version: SpecVersion, *, to: str, by: User, note: str = "") -> SpecVersion:

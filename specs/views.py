@@ -25,9 +25,9 @@ class GenerateForm(forms.Form):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.fields["feature"].choices = [
-            (v.spec.name, f"{v.spec.name} v{v.number}: {v.spec.title}") for v in approved_versions()
-        ]
+        feature = self.fields["feature"]
+        assert isinstance(feature, forms.ChoiceField)  # a copy of the field declared above
+        feature.choices = [(v.spec.name, f"{v.spec.name} v{v.number}: {v.spec.title}") for v in approved_versions()]
 
 
 @require_http_methods(["GET", "POST"])

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import re
+from io import TextIOBase
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -72,7 +73,7 @@ class TerminalSafe:
     whatever the command prints.
     """
 
-    def __init__(self, out: TextIO) -> None:
+    def __init__(self, out: TextIO | TextIOBase) -> None:  # TextIOBase: a management command's OutputWrapper
         self._out = out
 
     def write(self, text: str, *args: Any, **kwargs: Any) -> Any:

@@ -66,6 +66,9 @@ class Progress:
             )
         return self.bars[name]
 
+    def step(self, name: str) -> None:
+        self.bar(name).update(1)
+
     def ingest(self, result: FileResult) -> None:
         if result.status != "removed":
             self.bar("index").update(1)
@@ -86,7 +89,7 @@ def retrieval_command(opts: argparse.Namespace, out: TextIO) -> int:
             qrels=opts.qrels,
             modes=modes,
             ingest_progress=progress.ingest,
-            query_progress=lambda mode: progress.bar(mode).update(1),
+            query_progress=progress.step,  # one bar per mode
         )
     finally:
         progress.close()
@@ -171,7 +174,7 @@ def _answers_one(opts: argparse.Namespace, out: TextIO, *, report_folder: Path |
             limit=opts.limit,
             seed=opts.seed,
             ingest_progress=progress.ingest,
-            question_progress=lambda outcome: progress.bar("questions").update(1),
+            question_progress=lambda outcome: progress.step("questions"),
         )
     finally:
         progress.close()

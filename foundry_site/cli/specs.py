@@ -8,8 +8,9 @@ in the admin apply to the user named.
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from pathlib import Path
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from django.contrib.auth import get_user_model
 from django.core.management.base import CommandError
@@ -17,6 +18,11 @@ from django.core.management.base import CommandError
 from specs import selectors, services
 from specs.errors import SpecError
 from specs.models import FeatureSpec, SpecVersion
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import User
+
+Command = Callable[[argparse.Namespace, TextIO], int]
 
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:
@@ -60,7 +66,7 @@ def _acting_user(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _user(opts: argparse.Namespace) -> object:
+def _user(opts: argparse.Namespace) -> User:
     if not opts.as_user:
         raise CommandError(
             f"`foundry specs {opts.specs_command}` needs --as USER: the user taking this step, "
@@ -74,7 +80,7 @@ def _user(opts: argparse.Namespace) -> object:
         ) from None
 
 
-def _spec_errors(func):  # type: ignore[no-untyped-def]
+def _spec_errors(func: Command) -> Command:
     """Domain errors become a CommandError: one clear line, exit status 1."""
 
     def wrapper(opts: argparse.Namespace, out: TextIO) -> int:

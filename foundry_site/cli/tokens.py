@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from datetime import datetime
 from typing import TextIO
 
 from foundry_site.models import ApiToken
@@ -45,7 +46,7 @@ def list_command(opts: argparse.Namespace, out: TextIO) -> int:
     out.write(f"  {'id':>4}  {'user':<16} {'name':<20} {'token':<12} {'created':<16} {'last used':<16} revoked\n")
     for t in ApiToken.objects.select_related("user").order_by("pk"):
 
-        def when(value: object) -> str:
+        def when(value: datetime | None) -> str:
             return value.strftime("%Y-%m-%d %H:%M") if value else "-"
 
         out.write(

@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 
 import yaml
 from django.core.exceptions import ImproperlyConfigured
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+if TYPE_CHECKING:
+    from pydantic_core import ErrorDetails
 
 LOCAL_LLM = "local/smollm2-135m"
 # The extractive reader/writer (generation.reader): quotes the sources' best units, calls no LLM.
@@ -295,7 +298,7 @@ class FoundryConfig(_Section):
         return {m for m in roles if m not in ("none", EXTRACTIVE, CONDENSE_RULE)}
 
 
-def _describe(error: dict) -> str:
+def _describe(error: ErrorDetails) -> str:
     key = ".".join(str(part) for part in error["loc"])
     value = error.get("input")
     if error["type"] == "extra_forbidden":

@@ -17,7 +17,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from celery import current_app, current_task
 from celery.contrib.django.task import DjangoTask
@@ -88,8 +88,9 @@ def retry_transient(fun: F) -> F:
     # Celery reads a task's arity from its signature (an errback with one free
     # argument is sent to its own queue; a wider one would run inline, in the
     # failing worker), so the wrapper must show the function's own signature.
+    # (A function object takes any attribute; mypy's type for a function declares none.)
     wrapper.__signature__ = inspect.signature(fun)  # type: ignore[attr-defined]
-    return wrapper  # type: ignore[return-value]
+    return cast(F, wrapper)
 
 
 class FoundryTask(DjangoTask):
@@ -114,7 +115,7 @@ class FoundryTask(DjangoTask):
     resultrepr_maxsize = 120
 
     @property
-    def max_retries(self) -> int:  # type: ignore[override]
+    def max_retries(self) -> int:
         return settings.FOUNDRY_TASK_MAX_RETRIES
 
     @property
@@ -307,7 +308,7 @@ def stale_runs_sweep(*, stale_after: timedelta | None = None, max_attempts: int 
 
 def _sweep_model(sweep: StaleSweep, *, stale_after: timedelta, max_attempts: int) -> list[SweepAction]:
     model = sweep.model
-    status = model.Status  # type: ignore[attr-defined]
+    status = model.Status  # type: ignore[attr-defined]  # every swept run model declares its Status choices
     cutoff = timezone.now() - stale_after
     if model._default_manager.filter(status=status.RUNNING, heartbeat_at__gte=cutoff).exists():
         # Workers are making progress on a run of this kind; quiet runs are queued

@@ -14,8 +14,11 @@ import re
 import string
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 from foundry_site.evaluation.beir import EvalDataError, json_error
+
+_T = TypeVar("_T")
 
 _ARTICLES = re.compile(r"\b(a|an|the)\b", re.UNICODE)
 _PUNCTUATION = set(string.punctuation)
@@ -62,7 +65,7 @@ def f1_score(prediction: str, golds: tuple[str, ...] | list[str]) -> float:
     return max(_f1(g, prediction) for g in (golds or [""]))
 
 
-def _need(node: dict, key: str, kind: type, where: str, path: Path) -> object:
+def _need(node: object, key: str, kind: type[_T], where: str, path: Path) -> _T:
     if not isinstance(node, dict) or key not in node:
         raise EvalDataError(f"{path}: {where}: missing '{key}'")
     value = node[key]

@@ -16,6 +16,7 @@ checks the Host header, so the SDK's own DNS-rebinding check is not repeated.
 
 from __future__ import annotations
 
+from collections.abc import MutableMapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -48,7 +49,7 @@ class AsgiReply:
 def mcp_endpoint(request: HttpRequest) -> HttpResponse:
     user = bearer_user(request)
     if user is None:
-        response = JsonResponse({"detail": NEEDS_TOKEN}, status=401)
+        response: HttpResponse = JsonResponse({"detail": NEEDS_TOKEN}, status=401)
         response["WWW-Authenticate"] = 'Bearer realm="foundry"'
         return response
     if request.method != "POST":
@@ -116,7 +117,7 @@ async def _exchange(scope: dict[str, Any], body: bytes) -> AsgiReply:
         await done.wait()  # the client "disconnects" only once the response is complete
         return {"type": "http.disconnect"}
 
-    async def send(message: dict[str, Any]) -> None:
+    async def send(message: MutableMapping[str, Any]) -> None:
         if message["type"] == "http.response.start":
             reply.status = message["status"]
             reply.headers = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in message.get("headers", [])]

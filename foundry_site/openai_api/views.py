@@ -18,13 +18,14 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from functools import wraps
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from django.contrib.auth.decorators import login_not_required
-from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseBase, JsonResponse, StreamingHttpResponse
 from django.views.decorators.csrf import csrf_exempt
 
 from foundry_site.core import llm
+from foundry_site.core.requests import ApiRequest
 from foundry_site.openai_api.chat import (
     ChatRequest,
     Prepared,
@@ -41,13 +42,16 @@ from generation.answers import QueryError, QueryFailed
 from generation.streaming import run_streamed
 from sources.vectorstore import MissingEmbeddings
 
+if TYPE_CHECKING:
+    from django.contrib.auth.models import User
+
 logger = logging.getLogger(__name__)
 NEEDS_TOKEN = (
     "Authentication required: send Authorization: Bearer <token> "
     "(an administrator creates one with `foundry tokens create USER`)."
 )
 CHUNK_PATH = "sources/{source_id}/chunks/{chunk_id}"  # under /api/v1/: the chunk endpoint of the API
-View = Callable[..., HttpResponse]
+View = Callable[..., HttpResponseBase]
 
 
 def openai_view(methods: tuple[str, ...]) -> Callable[[View], View]:
@@ -57,14 +61,15 @@ def openai_view(methods: tuple[str, ...]) -> Callable[[View], View]:
         @csrf_exempt
         @login_not_required
         @wraps(view)
-        def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
             try:
                 if request.method not in methods:
                     raise OpenAIError(
                         f"Use {' or '.join(methods)} for this endpoint.", status=405, code="method_not_allowed"
                     )
-                request.auth = _bearer_user(request)
-                return view(request, *args, **kwargs)
+                authed = cast(ApiRequest, request)
+                authed.auth = _bearer_user(request)
+                return view(authed, *args, **kwargs)
             except OpenAIError as exc:
                 return error_response(exc)
 
@@ -73,7 +78,7 @@ def openai_view(methods: tuple[str, ...]) -> Callable[[View], View]:
     return decorate
 
 
-def _bearer_user(request: HttpRequest) -> Any:
+def _bearer_user(request: HttpRequest) -> User:
     scheme, _, token = request.headers.get("Authorization", "").partition(" ")
     user = token_authenticate(token.strip()) if scheme.lower() == "bearer" and token.strip() else None
     if user is None:
@@ -82,12 +87,12 @@ def _bearer_user(request: HttpRequest) -> Any:
 
 
 @openai_view(("GET",))
-def models(request: HttpRequest) -> HttpResponse:
+def models(request: ApiRequest) -> HttpResponse:
     return JsonResponse({"object": "list", "data": [_model(mid, text) for mid, text in model_ids(request.auth)]})
 
 
 @openai_view(("GET",))
-def model_detail(request: HttpRequest, model: str) -> HttpResponse:
+def model_detail(request: ApiRequest, model: str) -> HttpResponse:
     model_scope(request.auth, model)  # 404 unless the caller may use it
     return JsonResponse(_model(model, dict(model_ids(request.auth))[model]))
 
@@ -97,7 +102,7 @@ def _model(model_id: str, description: str) -> dict[str, Any]:
 
 
 @openai_view(("POST",))
-def chat_completions(request: HttpRequest) -> HttpResponse:
+def chat_completions(request: ApiRequest) -> HttpResponse | StreamingHttpResponse:
     chat = chat_request_parse(request.body)
     prepared = chat_prepare(user=request.auth, chat=chat)
     completion_id = f"chatcmpl-{uuid.uuid4().hex}"
@@ -121,7 +126,7 @@ def chat_completions(request: HttpRequest) -> HttpResponse:
     return JsonResponse(completion_body(reply, completion_id=completion_id, model=chat.model))
 
 
-def _events(request: HttpRequest, chat: ChatRequest, prepared: Prepared, completion_id: str) -> Iterator[str]:
+def _events(request: ApiRequest, chat: ChatRequest, prepared: Prepared, completion_id: str) -> Iterator[str]:
     created = int(time.time())
     yield _sse(chunk(completion_id, chat.model, created, {"role": "assistant", "content": ""}))
     numbers = LiveNumbers()
@@ -170,7 +175,7 @@ def _stream_error(exc: BaseException) -> OpenAIError:
         )
 
 
-def _answer_error(exc: Exception) -> OpenAIError:
+def _answer_error(exc: BaseException) -> OpenAIError:
     """A failure while answering as an OpenAIError; anything unexpected is re-raised (a 500 and a traceback)."""
     if isinstance(exc, QueryError):
         return invalid(str(exc), param="messages")

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from django.contrib.auth import get_user_model
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 from django.contrib.auth.password_validation import validate_password
 from django.core.management import call_command
 from django.db import connection
@@ -86,7 +86,7 @@ def database_prepare() -> DatabaseState:
     return DatabaseState(path=str(path), created=False)
 
 
-def admin_create(*, username: str, password: str, email: str = "") -> AbstractBaseUser:
+def admin_create(*, username: str, password: str, email: str = "") -> User:
     """Create the first superuser. Refuses (ValueError) a taken name or a password the validators reject."""
     from django.core.exceptions import ValidationError
 

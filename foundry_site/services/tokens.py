@@ -7,12 +7,15 @@ import logging
 import secrets
 from dataclasses import dataclass
 from datetime import timedelta
+from typing import TYPE_CHECKING
 
 from django.contrib.auth import get_user_model
-from django.contrib.auth.models import AbstractBaseUser
 from django.utils import timezone
 
 from foundry_site.models import ApiToken
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import User
 
 logger = logging.getLogger(__name__)
 
@@ -64,7 +67,7 @@ def token_revoke(*, token_id: int) -> ApiToken:
     return token
 
 
-def token_authenticate(plain: str) -> AbstractBaseUser | None:
+def token_authenticate(plain: str) -> User | None:
     """The active user owning the unrevoked token ``plain``, else None."""
     if not plain or not plain.startswith(TOKEN_PREFIX) or len(plain) > 200:
         return None

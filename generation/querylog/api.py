@@ -2,13 +2,13 @@
 # No ``from __future__ import annotations``: django-ninja reads these signatures at runtime.
 
 from django.db.models import QuerySet
-from django.http import HttpRequest
 from django.shortcuts import get_object_or_404
 from ninja import Query, Router
 from ninja.errors import HttpError
 from ninja.pagination import paginate
 
 from foundry_site.core.pagination import PageNumberPagination
+from foundry_site.core.requests import ApiRequest
 from foundry_site.core.schemas import RowId
 from generation.models import QueryFeedback, QueryLog
 from generation.querylog import selectors
@@ -32,7 +32,7 @@ ERRORS = {401: ErrorOut, 404: ErrorOut}
 
 @router.get("/query-log", response=list[QueryLogRowOut], operation_id=OPERATION_IDS["list"])
 @paginate(PageNumberPagination, page_size=50)
-def list_queries(request: HttpRequest, filters: Query[QueryLogFilter]) -> QuerySet[QueryLog]:
+def list_queries(request: ApiRequest, filters: Query[QueryLogFilter]) -> QuerySet[QueryLog]:
     """Query-log rows, newest first, filtered by user (auditors), dates, answer class, collection, feedback, text."""
     user = request.auth
     collection_id = None
@@ -54,7 +54,7 @@ def list_queries(request: HttpRequest, filters: Query[QueryLogFilter]) -> QueryS
 
 
 @router.get("/query-log/{query_id}", response={200: QueryLogDetailOut, **ERRORS}, operation_id=OPERATION_IDS["get"])
-def get_query(request: HttpRequest, query_id: RowId) -> QueryLog:
+def get_query(request: ApiRequest, query_id: RowId) -> QueryLog:
     """One row in full: answer, citations, chunks per channel with scores, gate, timings, tokens, feedback."""
     return get_object_or_404(selectors.visible_queries(request.auth), pk=query_id)
 
@@ -64,7 +64,7 @@ def get_query(request: HttpRequest, query_id: RowId) -> QueryLog:
     response={201: FeedbackOut, 400: ErrorOut, **ERRORS},
     operation_id=OPERATION_IDS["feedback"],
 )
-def give_feedback(request: HttpRequest, query_id: RowId, body: FeedbackIn) -> tuple[int, QueryFeedback]:
+def give_feedback(request: ApiRequest, query_id: RowId, body: FeedbackIn) -> tuple[int, QueryFeedback]:
     """Record a verdict (correct | incorrect) with an optional note. Only the asker or a staff auditor may."""
     row = get_object_or_404(selectors.visible_queries(request.auth), pk=query_id)
     if not selectors.may_give_feedback(request.auth, row):

@@ -29,9 +29,9 @@ class QueryLogFilterForm(forms.Form):
         super().__init__(*args, **kwargs)
         # Only a viewer who sees every row can filter by user, or by collections they cannot read.
         everyone = sees_every_query(viewer)
-        self.fields["collection"].queryset = (
-            Collection.objects.all() if everyone else readable_collections(viewer)
-        ).order_by("name")
+        collection = self.fields["collection"]
+        assert isinstance(collection, forms.ModelChoiceField)  # a copy of the field declared above
+        collection.queryset = (Collection.objects.all() if everyone else readable_collections(viewer)).order_by("name")
         if not everyone:
             del self.fields["user"]
 

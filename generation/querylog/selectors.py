@@ -14,25 +14,29 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass, field
 from datetime import date, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict, TypeVar
 
-from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.contrib.auth.models import AnonymousUser, User
 from django.db.models import CharField, OuterRef, Q, QuerySet, Subquery
 from django.db.models.functions import Cast
 from django.utils import timezone
 
 from generation.models import Conversation, QueryFeedback, QueryLog
 
+if TYPE_CHECKING:
+    from django_stubs_ext import WithAnnotations
+
 FEEDBACK_CHOICES = ("correct", "incorrect", "none")
 AUDIT_PERMISSION = "generation.view_querylog"
+_Row = TypeVar("_Row", bound=QueryLog)
 
 
-def sees_every_query(user: AbstractBaseUser | AnonymousUser) -> bool:
+def sees_every_query(user: User | AnonymousUser) -> bool:
     """True when ``user`` may read every user's query-log rows (the audit permission, or a superuser)."""
     return bool(user.is_authenticated and user.is_active and user.has_perm(AUDIT_PERMISSION))
 
 
-def may_review_grounding(user: AbstractBaseUser | AnonymousUser) -> bool:
+def may_review_grounding(user: User | AnonymousUser) -> bool:
     """Whether pages show the grounding check's verdicts, with the text it withheld, on rows ``user`` sees.
 
     The asker never sees withheld text; staff (on their own rows) and auditors review it.
@@ -40,16 +44,22 @@ def may_review_grounding(user: AbstractBaseUser | AnonymousUser) -> bool:
     return bool(user.is_authenticated and user.is_active and (user.is_staff or sees_every_query(user)))
 
 
-def visible_queries(user: AbstractBaseUser | AnonymousUser) -> QuerySet[QueryLog]:
+class Verdict(TypedDict):
+    """What ``visible_queries`` adds to each row: the newest feedback verdict, None without feedback."""
+
+    verdict: str | None
+
+
+def visible_queries(user: User | AnonymousUser) -> QuerySet[WithAnnotations[QueryLog, Verdict]]:
     """The query-log rows ``user`` may read, each annotated with its newest feedback verdict."""
-    if not user.is_authenticated or not user.is_active:
-        return QueryLog.objects.none()
     newest = QueryFeedback.objects.filter(query=OuterRef("pk")).order_by("-created_at", "-pk").values("verdict")[:1]
     rows = QueryLog.objects.select_related("user").annotate(verdict=Subquery(newest))
+    if not user.is_authenticated or not user.is_active:
+        return rows.none()
     return rows if sees_every_query(user) else rows.filter(user=user)
 
 
-def may_give_feedback(user: AbstractBaseUser | AnonymousUser, row: QueryLog) -> bool:
+def may_give_feedback(user: User | AnonymousUser, row: QueryLog) -> bool:
     """Only the person who asked, or a staff auditor (who may read every row), judge an answer."""
     if not user.is_authenticated or not user.is_active:
         return False
@@ -69,7 +79,9 @@ class QueryFilters:
     q: str = ""  # text in the question or the answer
 
 
-def queries_filter(rows: QuerySet[QueryLog], filters: QueryFilters, *, viewer: Any) -> QuerySet[QueryLog]:
+def queries_filter(
+    rows: QuerySet[WithAnnotations[QueryLog, Verdict]], filters: QueryFilters, *, viewer: Any
+) -> QuerySet[WithAnnotations[QueryLog, Verdict]]:
     """Apply ``filters`` to rows from ``visible_queries`` (newest first)."""
     if filters.user and sees_every_query(viewer):
         rows = rows.filter(user__username=filters.user)
@@ -82,7 +94,9 @@ def queries_filter(rows: QuerySet[QueryLog], filters: QueryFilters, *, viewer: A
     if filters.collection is not None:
         rows = _in_scope(rows, filters.collection)
     if filters.feedback == "none":
-        rows = rows.filter(verdict__isnull=True)
+        # django-stubs checks a lookup on an annotation against the annotation's own type, even
+        # when the lookup (isnull) takes a bool.
+        rows = rows.filter(verdict__isnull=True)  # type: ignore[misc]
     elif filters.feedback:
         rows = rows.filter(verdict=filters.feedback)
     if filters.q:
@@ -90,12 +104,13 @@ def queries_filter(rows: QuerySet[QueryLog], filters: QueryFilters, *, viewer: A
     return rows.order_by("-created_at", "-pk")
 
 
-def _in_scope(rows: QuerySet[QueryLog], collection_id: int) -> QuerySet[QueryLog]:
+def _in_scope(rows: QuerySet[_Row], collection_id: int) -> QuerySet[_Row]:
     # SQLite has no JSON "contains" lookup in Django, so match the stored JSON
     # text ("[1, 7]"). NULL is a superuser's query over every collection.
     text = Cast("collection_ids", CharField())
-    rows = rows.annotate(scope_text=text)
-    return rows.filter(Q(scope_text__regex=rf"[\[ ,]{int(collection_id)}[,\]]") | Q(collection_ids__isnull=True))
+    return rows.annotate(scope_text=text).filter(
+        Q(scope_text__regex=rf"[\[ ,]{int(collection_id)}[,\]]") | Q(collection_ids__isnull=True)
+    )
 
 
 @dataclass
@@ -156,7 +171,7 @@ def percentile(values: list[float], pct: float) -> float | None:
     return ordered[int(rank) - 1]
 
 
-def visible_conversations(user: AbstractBaseUser | AnonymousUser) -> QuerySet[Conversation]:
+def visible_conversations(user: User | AnonymousUser) -> QuerySet[Conversation]:
     """The conversations ``user`` may read, recent first: their own, or everyone's with the audit permission
     (the rule of ``visible_queries``)."""
     if not user.is_authenticated or not user.is_active:
@@ -165,13 +180,13 @@ def visible_conversations(user: AbstractBaseUser | AnonymousUser) -> QuerySet[Co
     return rows if sees_every_query(user) else rows.filter(owner=user)
 
 
-def own_conversations(user: AbstractBaseUser | AnonymousUser) -> QuerySet[Conversation]:
+def own_conversations(user: User | AnonymousUser) -> QuerySet[Conversation]:
     """The conversations ``user`` may ask in: only their own (an auditor reads others', never adds to them)."""
     if not user.is_authenticated or not user.is_active:
         return Conversation.objects.none()
     return Conversation.objects.filter(owner=user).order_by("-updated_at", "-pk")
 
 
-def conversation_turns(conversation: Conversation, viewer: AbstractBaseUser | AnonymousUser) -> QuerySet[QueryLog]:
+def conversation_turns(conversation: Conversation, viewer: User | AnonymousUser) -> QuerySet[QueryLog]:
     """The turns of ``conversation`` that ``viewer`` may read (``visible_queries``), oldest first."""
     return visible_queries(viewer).filter(conversation=conversation).order_by("created_at", "pk")

@@ -72,7 +72,8 @@ class Retrieval:
     channels: dict[str, list[Hit]] = field(default_factory=dict)
     candidates: list[Candidate] = field(default_factory=list)
     ranked: list[Candidate] = field(default_factory=list)  # the fused top_k before the gate (for evaluation)
-    gate: GateDecision | None = None
+    # retrieve() sets the gate's decision before it returns: no retrieval leaves without one.
+    gate: GateDecision = field(init=False)
     conflicts: list[Conflict] = field(default_factory=list)
     timings: dict[str, float] = field(default_factory=dict)
 
@@ -225,7 +226,7 @@ def _search(
     if mode in ("hybrid", "dense"):
         channels["dense"] = (
             scanned
-            if matrix is not None
+            if scanned is not None  # embed_and_scan scanned the dense matrix
             else ChunkSearch.search.nearest(
                 vectors[-1], model=conf.embedding.model, k=depth, collection_ids=collection_ids
             )

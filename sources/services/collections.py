@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 
 from django.contrib.auth import get_user_model
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError
 from django.core.validators import validate_slug
 
@@ -25,7 +25,7 @@ def _collection(name: str) -> Collection:
     return collection
 
 
-def _user(username: str) -> AbstractBaseUser:
+def _user(username: str) -> User:
     user = get_user_model().objects.filter(username=username).first()
     if user is None:
         raise CollectionError(f"no user named {username!r}")

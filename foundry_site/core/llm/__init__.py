@@ -48,7 +48,7 @@ import litellm  # noqa: E402
 # litellm's OpenAI embedding path reads it as ``max_retries or litellm.DEFAULT_MAX_RETRIES``,
 # which turns 0 into the SDK default of 2: three requests per attempt of ours, with the SDK's
 # own unlogged sleeps (Retry-After included). With the default at 0, 0 means 0 there too.
-litellm.DEFAULT_MAX_RETRIES = 0
+litellm.DEFAULT_MAX_RETRIES = 0  # type: ignore[misc]  # Final in litellm, yet the only switch for it
 litellm.suppress_debug_info = True
 litellm.telemetry = False
 # litellm logs every call at INFO on its own stderr handler; our own log line is enough.

@@ -18,7 +18,7 @@ from typing import Any
 
 import litellm
 from litellm import CustomLLM
-from litellm.types.utils import EmbeddingResponse, GenericStreamingChunk, ModelResponse
+from litellm.types.utils import ChatCompletionUsageBlock, EmbeddingResponse, GenericStreamingChunk, ModelResponse
 
 from foundry_site.core.llm.errors import ModelUnavailable
 
@@ -141,7 +141,8 @@ class LocalProvider(CustomLLM):
         model_response.choices[0].message.content = out["choices"][0]["message"]["content"]
         model_response.choices[0].finish_reason = out["choices"][0].get("finish_reason") or "stop"
         usage = out.get("usage") or {}
-        model_response.usage = litellm.Usage(
+        # litellm's ModelResponse sets ``usage`` in its constructor without declaring it on the class.
+        model_response.usage = litellm.Usage(  # type: ignore[attr-defined]
             prompt_tokens=usage.get("prompt_tokens", 0),
             completion_tokens=usage.get("completion_tokens", 0),
             total_tokens=usage.get("total_tokens", 0),
@@ -200,7 +201,11 @@ class LocalProvider(CustomLLM):
 
 def _stream_chunk(text: str, *, finish: str = "", usage: tuple[int, int] | None = None) -> GenericStreamingChunk:
     """One piece of a custom provider's streamed reply (litellm's GenericStreamingChunk)."""
-    counts = {"prompt_tokens": usage[0], "completion_tokens": usage[1], "total_tokens": sum(usage)} if usage else None
+    counts = (
+        ChatCompletionUsageBlock(prompt_tokens=usage[0], completion_tokens=usage[1], total_tokens=sum(usage))
+        if usage
+        else None
+    )
     return {
         "text": text,
         "tool_use": None,

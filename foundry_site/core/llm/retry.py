@@ -57,7 +57,7 @@ def _retry_after(exc: BaseException) -> float | None:
         getattr(exc, "headers", None),
         getattr(getattr(exc, "response", None), "headers", None),
     ):
-        value = headers.get("retry-after") if hasattr(headers, "get") else None
+        value = headers.get("retry-after") if headers is not None and hasattr(headers, "get") else None
         if value is None:
             continue
         try:

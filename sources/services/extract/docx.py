@@ -11,10 +11,15 @@ from __future__ import annotations
 
 import io
 import re
+from typing import TYPE_CHECKING
 
 from sources.services.extract.blocks import MAX_HEADING_CHARS, Block, Extracted, ExtractionError
 from sources.services.extract.office import office_check, office_errors
 from sources.services.extract.tables import table_blocks
+
+if TYPE_CHECKING:
+    from docx.table import Table
+    from docx.text.paragraph import Paragraph
 
 _HEADING_STYLE = re.compile(r"^heading\s*([1-9])$", re.IGNORECASE)
 
@@ -70,19 +75,19 @@ def _heading_level(paragraph: object) -> int:
     return 0
 
 
-def _list_marker(paragraph: object) -> str:
+def _list_marker(paragraph: Paragraph) -> str:
     """``- `` for a list item (a List style, or numbering set on the paragraph), else ''."""
     style = getattr(paragraph, "style", None)
     name = (style.name or "").lower() if style is not None else ""
-    props = paragraph._p.pPr  # type: ignore[attr-defined]
+    props = paragraph._p.pPr
     numbered = props is not None and props.numPr is not None
     return "- " if numbered or name.startswith("list") else ""
 
 
-def _table_rows(table: object) -> list[list[str]]:
+def _table_rows(table: Table) -> list[list[str]]:
     """Cell texts per row; a merged cell (the same cell repeated across the span) counts once."""
     rows: list[list[str]] = []
-    for row in table.rows:  # type: ignore[attr-defined]
+    for row in table.rows:
         cells: list[str] = []
         seen: set[int] = set()
         for cell in row.cells:

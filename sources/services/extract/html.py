@@ -93,7 +93,8 @@ def extract_html(data: bytes, *, fallback_title: str) -> Extracted:
     # Dropped before anything reads text: a cell's or heading's text_content() must not include a script.
     for element in list(root.iter(*DROP)):
         if element.getparent() is not None:
-            element.drop_tree()
+            # lxml-stubs types iter() as yielding _Element; the HTML parser makes every element an HtmlElement.
+            element.drop_tree()  # type: ignore[attr-defined]
     main = _main(root)
     walker = _Walker(chrome=main.tag == "body")
     walker.walk(main, depth=0)

@@ -152,7 +152,8 @@ def _duplicates_reason(doc: object, duplicates: dict[int, tuple[dict, list[str]]
             found += [(_json_path(where, key), key) for key in duplicates.get(id(node), (None, []))[1]]
             children = [(value, _json_path(where, key)) for key, value in node.items()]
         else:
-            children = [(value, f"{where}[{index}]") for index, value in enumerate(node)]  # type: ignore[arg-type]
+            assert isinstance(node, list)  # only objects and arrays are stacked, and duplicates put an object in doc
+            children = [(value, f"{where}[{index}]") for index, value in enumerate(node)]
         stack += [child for child in reversed(children) if isinstance(child[0], (dict, list))]
     path, key = found[0]  # an object dropped with its repeated key has a parent that is found
     if len(path) > MAX_JSON_PATH_CHARS:
@@ -205,7 +206,8 @@ class _LineLocator:
         self.cursor = 0
         self.line = 1
 
-    def find(self, value: str) -> int:
+    def find(self, value: object) -> int:
+        needles: list[str]
         if isinstance(value, _Number):
             needles = [value]
         else:

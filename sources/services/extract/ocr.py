@@ -15,8 +15,12 @@ import logging
 import shutil
 import warnings
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from sources.services.extract.blocks import Block, Extracted, ExtractionError, paragraphs
+
+if TYPE_CHECKING:
+    from PIL import Image
 
 logger = logging.getLogger(__name__)
 
@@ -52,7 +56,7 @@ def ocr_check() -> None:
         raise ExtractionError(f"needs OCR, and tesseract has no English model: {INSTALL_HINT}")
 
 
-def image_open(data: bytes, *, what: str) -> object:
+def image_open(data: bytes, *, what: str) -> Image.Image:
     """A PIL image read from its header only; refused when it is not an image or too large to decode."""
     from PIL import Image, UnidentifiedImageError
 
@@ -77,14 +81,14 @@ def image_open(data: bytes, *, what: str) -> object:
     return image
 
 
-def ocr_page(image: object, *, what: str) -> OcrPage:
+def ocr_page(image: Image.Image, *, what: str) -> OcrPage:
     """The text tesseract reads in ``image``, with its mean word confidence; bounded by PAGE_TIMEOUT."""
     import pytesseract
 
     try:
-        image.load()  # type: ignore[attr-defined]
-        if image.mode not in ("L", "RGB", "1"):  # type: ignore[attr-defined]
-            image = image.convert("RGB")  # type: ignore[attr-defined]
+        image.load()
+        if image.mode not in ("L", "RGB", "1"):
+            image = image.convert("RGB")
         data = pytesseract.image_to_data(image, lang=LANG, timeout=PAGE_TIMEOUT, output_type=pytesseract.Output.DICT)
     except RuntimeError as exc:  # pytesseract's timeout
         if "timeout" in str(exc).lower():
@@ -136,9 +140,9 @@ def extract_image(data: bytes, *, fallback_title: str) -> Extracted:
         raise ExtractionError(f"image with {frames:,} frames (more than {MAX_FRAMES}); split it")
     blocks: list[Block] = []
     for index in range(frames):
-        image.seek(index)  # type: ignore[attr-defined]
+        image.seek(index)
         frame = image
-        width, height = frame.size  # type: ignore[attr-defined]
+        width, height = frame.size
         if width * height > MAX_PIXELS:
             raise ExtractionError(f"image frame {index + 1} of {width:,} × {height:,} pixels is too large to OCR")
         what = f"page {index + 1}" if frames > 1 else "the image"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import io
 import logging
 
-from pypdf import PdfReader
+from pypdf import PageObject, PdfReader
 from pypdf.errors import DependencyError, FileNotDecryptedError, PdfReadError
 
 from sources.services.extract import ocr
@@ -74,10 +74,10 @@ class _Scans:
         listed = ", ".join(map(str, self.unread[:20])) + (" …" if len(self.unread) > 20 else "")
         return (f"PDF page(s) {listed} hold only images and were not read; reading them {self.no_ocr}",)
 
-    def page_blocks(self, page: object, *, number: int, heading: tuple[str, ...]) -> list[Block]:
+    def page_blocks(self, page: PageObject, *, number: int, heading: tuple[str, ...]) -> list[Block]:
         try:
             _image_sizes_check(page, number=number, limit=ocr.MAX_PIXELS)
-            images = list(page.images)  # type: ignore[attr-defined]
+            images = list(page.images)
         except ExtractionError:
             raise
         except Exception as exc:  # damaged image streams raise many types; the page is then unreadable
@@ -169,10 +169,13 @@ def _outline_starts(reader: PdfReader) -> dict[int, list[tuple[str, tuple[str, .
                 walk(item, last)
                 continue
             try:
-                page = reader.get_destination_page_number(item) + 1
+                number = reader.get_destination_page_number(item)
                 title = str(item.title).strip()
             except Exception:  # outlines pointing nowhere are common; skip that entry
                 continue
+            if number is None:  # a destination on no page of this document: skipped the same way
+                continue
+            page = number + 1
             last = path + (title,)
             starts.setdefault(page, []).append((title, last))
 
@@ -184,10 +187,10 @@ def _outline_starts(reader: PdfReader) -> dict[int, list[tuple[str, tuple[str, .
     return starts
 
 
-def _image_sizes_check(page: object, *, number: int, limit: int) -> None:
+def _image_sizes_check(page: PageObject, *, number: int, limit: int) -> None:
     """Refuse a page whose image XObjects declare more than ``limit`` pixels, before pypdf decodes them
     (it inflates an image whole to hand it over)."""
-    resources = page.get("/Resources") or {}  # type: ignore[attr-defined]
+    resources = page.get("/Resources") or {}
     objects = resources.get("/XObject") or {}
     for name in list(objects.keys())[:1000]:
         xobject = objects[name].get_object()

@@ -10,10 +10,16 @@ Media, embedded objects and links are not read, fetched or run.
 from __future__ import annotations
 
 import io
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from sources.services.extract.blocks import MAX_HEADING_CHARS, Block, Extracted, ExtractionError
 from sources.services.extract.office import office_check, office_errors
 from sources.services.extract.tables import table_blocks
+
+if TYPE_CHECKING:
+    from pptx.shapes.base import BaseShape
+    from pptx.slide import Slide
 
 MAX_GROUP_DEPTH = 20
 
@@ -37,33 +43,38 @@ def extract_pptx(data: bytes, *, fallback_title: str) -> Extracted:
     return Extracted(title=core_title or first_title or fallback_title, blocks=blocks)
 
 
-def _slide_title(slide: object) -> str:
-    shape = slide.shapes.title  # type: ignore[attr-defined]
+def _slide_title(slide: Slide) -> str:
+    shape = slide.shapes.title
     text = " ".join(shape.text_frame.text.split()) if shape is not None and shape.has_text_frame else ""
     return text if len(text) <= MAX_HEADING_CHARS else text[: MAX_HEADING_CHARS - 1] + "…"
 
 
-def _slide_blocks(slide: object, *, number: int, title: str) -> list[Block]:
+def _slide_blocks(slide: Slide, *, number: int, title: str) -> list[Block]:
+    from pptx.shapes.autoshape import Shape
+    from pptx.shapes.graphfrm import GraphicFrame
+
     heading = (title,) if title else (f"Slide {number}",)
     blocks: list[Block] = []
     line = 1 if title else 0  # the title is line 1 of the slide
-    title_id = slide.shapes.title.shape_id if slide.shapes.title is not None else None  # type: ignore[attr-defined]
-    for shape in _shapes(slide.shapes, depth=0):  # type: ignore[attr-defined]
-        if shape.shape_id == title_id and not getattr(shape, "has_table", False):
+    title_id = slide.shapes.title.shape_id if slide.shapes.title is not None else None
+    for shape in _shapes(slide.shapes, depth=0):
+        if shape.shape_id == title_id and not shape.has_table:
             continue
-        if getattr(shape, "has_table", False) and shape.has_table:
+        # Only a GraphicFrame can hold a table, and only a Shape a text frame (python-pptx's BaseShape
+        # answers False to both).
+        if isinstance(shape, GraphicFrame) and shape.has_table:
             rows = [[" ".join(cell.text.split()) for cell in row.cells] for row in shape.table.rows]
             blocks += table_blocks(rows, heading=heading, first_line=line + 1, unit=number, page=number)
             line += len(rows)
-        elif shape.has_text_frame:
+        elif isinstance(shape, Shape) and shape.has_text_frame:
             for paragraph in shape.text_frame.paragraphs:
                 text = " ".join(paragraph.text.split())
                 if text:
                     line += 1
                     bullet = "- " if paragraph.level > 0 else ""
                     blocks.append(Block(bullet + text, heading, number, line, line, "", number))
-    if slide.has_notes_slide:  # type: ignore[attr-defined]
-        notes = slide.notes_slide.notes_text_frame  # type: ignore[attr-defined]
+    if slide.has_notes_slide:
+        notes = slide.notes_slide.notes_text_frame
         for paragraph in notes.paragraphs if notes is not None else []:
             text = " ".join(paragraph.text.split())
             if text:
@@ -74,14 +85,14 @@ def _slide_blocks(slide: object, *, number: int, title: str) -> list[Block]:
     return blocks
 
 
-def _shapes(shapes: object, *, depth: int) -> list[object]:
+def _shapes(shapes: Iterable[BaseShape], *, depth: int) -> list[BaseShape]:
     """Shapes in reading order (top to bottom, then left to right), groups opened."""
     if depth > MAX_GROUP_DEPTH:
         raise ExtractionError(f"PowerPoint shapes grouped deeper than {MAX_GROUP_DEPTH} levels")
     from pptx.shapes.group import GroupShape
 
-    ordered = sorted(shapes, key=lambda s: (s.top or 0, s.left or 0))  # type: ignore[attr-defined]
-    out: list[object] = []
+    ordered = sorted(shapes, key=lambda s: (s.top or 0, s.left or 0))
+    out: list[BaseShape] = []
     for shape in ordered:
         if isinstance(shape, GroupShape):
             out += _shapes(shape.shapes, depth=depth + 1)
