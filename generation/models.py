@@ -13,6 +13,17 @@ from django.db import models
 from django.utils import timezone
 
 
+def collection_ids_field() -> models.JSONField:
+    """The collections a question or a run searched, as ids; null means every collection."""
+    return models.JSONField(
+        null=True,
+        blank=True,
+        default=None,
+        editable=False,
+        help_text="Collections searched; null means every collection.",
+    )
+
+
 class GenerationRun(models.Model):
     class Status(models.TextChoices):
         PENDING = "pending", "Pending"
@@ -31,13 +42,7 @@ class GenerationRun(models.Model):
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, editable=False
     )
-    collection_ids = models.JSONField(
-        null=True,
-        blank=True,
-        default=None,
-        editable=False,
-        help_text="Collections searched; null means every collection.",
-    )
+    collection_ids = collection_ids_field()
     models_used = models.JSONField(default=dict, editable=False)
     prompt = models.TextField(blank=True, editable=False)
     chunks = models.JSONField(default=list, editable=False, help_text="Retrieved chunk ids with scores.")
@@ -198,13 +203,7 @@ class QueryLog(models.Model):
         help_text="The conversation this question was a turn of.",
     )
     mode = models.CharField(max_length=10, editable=False)
-    collection_ids = models.JSONField(
-        null=True,
-        blank=True,
-        default=None,
-        editable=False,
-        help_text="Collections searched; null means every collection.",
-    )
+    collection_ids = collection_ids_field()
     hyde_text = models.TextField(blank=True, editable=False)
     channels = models.JSONField(default=dict, editable=False, help_text="Chunk ids and scores per channel.")
     gate = models.JSONField(default=dict, editable=False)
