@@ -255,9 +255,9 @@ def _phrases(text: str) -> list[tuple[list[str], bool]]:
 
 
 def _bare(low: str) -> str:
-    """A lower-case word without its contraction: "what's" and "whats" are "what", "doesn't" is "does"."""
-    low = _CONTRACTED.sub("", low)
-    return _UNAPOSTROPHED.get(low, low)
+    """A lower-case word without its contraction: "what's" and "whats" are "what", "can't" is "can"."""
+    unapostrophed = _UNAPOSTROPHED.get(low.replace("'", ""))
+    return unapostrophed or _CONTRACTED.sub("", low)
 
 
 def _topic(token: str) -> bool:

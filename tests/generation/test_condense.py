@@ -114,6 +114,7 @@ def test_contractions_are_their_first_word_with_or_without_the_apostrophe() -> N
     storage = condense("And for storage?", ["What's the AX-200's weight?"])
     assert storage.question == "And for storage? (AX-200's weight)"
     assert is_followup("What's that?")
+    assert key_terms("Why can't it start, and won't the relay switch?") == ["start", "relay", "switch"]
 
 
 def test_white_space_is_normalised_and_the_rule_is_deterministic() -> None:
