@@ -7,6 +7,6 @@ from django.urls import get_resolver
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "foundry_site.settings")
 application = get_wsgi_application()
-# Every page and API, with the libraries under them, is imported now, once (`foundry serve` preloads
-# this module in gunicorn's master): not on the first request each worker serves, which waited seconds.
+# Every page and API, with the libraries under them, is imported here, once (`foundry serve` preloads
+# this module in gunicorn's master), not on the first request each worker serves.
 url_patterns = get_resolver().url_patterns
