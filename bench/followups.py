@@ -6,13 +6,15 @@ time to the first streamed sentence of ``/v1/chat/completions`` against the time
 
 Ingests knowledge_base/ into a throw-away FOUNDRY_HOME (summaries off) with the configured (default:
 extractive, offline) reader and the answer cache off. For every conversation of each ``--data`` file
-(default: tests/data/followups.json, the set the rule was tuned on; tests/data/followups_heldout.json, never
-used for tuning; tests/data/followups_fresh.json, written from knowledge_base/ alone by someone who had seen
-neither the rule, the reader nor the other sets) the last turn is asked (a) as typed, (b) as the standalone
-question ``generation.condense`` makes of it and (c) as the standalone question written by hand (the
-ceiling: what the reader answers when condensing is perfect). A turn counts as answered from the right
-source when the answer is not a refusal, cites one of the expected sources and holds the expected fragment
-(``*_source_only``: the first two without the fragment).
+(default: tests/data/followups.json, the set the rule was tuned on; tests/data/followups_heldout.json and
+tests/data/followups_fresh.json, tuned on after they were first measured; tests/data/followups_blind.json,
+written from knowledge_base/ alone by someone who had seen neither the rule, the reader nor the other sets,
+and never tuned on) the last turn is asked (a) as typed, (b) as the standalone question
+``generation.condense`` makes of it and (c) as the standalone question written by hand (the ceiling: what
+the reader answers when condensing is perfect); (d) ``switch``: the hand-written question asked after the
+next conversation's first turn, a change of topic the rule must not spoil. A turn counts as answered from
+the right source when the answer is not a refusal, cites one of the expected sources and holds the expected
+fragment (``*_source_only``: the first two without the fragment).
 
 ``--squad FILE`` (SQuAD 2.0 layout) adds a set: two consecutive answerable questions about one
 paragraph, the second asked after the first, on a knowledge base of ``--squad-articles`` articles (the
@@ -55,7 +57,7 @@ from generation.condense import condense, is_followup  # noqa: E402
 from sources.services.ingest_jobs import knowledge_base_ingest  # noqa: E402
 from tests.conftest import config_with  # noqa: E402
 
-DATA = [ROOT / "tests" / "data" / f"followups{suffix}.json" for suffix in ("", "_heldout", "_fresh")]
+DATA = [ROOT / "tests" / "data" / f"followups{suffix}.json" for suffix in ("", "_heldout", "_fresh", "_blind")]
 SQUAD_PAIRS = 150
 STREAM_QUESTIONS = [
     "How many sensors can be connected to the RS-485 bus?",
@@ -98,12 +100,15 @@ def followups(data: Path) -> dict:
     cases = json.loads(data.read_text())["conversations"]
     rows = []
     print(f"-- {data.relative_to(ROOT)}", flush=True)
-    for case in cases:
+    for case, other in zip(cases, cases[1:] + cases[:1]):
         *history, message = case["turns"]
         condensed = condense(message, history)
         raw = answer_question(question=message)
         rewritten = answer_question(question=condensed.question) if condensed.rewritten else raw
         ideal = answer_question(question=case["standalone"])
+        # A change of topic: the hand-written question asked after another conversation's first turn.
+        switched = condense(case["standalone"], other["turns"][:1])
+        switch = answer_question(question=switched.question) if switched.rewritten else ideal
         rows.append(
             {
                 "id": case["id"],
@@ -113,12 +118,15 @@ def followups(data: Path) -> dict:
                 "raw_ok": right_source(raw, case),
                 "condensed_ok": right_source(rewritten, case),
                 "standalone_ok": right_source(ideal, case),
+                "switch_ok": right_source(switch, case),
+                "switch_question": switched.question,
                 "answer": rewritten.answer[:160],
                 "refusal": rewritten.refusal,
                 "cited": sorted({c["source"] for c in rewritten.citations}),
                 "raw_source": right_source(raw, case, fragment=False),
                 "condensed_source": right_source(rewritten, case, fragment=False),
                 "standalone_source": right_source(ideal, case, fragment=False),
+                "switch_source": right_source(switch, case, fragment=False),
             }
         )
         marks = " ".join(f"{k}={'ok' if rows[-1][k + '_ok'] else '--'}" for k in ("raw", "condensed", "standalone"))
@@ -131,7 +139,7 @@ def followups(data: Path) -> dict:
         "conversations": n,
         "standalone_flagged": f"{len(flagged)}/{n}",
         "rewritten": sum(r["rewritten"] for r in rows),
-        **_shares(rows, ("raw", "condensed", "standalone")),
+        **_shares(rows, ("raw", "condensed", "standalone", "switch")),
         "rows": rows,
     }
 

@@ -55,7 +55,7 @@ def features(question: str, golds: list[str]) -> dict | None:
     chosen = found.candidates[: conf.max_passages]
     pscore = {c.label: round(c.score, 4) for c in chosen}
     passages = [
-        Passage(c.label, c.chunk.text, c.chunk.line_start, c.chunk.line_end, rank=i)
+        Passage(c.label, c.chunk.text, c.chunk.line_start, c.chunk.line_end, rank=i, under=c.chunk.under)
         for i, c in enumerate(chosen, start=1)
     ]
     quotes = reader.units_score(question, passages, embedding_model=settings.FOUNDRY.embedding.model)

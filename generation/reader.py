@@ -3,7 +3,8 @@
 The passages that passed the retrieval gate are split into units (``foundry_site.core.units``):
 sentences, list items and table rows. Each unit is scored against the question with the
 embedding model already loaded (cosine of question and unit), plus the share of the
-question's content words the unit holds (a neighbour's words, the passage's fused rank and
+question's content words the unit holds, or its passage's heading path and document title hold
+(a neighbour's words, the passage's fused rank and
 the share of the unit's words the question lacks were measured too, and did not help:
 bench/reader_calibration.py). The best unit and up to ``reader_max_units - 1`` more that score
 nearly as well are quoted, grouped per passage in source order, each with its ``[S#]``.
@@ -26,6 +27,11 @@ from foundry_site.core.units import Unit, passage_units
 # docs/decisions.md, "The extractive reader"): they tell the sentence that names the asked-for thing
 # apart from its neighbours, which embed alike.
 LEXICAL_WEIGHT = 0.5
+# A question word the unit lacks but its passage's heading path or document title holds counts this much of
+# a word held: the unit is read, and cited, under them ("How much does the AX-200 weigh?" is answered by
+# "The housing ... weighs 210 g." under "AX-200 User Manual > Mounting"). Measured: bench/followups.py,
+# bench/reader_calibration.py (docs/decisions.md, "The extractive reader").
+UNDER_WEIGHT = 1.0
 # Units are embedded in batches of this many (sorted by length, llm.embed): small batches pad less.
 EMBED_BATCH = 16
 NEAR_BEST = 0.12  # a further unit is quoted only when it scores within this of the best one (calibrated)
@@ -44,6 +50,7 @@ class Passage:
     rank: int = 1  # 1 = the best fused rank among the passages
     source: str = ""
     ordinal: int = 0  # the chunk's position in its source, for source order
+    under: str = ""  # the document's title and the chunk's heading path (``Chunk.under``)
 
 
 @dataclass(frozen=True)
@@ -116,7 +123,8 @@ def units_score(question: str, passages: list[Passage], *, embedding_model: str)
     vectors = llm.embed([question] + [u.scored_text for _, u in units], model=embedding_model, batch_size=EMBED_BATCH)
     asked = content_words(question)
     cosines = [_dot(vectors[0], v) for v in vectors[1:]]
-    lexical = [_overlap(asked, u.scored_text) for _, u in units]
+    around = {p.label: content_words(p.under) for p in passages}
+    lexical = [_overlap(asked, u.scored_text, around[p.label]) for p, u in units]
     quotes = [
         Quote(passage, unit, cosine + LEXICAL_WEIGHT * lex, cosine, lex)
         for (passage, unit), cosine, lex in zip(units, cosines, lexical)
@@ -165,8 +173,13 @@ def _states_something(unit: Unit) -> bool:
     return (bool(content_words(unit.text)) or any(ch.isdigit() for ch in unit.text)) and not unit.text.endswith(":")
 
 
-def _overlap(asked: set[str], text: str) -> float:
-    return len(asked & content_words(text)) / len(asked) if asked else 0.0
+def _overlap(asked: set[str], text: str, around: set[str]) -> float:
+    """The share of the question's words the unit holds, a word only its heading path or title holds
+    counting ``UNDER_WEIGHT``."""
+    if not asked:
+        return 0.0
+    held = asked & content_words(text)
+    return (len(held) + UNDER_WEIGHT * len((asked - held) & around)) / len(asked)
 
 
 def _dot(a: list[float], b: list[float]) -> float:

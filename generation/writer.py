@@ -78,6 +78,7 @@ def passage_payload(candidate: Candidate, footnote: str) -> dict[str, Any]:
         "footnote": footnote,
         "source": chunk.source.name,
         "ordinal": chunk.ordinal,
+        "under": chunk.under,
         "line_start": chunk.line_start,
         "line_end": chunk.line_end,
         "page_start": chunk.page_start,
@@ -140,6 +141,7 @@ def _passage(payload: dict[str, Any], rank: int) -> Passage:
         rank=rank,
         source=payload["source"],
         ordinal=payload["ordinal"],
+        under=payload.get("under", ""),
     )
 
 

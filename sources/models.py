@@ -210,6 +210,14 @@ class Chunk(models.Model):
         )
 
     @property
+    def under(self) -> str:
+        """The document's title and the chunk's heading path: what every sentence of the chunk is read under."""
+        title = self.source.title or self.source.name
+        if self.heading.startswith(title):
+            return self.heading
+        return f"{title} > {self.heading}" if self.heading else title
+
+    @property
     def place(self) -> str:
         """Page(s) or slide(s) and lines (rows, paragraphs), without the section."""
         return place_text(self.page_start, self.page_end, self.line_start, self.line_end, self.kind)

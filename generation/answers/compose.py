@@ -135,6 +135,7 @@ def reader_passage(candidate: Candidate, rank: int) -> reader.Passage:
         rank=rank,
         source=chunk.source.name,
         ordinal=chunk.ordinal,
+        under=chunk.under,
     )
 
 

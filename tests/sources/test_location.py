@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from django.test import Client
 
-from sources.models import Chunk, place_text
+from sources.models import Chunk, Source, place_text
 from tests.conftest import World, login, record_query
 
 
@@ -20,6 +20,19 @@ from tests.conftest import World, login, record_query
 )
 def test_place_text(pages: tuple, lines: tuple, expected: str) -> None:
     assert place_text(*pages, *lines) == expected
+
+
+@pytest.mark.parametrize(
+    ("title", "heading", "expected"),
+    [
+        ("AX-200 Manual", "AX-200 Manual > Mounting", "AX-200 Manual > Mounting"),  # a Markdown H1 is the title
+        ("AX-200 Datasheet", "2 Electrical > 2.1 Power", "AX-200 Datasheet > 2 Electrical > 2.1 Power"),
+        ("AX-200 Datasheet", "", "AX-200 Datasheet"),
+        ("", "", "notes.txt"),
+    ],
+)
+def test_a_chunk_is_read_under_its_title_and_heading_path(title: str, heading: str, expected: str) -> None:
+    assert Chunk(source=Source(name="notes.txt", title=title), heading=heading).under == expected
 
 
 def test_chunk_location_keeps_the_section() -> None:
