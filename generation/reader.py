@@ -19,8 +19,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import snowballstemmer
+
 from foundry_site.core import llm
-from foundry_site.core.grounding import content_words
+from foundry_site.core.grounding import content_tokens
 from foundry_site.core.units import Unit, passage_units
 
 # Weight of the question's words in the unit score, fitted on SQuAD 2.0 dev (bench/reader_calibration.py,
@@ -121,9 +123,9 @@ def units_score(question: str, passages: list[Passage], *, embedding_model: str)
     if not units:
         return []
     vectors = llm.embed([question] + [u.scored_text for _, u in units], model=embedding_model, batch_size=EMBED_BATCH)
-    asked = content_words(question)
+    asked = stems(question)
     cosines = [_dot(vectors[0], v) for v in vectors[1:]]
-    around = {p.label: content_words(p.under) for p in passages}
+    around = {p.label: stems(p.under) for p in passages}
     lexical = [_overlap(asked, u.scored_text, around[p.label]) for p, u in units]
     quotes = [
         Quote(passage, unit, cosine + LEXICAL_WEIGHT * lex, cosine, lex)
@@ -167,10 +169,15 @@ def unit_key(text: str) -> str:
     return " ".join(text.lower().split())
 
 
+def stems(text: str) -> set[str]:
+    """The stems of ``text``'s content words (Snowball English): "weighs" meets "weigh", "stored" "store"."""
+    return set(snowballstemmer.stemmer("english").stemWords(content_tokens(text)))
+
+
 def _states_something(unit: Unit) -> bool:
     """A unit with a content word or a number, that is not a bare label introducing what follows
     (``Wiring rules:``, ``Key features:``): quoted alone, a label says nothing."""
-    return (bool(content_words(unit.text)) or any(ch.isdigit() for ch in unit.text)) and not unit.text.endswith(":")
+    return (bool(content_tokens(unit.text)) or any(ch.isdigit() for ch in unit.text)) and not unit.text.endswith(":")
 
 
 def _overlap(asked: set[str], text: str, around: set[str]) -> float:
@@ -178,7 +185,7 @@ def _overlap(asked: set[str], text: str, around: set[str]) -> float:
     counting ``UNDER_WEIGHT``."""
     if not asked:
         return 0.0
-    held = asked & content_words(text)
+    held = asked & stems(text)
     return (len(held) + UNDER_WEIGHT * len((asked - held) & around)) / len(asked)
 
 

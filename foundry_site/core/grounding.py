@@ -125,8 +125,13 @@ def citation_ids(text: str) -> list[str]:
     return list(dict.fromkeys(ids))
 
 
+def content_tokens(text: str) -> list[str]:
+    """The words of ``text`` that are not stop words, lower-cased, in order."""
+    return [low for low in (w.lower() for w in _WORD.findall(text)) if low not in STOPWORDS]
+
+
 def content_words(text: str) -> set[str]:
-    return {w.lower()[:6] for w in _WORD.findall(text) if w.lower() not in STOPWORDS}
+    return {w[:6] for w in content_tokens(text)}
 
 
 def _number(token: str) -> str:

@@ -38,6 +38,7 @@ _TABLE_RULE = re.compile(r"^\s*\|?[\s:|-]*-[\s:|-]*\|?\s*$")
 _WORD_BEFORE = re.compile(r"([A-Za-zÀ-ÿ.]+)$")
 _MEASURE_BEFORE = re.compile(r"\d\s?[A-Za-zµΩ°%]{1,4}$")
 _NUMBER_BEFORE = re.compile(r"([A-Za-zÀ-ÿ]+)\.?\s+\(?\d+(?:\.\d+)*$")
+_RUN_IN = re.compile(r"^(?:\*\*|__)(.+?)(?:\*\*|__)\s")
 _OPEN_ENDS = set(",;:-–—(/&+=")  # a line ending in one of these goes on in the next
 SHORT_LINE = 60  # characters: a shorter line without closing punctuation is not wrapped prose
 MAX_ITEM_WORDS = 60  # a longer list item is quoted sentence by sentence
@@ -172,9 +173,20 @@ def _paragraph_units(text: str, lines: list[tuple[int, int]], paragraph: list[tu
             and (follower[:1].isupper() or follower[:1].isdigit())
         ):
             continue
-        out += _sentences(text, lines, lines[first][0], lines[index][1])
+        out += _run_in(_sentences(text, lines, lines[first][0], lines[index][1]))
         first = nxt[0]
     return out
+
+
+def _run_in(sentences: list[Unit]) -> list[Unit]:
+    """A paragraph led by a bold run-in heading (``**E05 – Firmware image rejected.** The file …``): its later
+    sentences are read under that heading, as table rows under their header."""
+    label = _RUN_IN.match(sentences[0].text) if sentences else None
+    if not label:
+        return sentences
+    return sentences[:1] + [
+        Unit(u.text, u.kind, u.start, u.end, u.line_first, u.line_last, label.group(1)) for u in sentences[1:]
+    ]
 
 
 def _sentences(text: str, lines: list[tuple[int, int]], start: int, end: int) -> list[Unit]:

@@ -58,6 +58,14 @@ def test_sentences_split_on_ends_not_on_abbreviations_numbers_or_references(text
     assert texts(text) == expected
 
 
+def test_sentences_after_a_bold_run_in_heading_are_read_under_it() -> None:
+    text = "**E05 – Image rejected.** The file is damaged. Download it again.\n\nPlain text. More of it."
+    units = passage_units(text)
+    assert [u.text for u in units][:2] == ["**E05 – Image rejected.** The file is damaged.", "Download it again."]
+    assert [u.context for u in units] == ["", "E05 – Image rejected.", "", ""]
+    assert units[1].scored_text == "E05 – Image rejected.\nDownload it again."
+
+
 def test_a_short_line_without_punctuation_is_its_own_unit_not_wrapped_prose() -> None:
     text = "Version 2.4.1 - released 2026-06-09\nMaintenance release. Fixed: a bug."
     assert texts(text) == ["Version 2.4.1 - released 2026-06-09", "Maintenance release.", "Fixed: a bug."]
