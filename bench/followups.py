@@ -5,22 +5,27 @@ time to the first streamed sentence of ``/v1/chat/completions`` against the time
         [--json docs/results/followups_DATE.json]
 
 Ingests knowledge_base/ into a throw-away FOUNDRY_HOME (summaries off) with the configured (default:
-extractive, offline) reader and the answer cache off. For every conversation of each ``--data`` file
-(default: tests/data/followups.json, the set the rule was tuned on; tests/data/followups_heldout.json and
-tests/data/followups_fresh.json, tuned on after they were first measured; tests/data/followups_blind.json,
-written from knowledge_base/ alone by someone who had seen neither the rule, the reader nor the other sets,
-and never tuned on) the last turn is asked (a) as typed, (b) as the standalone question
-``generation.condense`` makes of it and (c) as the standalone question written by hand (the ceiling: what
-the reader answers when condensing is perfect); (d) ``switch``: the hand-written question asked after the
-next conversation's first turn, a change of topic the rule must not spoil. A turn counts as answered from
-the right source when the answer is not a refusal, cites one of the expected sources and holds the expected
-fragment (``*_source_only``: the first two without the fragment).
+extractive, offline) reader and the answer cache off. The ``--data`` files (default: all six):
+tests/data/followups.json, the set the rule was tuned on; followups_heldout.json and followups_fresh.json,
+tuned on after they were first measured; followups_blind.json and followups_blind2.json, written from
+knowledge_base/ alone by someone who had seen neither the rule, the reader nor the other sets;
+followups_unanswerable.json, follow-ups the sources do not answer, written the same way.
+
+For every conversation the last turn is asked (a) as typed, (b) as the standalone question
+``generation.condense`` makes of it (with the message logged beside it, as the product asks it) and (c) as
+the standalone question written by hand (the ceiling: what the reader answers when condensing is perfect);
+(d) ``switch``: the hand-written question asked after the next conversation's first turn, a change of topic
+the rule must not spoil. A turn counts as answered from the right source when the answer is not a refusal,
+cites one of the expected sources and holds the expected fragment (``*_source_only``: the first two without
+the fragment); in the unanswerable set, when it is a refusal.
 
 ``--squad FILE`` (SQuAD 2.0 layout) adds a set: two consecutive answerable questions about one
 paragraph, the second asked after the first, on a knowledge base of ``--squad-articles`` articles (the
 ``foundry eval answers`` index, cached under ``--squad-cache``). Right source: not refused, a cited chunk
 of the question's article holds a gold answer; with ``fragment`` the answer holds one too. SQuAD
-questions were written to stand alone, so this set mostly measures what the rule must not break.
+questions were written to stand alone, so this set mostly measures what the rule must not break. The same
+number of pairs of an answerable and an unanswerable question about one paragraph measure the other side:
+the share of unanswerable follow-ups answered (lower is better).
 
 Streaming is timed in-process through Django's test client (warm: models loaded, no network), from the
 request to the first chunk with content and to ``[DONE]``.
@@ -53,11 +58,14 @@ from django.conf import settings  # noqa: E402
 from django.core.management import call_command  # noqa: E402
 
 from generation.answers import Answer, answer_question  # noqa: E402
-from generation.condense import condense, is_followup  # noqa: E402
+from generation.condense import Condensed, condense, is_followup  # noqa: E402
 from sources.services.ingest_jobs import knowledge_base_ingest  # noqa: E402
 from tests.conftest import config_with  # noqa: E402
 
-DATA = [ROOT / "tests" / "data" / f"followups{suffix}.json" for suffix in ("", "_heldout", "_fresh", "_blind")]
+DATA = [
+    ROOT / "tests" / "data" / f"followups{suffix}.json"
+    for suffix in ("", "_heldout", "_fresh", "_blind", "_blind2", "_unanswerable")
+]
 SQUAD_PAIRS = 150
 STREAM_QUESTIONS = [
     "How many sensors can be connected to the RS-485 bus?",
@@ -74,13 +82,21 @@ STREAM_QUESTIONS = [
 
 
 def right_source(answer: Answer, case: dict, *, fragment: bool = True) -> bool:
-    """Answered (not refused), citing an expected source and (``fragment``) holding the expected text."""
+    """Answered (not refused), citing an expected source and (``fragment``) holding the expected text; for a
+    conversation whose answer the sources do not state (no ``sources``), refused."""
+    if "sources" not in case:
+        return bool(answer.refusal)
     cited = {c["source"] for c in answer.citations}
     return (
         not answer.refusal
         and bool(cited & set(case["sources"]))
         and (not fragment or case["fragment"].casefold() in answer.answer.casefold())
     )
+
+
+def followup_answer(condensed: Condensed) -> Answer:
+    """The answer to a rewritten follow-up, asked as the product asks it: the message logged beside it."""
+    return answer_question(question=condensed.question, message=condensed.message)
 
 
 def _shares(rows: list[dict], kinds: tuple[str, ...]) -> dict:
@@ -104,11 +120,11 @@ def followups(data: Path) -> dict:
         *history, message = case["turns"]
         condensed = condense(message, history)
         raw = answer_question(question=message)
-        rewritten = answer_question(question=condensed.question) if condensed.rewritten else raw
+        rewritten = followup_answer(condensed) if condensed.rewritten else raw
         ideal = answer_question(question=case["standalone"])
         # A change of topic: the hand-written question asked after another conversation's first turn.
         switched = condense(case["standalone"], other["turns"][:1])
-        switch = answer_question(question=switched.question) if switched.rewritten else ideal
+        switch = followup_answer(switched) if switched.rewritten else ideal
         rows.append(
             {
                 "id": case["id"],
@@ -144,23 +160,29 @@ def followups(data: Path) -> dict:
     }
 
 
-def squad_pairs(squad: Path, *, articles: int, pairs: int, seed: int) -> tuple[list, list[tuple]]:
-    """The knowledge-base articles and up to ``pairs`` (article, first, second) pairs of consecutive
-    answerable questions about one paragraph, sampled with ``seed``."""
+def squad_pairs(squad: Path, *, articles: int, pairs: int, seed: int) -> tuple[list, list[tuple], list[tuple]]:
+    """The knowledge-base articles, up to ``pairs`` (article, first, second) pairs of consecutive answerable
+    questions about one paragraph, and up to ``pairs`` pairs of an answerable question and an unanswerable one
+    about the same paragraph, sampled with ``seed``."""
     from foundry_site.evaluation.squad import load_squad
 
     everything = load_squad(squad)
     rng = random.Random(seed)
     kb = rng.sample(everything, articles)
-    candidates = []
+    candidates, unanswerable = [], []
     for article in kb:
         by_paragraph: dict[int, list] = {}
         for question in article.questions:
-            if not question.impossible:
-                by_paragraph.setdefault(question.paragraph, []).append(question)
+            by_paragraph.setdefault(question.paragraph, []).append(question)
         for questions in by_paragraph.values():
-            candidates += [(article, first, second) for first, second in zip(questions, questions[1:])]
-    return kb, rng.sample(candidates, min(pairs, len(candidates)))
+            answerable = [q for q in questions if not q.impossible]
+            candidates += [(article, first, second) for first, second in zip(answerable, answerable[1:])]
+            unanswerable += [(article, answerable[0], q) for q in questions if q.impossible and answerable]
+    return (
+        kb,
+        rng.sample(candidates, min(pairs, len(candidates))),
+        rng.sample(unanswerable, min(pairs, len(unanswerable))),
+    )
 
 
 def squad_followups(squad: Path, *, articles: int, pairs: int, seed: int, cache: Path) -> dict:
@@ -169,7 +191,7 @@ def squad_followups(squad: Path, *, articles: int, pairs: int, seed: int, cache:
     from foundry_site.evaluation.answers import squad_index
     from foundry_site.evaluation.squad import normalize_answer
 
-    kb, chosen = squad_pairs(squad, articles=articles, pairs=pairs, seed=seed)
+    kb, chosen, unanswerable = squad_pairs(squad, articles=articles, pairs=pairs, seed=seed)
     rows = []
     print(f"-- {squad} ({articles} articles, {len(chosen)} question pairs)", flush=True)
     with override_settings(FOUNDRY_HOME=cache), squad_index(squad, kb) as index:
@@ -191,7 +213,7 @@ def squad_followups(squad: Path, *, articles: int, pairs: int, seed: int, cache:
             golds = [g for g in (normalize_answer(a) for a in second.answers) if g]
             condensed = condense(second.question, [first.question])
             raw = answer_question(question=second.question)
-            rewritten = answer_question(question=condensed.question) if condensed.rewritten else raw
+            rewritten = followup_answer(condensed) if condensed.rewritten else raw
             rows.append(
                 {
                     "id": second.qid,
@@ -207,6 +229,14 @@ def squad_followups(squad: Path, *, articles: int, pairs: int, seed: int, cache:
             if condensed.rewritten:
                 marks = " ".join(f"{k}={'ok' if rows[-1][k + '_ok'] else '--'}" for k in ("raw", "condensed"))
                 print(f"{second.qid[:12]:14} {marks}  {first.question} || {condensed.question}", flush=True)
+        # The other side: a follow-up the paragraph does not answer should stay refused.
+        answered = {"raw": 0, "condensed": 0}
+        for _article, first, second in unanswerable:
+            condensed = condense(second.question, [first.question])
+            raw = answer_question(question=second.question)
+            answered["raw"] += not raw.refusal
+            answered["condensed"] += not (followup_answer(condensed) if condensed.rewritten else raw).refusal
+    n = len(unanswerable)
     return {
         "data": str(squad),
         "kb_articles": sorted(a.title for a in kb),
@@ -214,6 +244,8 @@ def squad_followups(squad: Path, *, articles: int, pairs: int, seed: int, cache:
         "conversations": len(rows),
         "rewritten": sum(r["rewritten"] for r in rows),
         **_shares(rows, ("raw", "condensed")),
+        "unanswerable_pairs": n,
+        **{f"unanswerable_{k}_answered": f"{v}/{n} ({v / n:.1%})" for k, v in answered.items() if n},
         "rows": rows,
     }
 

@@ -17,6 +17,7 @@ runs next to the database and on a compute worker.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import snowballstemmer
@@ -36,6 +37,7 @@ LEXICAL_WEIGHT = 0.5
 UNDER_WEIGHT = 1.0
 # Units are embedded in batches of this many (sorted by length, llm.embed): small batches pad less.
 EMBED_BATCH = 16
+_CODE = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9.\-]*[A-Za-z0-9])?")
 NEAR_BEST = 0.12  # a further unit is quoted only when it scores within this of the best one (calibrated)
 
 
@@ -162,6 +164,27 @@ def read(
     order = {p.label: i for i, p in enumerate(passages)}
     chosen.sort(key=lambda q: (order[q.passage.label], q.unit.start))
     return Reading(chosen, best, scored)
+
+
+def unmentioned(question: str, passages: list[Passage]) -> list[str]:
+    """The codes and names of ``question`` ("MTBF", "QoS", "E07") that no passage mentions, in its text or
+    under its heading path and title: passages that never name what is asked about cannot answer it. Case,
+    hyphens and dots aside ("AX200" is "AX-200")."""
+    read = _plain(" ".join(f"{p.under} {p.text}" for p in passages))
+    return [code for code in dict.fromkeys(_CODE.findall(question)) if _is_code(code) and _plain(code) not in read]
+
+
+def _is_code(token: str) -> bool:
+    """A code or a name: a letter with a digit or a second capital ("E03", "AX-200", "MTBF", "QoS"). A number
+    is neither: a question may ask about a value or a version the sources give in other terms ("2.1.3" is
+    "older than 2.2.0")."""
+    if not any(ch.isalpha() for ch in token):
+        return False
+    return any(ch.isdigit() for ch in token) or sum(ch.isupper() for ch in token) > 1
+
+
+def _plain(text: str) -> str:
+    return re.sub(r"[-.]", "", text.casefold())
 
 
 def unit_key(text: str) -> str:

@@ -82,7 +82,7 @@ def answer_logged(
     question = question_clean(question)
     run_id = uuid.uuid4().hex
     started = time.perf_counter()
-    key = cache_key(question, asked.collection_ids, mode, top_k)
+    key = cache_key(question, asked.collection_ids, mode, top_k, message=asked.message)
     if settings.FOUNDRY.generation.cache_answers:
         cached = answer_cached(key, question=question, run_id=run_id, started=started, asked=asked)
         if cached is not None:
@@ -101,6 +101,7 @@ def answer_logged(
                 model=settings.FOUNDRY.generation.model,
                 progress=progress,
                 on_sentence=on_sentence,
+                message=asked.message,
             )
         except llm.LLMError as exc:
             failed = _failed(run_id, question, mode, retrieval, calls, exc, started)

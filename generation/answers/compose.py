@@ -25,6 +25,10 @@ WITHHELD = (
     "No answer could be verified: the model's sentences were not supported by the passages found, "
     "so they were withheld. Read the passages, or ask again in other words."
 )
+UNMENTIONED = (
+    "The passages found do not mention {names}, so they cannot answer this. Read the passages, "
+    "or ask again in other words."
+)
 BELOW_READER = (
     "No sentence of the passages found answers this closely enough to quote (best {best:.2f}, "
     "below the reader's threshold {threshold:.2f}). Read the passages, or ask again in other words."
@@ -32,12 +36,19 @@ BELOW_READER = (
 
 
 def answer_compose(
-    retrieval: Retrieval, *, run_id: str, model: str, progress: Progress, on_sentence: Sentences | None = None
+    retrieval: Retrieval,
+    *,
+    run_id: str,
+    model: str,
+    progress: Progress,
+    on_sentence: Sentences | None = None,
+    message: str = "",
 ) -> Answer:
     """The answer ``model`` gives from what ``retrieval`` found, or the refusal and its reason.
 
     Calls no model when the gate found no evidence or ``model`` is the extractive reader; usage, cost and the
-    total time are the caller's to fill in. ``on_sentence`` as in ``answer_logged``.
+    total time are the caller's to fill in. ``on_sentence`` as in ``answer_logged``. ``message``: the follow-up
+    as typed when the question was made standalone from it (the names the asker used are the message's).
     """
     answer = Answer(
         run_id=run_id,
@@ -56,7 +67,7 @@ def answer_compose(
         return answer
     answer.model = model
     if model == EXTRACTIVE:
-        return _read(answer, retrieval, progress, on_sentence)
+        return _read(answer, retrieval, progress, on_sentence, message=message)
     request = prompts.render("answer_user", question=retrieval.question).strip()
     context, included = _context(retrieval, model, request)
     progress("generating")
@@ -87,20 +98,33 @@ def answer_compose(
     return answer
 
 
-def _read(answer: Answer, retrieval: Retrieval, progress: Progress, on_sentence: Sentences | None = None) -> Answer:
-    """The extractive reader's answer: the passages' best units quoted verbatim, or a refusal below its threshold."""
+def _read(
+    answer: Answer,
+    retrieval: Retrieval,
+    progress: Progress,
+    on_sentence: Sentences | None = None,
+    *,
+    message: str = "",
+) -> Answer:
+    """The extractive reader's answer: the passages' best units quoted verbatim; a refusal when the passages
+    never name a code or name the asker used, or the best unit scores below the threshold."""
     conf = settings.FOUNDRY.generation
     progress("reading")
     start = time.perf_counter()
     included = retrieval.candidates[: conf.reader_passages]
+    passages = [reader_passage(c, rank) for rank, c in enumerate(included, start=1)]
     reading = reader.read(
-        retrieval.question,
-        [reader_passage(c, rank) for rank, c in enumerate(included, start=1)],
-        embedding_model=settings.FOUNDRY.embedding.model,
-        max_units=conf.reader_max_units,
+        retrieval.question, passages, embedding_model=settings.FOUNDRY.embedding.model, max_units=conf.reader_max_units
     )
     answer.timings["read"] = round((time.perf_counter() - start) * 1000, 1)
     answer.grounding = reading.audit()
+    missing = reader.unmentioned(message or retrieval.question, passages)
+    if missing:
+        answer.grounding["unmentioned"] = missing
+        answer.refusal = "reader"
+        names = ", ".join(f"“{name}”" for name in missing)
+        answer.answer = UNMENTIONED.format(names=names) + f" Passages found: {passages_found(included)}."
+        return answer
     if not reading.quotes or reading.best < conf.reader_min_score:
         answer.refusal = "reader"
         answer.answer = (

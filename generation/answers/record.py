@@ -41,13 +41,17 @@ class Asked:
     conversation: Conversation | None = None
 
 
-def cache_key(question: str, collection_ids: list[int] | None, mode: str | None, top_k: int | None) -> str:
-    """Everything an answer depends on: question, scope, mode, configuration, the answer prompts'
-    text (a template edited in place keeps its path), the answering rules and the index version."""
+def cache_key(
+    question: str, collection_ids: list[int] | None, mode: str | None, top_k: int | None, *, message: str = ""
+) -> str:
+    """Everything an answer depends on: question, the follow-up it was made from, scope, mode, configuration,
+    the answer prompts' text (a template edited in place keeps its path), the answering rules and the index
+    version."""
     scope = sorted(collection_ids) if collection_ids is not None else None
     material = json.dumps(
         [
             question.casefold(),
+            message.casefold(),
             scope,
             mode,
             top_k,

@@ -50,6 +50,16 @@ def test_lexical_overlap_breaks_a_cosine_tie(embed: dict) -> None:
     assert scored[0].score > scored[1].score
 
 
+def test_codes_and_names_no_passage_mentions() -> None:
+    found = [Passage("S1", "The AX-200 polls sensors over RS-485; E03 is a supply fault.", 1, 1, under="Manual > Bus")]
+    assert reader.unmentioned("What is the MTBF of the AX200 and its QoS on rs485, and E03, E07?", found) == [
+        "MTBF",
+        "QoS",
+        "E07",
+    ]
+    assert reader.unmentioned("Can firmware 2.1.3 switch 230 V on the Bus?", found) == []  # numbers and words
+
+
 def test_words_meet_by_their_stems() -> None:
     assert reader.stems("The housing weighs 210 g; stored spares") == reader.stems("house weigh store spare")
 
