@@ -119,16 +119,25 @@ class Reading:
         }
 
 
-def units_score(question: str, passages: list[Passage], *, embedding_model: str) -> list[Quote]:
-    """Every unit of ``passages`` with its score against ``question``, best first (ties: passage rank, position)."""
+def units_score(question: str, passages: list[Passage], *, embedding_model: str, typed: str = "") -> list[Quote]:
+    """Every unit of ``passages`` with its score against ``question``, best first (ties: passage rank, position).
+
+    ``typed``: the follow-up as the asker typed it, when ``question`` is the standalone question made of it. The
+    words ``question`` adds (carried over from earlier turns) name the topic, which the unit answering seldom
+    repeats: together they count as one word, held when the unit or its heading path and title hold any.
+    """
     units = [(p, u) for p in passages for u in passage_units(p.text) if _states_something(u)]
     if not units:
         return []
     vectors = llm.embed([question] + [u.scored_text for _, u in units], model=embedding_model, batch_size=EMBED_BATCH)
     asked = stems(question)
+    own = stems(typed) & asked if typed else asked
+    if not own:
+        own = asked  # a follow-up with no word of its own ("what about it?"): every word counts
+    carried = asked - own
     cosines = [_dot(vectors[0], v) for v in vectors[1:]]
     around = {p.label: stems(p.under) for p in passages}
-    lexical = [_overlap(asked, u.scored_text, around[p.label]) for p, u in units]
+    lexical = [_overlap(own, carried, stems(u.scored_text), around[p.label]) for p, u in units]
     quotes = [
         Quote(passage, unit, cosine + LEXICAL_WEIGHT * lex, cosine, lex)
         for (passage, unit), cosine, lex in zip(units, cosines, lexical)
@@ -144,13 +153,15 @@ def read(
     max_units: int,
     exclude: set[str] | None = None,
     margin: float = NEAR_BEST,
+    typed: str = "",
 ) -> Reading:
     """The best units to quote for ``question`` (see the module docstring): the best one and those within
     ``margin`` of it, at most ``max_units``.
 
     ``exclude``: unit texts already quoted elsewhere (a document's earlier sections), never quoted again.
+    ``typed``: as in ``units_score``.
     """
-    scored = units_score(question, passages, embedding_model=embedding_model)
+    scored = units_score(question, passages, embedding_model=embedding_model, typed=typed)
     fresh = [q for q in scored if not exclude or unit_key(q.unit.text) not in exclude]
     if not fresh:
         return Reading([], 0.0, scored)
@@ -203,13 +214,14 @@ def _states_something(unit: Unit) -> bool:
     return (bool(content_tokens(unit.text)) or any(ch.isdigit() for ch in unit.text)) and not unit.text.endswith(":")
 
 
-def _overlap(asked: set[str], text: str, around: set[str]) -> float:
-    """The share of the question's words the unit holds, a word only its heading path or title holds
-    counting ``UNDER_WEIGHT``."""
-    if not asked:
-        return 0.0
-    held = asked & stems(text)
-    return (len(held) + UNDER_WEIGHT * len((asked - held) & around)) / len(asked)
+def _overlap(own: set[str], carried: set[str], held_by_unit: set[str], around: set[str]) -> float:
+    """The share of the question's words the unit holds, a word only its heading path or title holds counting
+    ``UNDER_WEIGHT``; the carried-over words, when there are any, count as one word held if any is."""
+    held = own & held_by_unit
+    count = len(held) + UNDER_WEIGHT * len((own - held) & around)
+    if not carried:
+        return count / len(own) if own else 0.0
+    return (count + bool(carried & (held_by_unit | around))) / (len(own) + 1)
 
 
 def _dot(a: list[float], b: list[float]) -> float:

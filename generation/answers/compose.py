@@ -114,7 +114,11 @@ def _read(
     included = retrieval.candidates[: conf.reader_passages]
     passages = [reader_passage(c, rank) for rank, c in enumerate(included, start=1)]
     reading = reader.read(
-        retrieval.question, passages, embedding_model=settings.FOUNDRY.embedding.model, max_units=conf.reader_max_units
+        retrieval.question,
+        passages,
+        embedding_model=settings.FOUNDRY.embedding.model,
+        max_units=conf.reader_max_units,
+        typed=message,
     )
     answer.timings["read"] = round((time.perf_counter() - start) * 1000, 1)
     answer.grounding = reading.audit()

@@ -50,6 +50,21 @@ def test_lexical_overlap_breaks_a_cosine_tie(embed: dict) -> None:
     assert scored[0].score > scored[1].score
 
 
+def test_words_carried_into_a_follow_up_count_as_one_topic_word(embed: dict) -> None:
+    typed = "What is it made of?"
+    question = f"{typed} (AX-200 housing size)"
+    text = "The housing is made of polycarbonate."
+    embed.update({question: [1.0, 0.0, 0.0], text: [0.5, 0.5, 0.0]})
+    found = [Passage("S1", text, 1, 1)]
+    as_follow_up = reader.units_score(question, found, embedding_model="m", typed=typed)[0]
+    assert as_follow_up.lexical == 1.0  # "made", and the topic: "housing"
+    assert reader.units_score(question, found, embedding_model="m")[0].lexical == pytest.approx(2 / 4)
+    elsewhere = reader.units_score(
+        question, [Passage("S1", "It is made to order.", 1, 1)], embedding_model="m", typed=typed
+    )
+    assert elsewhere[0].lexical == pytest.approx(1 / 2)  # the topic held nowhere
+
+
 def test_codes_and_names_no_passage_mentions() -> None:
     found = [Passage("S1", "The AX-200 polls sensors over RS-485; E03 is a supply fault.", 1, 1, under="Manual > Bus")]
     assert reader.unmentioned("What is the MTBF of the AX200 and its QoS on rs485, and E03, E07?", found) == [
