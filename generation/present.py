@@ -45,7 +45,8 @@ class Outcome:
 
 
 # Why nothing was answered (QueryLog.refusal), told apart: nothing found, found but not
-# verified, below the extractive reader's threshold, or the model said the sources lack it.
+# verified, a name the passages never mention, below the extractive reader's threshold, or the model
+# said the sources lack it.
 REFUSALS = {
     "gate": Outcome(
         "none",
@@ -65,6 +66,11 @@ REFUSALS = {
         "Passages were found, but no sentence the model wrote could be verified against them, "
         "so nothing was shown. Read the passages yourself:",
         replaces_text=True,
+    ),
+    "absent": Outcome(
+        "none",
+        "Not mentioned in your sources",
+        "The passages found never mention what the question names, so nothing was quoted. The closest passages:",
     ),
     "reader": Outcome(
         "unverified",

@@ -30,7 +30,7 @@ UNMENTIONED = (
     "or ask again in other words."
 )
 BELOW_READER = (
-    "No sentence of the passages found answers this closely enough to quote (best {best:.2f}, "
+    "No sentence of the passages found answers this closely enough to quote (best {best:.3f}, "
     "below the reader's threshold {threshold:.2f}). Read the passages, or ask again in other words."
 )
 
@@ -125,7 +125,7 @@ def _read(
     missing = reader.unmentioned(message or retrieval.question, passages)
     if missing:
         answer.grounding["unmentioned"] = missing
-        answer.refusal = "reader"
+        answer.refusal = "absent"
         names = ", ".join(f"“{name}”" for name in missing)
         answer.answer = UNMENTIONED.format(names=names) + f" Passages found: {passages_found(included)}."
         return answer

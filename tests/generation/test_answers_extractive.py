@@ -62,7 +62,7 @@ def test_below_the_reader_threshold_is_a_refusal_naming_the_passages(extractive:
 def test_a_code_no_passage_names_is_a_refusal_naming_it(extractive: ScriptedLLM, foundry_config) -> None:
     foundry_config(generation={"model": "extractive", "reader_min_score": 0.0, "reader_low_score": 0.0})
     answer = answer_question(question="How many sensors can be connected to the RS-485 bus over LoRaWAN?")
-    assert answer.refusal == "reader" and answer.citations == [] and "do not mention “LoRaWAN”" in answer.answer
+    assert answer.refusal == "absent" and answer.citations == [] and "do not mention “LoRaWAN”" in answer.answer
     assert QueryLog.objects.get(run_id=answer.run_id).grounding["unmentioned"] == ["LoRaWAN"]
     # A follow-up is held to the names its asker typed, not to the terms carried over from earlier turns.
     asked = answer_question(question=f"{QUESTION} (LoRaWAN)", message=QUESTION)
