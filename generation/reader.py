@@ -124,18 +124,21 @@ def units_score(question: str, passages: list[Passage], *, embedding_model: str,
 
     ``typed``: the follow-up as the asker typed it, when ``question`` is the standalone question made of it. The
     words ``question`` adds (carried over from earlier turns) name the topic, which the unit answering seldom
-    repeats: together they count as one word, held when the unit or its heading path and title hold any.
+    repeats: together they count as one word, held when the unit or its heading path and title hold any; and a
+    unit's cosine is the better of its cosines with ``question`` and with ``typed``.
     """
     units = [(p, u) for p in passages for u in passage_units(p.text) if _states_something(u)]
     if not units:
         return []
-    vectors = llm.embed([question] + [u.scored_text for _, u in units], model=embedding_model, batch_size=EMBED_BATCH)
+    both = [question, typed] if typed and typed != question else [question]
+    vectors = llm.embed(both + [u.scored_text for _, u in units], model=embedding_model, batch_size=EMBED_BATCH)
+    asked_vectors, vectors = vectors[: len(both)], vectors[len(both) - 1 :]
     asked = stems(question)
     own = stems(typed) & asked if typed else asked
     if not own:
         own = asked  # a follow-up with no word of its own ("what about it?"): every word counts
     carried = asked - own
-    cosines = [_dot(vectors[0], v) for v in vectors[1:]]
+    cosines = [max(_dot(a, v) for a in asked_vectors) for v in vectors[1:]]
     around = {p.label: stems(p.under) for p in passages}
     lexical = [_overlap(own, carried, stems(u.scored_text), around[p.label]) for p, u in units]
     quotes = [

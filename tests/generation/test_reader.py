@@ -59,6 +59,8 @@ def test_words_carried_into_a_follow_up_count_as_one_topic_word(embed: dict) -> 
     as_follow_up = reader.units_score(question, found, embedding_model="m", typed=typed)[0]
     assert as_follow_up.lexical == 1.0  # "made", and the topic: "housing"
     assert reader.units_score(question, found, embedding_model="m")[0].lexical == pytest.approx(2 / 4)
+    embed.update({typed: [0.0, 1.0, 0.0], text: [0.1, 0.9, 0.0]})  # closer to what was typed
+    assert reader.units_score(question, found, embedding_model="m", typed=typed)[0].cosine == 0.9
     elsewhere = reader.units_score(
         question, [Passage("S1", "It is made to order.", 1, 1)], embedding_model="m", typed=typed
     )
