@@ -30,10 +30,9 @@ see one question, so a follow-up is rewritten before retrieval by a deterministi
    ("RESET", "MQTT") is carried unless the message holds it spelt the same way: "factory reset" does
    not name the RESET button.
 
-Measured on tests/data/followups.json (tuned on), tests/data/followups_heldout.json and
-tests/data/followups_fresh.json (tuned on later), tests/data/followups_blind.json (never tuned on), on
-topic switches (each set's standalone questions asked after another conversation's first turn) and
-consecutive SQuAD questions about one paragraph by bench/followups.py (docs/benchmarks.md, "Follow-up questions").
+Measured by bench/followups.py on the follow-up sets of tests/data/ (each tuned on or not, as its docstring
+says), on topic switches (each set's standalone questions asked after another conversation's first turn) and
+on consecutive SQuAD questions about one paragraph (docs/benchmarks.md, "Follow-up questions").
 
 ``retrieval.condense_model`` chooses who condenses (``question_standalone``): ``rule`` (this rule,
 the default), an LLM with the ``condense`` prompt template, or ``none`` (follow-ups asked as typed).

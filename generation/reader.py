@@ -3,11 +3,12 @@
 The passages that passed the retrieval gate are split into units (``foundry_site.core.units``):
 sentences, list items and table rows. Each unit is scored against the question with the
 embedding model already loaded (cosine of question and unit), plus the share of the
-question's content words the unit holds, or its passage's heading path and document title hold
-(a neighbour's words, the passage's fused rank and
-the share of the unit's words the question lacks were measured too, and did not help:
-bench/reader_calibration.py). The best unit and up to ``reader_max_units - 1`` more that score
-nearly as well are quoted, grouped per passage in source order, each with its ``[S#]``.
+question's content words (their stems) the unit holds, or its passage's heading path and document
+title hold (a neighbour's words, the passage's fused rank and the share of the unit's words the
+question lacks were measured too, and did not help: bench/reader_calibration.py). A code or name of
+the question that no passage mentions (``unmentioned``) means the passages cannot answer it. The best
+unit and up to ``reader_max_units - 1`` more that score nearly as well are quoted, grouped per
+passage in source order, each with its ``[S#]``.
 
 Two calibrated thresholds (``generation.reader_min_score``, ``reader_low_score``) turn the
 best unit's score into refuse / low confidence / normal: the in-corpus "unanswerable"
@@ -31,9 +32,9 @@ from foundry_site.core.units import Unit, passage_units
 # apart from its neighbours, which embed alike.
 LEXICAL_WEIGHT = 0.5
 # A question word the unit lacks but its passage's heading path or document title holds counts this much of
-# a word held: the unit is read, and cited, under them ("How much does the AX-200 weigh?" is answered by
-# "The housing ... weighs 210 g." under "AX-200 User Manual > Mounting"). Measured: bench/followups.py,
-# bench/reader_calibration.py (docs/decisions.md, "The extractive reader").
+# a word held: the unit is read, and cited, under them (the "AX-200" of a question stands in the title of the
+# AX-200's manual, not in each of its sentences). Measured: bench/followups.py, bench/reader_calibration.py
+# (docs/decisions.md, "The extractive reader").
 UNDER_WEIGHT = 1.0
 # Units are embedded in batches of this many (sorted by length, llm.embed): small batches pad less.
 EMBED_BATCH = 16
@@ -132,13 +133,13 @@ def units_score(question: str, passages: list[Passage], *, embedding_model: str,
         return []
     both = [question, typed] if typed and typed != question else [question]
     vectors = llm.embed(both + [u.scored_text for _, u in units], model=embedding_model, batch_size=EMBED_BATCH)
-    asked_vectors, vectors = vectors[: len(both)], vectors[len(both) - 1 :]
+    asked_vectors, unit_vectors = vectors[: len(both)], vectors[len(both) :]
     asked = stems(question)
     own = stems(typed) & asked if typed else asked
     if not own:
         own = asked  # a follow-up with no word of its own ("what about it?"): every word counts
     carried = asked - own
-    cosines = [max(_dot(a, v) for a in asked_vectors) for v in vectors[1:]]
+    cosines = [max(_dot(a, v) for a in asked_vectors) for v in unit_vectors]
     around = {p.label: stems(p.under) for p in passages}
     lexical = [_overlap(own, carried, stems(u.scored_text), around[p.label]) for p, u in units]
     quotes = [
