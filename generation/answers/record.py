@@ -23,7 +23,9 @@ from sources.selectors import index_version
 # 2: numbers are grounded next to the words around them (grounding.numbers_supported).
 # 3: the extractive reader.
 # 4: citations and "Passages found" give each kind's location (slide, sheet rows, section, OCR).
-ANSWER_RULES = 4
+# 5: the extractive reader reads units under their headings, by stems, refuses a name no passage mentions,
+#    and reads a follow-up by what its asker typed.
+ANSWER_RULES = 5
 
 
 @dataclass(frozen=True)
@@ -31,7 +33,8 @@ class Asked:
     """Who asked, in which scope and conversation: what a question's log row records beside its answer.
 
     ``message``: the asker's raw follow-up when the question answered is the standalone question made of it
-    (generation/condense.py); it is logged beside the question and changes nothing else.
+    (generation/condense.py); it is logged beside the question, and the extractive reader reads what the
+    asker typed from it (``answers.compose``).
     ``conversation``: the Conversation the question is a turn of.
     """
 
