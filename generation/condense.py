@@ -47,7 +47,7 @@ from django.conf import settings
 
 from foundry_site.core import llm, prompts
 from foundry_site.core.config import CONDENSE_RULE
-from foundry_site.core.text import STOPWORDS
+from foundry_site.core.text import STOPWORDS, is_code_or_name
 
 SHORT_WORDS = 1
 # Question words and fillers that carry no topic: never carried over, never counted as content.
@@ -158,7 +158,7 @@ def is_followup(message: str) -> bool:
     words = _TOKEN.findall(message)
     if any(_refers_back(words, i) for i in range(len(words))):
         return True
-    return not any(_name(w) or _proper(w) for w in words[1:])  # names nothing it is about
+    return not any(is_code_or_name(w) or _proper(w) for w in words[1:])  # names nothing it is about
 
 
 def _refers_back(words: list[str], i: int) -> bool:
@@ -197,7 +197,8 @@ def _condense_one(message: str, typed: list[str], standalone: list[str]) -> Cond
     carried = tuple(
         t
         for t in subject_terms(standalone[index])
-        if (t not in words if _name(t) else _stem(t.lower()) not in own) and (not _shape(t) or _shape(t) not in own)
+        if (t not in words if is_code_or_name(t) else _stem(t.lower()) not in own)
+        and (not _shape(t) or _shape(t) not in own)
     )
     if not carried:
         return Condensed(message, message)
@@ -279,11 +280,6 @@ def _topic(token: str) -> bool:
         or len(low) < 2
         or not any(ch.isalnum() for ch in low)
     )
-
-
-def _name(word: str) -> bool:
-    """A code or a name ("E04", "AX-200", "MQTT", "RESET"): a digit, or more than one capital letter."""
-    return any(ch.isdigit() for ch in word) or sum(ch.isupper() for ch in word) > 1
 
 
 def _proper(word: str) -> bool:

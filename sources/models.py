@@ -142,6 +142,12 @@ def place_text(page_start: int | None, page_end: int | None, line_start: int, li
     return lines
 
 
+def titled_path(title: str, path: list[str]) -> str:
+    """A heading path under its document's title, " > " joined; a path that starts with the title (a Markdown
+    H1) does not name it twice."""
+    return " > ".join(path if not title or path[:1] == [title] else [title, *path])
+
+
 def location_text(
     *,
     kind: str,
@@ -212,10 +218,7 @@ class Chunk(models.Model):
     @property
     def under(self) -> str:
         """The document's title and the chunk's heading path: what every sentence of the chunk is read under."""
-        title = self.source.title or self.source.name
-        if self.heading.startswith(title):
-            return self.heading
-        return f"{title} > {self.heading}" if self.heading else title
+        return titled_path(self.source.title or self.source.name, self.heading.split(" > ") if self.heading else [])
 
     @property
     def place(self) -> str:

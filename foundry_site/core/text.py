@@ -19,6 +19,11 @@ was we were what when where which who whom why will with would you your
 )
 
 
+def is_code_or_name(word: str) -> bool:
+    """A code or a name ("E04", "AX-200", "MQTT", "RESET", "QoS"): a digit, or more than one capital letter."""
+    return any(ch.isdigit() for ch in word) or sum(ch.isupper() for ch in word) > 1
+
+
 class TextRejected(ValueError):
     """The text cannot be used; the message names what was wrong."""
 

@@ -13,6 +13,7 @@ from foundry_site.core import llm, prompts
 from foundry_site.core.config import EXTRACTIVE
 from foundry_site.core.grounding import Grounder
 from foundry_site.core.units import passage_units
+from sources.models import titled_path
 from sources.services.chunking import ChunkDraft
 
 # Room kept for the heading/title line and the LLM prefix in front of each chunk.
@@ -48,9 +49,7 @@ class ChunkSizing:
 
     def context_for(self, title: str, draft: ChunkDraft, prefix: str) -> str:
         """What is embedded in front of the chunk: title/heading line and LLM prefix, trimmed to fit."""
-        # Markdown heading paths usually start with the H1, which is the title already.
-        path = list(draft.heading)
-        head = " > ".join(path if not title or path[:1] == [title] else [title, *path])
+        head = titled_path(title, list(draft.heading))
         context = f"{head}\n{prefix}".strip() if prefix else head
         if self.input_limit is None:
             return context
