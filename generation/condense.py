@@ -55,8 +55,15 @@ NON_TOPIC = frozenset(
     """
 about also again any anything else explain tell more much many please say same does mean means
 something give show list exactly one ones there here thing things way ways
+ok okay thanks thank yes yeah right great sure just still even now already really actually
+after before during while until since without within between through over under via per across against
+along among around behind beyond onto toward towards upon
 """.split()
 )
+# After "how" a word asks for a measure ("how long", "how heavy"): what is asked, never the topic.
+HOW = "how"
+# "the first one", "the second one": the earlier turn of that place (0 is the first).
+ORDINALS = {"first": 0, "second": 1, "third": 2, "fourth": 3}
 LEADS = (
     "and ",
     "and,",
@@ -178,12 +185,25 @@ def _refers_back(words: list[str], i: int) -> bool:
 def key_terms(text: str) -> list[str]:
     """The topic words of ``text``, in order, once each: no stop words, question words or fillers."""
     seen: dict[str, str] = {}
-    for token in _TOKEN.findall(text):
-        low = token.lower().rstrip(".")
-        if not _topic(token):
-            continue
-        seen.setdefault(_stem(low), token.rstrip("."))
+    tokens = _TOKEN.findall(text)
+    for i, token in enumerate(tokens):
+        if _topic(token) and not _asking(tokens, i):
+            seen.setdefault(_stem(token.lower().rstrip(".")), token.rstrip("."))
     return list(seen.values())
+
+
+def _asking(tokens: list[str], i: int) -> bool:
+    """Whether ``tokens[i]`` asks rather than names: the measure after "how" ("how long", "how heavy"), or
+    the place of an earlier turn ("the first one")."""
+    before = tokens[i - 1].lower() if i else ""
+    after = tokens[i + 1].lower() if i + 1 < len(tokens) else ""
+    return before == HOW or (tokens[i].lower() in ORDINALS and after in ("one", "ones"))
+
+
+def _ordinal(words: list[str], turns: int) -> int | None:
+    """The earlier turn a message names by its place ("how do I fix the second one?"), if any."""
+    places = [ORDINALS[w.lower()] for i, w in enumerate(words) if w.lower() in ORDINALS and _asking(words, i)]
+    return places[0] if places and places[0] < turns else None
 
 
 def _condense_one(message: str, typed: list[str], standalone: list[str]) -> Condensed:
@@ -193,16 +213,42 @@ def _condense_one(message: str, typed: list[str], standalone: list[str]) -> Cond
     overlaps = [len(own & _keys(q)) for q in typed]
     best = max(overlaps)
     index = max(i for i, n in enumerate(overlaps) if n == best) if best else len(standalone) - 1
-    words = set(_TOKEN.findall(message))
+    tokens = _TOKEN.findall(message)
+    place = _ordinal(tokens, len(standalone))
+    index = index if place is None else place
+    again = _asked_again(message, standalone[index])
+    if again:
+        return Condensed(message, again, (), index)
+    words = set(tokens)
+    before = set(_TOKEN.findall(standalone[index]))
+    renamed = any(is_code_or_name(w) and not _shape(w) and w not in before for w in words)
     carried = tuple(
         t
         for t in subject_terms(standalone[index])
         if (t not in words if is_code_or_name(t) else _stem(t.lower()) not in own)
-        and (not _shape(t) or _shape(t) not in own)
+        and (_shape(t) not in own if _shape(t) else not (renamed and is_code_or_name(t)))
     )
     if not carried:
         return Condensed(message, message)
     return Condensed(message, f"{message} ({' '.join(carried)})", carried, index)
+
+
+def _asked_again(message: str, antecedent: str) -> str:
+    """The antecedent asked again about the one code the message puts in place of one of its own ("and E05?"
+    after "What does E04 mean?" is "What does E05 mean?"; "and 2.4.1?" after "When was 2.3.0 released?"), when
+    the message adds nothing else; "" otherwise. A code is swapped only for the antecedent's one code of its
+    shape the message lacks. Names are not swapped: "the LED" is no kind of "RESET" button."""
+    before = _TOKEN.findall(antecedent)
+    known = _keys(antecedent)
+    terms = key_terms(message)
+    new = [t for t in terms if is_code_or_name(t) and t not in before]
+    if len(new) != 1 or not _shape(new[0]) or any(_stem(t.lower()) not in known for t in terms if t not in new):
+        return ""
+    words = set(_TOKEN.findall(message))
+    old = {w for w in before if is_code_or_name(w) and w not in words and _shape(w) == _shape(new[0])}
+    if len(old) != 1:
+        return ""
+    return re.sub(rf"(?<![\w.-]){re.escape(old.pop())}(?![\w-]|\.\w)", new[0], antecedent)
 
 
 def subject_terms(question: str) -> list[str]:
@@ -245,9 +291,9 @@ def _phrases(text: str) -> list[tuple[list[str], bool]]:
         run = []
 
     previous = before_determiner = ""
-    for token in tokens:
+    for i, token in enumerate(tokens):
         low = token.lower().rstrip(".")
-        if _topic(token):
+        if _topic(token) and not _asking(tokens, i):
             if not run:
                 before = previous if previous not in DETERMINERS else before_determiner
             run.append(token.rstrip("."))

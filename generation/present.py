@@ -67,17 +67,10 @@ REFUSALS = {
         "so nothing was shown. Read the passages yourself:",
         replaces_text=True,
     ),
-    "absent": Outcome(
-        "none",
-        "Not mentioned in your sources",
-        "The passages found never mention what the question names, so nothing was quoted. The closest passages:",
-    ),
-    "reader": Outcome(
-        "unverified",
-        "Below the reader's threshold",
-        "The reader found no passage that answers the question with enough confidence, so nothing "
-        "was shown. The closest passages:",
-    ),
+    # The stored text of these two says why (the name never mentioned, the reader's best score): the line
+    # under it only introduces the passages.
+    "absent": Outcome("none", "Not mentioned in your sources", "The closest passages:"),
+    "reader": Outcome("unverified", "Below the reader's threshold", "The closest passages:"),
     "model": Outcome(
         "declined",
         "Not in your sources",

@@ -107,10 +107,17 @@ class Reading:
 
     @property
     def text(self) -> str:
-        """The answer: each quote verbatim, followed by its passage label; one line per passage."""
+        """The answer: each quote verbatim, followed by its passage label; a line per passage, on which its
+        sentences run on, and a line per list item, so that an item stays an item (Markdown)."""
         lines: list[str] = []
         for label in dict.fromkeys(q.passage.label for q in self.quotes):
-            lines.append(" ".join(f"{q.quoted} [{label}]" for q in self.quotes if q.passage.label == label))
+            previous = None
+            for q in (q for q in self.quotes if q.passage.label == label):
+                if previous is not None and "item" not in (previous.unit.kind, q.unit.kind):
+                    lines[-1] += f" {q.quoted} [{label}]"
+                else:
+                    lines.append(f"{q.quoted} [{label}]")
+                previous = q
         return "\n".join(lines)
 
     def audit(self, limit: int = 10) -> dict:

@@ -19,8 +19,15 @@ was we were what when where which who whom why will with would you your
 )
 
 
+# Words of chat typed in capitals that never name anything in the sources ("OK, and how do I fix it?").
+CHAT_CAPITALS = frozenset("ok okay fyi btw asap pls plz thx tbh imo".split())
+
+
 def is_code_or_name(word: str) -> bool:
-    """A code or a name ("E04", "AX-200", "MQTT", "RESET", "QoS"): a digit, or more than one capital letter."""
+    """A code or a name ("E04", "AX-200", "MQTT", "RESET", "QoS"): a digit, or more than one capital letter;
+    not a word of chat in capitals ("OK", "FYI")."""
+    if word.lower() in CHAT_CAPITALS:
+        return False
     return any(ch.isdigit() for ch in word) or sum(ch.isupper() for ch in word) > 1
 
 

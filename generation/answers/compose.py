@@ -17,6 +17,7 @@ from generation.answers.answer import Answer, Progress, Sentences, answer_pieces
 from generation.context import chunk_budget, context_build
 from generation.live import SentenceGate
 from generation.models import QueryLog
+from retrieval.services.conflicts import conflicts_concerning
 from retrieval.services.gate import NO_EVIDENCE_ANSWER, NO_EVIDENCE_HINT
 from retrieval.services.retrieve import Candidate, Retrieval
 from sources.models import location_fields
@@ -49,7 +50,29 @@ def answer_compose(
     Calls no model when the gate found no evidence or ``model`` is the extractive reader; usage, cost and the
     total time are the caller's to fill in. ``on_sentence`` as in ``answer_logged``. ``message``: the follow-up
     as typed when the question was made standalone from it (the names the asker used are the message's).
+    The answer carries the conflicts between the passages found that concern it (``conflicts_concerning``).
     """
+    answer = _compose(
+        retrieval, run_id=run_id, model=model, progress=progress, on_sentence=on_sentence, message=message
+    )
+    answer.conflicts = conflicts_concerning(
+        answer.conflicts,
+        question=message or retrieval.question,
+        answer=answer.answer,
+        cited={c["id"] for c in answer.citations},
+    )
+    return answer
+
+
+def _compose(
+    retrieval: Retrieval,
+    *,
+    run_id: str,
+    model: str,
+    progress: Progress,
+    on_sentence: Sentences | None,
+    message: str,
+) -> Answer:
     answer = Answer(
         run_id=run_id,
         question=retrieval.question,

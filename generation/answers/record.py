@@ -25,7 +25,8 @@ from sources.selectors import index_version
 # 4: citations and "Passages found" give each kind's location (slide, sheet rows, section, OCR).
 # 5: the extractive reader reads units under their headings, by stems, refuses a name no passage mentions,
 #    and reads a follow-up by what its asker typed.
-ANSWER_RULES = 5
+# 6: an answer carries only the conflicts about it; a quoted list item starts its own line.
+ANSWER_RULES = 6
 
 
 @dataclass(frozen=True)

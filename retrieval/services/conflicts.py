@@ -160,3 +160,23 @@ def conflicts_detect(passages: list[Passage], *, model: str) -> list[Conflict]:
         quoted = {(c.a["quote"], c.b["quote"]) for c in found}
         found += [c for c in conflicts_by_llm(passages, model=model) if (c.a["quote"], c.b["quote"]) not in quoted]
     return found
+
+
+def conflicts_concerning(conflicts: list[dict], *, question: str, answer: str, cited: set[str]) -> list[dict]:
+    """The conflicts (``Conflict.as_dict``) an answer should show: those about what was asked or answered.
+
+    A conflict concerns the answer when the question or the answer names its quantity ("VCC"), or, for a
+    conflict the LLM found (it names no quantity), when the answer cites a side's passage. Retrieved passages
+    often state other values too: the datasheet chunk that gives the weight also gives the logic supply, and
+    a warning about the logic supply beside the weight tells the reader nothing about the weight.
+    """
+    said = f"{question}\n{answer}"
+    return [
+        c
+        for c in conflicts
+        if (
+            re.search(rf"(?<![\w-]){re.escape(c['quantity'])}(?![\w-])", said, re.I)
+            if c["quantity"]
+            else bool({c["a"]["label"], c["b"]["label"]} & cited)
+        )
+    ]

@@ -8,6 +8,7 @@ import pytest
 from pydantic import ValidationError
 
 from foundry_site.core import llm
+from foundry_site.core.text import is_code_or_name
 from generation.condense import condense, is_followup, key_terms, question_standalone, subject_terms
 from tests.conftest import ScriptedLLM
 
@@ -127,18 +128,44 @@ def test_contractions_are_their_first_word_with_or_without_the_apostrophe() -> N
 def test_white_space_is_normalised_and_the_rule_is_deterministic() -> None:
     first = condense("  And   E04? ", ["What does error code E03 mean?"])
     assert first == condense("And E04?", ["What does   error code E03 mean?"])
-    assert first.message == "And E04?" and first.question == "And E04? (error code)" and first.antecedent == 0
+    assert first.message == "And E04?" and first.question == "What does error code E04 mean?" and first.antecedent == 0
 
 
 def test_a_code_replaces_the_earlier_code_of_its_shape_and_finds_its_turn() -> None:
-    condensed = condense("And what does E06 mean?", ["What does error code E05 mean?", "Where is the update page?"])
-    assert condensed.antecedent == 0 and condensed.question == "And what does E06 mean? (error code)"
+    earlier = ["What does error code E05 mean?", "Where is the update page?"]
+    condensed = condense("And what does E06 mean?", earlier)
+    assert condensed.antecedent == 0 and condensed.question == "What does error code E06 mean?"  # asked again
+    assert condense("And how do I fix E06?", earlier).question == "And how do I fix E06? (error code)"
+    assert condense("and 2.4.1?", ["When was firmware 2.3.0 released?"]).question == "When was firmware 2.4.1 released?"
+
+
+def test_a_name_replaces_the_earlier_names_but_is_never_swapped_into_the_question() -> None:
+    assert condense("and Modbus TCP?", ["Which port does MQTT use?"]).question == "and Modbus TCP? (port)"
+    # "the LED" is no kind of "RESET" button: names are not asked again in each other's place.
+    assert condense("and the LED?", ["How long must the RESET button be pressed?"]).question == "and the LED? (button)"
+
+
+def test_a_turn_named_by_its_place_and_the_measure_after_how_are_not_topics() -> None:
+    assert condense("how do I fix the second one?", ["What does E01 mean?", "and E02?"]).question == (
+        "how do I fix the second one? (E02)"
+    )
+    first = condense("and the first one in storage?", ["What is the operating temperature?", "And humidity?"])
+    assert first.antecedent == 0 and "first" not in first.carried
+    chained = condense("And if the power drops?", ["How do I update the firmware?", "How long does it take?"])
+    assert chained.question == "And if the power drops? (firmware)"  # not "long"
+    assert key_terms("how heavy is the AX-200?") == ["AX-200"]
+
+
+def test_chat_in_capitals_is_not_a_name() -> None:
+    condensed = condense("OK, and how do I get my settings back?", ["What does E06 mean?"])
+    assert condensed.question == "OK, and how do I get my settings back? (E06)"
+    assert not is_code_or_name("OK") and is_code_or_name("QoS")
 
 
 def test_the_configured_condenser_rule_none_or_an_llm(foundry_config: Any, scripted_llm: ScriptedLLM) -> None:
     assert (
         question_standalone(message="And  E04?", history=["What does error code E03 mean?"]).question
-        == "And E04? (error code)"
+        == "What does error code E04 mean?"
     )  # the default: the rule
     foundry_config(retrieval={"condense_model": "none"})
     assert not question_standalone(message="And E04?", history=["What does error code E03 mean?"]).rewritten

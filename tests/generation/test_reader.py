@@ -110,6 +110,16 @@ def test_only_units_near_the_best_are_added_and_grouped_per_passage_in_source_or
     assert reading.text == "The sensor bus is RS-485. [S1] The cable shield connects to SH. [S1]"
 
 
+def test_a_quoted_list_item_starts_its_own_line(embed: dict) -> None:
+    q = "anything"
+    text = "The LEDs show the state.\n\n- **NET** green: link up.\n- **NET** off: no link."
+    embed[q] = [0.0, 0.0, 1.0]  # every unit scores the same
+    reading = reader.read(q, [Passage("S1", text, 1, 4)], embedding_model="m", max_units=3)
+    assert reading.text == (
+        "The LEDs show the state. [S1]\n- **NET** green: link up. [S1]\n- **NET** off: no link. [S1]"
+    )
+
+
 def test_max_units_caps_the_quotes(embed: dict) -> None:
     q = "anything"
     embed[q] = [0.0, 0.0, 1.0]  # every unit scores the same

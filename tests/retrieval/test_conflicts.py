@@ -1,7 +1,13 @@
 from __future__ import annotations
 
 from foundry_site.cli.render import conflict_format
-from retrieval.services.conflicts import Passage, conflicts_by_llm, conflicts_by_rule, statements
+from retrieval.services.conflicts import (
+    Passage,
+    conflicts_by_llm,
+    conflicts_by_rule,
+    conflicts_concerning,
+    statements,
+)
 from tests.conftest import ScriptedLLM
 
 
@@ -51,3 +57,26 @@ def test_llm_conflicts_need_real_quotes(scripted_llm: ScriptedLLM) -> None:
         model="scripted/x",
     )
     assert len(found) == 1 and found[0].a["quote"] == "limit is 8 sensors" and found[0].detector == "llm"
+
+
+def test_an_answer_shows_only_the_conflicts_about_it() -> None:
+    vcc = conflicts_by_rule(
+        [
+            p("S1", "manual.md", "The internal logic supply is VCC = 3.3 V. The gateway weighs 210 g."),
+            p("S2", "datasheet.pdf", "Logic supply VCC = 5 V"),
+        ]
+    )[0].as_dict()
+    llm_found = {**vcc, "quantity": "", "detector": "llm"}
+
+    def shown(question: str, answer: str, *cited: str) -> bool:
+        return conflicts_concerning([vcc], question=question, answer=answer, cited=set(cited)) == [vcc]
+
+    assert shown("What is VCC?", "No sentence of the passages found answers this closely enough to quote.")
+    assert shown("what's the logic voltage?", "The internal logic supply is VCC = 3.3 V. [S1]", "S1")
+    assert shown("What is the internal logic supply?", "Logic supply VCC = 5 V [S2]", "S2")
+    # The same passage answers another question: its VCC statement is not what the answer says.
+    assert not shown("How much does the gateway weigh?", "The gateway weighs 210 g. [S1]", "S1")
+    assert not shown("Is the vccb pin 5 V tolerant?", "Refused.")  # "VCC" only inside another word
+    # A conflict the LLM found names no quantity: shown when the answer cites either side's passage.
+    assert conflicts_concerning([llm_found], question="weight?", answer="210 g [S1]", cited={"S1"}) == [llm_found]
+    assert conflicts_concerning([llm_found], question="weight?", answer="210 g [S3]", cited={"S3"}) == []
