@@ -36,6 +36,7 @@ def artifacts_write(*, run_id: str, question: str, retrieval: Any, answer: dict)
         "channels": retrieval.channels_dict(),
         "gate": retrieval.gate.as_dict() if retrieval.gate else None,
         "candidates": [c.as_dict() for c in retrieval.candidates],
+        "conflicts": [c.as_dict() for c in retrieval.conflicts],  # all found; the answer shows those about it
         "answer_class": answer["answer_class"],
         "citations": [c["chunk_id"] for c in answer["citations"]],
         "timings_ms": answer["timings"],

@@ -17,7 +17,8 @@ see one question, so a follow-up is rewritten before retrieval by a deterministi
 2. The antecedent is the earlier turn sharing the most content words with the message as typed (what
    a turn carried over is not its own), the latest one on a tie: a third question may go back to the
    first. A code counts as shared with any code of the same shape ("E06" with "E05"). With no
-   shared word it is the previous turn.
+   shared word it is the previous turn. A turn named by its place is that turn: "how do I fix the
+   second one?" after "What does E01 mean?", "And E02?" leans on the second.
 3. The standalone question is the message followed by the subject terms of the antecedent (made
    standalone itself) that the message lacks
    (``subject_terms``: the words of its noun phrases, in their original spelling and order), e.g.
@@ -26,9 +27,14 @@ see one question, so a follow-up is rewritten before retrieval by a deterministi
    asked-for attribute of a named owner ("operating temperature range" of the AX-200): a follow-up
    asks something else about the same thing, and the antecedent's attribute only pulls retrieval and
    the reader back to the first answer. A code in the message replaces the antecedent's codes of its
-   shape: "And E04?" after "What does error code E03 mean?" carries "error code", not "E03". A name
+   shape: "And how do I fix E04?" after "What does error code E03 mean?" carries "error code", not "E03". A name
    ("RESET", "MQTT") is carried unless the message holds it spelt the same way: "factory reset" does
-   not name the RESET button.
+   not name the RESET button, and a new name need not replace one ("what about with TLS?" still asks
+   about MQTT). The measure after "how" ("how long", "how heavy") and a turn's place ("the first one")
+   ask; they are never carried.
+4. A message that only puts a code in place of the antecedent's one code of that shape asks the antecedent
+   again: "And E04?" after "What does error code E03 mean?" is "What does error code E04 mean?", "and
+   2.4.1?" after "When was firmware 2.3.0 released?" is "When was firmware 2.4.1 released?".
 
 Measured by bench/followups.py on the follow-up sets of tests/data/ (each tuned on or not, as its docstring
 says), on topic switches (each set's standalone questions asked after another conversation's first turn) and
@@ -220,13 +226,11 @@ def _condense_one(message: str, typed: list[str], standalone: list[str]) -> Cond
     if again:
         return Condensed(message, again, (), index)
     words = set(tokens)
-    before = set(_TOKEN.findall(standalone[index]))
-    renamed = any(is_code_or_name(w) and not _shape(w) and w not in before for w in words)
     carried = tuple(
         t
         for t in subject_terms(standalone[index])
         if (t not in words if is_code_or_name(t) else _stem(t.lower()) not in own)
-        and (_shape(t) not in own if _shape(t) else not (renamed and is_code_or_name(t)))
+        and (not _shape(t) or _shape(t) not in own)
     )
     if not carried:
         return Condensed(message, message)

@@ -53,12 +53,14 @@ REFUSALS = {
         "No evidence in your sources",
         "Nothing in the collections you can read matched the question closely enough, so no answer was written.",
         upload_hint=True,
+        replaces_text=True,
     ),
     "relevance": Outcome(
         "none",
         "No evidence in your sources",
         "The passages the search found were judged not relevant to the question, so no answer was written.",
         upload_hint=True,
+        replaces_text=True,
     ),
     "grounding": Outcome(
         "unverified",
@@ -184,8 +186,8 @@ def answer_context(row: QueryLog, viewer: Any, *, anchor: str = "") -> dict[str,
     if outcome is not None:
         badge_class, badge_label = outcome.badge_class, outcome.badge_label
     lead, passages = found_passages(row, viewer) if outcome is not None else (row.answer, [])
-    if outcome is not None and outcome.replaces_text and passages:
-        lead = ""
+    if outcome is not None and outcome.replaces_text and (passages or PASSAGES_FOUND not in row.answer):
+        lead = ""  # said in the page's own words; a "Passages found" that could not be read stays as text
     # A source without a link is one the viewer cannot read now. Only the asker could read it when
     # the question was asked; an auditor looking at someone else's answer perhaps never could.
     unreadable = "no longer readable" if row.user_id == getattr(viewer, "pk", None) else "not readable by you"

@@ -224,6 +224,23 @@ def _stem(word: str) -> str:
     return snowballstemmer.stemmer("english").stemWord(word)
 
 
+# A measure asked by its adjective or verb is stated by its noun: "how heavy", "weighs" by "Weight 210 g".
+_NAMED_BY = {
+    _stem(word): {_stem(noun)}
+    for words, noun in (
+        ("weigh heavy", "weight"),
+        ("long", "length"),
+        ("wide", "width"),
+        ("high tall", "height"),
+        ("deep", "depth"),
+        ("big large", "size"),
+        ("fast", "speed"),
+        ("far", "distance"),
+    )
+    for word in words.split()
+}
+
+
 def _states_something(unit: Unit) -> bool:
     """A unit with a content word or a number, that is not a bare label introducing what follows
     (``Wiring rules:``, ``Key features:``): quoted alone, a label says nothing."""
@@ -232,12 +249,26 @@ def _states_something(unit: Unit) -> bool:
 
 def _overlap(own: set[str], carried: set[str], held_by_unit: set[str], around: set[str]) -> float:
     """The share of the question's words the unit holds, a word only its heading path or title holds counting
-    ``UNDER_WEIGHT``; the carried-over words, when there are any, count as one word held if any is."""
-    held = own & held_by_unit
-    count = len(held) + UNDER_WEIGHT * len((own - held) & around)
+    ``UNDER_WEIGHT``; the carried-over words, when there are any, count as one word held if any is, unless the
+    unit names another code of the shape of one of them: a unit about E06 says "error", and is no answer about
+    E05. A measure asked by its adjective or verb is held by its noun (``_NAMED_BY``)."""
+    held = {w for w in own if w in held_by_unit or _NAMED_BY.get(w, set()) & held_by_unit}
+    count = len(held) + UNDER_WEIGHT * len({w for w in own - held if w in around or _NAMED_BY.get(w, set()) & around})
     if not carried:
         return count / len(own) if own else 0.0
-    return (count + bool(carried & (held_by_unit | around))) / (len(own) + 1)
+    read = held_by_unit | around
+    codes = {w for w in carried if _lettered_code(w)}
+    other = any(_lettered_code(w) and w not in codes and _shape(w) in {_shape(c) for c in codes} for w in read)
+    return (count + (bool(carried & read) and not other)) / (len(own) + 1)
+
+
+def _lettered_code(word: str) -> bool:
+    """A code of letters and digits ("e05", "x3", "ax-200"), a stem as ``stems`` gives it; not a version."""
+    return any(ch.isdigit() for ch in word) and any(ch.isalpha() for ch in word)
+
+
+def _shape(code: str) -> str:
+    return re.sub(r"[0-9]+", "9", re.sub(r"[a-z]+", "a", code))
 
 
 def _dot(a: list[float], b: list[float]) -> float:

@@ -109,6 +109,15 @@ def test_conflicts_reported_before_answer(indexed: Path, scripted_llm: ScriptedL
     assert answer_format(answer).startswith("⚠ Conflict detected:")
 
 
+def test_a_conflict_the_answer_does_not_touch_is_audited_not_shown(indexed: Path, scripted_llm: ScriptedLLM) -> None:
+    scripted_llm.reply = lambda m: "The gateway accepts a main input of 12 to 24 V DC through terminal X1. [S1]"
+    answer = answer_question(question="Which main input voltage does the gateway accept?")
+    assert answer.citations and answer.conflicts == []
+    assert not answer_format(answer).startswith("⚠")
+    artifact = next(settings.FOUNDRY_ARTIFACTS.glob(f"*/{answer.run_id}/retrieval.json"))
+    assert [c["quantity"] for c in json.loads(artifact.read_text())["conflicts"]] == ["VCC"]
+
+
 def test_injection_in_document_stays_fenced(kb: Path, scripted_llm: ScriptedLLM, foundry_config) -> None:
     foundry_config(retrieval={"min_chunks": 1})
     (kb / "evil.md").write_text(

@@ -139,10 +139,14 @@ def test_a_code_replaces_the_earlier_code_of_its_shape_and_finds_its_turn() -> N
     assert condense("and 2.4.1?", ["When was firmware 2.3.0 released?"]).question == "When was firmware 2.4.1 released?"
 
 
-def test_a_name_replaces_the_earlier_names_but_is_never_swapped_into_the_question() -> None:
-    assert condense("and Modbus TCP?", ["Which port does MQTT use?"]).question == "and Modbus TCP? (port)"
+def test_a_name_is_never_swapped_into_the_earlier_question() -> None:
     # "the LED" is no kind of "RESET" button: names are not asked again in each other's place.
-    assert condense("and the LED?", ["How long must the RESET button be pressed?"]).question == "and the LED? (button)"
+    assert condense("and the LED?", ["How long must the RESET button be pressed?"]).question == (
+        "and the LED? (RESET button)"
+    )
+    assert (
+        condense("what about with TLS?", ["Which port does MQTT use?"]).question == "what about with TLS? (port MQTT)"
+    )
 
 
 def test_a_turn_named_by_its_place_and_the_measure_after_how_are_not_topics() -> None:

@@ -67,6 +67,30 @@ def test_words_carried_into_a_follow_up_count_as_one_topic_word(embed: dict) -> 
     assert elsewhere[0].lexical == pytest.approx(1 / 2)  # the topic held nowhere
 
 
+def test_a_unit_about_another_code_does_not_hold_a_follow_ups_topic(embed: dict) -> None:
+    typed = "how do I fix it?"
+    question = f"{typed} (error code E05)"
+    e05 = "**E05 – Firmware image rejected.** The file is damaged. Download the image again."
+    e06 = "**E06 – Configuration memory checksum error.** It is damaged. Restore the configuration from a backup."
+    scored = {
+        q.unit.text: q.lexical
+        for q in reader.units_score(
+            question, [Passage("S1", f"{e05}\n\n{e06}", 1, 3)], embedding_model="m", typed=typed
+        )
+    }
+    # Both sentences after the run-in headings say nothing of fixing; only E05's holds the topic ("error" is E06's).
+    assert scored["Download the image again."] == pytest.approx(1 / 2)
+    assert scored["Restore the configuration from a backup."] == 0.0
+
+
+def test_a_measure_asked_by_its_adjective_or_verb_is_held_by_its_noun(embed: dict) -> None:
+    found = [Passage("S1", "Weight 210 g", 1, 1, under="AX-200 Datasheet")]
+    for question in ("How much does the AX-200 weigh?", "How heavy is the AX-200?"):
+        held = reader.units_score(question, found, embedding_model="m")[0].lexical
+        assert held == pytest.approx(2 / 3 if "much" in question else 1.0), question
+    assert reader.units_score("How long is the cable?", found, embedding_model="m")[0].lexical == 0.0
+
+
 def test_codes_and_names_no_passage_mentions() -> None:
     found = [Passage("S1", "The AX-200 polls sensors over RS-485; E03 is a supply fault.", 1, 1, under="Manual > Bus")]
     assert reader.unmentioned("What is the MTBF of the AX200 and its QoS on rs485, and E03, E07?", found) == [
