@@ -2,7 +2,8 @@
 
 The passages that passed the retrieval gate are split into units (``foundry_site.core.units``):
 sentences, list items and table rows. Each unit is scored against the question with the
-embedding model already loaded (cosine of question and unit), plus the share of the
+embedding model already loaded (cosine of question and unit; a list item of several sentences by
+its best sentence if that is closer), plus the share of the
 question's content words (their stems) the unit holds, or its passage's heading path and document
 title hold (a neighbour's words, the passage's fused rank and the share of the unit's words the
 question lacks were measured too, and did not help: bench/reader_calibration.py). A code or name of
@@ -27,7 +28,7 @@ import snowballstemmer
 from foundry_site.core import llm
 from foundry_site.core.grounding import content_tokens
 from foundry_site.core.text import is_code_or_name
-from foundry_site.core.units import Unit, passage_units
+from foundry_site.core.units import Unit, item_sentences, passage_units
 
 # Weight of the question's words in the unit score, fitted on SQuAD 2.0 dev (bench/reader_calibration.py,
 # docs/decisions.md, "The extractive reader"): they tell the sentence that names the asked-for thing
@@ -141,14 +142,18 @@ def units_score(question: str, passages: list[Passage], *, embedding_model: str,
     if not units:
         return []
     both = [question, typed] if typed and typed != question else [question]
-    vectors = llm.embed(both + [u.scored_text for _, u in units], model=embedding_model, batch_size=EMBED_BATCH)
-    asked_vectors, unit_vectors = vectors[: len(both)], vectors[len(both) :]
+    parts = [(k, s) for k, (_, u) in enumerate(units) for s in item_sentences(u)]
+    texts = both + [u.scored_text for _, u in units] + [s for _, s in parts]
+    vectors = llm.embed(texts, model=embedding_model, batch_size=EMBED_BATCH)
+    asked_vectors, unit_vectors = vectors[: len(both)], vectors[len(both) : len(both) + len(units)]
     asked = stems(question)
     own = stems(typed) & asked if typed else asked
     if not own:
         own = asked  # a follow-up with no word of its own ("what about it?"): every word counts
     carried = asked - own
     cosines = [max(_dot(a, v) for a in asked_vectors) for v in unit_vectors]
+    for (k, _), v in zip(parts, vectors[len(both) + len(units) :]):  # an item reads as well as its best sentence
+        cosines[k] = max(cosines[k], *(_dot(a, v) for a in asked_vectors))
     around = {p.label: stems(p.under) for p in passages}
     lexical = [_overlap(own, carried, stems(u.scored_text), around[p.label]) for p, u in units]
     quotes = [
@@ -224,7 +229,8 @@ def _stem(word: str) -> str:
     return snowballstemmer.stemmer("english").stemWord(word)
 
 
-# A measure asked by its adjective or verb is stated by its noun: "how heavy", "weighs" by "Weight 210 g".
+# A measure asked by its adjective or verb is stated by its noun ("how heavy", "weighs" by "Weight 210 g"), a
+# limit by its abbreviation or in full ("maximum" by ``max_bus_length_m``, "max" by "maximum").
 _NAMED_BY = {
     _stem(word): {_stem(noun)}
     for words, noun in (
@@ -236,6 +242,10 @@ _NAMED_BY = {
         ("big large", "size"),
         ("fast", "speed"),
         ("far", "distance"),
+        ("maximum", "max"),
+        ("max", "maximum"),
+        ("minimum", "min"),
+        ("min", "minimum"),
     )
     for word in words.split()
 }

@@ -27,7 +27,8 @@ NUMBERED = frozenset(
     "part appendix annex clause article art".split()
 )
 _END = re.compile(r"[.!?][\"')\]]*(?=\s+[\"'(\[]?[A-Z0-9À-Ý])")
-_LIST_ITEM = re.compile(r"^\s*(?:[-*+•]|\d{1,3}[.)]|[a-z][.)])\s+\S")
+_MARKER = re.compile(r"\s*(?:[-*+•]|\d{1,3}[.)]|[a-z][.)])\s+")  # a list item's bullet or number
+_LIST_ITEM = re.compile(rf"^{_MARKER.pattern}\S")
 # A labelled value on its own line (``interfaces[0].max_sensors: 8``, ``voltage_v: 3.3``): a key path or a
 # lower-case key, then a colon. Each is a unit, like a list item (JSON sources are written this way).
 _KEY_PARTS = re.compile(r"[\s._\[\]]+")
@@ -96,6 +97,18 @@ def passage_units(text: str) -> list[Unit]:
             paragraph.append((i, start))
         i += 1
     return units + _paragraph_units(text, lines, paragraph)
+
+
+def item_sentences(unit: Unit) -> list[str]:
+    """The sentences of a list item of more than one, its marker left out ([] otherwise): an item is quoted
+    whole, and read sentence by sentence too (its first sentence may answer on its own)."""
+    if unit.kind != "item":
+        return []
+    marker = _MARKER.match(unit.text)
+    body = unit.text[marker.end() :] if marker else unit.text
+    lines = _lines(body)
+    sentences = [u.text for u in _paragraph_units(body, lines, [(i, start) for i, (start, _) in enumerate(lines)])]
+    return sentences if len(sentences) > 1 else []
 
 
 def _lines(text: str) -> list[tuple[int, int]]:

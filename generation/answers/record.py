@@ -25,7 +25,8 @@ from sources.selectors import index_version
 # 4: citations and "Passages found" give each kind's location (slide, sheet rows, section, OCR).
 # 5: the extractive reader reads units under their headings, by stems, refuses a name no passage mentions,
 #    and reads a follow-up by what its asker typed.
-# 6: an answer carries only the conflicts about it; a quoted list item starts its own line.
+# 6: an answer carries only the conflicts about it; a quoted list item starts its own line; the reader holds a
+#    measure by its noun, reads a list item by its sentences too, and a follow-up's topic not by another code.
 ANSWER_RULES = 6
 
 

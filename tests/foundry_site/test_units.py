@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from foundry_site.core.units import passage_units, sentence_ends
+from foundry_site.core.units import item_sentences, passage_units, sentence_ends
 
 
 def texts(text: str) -> list[str]:
@@ -80,6 +80,16 @@ def test_a_long_list_item_is_quoted_sentence_by_sentence() -> None:
     units = passage_units(item)
     assert len(units) == 12 and all(u.kind == "item" for u in units)
     assert units[0].text.startswith("- Sentence number 0")
+
+
+def test_an_item_of_several_sentences_is_also_read_by_them() -> None:
+    text = (
+        "- The bus is 1,000 m at 9600 baud. At higher rates it is shorter.\n- Stubs are short.\n2. Click **Install**."
+    )
+    first, short, numbered = passage_units(text)
+    assert item_sentences(first) == ["The bus is 1,000 m at 9600 baud.", "At higher rates it is shorter."]
+    assert item_sentences(short) == [] and item_sentences(numbered) == []
+    assert item_sentences(passage_units("One sentence. Another one.")[0]) == []  # not an item
 
 
 def test_numbered_and_lettered_list_items() -> None:

@@ -89,6 +89,16 @@ def test_a_measure_asked_by_its_adjective_or_verb_is_held_by_its_noun(embed: dic
         held = reader.units_score(question, found, embedding_model="m")[0].lexical
         assert held == pytest.approx(2 / 3 if "much" in question else 1.0), question
     assert reader.units_score("How long is the cable?", found, embedding_model="m")[0].lexical == 0.0
+    field = [Passage("S1", "interfaces[0].max_bus_length_m: 1000", 1, 1)]
+    assert reader.units_score("maximum bus length?", field, embedding_model="m")[0].lexical == 1.0
+
+
+def test_a_list_item_reads_as_well_as_its_best_sentence(embed: dict) -> None:
+    q = "maximum bus length"
+    item = "- The maximum bus length is 1,000 m. At higher baud rates it is reduced."
+    embed.update({q: [1.0, 0.0, 0.0], "The maximum bus length is 1,000 m.": [0.9, 0.1, 0.0]})
+    quote = reader.units_score(q, [Passage("S1", item, 1, 1)], embedding_model="m")[0]
+    assert quote.unit.text == item and quote.cosine == pytest.approx(0.9)  # the item itself embeds far off
 
 
 def test_codes_and_names_no_passage_mentions() -> None:
