@@ -118,8 +118,7 @@ def _same_section(a: Block, b: Block) -> bool:
 class _Piece:
     block: Block
     size: int  # tokens
-    joint: str = "\n\n"  # before it in a chunk: a paragraph break, or the white space (a space, a line break)
-    # that separates it in its paragraph from the piece before (the rest of a paragraph or list cut in pieces)
+    continues: bool = False  # the rest of the previous piece's paragraph (joined by a space)
 
 
 def _tail(parts: deque[_Piece], budget: int) -> list[_Piece]:
@@ -137,7 +136,7 @@ def _tail(parts: deque[_Piece], budget: int) -> list[_Piece]:
 
 def _merge(parts: deque[_Piece], count: TokenCounter) -> ChunkDraft:
     blocks = [p.block for p in parts]
-    text = blocks[0].text + "".join(p.joint + p.block.text for p in list(parts)[1:])
+    text = blocks[0].text + "".join((" " if p.continues else "\n\n") + p.block.text for p in list(parts)[1:])
     if blocks[0].lead:
         text = f"{blocks[0].lead}\n{text}"
     pages = [b.page for b in blocks if b.page is not None]
@@ -169,30 +168,24 @@ def _fit(
             return [_Piece(block, size)]
     pieces: list[_Piece] = []
     lines = _LineCounter(block)
-    text = block.text
-    held = False  # the current piece holds a sentence
-    start_at = end_at = used = cut_at = 0
-
-    def cut() -> None:  # the current piece, verbatim: a list cut in pieces keeps its line breaks
-        nonlocal cut_at
-        joint = ("\n" if "\n" in text[cut_at:start_at] else " ") if pieces else "\n\n"
-        pieces.append(_Piece(lines.piece(text[start_at:end_at], start_at, end_at), used, joint))
-        cut_at = end_at
-
-    for start, sentence in _sentences(text):
+    buf: list[str] = []
+    buf_start = buf_end = 0
+    used = chars = 0
+    for start, sentence in _sentences(block.text):
         for sub_start, sub, size in _split_long(
             sentence, start, max_tokens=max_tokens, max_chars=max_chars, count=count
         ):
-            sub_end = sub_start + len(sub)
-            if held and (sentences or used + size > max_tokens or sub_end - start_at > max_chars):
-                cut()
-                held, used = False, 0
-            if not held:
-                start_at, held = sub_start, True
-            end_at = sub_end
+            if buf and (sentences or used + size > max_tokens or chars + len(sub) + 1 > max_chars):
+                pieces.append(_Piece(lines.piece(" ".join(buf), buf_start, buf_end), used, bool(pieces)))
+                buf, used, chars = [], 0, 0
+            if not buf:
+                buf_start = sub_start
+            buf.append(sub)
+            buf_end = sub_start + len(sub)
             used += size
-    if held:
-        cut()
+            chars += len(sub) + 1
+    if buf:
+        pieces.append(_Piece(lines.piece(" ".join(buf), buf_start, buf_end), used, bool(pieces)))
     return pieces
 
 
@@ -205,7 +198,7 @@ class _LineCounter:
         self.line = block.line_start
 
     def piece(self, text: str, offset: int, end: int) -> Block:
-        """The piece ``text`` found at ``offset:end`` of the block."""
+        """The piece ``text`` found at ``offset:end`` of the block (its own newlines may be gone)."""
         if offset >= self.offset:
             self.line += self.block.text.count("\n", self.offset, offset)
         else:  # never expected (pieces are in order); recount rather than guess
@@ -248,7 +241,7 @@ def _split_long(
     if len(sentence) <= max_chars:
         size = count(sentence)
         if size <= max_tokens:
-            return [(offset + len(sentence) - len(sentence.lstrip()), sentence.strip(), size)]
+            return [(offset, sentence.strip(), size)]
     out: list[tuple[int, str, int]] = []
     i, n = 0, len(sentence)
     width = max_chars  # the next window: a little wider than the last piece that fitted
