@@ -66,8 +66,6 @@ after before during while until since without within between through over under 
 along among around behind beyond onto toward towards upon
 """.split()
 )
-# After "how" a word asks for a measure ("how long", "how heavy"): what is asked, never the topic.
-HOW = "how"
 # "the first one", "the second one": the earlier turn of that place (0 is the first).
 ORDINALS = {"first": 0, "second": 1, "third": 2, "fourth": 3}
 LEADS = (
@@ -203,7 +201,7 @@ def _asking(tokens: list[str], i: int) -> bool:
     the place of an earlier turn ("the first one")."""
     before = tokens[i - 1].lower() if i else ""
     after = tokens[i + 1].lower() if i + 1 < len(tokens) else ""
-    return before == HOW or (tokens[i].lower() in ORDINALS and after in ("one", "ones"))
+    return before == "how" or (tokens[i].lower() in ORDINALS and after in ("one", "ones"))
 
 
 def _ordinal(words: list[str], turns: int) -> int | None:

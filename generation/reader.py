@@ -262,14 +262,18 @@ def _overlap(own: set[str], carried: set[str], held_by_unit: set[str], around: s
     ``UNDER_WEIGHT``; the carried-over words, when there are any, count as one word held if any is, unless the
     unit names another code of the shape of one of them: a unit about E06 says "error", and is no answer about
     E05. A measure asked by its adjective or verb is held by its noun (``_NAMED_BY``)."""
-    held = {w for w in own if w in held_by_unit or _NAMED_BY.get(w, set()) & held_by_unit}
-    count = len(held) + UNDER_WEIGHT * len({w for w in own - held if w in around or _NAMED_BY.get(w, set()) & around})
+    held = {w for w in own if _holds(held_by_unit, w)}
+    count = len(held) + UNDER_WEIGHT * len({w for w in own - held if _holds(around, w)})
     if not carried:
         return count / len(own) if own else 0.0
     read = held_by_unit | around
     codes = {w for w in carried if _lettered_code(w)}
     other = any(_lettered_code(w) and w not in codes and _shape(w) in {_shape(c) for c in codes} for w in read)
     return (count + (bool(carried & read) and not other)) / (len(own) + 1)
+
+
+def _holds(words: set[str], word: str) -> bool:
+    return word in words or bool(_NAMED_BY.get(word, set()) & words)
 
 
 def _lettered_code(word: str) -> bool:
