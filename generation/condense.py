@@ -53,7 +53,7 @@ from django.conf import settings
 
 from foundry_site.core import llm, prompts
 from foundry_site.core.config import CONDENSE_RULE
-from foundry_site.core.text import STOPWORDS, is_code_or_name
+from foundry_site.core.text import STOPWORDS, code_shape, is_code_or_name
 
 SHORT_WORDS = 1
 # Question words and fillers that carry no topic: never carried over, never counted as content.
@@ -354,7 +354,7 @@ def _shape(term: str) -> str:
     """A code's shape ("E06" and "E05": "A9"; "X3": "A9"; "2.4.1": "9.9.9"), or "" for a plain word."""
     if not any(ch.isdigit() for ch in term) or not any(ch.isalpha() for ch in term) and "." not in term:
         return ""
-    return "#" + re.sub(r"[0-9]+", "9", re.sub(r"[A-Za-z]+", "A", term))
+    return "#" + code_shape(term)
 
 
 def _stem(word: str) -> str:

@@ -27,7 +27,7 @@ import snowballstemmer
 
 from foundry_site.core import llm
 from foundry_site.core.grounding import content_tokens
-from foundry_site.core.text import is_code_or_name
+from foundry_site.core.text import code_shape, is_code_or_name
 from foundry_site.core.units import Unit, item_sentences, passage_units
 
 # Weight of the question's words in the unit score, fitted on SQuAD 2.0 dev (bench/reader_calibration.py,
@@ -268,7 +268,7 @@ def _overlap(own: set[str], carried: set[str], held_by_unit: set[str], around: s
         return count / len(own) if own else 0.0
     read = held_by_unit | around
     codes = {w for w in carried if _lettered_code(w)}
-    other = any(_lettered_code(w) and w not in codes and _shape(w) in {_shape(c) for c in codes} for w in read)
+    other = any(_lettered_code(w) and w not in codes and code_shape(w) in {code_shape(c) for c in codes} for w in read)
     return (count + (bool(carried & read) and not other)) / (len(own) + 1)
 
 
@@ -279,10 +279,6 @@ def _holds(words: set[str], word: str) -> bool:
 def _lettered_code(word: str) -> bool:
     """A code of letters and digits ("e05", "x3", "ax-200"), a stem as ``stems`` gives it; not a version."""
     return any(ch.isdigit() for ch in word) and any(ch.isalpha() for ch in word)
-
-
-def _shape(code: str) -> str:
-    return re.sub(r"[0-9]+", "9", re.sub(r"[a-z]+", "a", code))
 
 
 def _dot(a: list[float], b: list[float]) -> float:

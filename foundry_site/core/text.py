@@ -23,6 +23,11 @@ was we were what when where which who whom why will with would you your
 CHAT_CAPITALS = frozenset("ok okay fyi btw asap pls plz thx tbh imo".split())
 
 
+def code_shape(code: str) -> str:
+    """A code's shape: its letters "A", its digits "9" ("E05" and "e06": "A9"; "2.4.1": "9.9.9")."""
+    return re.sub(r"[0-9]+", "9", re.sub(r"[A-Za-z]+", "A", code))
+
+
 def is_code_or_name(word: str) -> bool:
     """A code or a name ("E04", "AX-200", "MQTT", "RESET", "QoS"): a digit, or more than one capital letter;
     not a word of chat in capitals ("OK", "FYI")."""
