@@ -5,12 +5,13 @@ time to the first streamed sentence of ``/v1/chat/completions`` against the time
         [--json docs/results/followups_DATE.json]
 
 Ingests knowledge_base/ into a throw-away FOUNDRY_HOME (summaries off) with the configured (default:
-extractive, offline) reader and the answer cache off. The ``--data`` files (default: all ten):
+extractive, offline) reader and the answer cache off. The ``--data`` files (default: all fourteen):
 tests/data/followups.json, the set the rule was tuned on; followups_heldout.json and followups_fresh.json,
 tuned on after they were first measured; followups_blind.json to followups_blind5.json (tuned on after they
-were first measured) and followups_blind6.json (never tuned on), written from knowledge_base/ alone by
-someone who had seen neither the rule, the reader nor the other sets; followups_unanswerable.json,
-follow-ups the sources do not answer, written the same way.
+were first measured), followups_blind6.json and followups_blind7.json (never tuned on) and
+followups_blind8.json (never read), written from knowledge_base/ alone by someone who had seen neither the
+rule, the reader nor the other sets; followups_unanswerable.json to followups_unanswerable3.json, follow-ups
+the sources do not answer, written the same way.
 
 For every conversation the last turn is asked (a) as typed, (b) as the standalone question
 ``generation.condense`` makes of it (with the message logged beside it, as the product asks it) and (c) as
@@ -66,8 +67,8 @@ from tests.conftest import config_with  # noqa: E402
 DATA = [
     ROOT / "tests" / "data" / f"followups{suffix}.json"
     for suffix in (
-        *("", "_heldout", "_fresh", "_blind", "_blind2", "_blind3", "_blind4", "_blind5", "_blind6"),
-        "_unanswerable",
+        *("", "_heldout", "_fresh", "_blind", "_blind2", "_blind3", "_blind4", "_blind5", "_blind6", "_blind7"),
+        *("_blind8", "_unanswerable", "_unanswerable2", "_unanswerable3"),
     )
 ]
 SQUAD_PAIRS = 150
