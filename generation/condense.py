@@ -9,9 +9,10 @@ see one question, so a follow-up is rewritten before retrieval by a deterministi
    version", "those ports") or a third-person pronoun ("it", "its", "they", "them", "their" …) anywhere,
    unless the pronoun's antecedent is in the message itself: "that" after a noun or verb is a relative
    pronoun or a conjunction ("the version that fixed"), "it" in "what does it mean when …" announces
-   the subject that follows, and a pronoun after a proper noun ("How did France manage its
-   colonies?") refers to it. A message that names nothing (no code, no name, no capitalised word after
-   the first) is a follow-up too: "How long may the stubs be?", "what happens if no dhcp server answers"
+   the subject that follows, "it" in "what does the LED mean when it …" the subject before "mean", and a
+   pronoun after a proper noun ("How did France manage its colonies?") refers to it. A message that
+   names nothing (no code, no name, no capitalised word after the first) is a follow-up too: "How long
+   may the stubs be?", "what happens if no dhcp server answers"
    ask about what the conversation is about. Anything else is taken as a new, standalone question (a
    topic switch) and passes through unchanged: a message that names its own subject carries nothing.
 2. The antecedent is the earlier turn sharing the most content words with the message as typed (what
@@ -181,6 +182,9 @@ def _refers_back(words: list[str], i: int) -> bool:
         return False  # "the version that fixed", "wrote that": a relative pronoun or a conjunction
     if low == "it" and after[:1] in (["mean"], ["means"]) and after[1:] in (["when"], ["if"]):
         return False  # "what does it mean when the LED blinks": the subject follows
+    if low == "it" and [w.lower() for w in words[max(i - 2, 0) : i]] in (["mean", "when"], ["mean", "if"]):
+        if i >= 3 and _topic(words[i - 3]):
+            return False  # "what does the RUN LED mean when it is red": the subject came before "mean"
     if low in PRONOUNS and any(_proper(w) for w in words[1:i]):
         return False  # "How did France manage its colonies?": the antecedent is in the message
     return low in PRONOUNS or low in DEMONSTRATIVES

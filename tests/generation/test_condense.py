@@ -39,6 +39,8 @@ def test_a_pronoun_with_its_antecedent_in_the_message_makes_no_follow_up() -> No
     assert not is_followup("Did Lenin write that imperialism is the highest stage of capitalism?")  # a conjunction
     assert not is_followup("What does it mean when the ALM LED is red and blinking?")  # the subject follows
     assert not is_followup("How did France differ from Britain in managing its colonies?")  # named before "its"
+    assert not is_followup("What does the RUN LED mean when it is solid red?")  # the subject before "mean"
+    assert is_followup("what does it mean when it blinks?")
     assert is_followup("Which port does it use with TLS?")  # a name after the pronoun is no antecedent
     assert is_followup("What does it mean for the sensor wiring?") and is_followup("Is that version signed?")
 
