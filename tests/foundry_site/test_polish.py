@@ -59,11 +59,12 @@ def test_feedback_buttons_show_the_vote_given(world: World) -> None:
     client = login(alice)
     fresh = client.get(f"/ask/{row.pk}/").content.decode()
     assert "(your vote)" not in fresh and 'aria-pressed="' not in fresh
+    assert 'value="correct" class="secondary">' in fresh and 'value="incorrect" class="secondary">' in fresh
     QueryFeedback.objects.create(query=row, user=alice, verdict="incorrect")
     for url in (f"/ask/{row.pk}/", f"/query-log/{row.pk}/"):
         page = client.get(url).content.decode()
         assert 'value="incorrect" class="secondary chosen" aria-pressed="true"' in page, url
-        assert "✗ Incorrect (your vote)" in page and 'value="correct" aria-pressed="false"' in page
+        assert "✗ Incorrect (your vote)" in page and 'value="correct" class="secondary" aria-pressed="false"' in page
 
 
 def test_api_docs_and_schema_take_a_bearer_token(world: World) -> None:
