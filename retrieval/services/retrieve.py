@@ -147,9 +147,8 @@ def retrieve(
             if result.mode == "hybrid"
             else next(iter(result.channels.values()))
         )[:top_k]
-        # The dense channel searched with the question (not a HyDE text): its scores are the question's cosines.
-        best_vectors = result.channels.get("dense", []) if len(vectors) == 1 else []
-        result.candidates = _candidates(fused, result.channels, vectors[0], best_vectors)
+        # One vector: the dense channel searched with the question (not a HyDE text).
+        result.candidates = _candidates(fused, result.channels, vectors[0], dense_by_question=len(vectors) == 1)
         result.ranked = list(result.candidates)
     result.gate = gate_decide(
         [c.score for c in result.candidates], min_score=conf.retrieval.min_score, min_chunks=conf.retrieval.min_chunks
@@ -248,16 +247,17 @@ def channels_fuse(channels: dict[str, list[Hit]], *, fusion: str, k: int) -> lis
 
 
 def _candidates(
-    fused: list[Hit], channels: dict[str, list[Hit]], question_vector: list[float], best_vectors: list[Hit]
+    fused: list[Hit], channels: dict[str, list[Hit]], question_vector: list[float], *, dense_by_question: bool
 ) -> list[Candidate]:
-    """The fused chunks as candidates. A chunk's score is its cosine with the question, or the better cosine
-    of one of its sentence windows (``best_vectors``: the dense channel's hits, scored by a chunk's best
-    vector), which names the one fact asked about where the whole chunk's vector is diluted by the rest."""
+    """The fused chunks as candidates. A chunk's score is its cosine with the question or, when the dense
+    channel searched with the question (``dense_by_question``), the better cosine of one of its sentence
+    windows (that channel scores a chunk by its best vector), which names the one fact asked about where
+    the whole chunk's vector is diluted by the rest."""
     ids = [h.chunk_id for h in fused]
     chunks = Chunk.objects.select_related("source").in_bulk(ids)
     sims = ChunkSearch.search.similarity(question_vector, ids, model=settings.FOUNDRY.embedding.model)
     ranks = {name: {h.chunk_id: rank for rank, h in enumerate(hits, start=1)} for name, hits in channels.items()}
-    for h in best_vectors:
+    for h in channels.get("dense", []) if dense_by_question else []:
         sims[h.chunk_id] = max(sims.get(h.chunk_id, 0.0), h.score)
     return [
         Candidate(
