@@ -93,6 +93,7 @@ PRONOUNS = frozenset(
 AUXILIARIES = frozenset("do does did can could should must will would may might shall".split())
 SUBJECT_PRONOUNS = frozenset("it they he she i you we".split())
 VERB_AFTER = frozenset("do does have has be mean means say show give".split())  # a main verb after the subject
+MEAN_WHEN = frozenset({("mean", "when"), ("means", "when"), ("mean", "if"), ("means", "if")})  # "it" names a subject
 DETERMINERS = frozenset("the a an its their his her my your our this that these those".split())
 # Contractions, typed with or without the apostrophe, are their first word ("what's the default", "whats").
 _CONTRACTED = re.compile(r"'(?:s|re|ll|m|ve|d)$|n't$")
@@ -176,15 +177,16 @@ def is_followup(message: str) -> bool:
 def _refers_back(words: list[str], i: int) -> bool:
     """Whether ``words[i]`` is a pronoun or demonstrative whose antecedent is not in the message itself."""
     low = _bare(words[i].lower())
+    lowered = [w.lower() for w in words]
     before = words[i - 1] if i else ""
-    after = [w.lower() for w in words[i + 1 : i + 3]]
     if low == "that" and before and _topic(before):
         return False  # "the version that fixed", "wrote that": a relative pronoun or a conjunction
-    if low == "it" and after[:1] in (["mean"], ["means"]) and after[1:] in (["when"], ["if"]):
-        return False  # "what does it mean when the LED blinks": the subject follows
-    if low == "it" and [w.lower() for w in words[max(i - 2, 0) : i]] in (["mean", "when"], ["mean", "if"]):
-        if i >= 3 and _topic(words[i - 3]):
-            return False  # "what does the RUN LED mean when it is red": the subject came before "mean"
+    # "what does it mean when the LED blinks" (the subject follows) and "what does the RUN LED mean when it is
+    # red" (the subject came before "mean"): "it" is that subject, not a turn before.
+    follows = tuple(lowered[i + 1 : i + 3]) in MEAN_WHEN
+    came_before = i >= 3 and tuple(lowered[i - 2 : i]) in MEAN_WHEN and _topic(words[i - 3])
+    if low == "it" and (follows or came_before):
+        return False
     if low in PRONOUNS and any(_proper(w) for w in words[1:i]):
         return False  # "How did France manage its colonies?": the antecedent is in the message
     return low in PRONOUNS or low in DEMONSTRATIVES
