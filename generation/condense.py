@@ -92,6 +92,8 @@ PRONOUNS = frozenset(
 )
 AUXILIARIES = frozenset("do does did can could should must will would may might shall".split())
 SUBJECT_PRONOUNS = frozenset("it they he she i you we".split())
+ADVERBS = frozenset("still also really ever always even actually already just never not".split())
+DO_FORMS = frozenset({"doing", "done"})  # "once I've done that": "that" is what was done, a turn before
 VERB_AFTER = frozenset("do does have has be mean means say show give".split())  # a main verb after the subject
 MEAN_WHEN = frozenset({("mean", "when"), ("means", "when"), ("mean", "if"), ("means", "if")})  # "it" names a subject
 DETERMINERS = frozenset("the a an its their his her my your our this that these those".split())
@@ -179,8 +181,8 @@ def _refers_back(words: list[str], i: int) -> bool:
     low = _bare(words[i].lower())
     lowered = [w.lower() for w in words]
     before = words[i - 1] if i else ""
-    if low == "that" and before and _topic(before):
-        return False  # "the version that fixed", "wrote that": a relative pronoun or a conjunction
+    if low == "that" and before and _topic(before) and before.lower() not in DO_FORMS:
+        return False  # "the version that fixed", "wrote that": a relative pronoun or a conjunction ("done that": not)
     # "what does it mean when the LED blinks" (the subject follows) and "what does the RUN LED mean when it is
     # red" (the subject came before "mean"): "it" is that subject, not a turn before.
     follows = tuple(lowered[i + 1 : i + 3]) in MEAN_WHEN
@@ -282,13 +284,14 @@ def _phrases(text: str) -> list[tuple[list[str], bool]]:
     tokens = re.findall(_TOKEN.pattern + r"|[^\sA-Za-zÀ-ÿ0-9]", text)
     phrases: list[tuple[list[str], bool]] = []
     run: list[str] = []
-    before = ""  # the word before the current run
+    before = article = ""  # the word before the current run, and its determiner
 
     def close(after: str) -> None:
         nonlocal run
         words = list(run)
         if len(words) > 1 and before in AUXILIARIES and after not in VERB_AFTER and _plain(words[-1]):
-            words.pop()  # do-support: "does the gateway use" ends the subject with the main verb
+            if article not in ("a", "an"):  # "do a factory reset": "do" is the verb
+                words.pop()  # do-support: "does the gateway use" ends the subject with the main verb
         if words and before in SUBJECT_PRONOUNS and _plain(words[0]):
             words.pop(0)  # "does it use": the word after a subject pronoun is the verb
         if words and _participle(words[-1]):
@@ -304,10 +307,11 @@ def _phrases(text: str) -> list[tuple[list[str], bool]]:
         if _topic(token) and not _asking(tokens, i):
             if not run:
                 before = previous if previous not in DETERMINERS else before_determiner
+                article = previous if previous in DETERMINERS else ""
             run.append(token.rstrip("."))
         else:
-            if run:
-                close(low)
+            if run:  # the next word past an adverb: "will the AX-200's clock still be right" ends at "be"
+                close(next((t.lower() for t in tokens[i:] if t.lower() not in ADVERBS), ""))
             if low in DETERMINERS:
                 before_determiner = previous
         previous = low

@@ -41,6 +41,8 @@ def test_a_pronoun_with_its_antecedent_in_the_message_makes_no_follow_up() -> No
     assert not is_followup("How did France differ from Britain in managing its colonies?")  # named before "its"
     assert not is_followup("What does the RUN LED mean when it is solid red?")  # the subject before "mean"
     assert is_followup("what does it mean when it blinks?")
+    assert is_followup("Once I've done that, which IP address do I open?")  # what was done is a turn before
+    assert is_followup("does doing that also turn the ALM LED off?")
     assert is_followup("Which port does it use with TLS?")  # a name after the pronoun is no antecedent
     assert is_followup("What does it mean for the sensor wiring?") and is_followup("Is that version signed?")
 
@@ -84,6 +86,9 @@ def test_subject_terms_leave_verbs_behind() -> None:
     assert subject_terms("How do I install a firmware update?") == ["firmware", "update"]  # after "I"
     assert subject_terms("What does the alarm hysteresis do?") == ["alarm", "hysteresis"]  # "do" is the verb
     assert subject_terms("Are the stored measurements deleted?") == ["stored", "measurements"]
+    # "do a factory reset": "do" is the verb, not do-support; an adverb before "be" ends the subject, not a verb
+    assert subject_terms("How do I do a factory reset on the AX-200?") == ["factory", "reset", "AX-200"]
+    assert subject_terms("Will the AX-200's clock still be right?") == ["AX-200's", "clock"]
 
 
 def test_an_attribute_without_an_owner_is_carried() -> None:
