@@ -246,14 +246,15 @@ def test_a_two_turn_conversation_streams_on_the_ask_page(
     errors = sign_in(page, live_server.url)
     page.fill("#id_question", FIRST)
     page.click("#ask-form button[type=submit]")
+    page.fill("#id_question", FOLLOW)  # typed while the first answer is on its way
     expect(page.locator("#turns article.turn")).to_have_count(1)
     expect(page.locator("#answer")).to_be_visible()
     first = QueryLog.objects.get()
     expect(page).to_have_url(f"{live_server.url}/conversations/{first.conversation_id}/#turn-{first.pk}")
-    expect(page.locator("#chat-title")).to_have_text(FIRST)
+    expect(page.locator("#chat-title")).to_have_text(FIRST)  # the question answered, not the one typed since
+    expect(page.locator("#id_question")).to_have_value(FOLLOW)  # and what was typed is kept
     expect(page.locator("label[for=id_question]")).to_have_text("Follow-up question")
 
-    page.fill("#id_question", FOLLOW)
     page.click("#ask-form button[type=submit]")
     expect(page.locator("#turns article.turn:not(.pending)")).to_have_count(2)
     second = QueryLog.objects.exclude(pk=first.pk).get()
@@ -274,6 +275,10 @@ def test_a_two_turn_conversation_streams_on_the_ask_page(
     page.click("#new-conversation")
     expect(page).to_have_url(f"{live_server.url}/ask/")
     expect(page.locator("#conversation-list")).to_contain_text(FIRST)
+    page.fill("#id_question", FIRST)  # a new conversation: the start page's lists make way for it
+    page.click("#ask-form button[type=submit]")
+    expect(page.locator("#turns article.turn:not(.pending)")).to_have_count(1)
+    expect(page.locator("#conversation-list")).to_have_count(0)
     assert errors == []
 
 
