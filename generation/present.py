@@ -21,7 +21,7 @@ from django.utils.safestring import SafeString, mark_safe
 from foundry_site.core.markup import TEXT_TAGS, markdown_html
 from generation.models import QueryLog
 from sources.models import citation_location
-from sources.selectors import access_contacts, readable_chunks, readable_collections
+from sources.selectors import access_contacts, readable_chunks, readable_collections, uploadable_collections
 
 _MARKER = re.compile(r"\[(S\d+)\]")
 _FOOTNOTE_ID = re.compile(r"^fn(?:ref\d*)?:\d+$")  # fnref2:1 is the second reference to footnote 1
@@ -195,9 +195,13 @@ def answer_context(row: QueryLog, viewer: Any, *, anchor: str = "") -> dict[str,
         QueryLog.AnswerClass.NORMAL,
         QueryLog.AnswerClass.LOW_CONFIDENCE,
     )
+    hint = outcome is not None and outcome.upload_hint
     return {
         "row": row,
         "sources": entries,
+        # Who may add the missing document: the viewer (an upload link) or, failing that, whom to ask.
+        "may_upload": hint and uploadable_collections(viewer).exists(),
+        "upload_contacts": [n for n in access_contacts() if n != viewer.get_username()] if hint else [],
         "badge_class": badge_class,
         "badge_label": badge_label,
         "unreadable_label": unreadable,

@@ -276,6 +276,14 @@ def test_gate_refusal_says_nothing_was_found_and_offers_the_upload(world: World)
     assert "No supporting documentation found" not in page  # said once, in the page's own words
 
 
+def test_gate_refusal_tells_a_reader_of_public_collections_only_whom_to_ask(world: World, make_user: Any) -> None:
+    dora = make_user("dora")  # reads the public handbook, but only its named readers and staff add to it
+    row = record(dora, answer_class="no_evidence", refusal="gate", answer="No supporting documentation found.")
+    page = login(dora).get(f"/ask/{row.pk}/").content.decode()
+    assert 'href="/sources/#upload-title"' not in page
+    assert "To get answers about this, a document that covers it must be added: ask root." in page
+
+
 def test_grounding_refusal_says_found_but_unverified_and_links_each_passage(world: World) -> None:
     alpha = world.chunks["alpha"]
     answer = (
