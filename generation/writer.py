@@ -15,6 +15,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+from foundry_site.core.units import passage_units
 from generation.footnotes import footnote_format
 from generation.grounded_markdown import markup_escape
 from generation.reader import Passage, Quote, Reading, read, unit_key
@@ -42,11 +43,12 @@ def spec_outline(body: str) -> list[str]:
 
 
 def precedence_notes(body: str) -> list[str]:
-    """The spec's lines that say which sources take precedence (shown with the conflicts)."""
+    """The spec's sentences and list items that say which sources take precedence (shown with the
+    conflicts), each on one line however the spec wraps it."""
     return [
-        line.strip().lstrip("-*> ").strip()
-        for line in body.splitlines()
-        if _PRECEDENCE.search(line) and not line.lstrip().startswith("#")
+        " ".join(unit.text.split()).lstrip("-*> ").strip()
+        for unit in passage_units(body)
+        if _PRECEDENCE.search(unit.text) and not unit.text.lstrip().startswith("#")
     ]
 
 

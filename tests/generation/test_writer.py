@@ -42,6 +42,11 @@ def test_outline_is_the_specs_level_two_headings_or_the_default() -> None:
     assert spec_outline(SPEC.body) == ["Power supply", "Sensor bus", "Volcano eruptions"]
     assert spec_outline("# Title\n\n```\n## not a heading\n```\nText.") == list(DEFAULT_OUTLINE)
     assert precedence_notes(SPEC.body) == ["The manual takes precedence over the datasheet."]
+    wrapped = "Intro.\nIf sources disagree, the manual takes precedence over the\ndatasheet. Be brief.\n\n- Specs win."
+    assert precedence_notes(wrapped) == [  # a sentence the spec wraps is one note
+        "If sources disagree, the manual takes precedence over the datasheet.",
+        "Specs win.",
+    ]
 
 
 def test_document_quotes_each_section_verbatim_with_a_footnote_per_quote(
