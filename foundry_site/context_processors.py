@@ -5,19 +5,29 @@ from __future__ import annotations
 from django.http import HttpRequest
 from django.urls import NoReverseMatch, reverse
 
-# (label, URL name). Ask, Query log and Generate appear as links as soon as a
-# URL with that name exists.
-NAV = [("Ask", "ask"), ("Sources", "sources:list"), ("Query log", "querylog"), ("Generate", "generate")]
+# (label, URL name, names of further pages it is active on). Ask, Query log and Generate appear as links
+# as soon as a URL with that name exists.
+NAV = [
+    ("Ask", "ask", ("conversations",)),  # a conversation is the ask page's
+    ("Sources", "sources:list", ()),
+    ("Query log", "querylog", ()),
+    ("Generate", "generate", ()),
+]
+
+
+def _url(name: str) -> str | None:
+    try:
+        return reverse(name)
+    except NoReverseMatch:
+        return None
 
 
 def navigation(request: HttpRequest) -> dict:
     items = []
-    for label, name in NAV:
-        try:
-            url = reverse(name)
-        except NoReverseMatch:
-            url = None
-        active = url is not None and (request.path == url if url == "/" else request.path.startswith(url))
+    for label, name, also in NAV:
+        url = _url(name)
+        paths = [p for p in (url, *map(_url, also)) if p is not None]
+        active = url is not None and any(request.path == p if p == "/" else request.path.startswith(p) for p in paths)
         items.append({"label": label, "url": url, "active": active})
     user = getattr(request, "user", None)
     if user is not None and user.is_active and user.is_staff:
