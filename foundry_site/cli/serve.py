@@ -60,6 +60,8 @@ def serve_argv(opts: argparse.Namespace) -> list[str]:
         "-m",
         "gunicorn",
         "foundry_site.wsgi:application",
+        "--config",
+        "python:foundry_site.gunicorn_conf",  # hooks: each worker loads the embedding model as it starts
         "--bind",
         f"{opts.host}:{opts.port}",
         "--workers",

@@ -9,6 +9,7 @@ and every error code (401, 404, 400, 429 with Retry-After).
 from __future__ import annotations
 
 import sqlite3
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -52,6 +53,16 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
 def ask(client: openai.OpenAI, *turns: str, model: str = "foundry") -> openai.types.chat.ChatCompletion:
     messages = [{"role": "user" if i % 2 == 0 else "assistant", "content": t} for i, t in enumerate(turns)]
     return client.chat.completions.create(model=model, messages=messages)
+
+
+def test_the_worker_loads_the_embedding_model_before_the_first_question(live: Live) -> None:
+    log = live.home / "serve.log"
+    deadline = time.monotonic() + 600  # waits for the event; how long loading takes is a benchmark's business
+    while "loaded the embedding model local/all-minilm-l6-v2" not in log.read_text():
+        assert time.monotonic() < deadline, log.read_text()[-3000:]
+        time.sleep(0.5)
+    with sqlite3.connect(f"file:{live.home / 'foundry.sqlite3'}?mode=ro", uri=True, timeout=60) as db:
+        assert db.execute("SELECT count(*) FROM retrieval_querylog").fetchone() == (0,)  # no question loaded it
 
 
 def test_models_list_the_callers_collections(live: Live) -> None:
