@@ -2,20 +2,21 @@
 time to the first streamed sentence of ``/v1/chat/completions`` against the time to the full answer.
 
     PYTHONPATH=. .venv/bin/python bench/followups.py [--data FILE ...] [--squad FILE] [--no-streaming]
-        [--json docs/results/followups_DATE.json]
+        [--condense-model rule|MODEL] [--json docs/results/followups_DATE.json]
 
 Ingests knowledge_base/ into a throw-away FOUNDRY_HOME (summaries off) with the configured (default:
-extractive, offline) reader and the answer cache off. The ``--data`` files (default: all fourteen):
+extractive, offline) reader and the answer cache off. The ``--data`` files (default: all sixteen):
 tests/data/followups.json, the set the rule was tuned on; followups_heldout.json and followups_fresh.json,
-tuned on after they were first measured; followups_blind.json to followups_blind5.json (tuned on after they
-were first measured), followups_blind6.json and followups_blind7.json (never tuned on) and
-followups_blind8.json (never read), written from knowledge_base/ alone by someone who had seen neither the
-rule, the reader nor the other sets; followups_unanswerable.json to followups_unanswerable3.json, follow-ups
-the sources do not answer, written the same way.
+tuned on after they were first measured; followups_blind.json to followups_blind5.json and followups_blind8.json
+(tuned on after they were first measured), followups_blind6.json and followups_blind7.json (never tuned on)
+and followups_blind9.json (never read), written from knowledge_base/ alone by someone who had seen neither
+the rule, the reader nor the other sets; followups_unanswerable.json to followups_unanswerable4.json,
+follow-ups the sources do not answer, written the same way.
 
 For every conversation the last turn is asked (a) as typed, (b) as the standalone question
-``generation.condense`` makes of it (with the message logged beside it, as the product asks it) and (c) as
-the standalone question written by hand (the ceiling: what the reader answers when condensing is perfect);
+``retrieval.condense_model`` makes of it (``--condense-model``; default foundry.yaml's, the rule of
+``generation.condense``), with the message logged beside it, as the product asks it, and (c) as the
+standalone question written by hand (the ceiling: what the reader answers when condensing is perfect);
 (d) ``switch``: the hand-written question asked after the next conversation's first turn, a change of topic
 the rule must not spoil. A turn counts as answered from the right source when the answer is not a refusal,
 cites one of the expected sources and holds the expected fragment (``*_source_only``: the first two without
@@ -60,7 +61,7 @@ from django.conf import settings  # noqa: E402
 from django.core.management import call_command  # noqa: E402
 
 from generation.answers import Answer, answer_question  # noqa: E402
-from generation.condense import Condensed, condense, is_followup  # noqa: E402
+from generation.condense import Condensed, is_followup, question_standalone  # noqa: E402
 from sources.services.ingest_jobs import knowledge_base_ingest  # noqa: E402
 from tests.conftest import config_with  # noqa: E402
 
@@ -68,7 +69,7 @@ DATA = [
     ROOT / "tests" / "data" / f"followups{suffix}.json"
     for suffix in (
         *("", "_heldout", "_fresh", "_blind", "_blind2", "_blind3", "_blind4", "_blind5", "_blind6", "_blind7"),
-        *("_blind8", "_unanswerable", "_unanswerable2", "_unanswerable3"),
+        *("_blind8", "_blind9", "_unanswerable", "_unanswerable2", "_unanswerable3", "_unanswerable4"),
     )
 ]
 SQUAD_PAIRS = 150
@@ -123,12 +124,12 @@ def followups(data: Path) -> dict:
     print(f"-- {data.relative_to(ROOT)}", flush=True)
     for case, other in zip(cases, cases[1:] + cases[:1]):
         *history, message = case["turns"]
-        condensed = condense(message, history)
+        condensed = question_standalone(message=message, history=history)
         raw = answer_question(question=message)
         rewritten = followup_answer(condensed) if condensed.rewritten else raw
         ideal = answer_question(question=case["standalone"])
         # A change of topic: the hand-written question asked after another conversation's first turn.
-        switched = condense(case["standalone"], other["turns"][:1])
+        switched = question_standalone(message=case["standalone"], history=other["turns"][:1])
         switch = followup_answer(switched) if switched.rewritten else ideal
         rows.append(
             {
@@ -216,7 +217,7 @@ def squad_followups(squad: Path, *, articles: int, pairs: int, seed: int, cache:
 
         for article, first, second in chosen:
             golds = [g for g in (normalize_answer(a) for a in second.answers) if g]
-            condensed = condense(second.question, [first.question])
+            condensed = question_standalone(message=second.question, history=[first.question])
             raw = answer_question(question=second.question)
             rewritten = followup_answer(condensed) if condensed.rewritten else raw
             rows.append(
@@ -237,7 +238,7 @@ def squad_followups(squad: Path, *, articles: int, pairs: int, seed: int, cache:
         # The other side: a follow-up the paragraph does not answer should stay refused.
         answered = {"raw": 0, "condensed": 0}
         for _article, first, second in unanswerable:
-            condensed = condense(second.question, [first.question])
+            condensed = question_standalone(message=second.question, history=[first.question])
             raw = answer_question(question=second.question)
             answered["raw"] += not raw.refusal
             answered["condensed"] += not (followup_answer(condensed) if condensed.rewritten else raw).refusal
@@ -285,7 +286,10 @@ def streaming() -> dict:
 
 def main(args: argparse.Namespace) -> dict:
     settings.FOUNDRY = config_with(
-        settings.FOUNDRY, ingest={"summary_model": "none"}, generation={"cache_answers": False}
+        settings.FOUNDRY,
+        ingest={"summary_model": "none"},
+        generation={"cache_answers": False},
+        retrieval={"condense_model": args.condense_model or settings.FOUNDRY.retrieval.condense_model},
     )
     settings.FOUNDRY_QUERY_RATE = 0
     settings.ALLOWED_HOSTS = [*settings.ALLOWED_HOSTS, "testserver"]  # Django's test client
@@ -335,6 +339,7 @@ if __name__ == "__main__":
         help="FOUNDRY_HOME whose eval-cache keeps the SQuAD index between runs",
     )
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--condense-model", help="retrieval.condense_model to condense with (default: foundry.yaml's)")
     parser.add_argument("--no-streaming", dest="streaming", action="store_false", help="skip the streaming timings")
     parser.add_argument("--json", type=Path, help="write the full result here")
     args = parser.parse_args()
