@@ -201,7 +201,7 @@ def answer_context(row: QueryLog, viewer: Any, *, anchor: str = "") -> dict[str,
         "sources": entries,
         # Who may add the missing document: the viewer (an upload link) or, failing that, whom to ask.
         "may_upload": hint and uploadable_collections(viewer).exists(),
-        "upload_contacts": [n for n in access_contacts() if n != viewer.get_username()] if hint else [],
+        "upload_contacts": contacts_for(viewer) if hint else [],
         "badge_class": badge_class,
         "badge_label": badge_label,
         "unreadable_label": unreadable,
@@ -215,13 +215,18 @@ def answer_context(row: QueryLog, viewer: Any, *, anchor: str = "") -> dict[str,
     }
 
 
+def contacts_for(viewer: Any) -> list[str]:
+    """Whom ``viewer`` asks for access or for a missing document: the administrators other than themselves."""
+    return [n for n in access_contacts() if n != viewer.get_username()]
+
+
 def access_context(viewer: Any) -> dict[str, Any]:
     """What the ask page says before a question: the collections the viewer reads, and whom to ask for more."""
     names = list(readable_collections(viewer).order_by("name").values_list("name", flat=True))
     return {
         "readable_names": names,
         "reads_everything": bool(getattr(viewer, "is_superuser", False)),
-        "access_contacts": [n for n in access_contacts() if n != viewer.get_username()],
+        "access_contacts": contacts_for(viewer),
     }
 
 
