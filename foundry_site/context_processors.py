@@ -11,7 +11,7 @@ NAV = [
     ("Ask", "ask", ("conversations",)),  # a conversation is the ask page's
     ("Sources", "sources:list", ()),
     ("Query log", "querylog", ()),
-    ("Generate", "generate", ()),
+    ("Generate", "generate", ("runs",)),  # a run is what the generate page started
 ]
 
 

@@ -21,7 +21,7 @@ class QueryLogFilterForm(forms.Form):
     )
     collection = forms.ModelChoiceField(queryset=Collection.objects.none(), required=False, empty_label="any")
     feedback = forms.ChoiceField(
-        required=False, choices=[("", "any"), ("correct", "correct"), ("incorrect", "incorrect"), ("none", "none")]
+        required=False, choices=[("", "any"), *QueryFeedback.Verdict.choices, ("none", "No feedback")]
     )
     q = forms.CharField(required=False, max_length=200, label="Text")
 

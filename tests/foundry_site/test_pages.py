@@ -75,13 +75,15 @@ def test_navigation_shows_admin_to_staff_only(client: Client, make_user: Any) ->
     assert 'href="/admin/"' in client.get("/sources/").content.decode()
 
 
-def test_navigation_marks_the_page_shown_and_ask_on_conversation_pages(client: Client, make_user: Any) -> None:
+def test_navigation_marks_the_page_shown_and_the_page_that_started_it(client: Client, make_user: Any) -> None:
     client.force_login(make_user("alice"))
     ask = '<a href="/ask/" class="active" aria-current="page">Ask</a>'
     assert ask in client.get("/ask/").content.decode()
     assert ask in client.get("/conversations/").content.decode()
     sources = client.get("/sources/").content.decode()
     assert ask not in sources and '<a href="/sources/" class="active" aria-current="page">Sources</a>' in sources
+    generate = '<a href="/generate/" class="active" aria-current="page">Generate</a>'
+    assert generate in client.get("/runs/").content.decode()
 
 
 def test_home_goes_to_ask(client: Client, make_user: Any) -> None:

@@ -104,7 +104,8 @@ def test_filters(world: World, rows: dict) -> None:
     assert listed(staff, "user=bob") == ["When is the beta launch?"]
     assert listed(staff, "answer_class=no_evidence") == ["Who won in 1954?"]
     assert listed(staff, "feedback=correct") == ["What is the alpha power?"]
-    assert '<span class="badge correct">Correct</span>' in staff.get("/query-log/?feedback=correct").content.decode()
+    page = staff.get("/query-log/?feedback=correct").content.decode()
+    assert '<span class="badge correct">Correct</span>' in page and '<option value="none">No feedback</option>' in page
     assert listed(staff, "feedback=incorrect") == []  # the newest verdict counts
     assert sorted(listed(staff, "feedback=none")) == ["When is the beta launch?", "Who won in 1954?"]
     assert listed(staff, "q=may") == ["When is the beta launch?"]  # answer text
