@@ -25,7 +25,8 @@ see one question, so a follow-up is rewritten before retrieval by a deterministi
    (``subject_terms``: the words of its noun phrases, in their original spelling and order), e.g.
    "And the storage temperature? (AX-200)" after "What is the operating temperature range of the
    AX-200?". Verbs stay behind ("connected", "use" in "does the gateway use"), and so does the
-   asked-for attribute of a named owner ("operating temperature range" of the AX-200): a follow-up
+   asked-for attribute of a named owner ("operating temperature range" of the AX-200; a phrase with a
+   code names a thing, and stays: "terminal X4 of the AX-200"): a follow-up
    asks something else about the same thing, and the antecedent's attribute only pulls retrieval and
    the reader back to the first answer. A code in the message replaces the antecedent's codes of its
    shape: "And how do I fix E04?" after "What does error code E03 mean?" carries "error code", not "E03". A name
@@ -267,8 +268,9 @@ def subject_terms(question: str) -> list[str]:
     A noun phrase is a run of topic words (``key_terms``) between stop words or punctuation. Left out:
     verbs ("connected", "use" in "does the gateway use"), and the asked-for attribute of an owner named
     after it ("operating temperature range" in "the operating temperature range of the AX-200"): a
-    follow-up asks something else about the owner. With no owner the attribute stays, and capitalised
-    words before "of" are part of one name ("University of Chicago").
+    follow-up asks something else about the owner. With no owner the attribute stays; capitalised
+    words before "of" are part of one name ("University of Chicago"), and a phrase with a code is no
+    attribute ("terminal X4 of the AX-200").
     """
     phrases = _phrases(question)
     kept = [words for words, followed_by_of in phrases if not followed_by_of] or [w for w, _ in phrases]
@@ -285,35 +287,40 @@ def _phrases(text: str) -> list[tuple[list[str], bool]]:
     phrases: list[tuple[list[str], bool]] = []
     run: list[str] = []
     before = article = ""  # the word before the current run, and its determiner
+    leads = False  # that word starts its sentence ("Do the sensors need …": a yes/no question)
 
     def close(after: str) -> None:
         nonlocal run
         words = list(run)
         if len(words) > 1 and before in AUXILIARIES and after not in VERB_AFTER and _plain(words[-1]):
-            if article not in ("a", "an"):  # "do a factory reset": "do" is the verb
-                words.pop()  # do-support: "does the gateway use" ends the subject with the main verb
+            # "do a factory reset": "do" is the verb; "Do the sensors need addresses?": in a yes/no question
+            # that the run ends, it ends with the object
+            if article not in ("a", "an") and not (leads and after in ("?", ".", "!", "")):
+                words.pop()  # do-support: "which protocol does the gateway use" ends the subject with the main verb
         if words and before in SUBJECT_PRONOUNS and _plain(words[0]):
             words.pop(0)  # "does it use": the word after a subject pronoun is the verb
         if words and _participle(words[-1]):
             words.pop()  # "can be connected", "is MQTT enabled": a participle ending the run is the verb
         if words:
-            # "of" after a name's capitalised words continues the name ("University of Chicago")
-            phrases.append((words, after == "of" and not all(w[:1].isupper() for w in words)))
+            # "of" after a name's capitalised words continues the name ("University of Chicago"); a phrase
+            # with a code names a thing, not an attribute ("terminal X4 of the AX-200")
+            owned = not all(w[:1].isupper() for w in words) and not any(_shape(w) for w in words)
+            phrases.append((words, after == "of" and owned))
         run = []
 
-    previous = before_determiner = ""
+    previous = ""
     for i, token in enumerate(tokens):
         low = token.lower().rstrip(".")
         if _topic(token) and not _asking(tokens, i):
             if not run:
-                before = previous if previous not in DETERMINERS else before_determiner
+                at = i - 1 if previous not in DETERMINERS else i - 2  # where ``before`` stands
+                before = tokens[at].lower().rstrip(".") if at >= 0 else ""
                 article = previous if previous in DETERMINERS else ""
+                leads = at == 0 or (at > 0 and tokens[at - 1] in ".?!")
             run.append(token.rstrip("."))
         else:
             if run:  # the next word past an adverb: "will the AX-200's clock still be right" ends at "be"
                 close(next((t.lower() for t in tokens[i:] if t.lower() not in ADVERBS), ""))
-            if low in DETERMINERS:
-                before_determiner = previous
         previous = low
     if run:
         close("")

@@ -89,12 +89,16 @@ def test_subject_terms_leave_verbs_behind() -> None:
     # "do a factory reset": "do" is the verb, not do-support; an adverb before "be" ends the subject, not a verb
     assert subject_terms("How do I do a factory reset on the AX-200?") == ["factory", "reset", "AX-200"]
     assert subject_terms("Will the AX-200's clock still be right?") == ["AX-200's", "clock"]
+    # a yes/no question the run ends ends with its object, not its verb ("sell" is a verb: an object follows)
+    assert subject_terms("Do the sensors need different Modbus addresses?")[-1] == "addresses"
+    assert subject_terms("Does Nordlicht sell a matching power supply?") == ["Nordlicht", "matching", "power", "supply"]
 
 
 def test_an_attribute_without_an_owner_is_carried() -> None:
     assert subject_terms("What is the maximum length?") == ["maximum", "length"]
     assert subject_terms("What is the maximum length of the RS-485 bus?") == ["RS-485", "bus"]
     assert subject_terms("When was the University of Chicago founded?") == ["University", "Chicago"]  # one name
+    assert subject_terms("What's on terminal X4 of the AX-200?") == ["terminal", "X4", "AX-200"]  # a code: a thing
 
 
 def test_a_name_is_carried_even_when_the_message_uses_the_word_plainly() -> None:
