@@ -180,16 +180,16 @@ def is_followup(message: str) -> bool:
 def _refers_back(words: list[str], i: int) -> bool:
     """Whether ``words[i]`` is a pronoun or demonstrative whose antecedent is not in the message itself."""
     low = _bare(words[i].lower())
-    lowered = [w.lower() for w in words]
     before = words[i - 1] if i else ""
     if low == "that" and before and _topic(before) and before.lower() not in DO_FORMS:
         return False  # "the version that fixed", "wrote that": a relative pronoun or a conjunction ("done that": not)
-    # "what does it mean when the LED blinks" (the subject follows) and "what does the RUN LED mean when it is
-    # red" (the subject came before "mean"): "it" is that subject, not a turn before.
-    follows = tuple(lowered[i + 1 : i + 3]) in MEAN_WHEN
-    came_before = i >= 3 and tuple(lowered[i - 2 : i]) in MEAN_WHEN and _topic(words[i - 3])
-    if low == "it" and (follows or came_before):
-        return False
+    if low == "it":
+        # "what does it mean when the LED blinks" (the subject follows) and "what does the RUN LED mean when it
+        # is red" (the subject came before "mean"): "it" is that subject, not a turn before.
+        lowered = [w.lower() for w in words]
+        follows = tuple(lowered[i + 1 : i + 3]) in MEAN_WHEN
+        if follows or (i >= 3 and tuple(lowered[i - 2 : i]) in MEAN_WHEN and _topic(words[i - 3])):
+            return False
     if low in PRONOUNS and any(_proper(w) for w in words[1:i]):
         return False  # "How did France manage its colonies?": the antecedent is in the message
     return low in PRONOUNS or low in DEMONSTRATIVES
@@ -292,11 +292,12 @@ def _phrases(text: str) -> list[tuple[list[str], bool]]:
     def close(after: str) -> None:
         nonlocal run
         words = list(run)
-        if len(words) > 1 and before in AUXILIARIES and after not in VERB_AFTER and _plain(words[-1]):
-            # "do a factory reset": "do" is the verb; "Do the sensors need addresses?": in a yes/no question
-            # that the run ends, it ends with the object
-            if article not in ("a", "an") and not (leads and after in ("?", ".", "!", "")):
-                words.pop()  # do-support: "which protocol does the gateway use" ends the subject with the main verb
+        # do-support: "which protocol does the gateway use" ends the subject with the main verb; not so in "do a
+        # factory reset" ("do" is the verb) nor at the end of a yes/no question ("Do the sensors need addresses?")
+        ends_question = leads and after in ("?", ".", "!", "")
+        supported = before in AUXILIARIES and article not in ("a", "an") and not ends_question
+        if len(words) > 1 and supported and after not in VERB_AFTER and _plain(words[-1]):
+            words.pop()
         if words and before in SUBJECT_PRONOUNS and _plain(words[0]):
             words.pop(0)  # "does it use": the word after a subject pronoun is the verb
         if words and _participle(words[-1]):
