@@ -8,8 +8,8 @@ question's content words (their stems) the unit holds, or its passage's heading 
 title hold (a neighbour's words, the passage's fused rank and the share of the unit's words the
 question lacks were measured too, and did not help: bench/reader_calibration.py). A code or name of
 the question that no passage mentions (``unmentioned``) means the passages cannot answer it. The best
-unit and up to ``reader_max_units - 1`` more that score nearly as well are quoted, grouped per
-passage in source order, each with its ``[S#]``.
+unit and up to ``reader_max_units - 1`` more that score nearly as well, or hold a question word the
+units before them lack, are quoted, grouped per passage in source order, each with its ``[S#]``.
 
 Two calibrated thresholds (``generation.reader_min_score``, ``reader_low_score``) turn the
 best unit's score into refuse / low confidence / normal: the in-corpus "unanswerable"
@@ -43,6 +43,11 @@ UNDER_WEIGHT = 1.0
 EMBED_BATCH = 16
 _CODE = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9.\-]*[A-Za-z0-9])?")
 NEAR_BEST = 0.12  # a further unit is quoted only when it scores within this of the best one (calibrated)
+# A unit further down, within this of the best, is quoted too when it holds a question word no unit quoted holds:
+# "What happens when the buffer is full?" is best matched by the sentence naming the buffer, and answered by the
+# next ("When the buffer is full, the oldest values are overwritten."). Measured: bench/followups.py,
+# foundry eval answers (docs/decisions.md, "The extractive reader").
+COVER_MARGIN = 0.25
 
 
 @dataclass(frozen=True)
@@ -147,9 +152,7 @@ def units_score(question: str, passages: list[Passage], *, embedding_model: str,
     vectors = llm.embed(texts, model=embedding_model, batch_size=EMBED_BATCH)
     asked_vectors, unit_vectors = vectors[: len(both)], vectors[len(both) : len(both) + len(units)]
     asked = stems(question)
-    own = stems(typed) & asked if typed else asked
-    if not own:
-        own = asked  # a follow-up with no word of its own ("what about it?"): every word counts
+    own = _own_words(question, typed)
     carried = asked - own
     cosines = [max(_dot(a, v) for a in asked_vectors) for v in unit_vectors]
     for (k, _), v in zip(parts, vectors[len(both) + len(units) :]):  # an item reads as well as its best sentence
@@ -173,8 +176,9 @@ def read(
     margin: float = NEAR_BEST,
     typed: str = "",
 ) -> Reading:
-    """The best units to quote for ``question`` (see the module docstring): the best one and those within
-    ``margin`` of it, at most ``max_units``.
+    """The best units to quote for ``question`` (see the module docstring): the best one, those within ``margin``
+    of it, and those within ``COVER_MARGIN`` that hold a question word no unit before them holds; at most
+    ``max_units``, best first.
 
     ``exclude``: unit texts already quoted elsewhere (a document's earlier sections), never quoted again.
     ``typed``: as in ``units_score``.
@@ -184,12 +188,17 @@ def read(
     if not fresh:
         return Reading([], 0.0, scored)
     best = fresh[0].score
+    asked = _own_words(question, typed)
     chosen: list[Quote] = []
+    covered: set[str] = set()  # the words of the units chosen
     for quote in fresh:
-        if len(chosen) >= max_units or quote.score < best - margin:
+        if len(chosen) >= max_units or quote.score < best - max(margin, COVER_MARGIN):
             break
-        if all(unit_key(quote.unit.text) != unit_key(c.unit.text) for c in chosen):
+        held = stems(quote.unit.scored_text)
+        adds = quote.score >= best - margin or any(_holds(held, w) and not _holds(covered, w) for w in asked)
+        if adds and all(unit_key(quote.unit.text) != unit_key(c.unit.text) for c in chosen):
             chosen.append(quote)
+            covered |= held
     order = {p.label: i for i, p in enumerate(passages)}
     chosen.sort(key=lambda q: (order[q.passage.label], q.unit.start))
     return Reading(chosen, best, scored)
@@ -249,6 +258,13 @@ _NAMED_BY = {
     )
     for word in words.split()
 }
+
+
+def _own_words(question: str, typed: str) -> set[str]:
+    """The stems of the words the asker typed that the standalone ``question`` keeps; every word of ``question``
+    when it is not a follow-up, or the follow-up has no word of its own ("what about it?")."""
+    asked = stems(question)
+    return (stems(typed) & asked if typed else asked) or asked
 
 
 def _states_something(unit: Unit) -> bool:

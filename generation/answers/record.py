@@ -27,7 +27,8 @@ from sources.selectors import index_version
 #    and reads a follow-up by what its asker typed.
 # 6: an answer carries only the conflicts about it; a quoted list item starts its own line; the reader holds a
 #    measure by its noun, reads a list item by its sentences too, and a follow-up's topic not by another code.
-ANSWER_RULES = 6
+# 7: the reader also quotes a unit further down for a question word the better ones lack.
+ANSWER_RULES = 7
 
 
 @dataclass(frozen=True)

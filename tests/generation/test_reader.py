@@ -144,6 +144,21 @@ def test_only_units_near_the_best_are_added_and_grouped_per_passage_in_source_or
     assert reading.text == "The sensor bus is RS-485. [S1] The cable shield connects to SH. [S1]"
 
 
+def test_a_unit_further_down_is_quoted_for_a_question_word_the_better_ones_lack(embed: dict) -> None:
+    q = "What happens when the measurement buffer is full?"
+    named = "Measurements are written to the internal buffer."
+    answers = "When the buffer is full, the oldest values are overwritten."
+    unrelated = "Measurements in the buffer are kept at a restart."
+    text = f"{named}\n{answers}\n{unrelated}"
+    # Cosines 0.9 / 0.7 / 0.7: the answer and the unrelated unit trail the best by more than NEAR_BEST; of the
+    # two, only the answer holds a word ("full") the best unit lacks.
+    embed.update({q: [1.0, 0.0, 0.0], named: [0.9, 0.44, 0.0], answers: [0.7, 0.71, 0.0], unrelated: [0.7, 0.71, 0.0]})
+    scored = reader.units_score(q, [Passage("S1", text, 1, 3)], embedding_model="m")
+    assert scored[0].unit.text == named and scored[0].score - 0.25 < scored[1].score < scored[0].score - 0.12
+    reading = reader.read(q, [Passage("S1", text, 1, 3)], embedding_model="m", max_units=3)
+    assert [x.unit.text for x in reading.quotes] == [named, answers]
+
+
 def test_a_quoted_list_item_starts_its_own_line(embed: dict) -> None:
     q = "anything"
     text = "The LEDs show the state.\n\n- **NET** green: link up.\n- **NET** off: no link."
