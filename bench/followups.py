@@ -7,15 +7,16 @@ time to the first streamed sentence of ``/v1/chat/completions`` against the time
 Ingests knowledge_base/ into a throw-away FOUNDRY_HOME (summaries off) with the configured (default:
 extractive, offline) reader and the answer cache off. The ``--data`` files (default: all sixteen):
 tests/data/followups.json, the set the rule was tuned on; followups_heldout.json and followups_fresh.json,
-tuned on after they were first measured; followups_blind.json to followups_blind5.json and followups_blind8.json
-(tuned on after they were first measured), followups_blind6.json and followups_blind7.json (never tuned on)
-and followups_blind9.json (never read), written from knowledge_base/ alone by someone who had seen neither
+tuned on after they were first measured; followups_blind.json to followups_blind5.json, followups_blind8.json
+and followups_blind9.json (tuned on after they were first measured), followups_blind6.json and
+followups_blind7.json (never tuned on), written from knowledge_base/ alone by someone who had seen neither
 the rule, the reader nor the other sets; followups_unanswerable.json to followups_unanswerable4.json,
 follow-ups the sources do not answer, written the same way.
 
 For every conversation the last turn is asked (a) as typed, (b) as the standalone question
 ``retrieval.condense_model`` makes of it (``--condense-model``; default foundry.yaml's, the rule of
-``generation.condense``), with the message logged beside it, as the product asks it, and (c) as the
+``generation.condense``), with the message logged beside it and the answer of the turn whose topic it
+carries read with it (that turn answered first), as the product asks it, and (c) as the
 standalone question written by hand (the ceiling: what the reader answers when condensing is perfect);
 (d) ``switch``: the hand-written question asked after the next conversation's first turn, a change of topic
 the rule must not spoil. A turn counts as answered from the right source when the answer is not a refusal,
@@ -100,9 +101,17 @@ def right_source(answer: Answer, case: dict, *, fragment: bool = True) -> bool:
     )
 
 
-def followup_answer(condensed: Condensed) -> Answer:
-    """The answer to a rewritten follow-up, asked as the product asks it: the message logged beside it."""
-    return answer_question(question=condensed.question, message=condensed.message)
+def followup_answer(condensed: Condensed, history: list[str]) -> Answer:
+    """The answer to a rewritten follow-up after ``history``, asked as the product asks it: the message logged
+    beside it, read with the answer of the turn whose topic it carries (that turn asked as the product asked it)."""
+    answers = [""] * len(history)
+    if condensed.carried and condensed.antecedent is not None:
+        i = condensed.antecedent
+        earlier = question_standalone(message=history[i], history=history[:i])
+        answers[i] = (
+            followup_answer(earlier, history[:i]) if earlier.rewritten else answer_question(question=history[i])
+        ).answer
+    return answer_question(question=condensed.question, message=condensed.message, follows=condensed.follows(answers))
 
 
 def _shares(rows: list[dict], kinds: tuple[str, ...]) -> dict:
@@ -126,11 +135,11 @@ def followups(data: Path) -> dict:
         *history, message = case["turns"]
         condensed = question_standalone(message=message, history=history)
         raw = answer_question(question=message)
-        rewritten = followup_answer(condensed) if condensed.rewritten else raw
+        rewritten = followup_answer(condensed, history) if condensed.rewritten else raw
         ideal = answer_question(question=case["standalone"])
         # A change of topic: the hand-written question asked after another conversation's first turn.
         switched = question_standalone(message=case["standalone"], history=other["turns"][:1])
-        switch = followup_answer(switched) if switched.rewritten else ideal
+        switch = followup_answer(switched, other["turns"][:1]) if switched.rewritten else ideal
         rows.append(
             {
                 "id": case["id"],
@@ -219,7 +228,7 @@ def squad_followups(squad: Path, *, articles: int, pairs: int, seed: int, cache:
             golds = [g for g in (normalize_answer(a) for a in second.answers) if g]
             condensed = question_standalone(message=second.question, history=[first.question])
             raw = answer_question(question=second.question)
-            rewritten = followup_answer(condensed) if condensed.rewritten else raw
+            rewritten = followup_answer(condensed, [first.question]) if condensed.rewritten else raw
             rows.append(
                 {
                     "id": second.qid,
@@ -241,7 +250,8 @@ def squad_followups(squad: Path, *, articles: int, pairs: int, seed: int, cache:
             condensed = question_standalone(message=second.question, history=[first.question])
             raw = answer_question(question=second.question)
             answered["raw"] += not raw.refusal
-            answered["condensed"] += not (followup_answer(condensed) if condensed.rewritten else raw).refusal
+            followup = followup_answer(condensed, [first.question]) if condensed.rewritten else raw
+            answered["condensed"] += not followup.refusal
     n = len(unanswerable)
     return {
         "data": str(squad),

@@ -88,9 +88,10 @@ def turn_answer(
     question fails before anything is logged is not kept.
     """
     conversation = turn.conversation
+    earlier: list[QueryLog] = []
     if conversation is not None:
-        history = [t.message or t.question for t in conversation.turns.order_by("created_at", "pk")]
-        condensed = question_standalone(message=turn.message, history=history)
+        earlier = list(conversation.turns.order_by("created_at", "pk"))
+        condensed = question_standalone(message=turn.message, history=[t.message or t.question for t in earlier])
     else:
         condensed = question_standalone(message=turn.message, history=[])
         conversation = conversation_start(owner=user, question=turn.message, collection_id=turn.within)
@@ -99,6 +100,7 @@ def turn_answer(
         collection_ids=turn.scope,
         message=condensed.message if condensed.rewritten else "",
         conversation=conversation,
+        follows=condensed.follows([t.answer for t in earlier]),
     )
     try:
         answer, row = answer_logged(

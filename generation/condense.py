@@ -121,6 +121,13 @@ class Condensed:
     def rewritten(self) -> bool:
         return self.question != self.message
 
+    def follows(self, answers: list[str]) -> str:
+        """The answer of the earlier turn whose topic this follow-up carries, of ``answers`` (one per earlier
+        turn, oldest first); "" when it carries none (it stood alone, or asks that turn again about another code)."""
+        if not self.carried or self.antecedent is None or self.antecedent >= len(answers):
+            return ""
+        return answers[self.antecedent]
+
 
 def condense(message: str, history: list[str]) -> Condensed:
     """The standalone question for ``message`` after the earlier user turns ``history`` (oldest first).

@@ -20,7 +20,7 @@ runs next to the database and on a compute worker.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 
 import snowballstemmer
@@ -48,6 +48,14 @@ NEAR_BEST = 0.12  # a further unit is quoted only when it scores within this of 
 # next ("When the buffer is full, the oldest values are overwritten."). Measured: bench/followups.py,
 # foundry eval answers (docs/decisions.md, "The extractive reader").
 COVER_MARGIN = 0.25
+# A follow-up is read where the turn it follows was answered: a unit of a passage that holds a sentence that
+# answer quoted scores this much more ("what happens once it's full?" after the buffer's capacity is answered
+# next to "When the buffer is full, …"). Measured: bench/followups.py (docs/decisions.md, "The extractive reader").
+FOLLOW_BONUS = 0.1
+# An earlier answer's marker ("[S2]" on the ask page, "[2]" in /v1/ content) and the start of /v1/'s source list.
+_MARKER = re.compile(r"(?:^|\s+)\[S?\d+\](?=\s|$)\s*")
+_SOURCES = re.compile(r"\n\s*Sources:\s*\n")
+_BULLET = re.compile(r"^\s*(?:[-*+•]|\d+[.)])\s+")
 
 
 @dataclass(frozen=True)
@@ -110,6 +118,7 @@ class Reading:
     quotes: list[Quote]  # chosen, in answer order
     best: float  # best unit score (0 when no unit)
     scored: list[Quote]  # every unit, best first (audit, calibration)
+    followed: list[str] = field(default_factory=list)  # labels of the passages the earlier turn was answered from
 
     @property
     def text(self) -> str:
@@ -130,18 +139,23 @@ class Reading:
         return {
             "reader": "extractive",
             "best": round(self.best, 4),
+            "followed": self.followed,
             "quoted": [q.as_dict() for q in self.quotes],
             "top_units": [q.as_dict() for q in self.scored[:limit]],
         }
 
 
-def units_score(question: str, passages: list[Passage], *, embedding_model: str, typed: str = "") -> list[Quote]:
+def units_score(
+    question: str, passages: list[Passage], *, embedding_model: str, typed: str = "", near: frozenset[str] = frozenset()
+) -> list[Quote]:
     """Every unit of ``passages`` with its score against ``question``, best first (ties: passage rank, position).
 
     ``typed``: the follow-up as the asker typed it, when ``question`` is the standalone question made of it. The
     words ``question`` adds (carried over from earlier turns) name the topic, which the unit answering seldom
     repeats: together they count as one word, held when the unit or its heading path and title hold any; and a
     unit's cosine is the better of its cosines with ``question`` and with ``typed``.
+    ``near``: the labels of the passages the turn the follow-up came from was answered from (``followed``): their
+    units score ``FOLLOW_BONUS`` more.
     """
     units = [(p, u) for p in passages for u in passage_units(p.text) if _states_something(u)]
     if not units:
@@ -160,7 +174,7 @@ def units_score(question: str, passages: list[Passage], *, embedding_model: str,
     around = {p.label: stems(p.under) for p in passages}
     lexical = [_overlap(own, carried, stems(u.scored_text), around[p.label]) for p, u in units]
     quotes = [
-        Quote(passage, unit, cosine + LEXICAL_WEIGHT * lex, cosine, lex)
+        Quote(passage, unit, cosine + LEXICAL_WEIGHT * lex + FOLLOW_BONUS * (passage.label in near), cosine, lex)
         for (passage, unit), cosine, lex in zip(units, cosines, lexical)
     ]
     return sorted(quotes, key=lambda q: (-q.score, q.passage.rank, q.unit.start))
@@ -175,18 +189,20 @@ def read(
     exclude: set[str] | None = None,
     margin: float = NEAR_BEST,
     typed: str = "",
+    follows: str = "",
 ) -> Reading:
     """The best units to quote for ``question`` (see the module docstring): the best one, those within ``margin``
     of it, and those within ``COVER_MARGIN`` that hold a question word no unit before them holds; at most
     ``max_units``, best first.
 
     ``exclude``: unit texts already quoted elsewhere (a document's earlier sections), never quoted again.
-    ``typed``: as in ``units_score``.
+    ``typed``: as in ``units_score``. ``follows``: the answer of the earlier turn the follow-up (``typed``) came from.
     """
-    scored = units_score(question, passages, embedding_model=embedding_model, typed=typed)
+    near = followed(follows, passages) if typed else frozenset()
+    scored = units_score(question, passages, embedding_model=embedding_model, typed=typed, near=near)
     fresh = [q for q in scored if not exclude or unit_key(q.unit.text) not in exclude]
     if not fresh:
-        return Reading([], 0.0, scored)
+        return Reading([], 0.0, scored, sorted(near))
     best = fresh[0].score
     asked = _own_words(question, typed)
     chosen: list[Quote] = []
@@ -201,7 +217,16 @@ def read(
             covered |= held
     order = {p.label: i for i, p in enumerate(passages)}
     chosen.sort(key=lambda q: (order[q.passage.label], q.unit.start))
-    return Reading(chosen, best, scored)
+    return Reading(chosen, best, scored, sorted(near))
+
+
+def followed(answer: str, passages: list[Passage]) -> frozenset[str]:
+    """The labels of ``passages`` that hold a sentence ``answer`` (an earlier turn's answer, as the ask page or
+    ``/v1/`` showed it) quoted: its text between the ``[S#]`` / ``[#]`` markers, before a "Sources:" list, less a
+    list item's bullet."""
+    quoted = [q for line in _SOURCES.split(answer, maxsplit=1)[0].splitlines() for q in _MARKER.split(line)]
+    quotes = {" ".join(_BULLET.sub("", q).split()) for q in quoted if len(q.split()) >= 3}
+    return frozenset(p.label for p in passages if any(q in " ".join(p.text.split()) for q in quotes))
 
 
 def unmentioned(question: str, passages: list[Passage]) -> list[str]:

@@ -40,12 +40,24 @@ class ChatRequest:
         """The earlier user messages, oldest first (what the condensing step reads)."""
         return [text for role, text in self.messages[:-1] if role == "user"]
 
+    @property
+    def replies(self) -> list[str]:
+        """The assistant's answer to each earlier user message (its messages up to the next user message)."""
+        replies: list[str] = []
+        for role, text in self.messages[:-1]:
+            if role == "user":
+                replies.append("")
+            elif role == "assistant" and replies:
+                replies[-1] = f"{replies[-1]}\n{text}".strip()
+        return replies
+
 
 @dataclass(frozen=True)
 class Prepared:
     scope: list[int] | None
     message: str
     history: list[str]
+    replies: list[str]
 
 
 def model_ids(user: Any) -> list[tuple[str, str]]:
@@ -141,7 +153,7 @@ def chat_prepare(*, user: Any, chat: ChatRequest) -> Prepared:
         ) from None
     except QueryError as exc:
         raise OpenAIError(str(exc), status=403, type="permission_error", code="no_collections") from None
-    return Prepared([within] if within is not None else scope, chat.question, chat.history)
+    return Prepared([within] if within is not None else scope, chat.question, chat.history, chat.replies)
 
 
 @dataclass(frozen=True)
@@ -158,6 +170,11 @@ def chat_answer(*, user: Any, prepared: Prepared, on_sentence: Sentences | None 
     one QueryLog row holds the question answered and, when it was rewritten, the message as typed.
     ``on_sentence`` is told each sentence once it has passed its check (``answer_logged``)."""
     condensed = question_standalone(message=prepared.message, history=prepared.history)
-    asked = Asked(user=user, collection_ids=prepared.scope, message=condensed.message if condensed.rewritten else "")
+    asked = Asked(
+        user=user,
+        collection_ids=prepared.scope,
+        message=condensed.message if condensed.rewritten else "",
+        follows=condensed.follows(prepared.replies),
+    )
     answer, row = answer_logged(condensed.question, asked=asked, on_sentence=on_sentence)
     return Answered(answer, condensed, row.pk)

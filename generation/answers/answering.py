@@ -49,12 +49,13 @@ def answer_question(
     message: str = "",
     conversation: Conversation | None = None,
     on_sentence: Sentences | None = None,
+    follows: str = "",
 ) -> Answer:
     """Answer from the sources or refuse; every call leaves exactly one QueryLog row (``answer_logged``).
 
-    ``message`` and ``conversation`` are logged on the row (``Asked``).
+    ``message`` and ``conversation`` are logged on the row, ``follows`` read with ``message`` (``Asked``).
     """
-    asked = Asked(user=user, collection_ids=collection_ids, message=message, conversation=conversation)
+    asked = Asked(user=user, collection_ids=collection_ids, message=message, conversation=conversation, follows=follows)
     answer, _ = answer_logged(question, asked=asked, mode=mode, top_k=top_k, progress=progress, on_sentence=on_sentence)
     return answer
 
@@ -82,7 +83,7 @@ def answer_logged(
     question = question_clean(question)
     run_id = uuid.uuid4().hex
     started = time.perf_counter()
-    key = cache_key(question, asked.collection_ids, mode, top_k, message=asked.message)
+    key = cache_key(question, asked.collection_ids, mode, top_k, message=asked.message, follows=asked.follows)
     if settings.FOUNDRY.generation.cache_answers:
         cached = answer_cached(key, question=question, run_id=run_id, started=started, asked=asked)
         if cached is not None:
@@ -102,6 +103,7 @@ def answer_logged(
                 progress=progress,
                 on_sentence=on_sentence,
                 message=asked.message,
+                follows=asked.follows,
             )
         except llm.LLMError as exc:
             failed = _failed(run_id, question, mode, retrieval, calls, exc, started)

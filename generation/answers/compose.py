@@ -44,16 +44,24 @@ def answer_compose(
     progress: Progress,
     on_sentence: Sentences | None = None,
     message: str = "",
+    follows: str = "",
 ) -> Answer:
     """The answer ``model`` gives from what ``retrieval`` found, or the refusal and its reason.
 
     Calls no model when the gate found no evidence or ``model`` is the extractive reader; usage, cost and the
     total time are the caller's to fill in. ``on_sentence`` as in ``answer_logged``. ``message``: the follow-up
-    as typed when the question was made standalone from it (the names the asker used are the message's).
+    as typed when the question was made standalone from it (the names the asker used are the message's);
+    ``follows``: the answer of the earlier turn it came from (the extractive reader reads its passages first).
     The answer carries the conflicts between the passages found that concern it (``conflicts_concerning``).
     """
     answer = _compose(
-        retrieval, run_id=run_id, model=model, progress=progress, on_sentence=on_sentence, message=message
+        retrieval,
+        run_id=run_id,
+        model=model,
+        progress=progress,
+        on_sentence=on_sentence,
+        message=message,
+        follows=follows,
     )
     answer.conflicts = conflicts_concerning(
         answer.conflicts,
@@ -72,6 +80,7 @@ def _compose(
     progress: Progress,
     on_sentence: Sentences | None,
     message: str,
+    follows: str,
 ) -> Answer:
     answer = Answer(
         run_id=run_id,
@@ -90,7 +99,7 @@ def _compose(
         return answer
     answer.model = model
     if model == EXTRACTIVE:
-        return _read(answer, retrieval, progress, on_sentence, message=message)
+        return _read(answer, retrieval, progress, on_sentence, message=message, follows=follows)
     request = prompts.render("answer_user", question=retrieval.question).strip()
     context, included = _context(retrieval, model, request)
     progress("generating")
@@ -128,6 +137,7 @@ def _read(
     on_sentence: Sentences | None = None,
     *,
     message: str = "",
+    follows: str = "",
 ) -> Answer:
     """The extractive reader's answer: the passages' best units quoted verbatim; a refusal when the passages
     never name a code or name the asker used, or the best unit scores below the threshold."""
@@ -142,6 +152,7 @@ def _read(
         embedding_model=settings.FOUNDRY.embedding.model,
         max_units=conf.reader_max_units,
         typed=message,
+        follows=follows,
     )
     answer.timings["read"] = round((time.perf_counter() - start) * 1000, 1)
     answer.grounding = reading.audit()

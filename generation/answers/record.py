@@ -27,7 +27,8 @@ from sources.selectors import index_version
 #    and reads a follow-up by what its asker typed.
 # 6: an answer carries only the conflicts about it; a quoted list item starts its own line; the reader holds a
 #    measure by its noun, reads a list item by its sentences too, and a follow-up's topic not by another code.
-# 7: the reader also quotes a unit further down for a question word the better ones lack.
+# 7: the reader also quotes a unit further down for a question word the better ones lack, and reads a follow-up
+#    where the turn it follows was answered.
 ANSWER_RULES = 7
 
 
@@ -39,25 +40,35 @@ class Asked:
     (generation/condense.py); it is logged beside the question, and the extractive reader reads what the
     asker typed from it (``answers.compose``).
     ``conversation``: the Conversation the question is a turn of.
+    ``follows``: with ``message``, the answer of the earlier turn the follow-up's topic came from; the extractive
+    reader reads the passages it quoted first (``reader.followed``).
     """
 
     user: Any = None
     collection_ids: list[int] | None = None
     message: str = ""
     conversation: Conversation | None = None
+    follows: str = ""
 
 
 def cache_key(
-    question: str, collection_ids: list[int] | None, mode: str | None, top_k: int | None, *, message: str = ""
+    question: str,
+    collection_ids: list[int] | None,
+    mode: str | None,
+    top_k: int | None,
+    *,
+    message: str = "",
+    follows: str = "",
 ) -> str:
-    """Everything an answer depends on: question, the follow-up it was made from, scope, mode, configuration,
-    the answer prompts' text (a template edited in place keeps its path), the answering rules and the index
-    version."""
+    """Everything an answer depends on: question, the follow-up it was made from and the answer it follows, scope,
+    mode, configuration, the answer prompts' text (a template edited in place keeps its path), the answering
+    rules and the index version."""
     scope = sorted(collection_ids) if collection_ids is not None else None
     material = json.dumps(
         [
             question.casefold(),
             message.casefold(),
+            follows,
             scope,
             mode,
             top_k,

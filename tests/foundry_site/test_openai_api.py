@@ -10,6 +10,8 @@ from typing import Any
 import pytest
 from django.test import Client
 
+from foundry_site.openai_api import chat as chat_module
+from foundry_site.openai_api.chat import chat_request_parse
 from foundry_site.openai_api.present import sentences_split
 from foundry_site.core.ratelimit import rate_limit_check
 from foundry_site.services.tokens import token_create
@@ -112,6 +114,39 @@ def test_follow_up_is_condensed_and_both_are_logged(scoped: dict, scripted_llm: 
     assert row.message == "And how many sensors?"
     assert row.question.startswith("And how many sensors? (") and "RS-485" in row.question
     assert body.json()["foundry"]["question"] == row.question
+
+
+def test_a_follow_up_is_read_with_the_assistant_answer_after_the_turn_it_follows(
+    scoped: dict, scripted_llm: ScriptedLLM, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    follows: list[str] = []
+    answer_logged = chat_module.answer_logged
+
+    def spy(question: str, *, asked: Any, **kwargs: Any) -> Any:
+        follows.append(asked.follows)
+        return answer_logged(question, asked=asked, **kwargs)
+
+    monkeypatch.setattr(chat_module, "answer_logged", spy)
+    earlier = "Terminate both ends with 120 Ω. [1]\n\nSources:\n[1] alpha-notes.md"
+    body = chat(api("alice"), "How must the RS-485 bus be terminated?", earlier, "And how many sensors?")
+    assert body.status_code == 200, body.content
+    assert follows == [earlier]
+
+
+def test_each_earlier_question_is_paired_with_the_assistant_answer_after_it() -> None:
+    body = {
+        "model": "foundry",
+        "messages": [
+            {"role": "system", "content": "Be brief."},
+            {"role": "user", "content": "How must the RS-485 bus be terminated?"},
+            {"role": "assistant", "content": "With 120 Ω at both ends. [1]"},
+            {"role": "user", "content": "Thanks."},
+            {"role": "user", "content": "And how long may it be?"},
+        ],
+    }
+    request = chat_request_parse(json.dumps(body).encode())
+    assert request.history == ["How must the RS-485 bus be terminated?", "Thanks."]
+    assert request.replies == ["With 120 Ω at both ends. [1]", ""]
 
 
 def test_errors_have_openai_shape_and_status(scoped: dict, settings: Any) -> None:

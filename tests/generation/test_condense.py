@@ -210,3 +210,13 @@ def test_condense_model_must_be_rule_none_or_a_model(settings: Any) -> None:
         assert settings.FOUNDRY.with_overrides(retrieval={"condense_model": good}).retrieval.condense_model == good
     with pytest.raises(ValidationError, match="condense_model"):
         settings.FOUNDRY.with_overrides(retrieval={"condense_model": "bogus"})
+
+
+def test_a_follow_up_is_read_with_the_answer_of_the_turn_whose_topic_it_carries() -> None:
+    answers = ["The operating temperature range is -20 to +60 °C. [S1]", "A maximum of 8 sensors. [S2]"]
+    carried = condense("And how must it be terminated?", [TEMP, BUS])
+    assert carried.carried and carried.follows(answers) == answers[carried.antecedent]
+    # Asked again about another code, or standing alone, it follows no answer.
+    again = condense("And E04?", ["What does error code E03 mean?"])
+    assert again.rewritten and not again.carried and again.follows(["E03: supply voltage. [S1]"]) == ""
+    assert condense("What does error code E04 mean on the gateway display?", [TEMP]).follows(answers[:1]) == ""

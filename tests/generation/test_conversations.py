@@ -10,6 +10,7 @@ from django.contrib.auth.models import Permission
 from django.test import Client
 
 from foundry_site.services.tokens import token_create
+from generation import asking
 from generation.asking import ConversationNotFound, query_answer
 from generation.condense import question_standalone
 from generation.models import Conversation, QueryLog
@@ -61,6 +62,25 @@ def test_a_follow_up_is_made_standalone_from_the_earlier_turns_and_logged(scoped
     assert cited_sources(second) == {"alpha-notes.md"}
     conversation.refresh_from_db()
     assert conversation.updated_at >= third.created_at
+
+
+def test_a_follow_up_is_read_with_the_answer_of_the_turn_whose_topic_it_carries(
+    scoped: dict, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    follows: list[str] = []
+    answer_logged = asking.answer_logged
+
+    def spy(question: str, *, asked: Any, **kwargs: Any) -> Any:
+        follows.append(asked.follows)
+        return answer_logged(question, asked=asked, **kwargs)
+
+    monkeypatch.setattr(asking, "answer_logged", spy)
+    alice = scoped["alice"]
+    _, first = query_answer(user=alice, question=FIRST)
+    query_answer(user=alice, question=FOLLOW, conversation_id=first.conversation_id)
+    standalone = "What does error code E04 mean on the AX-200?"
+    query_answer(user=alice, question=standalone, conversation_id=first.conversation_id)
+    assert follows == ["", first.answer, ""] and first.answer
 
 
 def test_a_new_question_starts_a_new_conversation(scoped: dict) -> None:

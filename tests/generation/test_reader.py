@@ -212,3 +212,35 @@ def test_a_bare_label_is_never_quoted(embed: dict) -> None:
     text = "Wiring rules:\n\n- Use shielded twisted-pair cable."
     reading = reader.read(q, [Passage("S1", text, 1, 3)], embedding_model="m", max_units=3)
     assert [x.unit.text for x in reading.quotes] == ["- Use shielded twisted-pair cable."]
+
+
+def test_the_passages_an_earlier_answer_quoted_are_found_by_its_quotes_as_page_or_v1_showed_them() -> None:
+    found = [
+        Passage("S1", "The housing weighs 210 g.", 1, 1),
+        Passage("S2", "Measurements are written to the\ninternal buffer. When it is full, the oldest go.", 5, 6),
+        Passage("S3", "interfaces[0].name: RS-485 sensor bus", 9, 9),
+    ]
+    page = "Measurements are written to the internal buffer. [S2]\n- interfaces[0].name: RS-485 sensor bus [S3]"
+    v1 = "Measurements are written to the internal buffer. [1]\n\nSources:\n[1] manual.md, The housing weighs 210 g."
+    assert reader.followed(page, found) == {"S2", "S3"}
+    assert reader.followed(v1, found) == {"S2"}  # the source list is not a quote
+    assert reader.followed("No sentence of the passages found answers this. [S1]", found) == set()
+
+
+def test_a_follow_up_reads_the_passage_the_turn_it_follows_was_answered_from_first(embed: dict) -> None:
+    typed = "And the weight?"
+    question = f"{typed} (AX-200 housing)"
+    found = [Passage("S1", "The housing weighs 210 g.", 1, 1), Passage("S2", "The gateway weighs 300 g.", 1, 1)]
+    earlier = "The housing weighs 210 g. [S1]"
+    for text in ("The housing weighs 210 g.", "The gateway weighs 300 g."):
+        embed[text] = [0.5, 0.5, 0.0]
+    embed[question] = [1.0, 0.0, 0.0]
+    plain = {q.passage.label: q.score for q in reader.units_score(question, found, embedding_model="m", typed=typed)}
+    reading = reader.read(question, found, embedding_model="m", max_units=3, typed=typed, follows=earlier)
+    scored = {q.passage.label: q.score for q in reading.scored}
+    assert scored["S1"] == pytest.approx(plain["S1"] + reader.FOLLOW_BONUS) and scored["S2"] == plain["S2"]
+    assert reading.audit()["followed"] == ["S1"]
+    # A question that stands alone (nothing typed apart from it) is read as it is.
+    alone = reader.read(question, found, embedding_model="m", max_units=3, follows=earlier)
+    assert {q.passage.label: q.score for q in alone.scored} == {"S1": alone.scored[0].score, "S2": plain["S2"]}
+    assert alone.audit()["followed"] == []

@@ -12,8 +12,10 @@ from pathlib import Path
 
 import pytest
 from django.conf import settings
+from django.contrib.auth.models import User
 
 from generation.answers import answer_question
+from generation.asking import query_answer
 from generation.documents import SpecText
 from generation.models import GenerationRun
 from generation.pipeline import generation_run_create, generation_run_execute
@@ -93,3 +95,15 @@ def test_extractive_document_quotes_the_sources_verbatim(sample_kb: None, tmp_pa
         source, first, last = re.match(r"(\S+) .*lines (\d+)-(\d+)$", notes[number]).groups()
         assert Source.objects.filter(path=source).exists()
         _assert_quoted_at(quote, source, int(first), int(last))
+
+
+def test_a_follow_up_is_read_where_the_turn_it_follows_was_answered(sample_kb: None) -> None:
+    """ "How do I fix it?" shares one word with the remedy: read as it stands it is refused (best unit 0.73).
+    The turn before was answered from the error-code list, so the follow-up is read there first and quotes the
+    remedy that follows E03, marked low confidence."""
+    user = User.objects.create_superuser("reader")
+    first, row = query_answer(user=user, question="What does error code E03 mean?")
+    assert "Supply voltage out of range" in first.answer, first.answer
+    answer, _ = query_answer(user=user, question="How do I fix it?", conversation_id=row.conversation_id)
+    assert "Check the power supply and the cable cross-section." in answer.answer, answer.answer
+    assert answer.grounding["followed"] == [answer.citations[0]["id"]] and answer.answer_class == "low_confidence"
