@@ -17,7 +17,7 @@ from foundry_site.core.ratelimit import rate_limit_check
 from foundry_site.services.tokens import token_create
 from generation.models import QueryLog
 from tests.conftest import ScriptedLLM
-from tests.generation.conftest import echo_reply, scoped, world_users  # noqa: F401 (fixtures)
+from tests.generation.conftest import echo_reply, follows_seen, scoped, world_users  # noqa: F401 (fixtures)
 
 pytestmark = pytest.mark.django_db
 
@@ -119,14 +119,7 @@ def test_follow_up_is_condensed_and_both_are_logged(scoped: dict, scripted_llm: 
 def test_a_follow_up_is_read_with_the_assistant_answer_after_the_turn_it_follows(
     scoped: dict, scripted_llm: ScriptedLLM, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    follows: list[str] = []
-    answer_logged = chat_module.answer_logged
-
-    def spy(question: str, *, asked: Any, **kwargs: Any) -> Any:
-        follows.append(asked.follows)
-        return answer_logged(question, asked=asked, **kwargs)
-
-    monkeypatch.setattr(chat_module, "answer_logged", spy)
+    follows = follows_seen(monkeypatch, chat_module)
     earlier = "Terminate both ends with 120 Ω. [1]\n\nSources:\n[1] alpha-notes.md"
     body = chat(api("alice"), "How must the RS-485 bus be terminated?", earlier, "And how many sensors?")
     assert body.status_code == 200, body.content

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from pathlib import Path
+from types import ModuleType
+from typing import Any
 
 import pytest
 
@@ -84,3 +86,16 @@ def world_users(make_user) -> dict:
         "root": make_user("root", superuser=True),
         "dave": make_user("dave"),
     }
+
+
+def follows_seen(monkeypatch: pytest.MonkeyPatch, module: ModuleType) -> list[str]:
+    """The ``Asked.follows`` of every question ``module`` answers through its ``answer_logged``, in order."""
+    seen: list[str] = []
+    answer_logged = module.answer_logged
+
+    def spy(question: str, *, asked: Any, **kwargs: Any) -> Any:
+        seen.append(asked.follows)
+        return answer_logged(question, asked=asked, **kwargs)
+
+    monkeypatch.setattr(module, "answer_logged", spy)
+    return seen

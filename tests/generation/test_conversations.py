@@ -18,6 +18,7 @@ from generation.conversations import TITLE_CHARS, conversation_title
 from sources.models import Chunk
 from sources.services.collections import collection_grant, collection_revoke
 from tests.conftest import World, login
+from tests.generation.conftest import follows_seen
 from tests.generation.test_ask_views import sse_events
 
 pytestmark = pytest.mark.django_db
@@ -67,14 +68,7 @@ def test_a_follow_up_is_made_standalone_from_the_earlier_turns_and_logged(scoped
 def test_a_follow_up_is_read_with_the_answer_of_the_turn_whose_topic_it_carries(
     scoped: dict, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    follows: list[str] = []
-    answer_logged = asking.answer_logged
-
-    def spy(question: str, *, asked: Any, **kwargs: Any) -> Any:
-        follows.append(asked.follows)
-        return answer_logged(question, asked=asked, **kwargs)
-
-    monkeypatch.setattr(asking, "answer_logged", spy)
+    follows = follows_seen(monkeypatch, asking)
     alice = scoped["alice"]
     _, first = query_answer(user=alice, question=FIRST)
     query_answer(user=alice, question=FOLLOW, conversation_id=first.conversation_id)
