@@ -49,8 +49,8 @@ NEAR_BEST = 0.12  # a further unit is quoted only when it scores within this of 
 # foundry eval answers (docs/decisions.md, "The extractive reader").
 COVER_MARGIN = 0.25
 # A follow-up is read where the turn it follows was answered: a unit of a passage that holds a sentence that
-# answer quoted scores this much more ("what happens once it's full?" after the buffer's capacity is answered
-# next to "When the buffer is full, …"). Measured: bench/followups.py (docs/decisions.md, "The extractive reader").
+# answer quoted scores this much more ("How do I fix it?" after "What does E03 mean?" quotes the remedy listed
+# under E03). Measured: bench/followups.py (docs/decisions.md, "The extractive reader").
 FOLLOW_BONUS = 0.1
 # An earlier answer's marker ("[S2]" on the ask page, "[2]" in /v1/ content) and the start of /v1/'s source list.
 _MARKER = re.compile(r"(?:^|\s+)\[S?\d+\](?=\s|$)\s*")

@@ -1,8 +1,9 @@
 """An ``Answer`` as OpenAI chat-completion bodies: the whole message, or ``chat.completion.chunk`` events.
 
-The content is the answer with ``[1]``-style markers and a "Sources:" list, so any chat client shows
-the citations without knowing Foundry; the ``foundry`` object carries them as data (chunk URL, lines,
-answer class, refusal reason, ``query_id``). A refusal is an ordinary assistant message.
+The content is the answer with ``[1]``-style markers and a "Sources:" list (after "Low confidence: …" when
+the answer is), so any chat client shows the citations and the warning without knowing Foundry; the
+``foundry`` object carries them as data (chunk URL, lines, answer class, refusal reason, ``query_id``).
+A refusal is an ordinary assistant message.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ from typing import Any
 
 from generation.answers import Answer
 from generation.condense import Condensed
+from generation.models import QueryLog
+from generation.present import BADGES
 from sources.models import Chunk
 
 _LABEL = re.compile(r"\[(S\d+)\]")
@@ -67,6 +70,8 @@ def reply_build(answer: Answer, *, query_id: int, condensed: Condensed, chunk_ur
     sources = ""
     if citations:
         sources = "\n\nSources:\n" + "\n".join(f"[{c['id']}] {_where(c)}" for c in citations)
+        if answer.answer_class == QueryLog.AnswerClass.LOW_CONFIDENCE:  # said in the text, as the ask page says it
+            sources = f"\n\n{BADGES[answer.answer_class][1]}.{sources}"
     foundry = {
         "query_id": query_id,
         "answer_class": answer.answer_class,

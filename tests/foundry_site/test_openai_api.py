@@ -192,6 +192,23 @@ def test_rate_limit_is_429_with_retry_after(scoped: dict, settings: Any) -> None
     assert QueryLog.objects.count() == 0
 
 
+def test_a_low_confidence_answer_says_so_before_its_sources(
+    scoped: dict, scripted_llm: ScriptedLLM, foundry_config
+) -> None:
+    confident = chat(api("alice"), QUESTION).json()
+    foundry_config(generation={"low_confidence_score": 1.0})  # no passage is that close: every answer is weak
+    weak = chat(api("alice"), QUESTION).json()
+    assert confident["foundry"]["answer_class"] == "normal" and weak["foundry"]["answer_class"] == "low_confidence"
+    assert "Low confidence" not in confident["choices"][0]["message"]["content"]
+    assert "\n\nLow confidence: limited source coverage.\n\nSources:\n[1] " in weak["choices"][0]["message"]["content"]
+    streamed = "".join(
+        e["choices"][0]["delta"].get("content", "")
+        for e in events(chat(api("alice"), QUESTION, stream=True))
+        if e["choices"]
+    )
+    assert streamed == weak["choices"][0]["message"]["content"]
+
+
 def test_sentences_split_joins_back_to_the_text() -> None:
     text = "Up to 8 sensors. [1] The bus needs 120 Ohm. [1][2]\nVCC is 3.3 V. [2]"
     assert sentences_split(text) == ["Up to 8 sensors. [1] ", "The bus needs 120 Ohm. [1][2]\n", "VCC is 3.3 V. [2]"]
