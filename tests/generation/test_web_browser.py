@@ -254,6 +254,7 @@ def test_a_two_turn_conversation_streams_on_the_ask_page(
     expect(page.locator("#chat-title")).to_have_text(FIRST)  # the question answered, not the one typed since
     expect(page.locator("#id_question")).to_have_value(FOLLOW)  # and what was typed is kept
     expect(page.locator("label[for=id_question]")).to_have_text("Follow-up question")
+    expect(page.locator("#chat-meta")).to_contain_text("A follow-up is read together with the earlier questions.")
 
     page.click("#ask-form button[type=submit]")
     expect(page.locator("#turns article.turn:not(.pending)")).to_have_count(2)
@@ -272,6 +273,7 @@ def test_a_two_turn_conversation_streams_on_the_ask_page(
     page.reload()  # the conversation page as the server renders it: the same two turns
     expect(page.locator("#turns article.turn")).to_have_count(2)
     expect(page.locator("#chat-title")).to_have_text(FIRST)
+    expect(page.locator("#chat-meta")).to_have_count(1)  # as the page streamed it showed it
     page.click("#new-conversation")
     expect(page).to_have_url(f"{live_server.url}/ask/")
     expect(page.locator("#conversation-list")).to_contain_text(FIRST)
