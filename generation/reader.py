@@ -55,6 +55,7 @@ FOLLOW_BONUS = 0.1
 # An earlier answer's marker ("[S2]" on the ask page, "[2]" in /v1/ content) and the start of /v1/'s source list.
 _MARKER = re.compile(r"(?:^|\s+)\[S?\d+\](?=\s|$)\s*")
 _SOURCES = re.compile(r"\n\s*Sources:\s*\n")
+_HOW_QUANTITY = re.compile(r"\bhow\s+(?:much|many|often)\b", re.IGNORECASE)
 _BULLET = re.compile(r"^\s*(?:[-*+•]|\d+[.)])\s+")
 
 
@@ -165,7 +166,7 @@ def units_score(
     texts = both + [u.scored_text for _, u in units] + [s for _, s in parts]
     vectors = llm.embed(texts, model=embedding_model, batch_size=EMBED_BATCH)
     asked_vectors, unit_vectors = vectors[: len(both)], vectors[len(both) : len(both) + len(units)]
-    asked = stems(question)
+    asked = _asked_words(question)
     own = _own_words(question, typed)
     carried = asked - own
     cosines = [max(_dot(a, v) for a in asked_vectors) for v in unit_vectors]
@@ -288,8 +289,14 @@ _NAMED_BY = {
 def _own_words(question: str, typed: str) -> set[str]:
     """The stems of the words the asker typed that the standalone ``question`` keeps; every word of ``question``
     when it is not a follow-up, or the follow-up has no word of its own ("what about it?")."""
-    asked = stems(question)
-    return (stems(typed) & asked if typed else asked) or asked
+    asked = _asked_words(question)
+    return (_asked_words(typed) & asked if typed else asked) or asked
+
+
+def _asked_words(question: str) -> set[str]:
+    """The stems of a question's content words, less the quantity its "how" asks ("how much", "how many", "how
+    often"): the answer states a number, not the word ("How much does it weigh?" is answered by "weighs 210 g")."""
+    return stems(_HOW_QUANTITY.sub("how", question))
 
 
 def _states_something(unit: Unit) -> bool:

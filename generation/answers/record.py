@@ -29,7 +29,8 @@ from sources.selectors import index_version
 #    measure by its noun, reads a list item by its sentences too, and a follow-up's topic not by another code.
 # 7: the reader also quotes a unit further down for a question word the better ones lack, and reads a follow-up
 #    where the turn it follows was answered.
-ANSWER_RULES = 7
+# 8: the reader does not look for the quantity a "how" asks ("how much") among a unit's words.
+ANSWER_RULES = 8
 
 
 @dataclass(frozen=True)

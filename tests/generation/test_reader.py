@@ -87,7 +87,7 @@ def test_a_measure_asked_by_its_adjective_or_verb_is_held_by_its_noun(embed: dic
     found = [Passage("S1", "Weight 210 g", 1, 1, under="AX-200 Datasheet")]
     for question in ("How much does the AX-200 weigh?", "How heavy is the AX-200?"):
         held = reader.units_score(question, found, embedding_model="m")[0].lexical
-        assert held == pytest.approx(2 / 3 if "much" in question else 1.0), question
+        assert held == 1.0, question
     assert reader.units_score("How long is the cable?", found, embedding_model="m")[0].lexical == 0.0
     field = [Passage("S1", "interfaces[0].max_bus_length_m: 1000", 1, 1)]
     assert reader.units_score("maximum bus length?", field, embedding_model="m")[0].lexical == 1.0
@@ -113,6 +113,14 @@ def test_codes_and_names_no_passage_mentions() -> None:
 
 def test_words_meet_by_their_stems() -> None:
     assert reader.stems("The housing weighs 210 g; stored spares") == reader.stems("house weigh store spare")
+
+
+def test_the_quantity_a_how_asks_is_no_word_the_answer_must_hold(embed: dict) -> None:
+    found = [Passage("S1", "The housing weighs 210 g.", 1, 1)]
+    for q in ("How much does the housing weigh?", "how many housings weigh", "How often is the housing weighed?"):
+        assert reader.units_score(q, found, embedding_model="m")[0].lexical == 1.0, q
+    assert reader.units_score("How much is the housing?", found, embedding_model="m")[0].lexical == 1.0
+    assert reader.units_score("What does the housing cost?", found, embedding_model="m")[0].lexical == 0.5
 
 
 def test_a_word_only_the_heading_or_title_holds_counts_for_the_unit(embed: dict) -> None:
