@@ -41,6 +41,7 @@ LEXICAL_WEIGHT = 0.5
 UNDER_WEIGHT = 1.0
 # Units are embedded in batches of this many (sorted by length, llm.embed): small batches pad less.
 EMBED_BATCH = 16
+_HOW_QUANTITY = re.compile(r"\bhow\s+(?:much|many|often)\b", re.IGNORECASE)  # asks a number, names no word
 _CODE = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9.\-]*[A-Za-z0-9])?")
 NEAR_BEST = 0.12  # a further unit is quoted only when it scores within this of the best one (calibrated)
 # A unit further down, within this of the best, is quoted too when it holds a question word no unit quoted holds:
@@ -55,7 +56,6 @@ FOLLOW_BONUS = 0.1
 # An earlier answer's marker ("[S2]" on the ask page, "[2]" in /v1/ content) and the start of /v1/'s source list.
 _MARKER = re.compile(r"(?:^|\s+)\[S?\d+\](?=\s|$)\s*")
 _SOURCES = re.compile(r"\n\s*Sources:\s*\n")
-_HOW_QUANTITY = re.compile(r"\bhow\s+(?:much|many|often)\b", re.IGNORECASE)
 _BULLET = re.compile(r"^\s*(?:[-*+•]|\d+[.)])\s+")
 
 
