@@ -36,6 +36,7 @@ urlpatterns = [
     path("v1/models", openai_views.models, name="openai-models"),
     path("v1/models/<path:model>", openai_views.model_detail, name="openai-model"),
     path("v1/chat/completions", openai_views.chat_completions, name="openai-chat"),
+    path("v1/<path:path>", openai_views.unknown, name="openai-unknown"),
 ]
 
 handler500 = "foundry_site.views.server_error"

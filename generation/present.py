@@ -28,7 +28,7 @@ _FOOTNOTE_ID = re.compile(r"^fn(?:ref\d*)?:\d+$")  # fnref2:1 is the second refe
 
 BADGES: dict[str, tuple[str, str]] = {
     QueryLog.AnswerClass.NORMAL: ("normal", "Normal answer"),
-    QueryLog.AnswerClass.LOW_CONFIDENCE: ("low", "Low confidence: limited source coverage"),
+    QueryLog.AnswerClass.LOW_CONFIDENCE: ("low", "Low confidence: the sources match the question only loosely"),
     QueryLog.AnswerClass.NO_EVIDENCE: ("none", "No evidence in your sources"),
 }
 
@@ -103,19 +103,21 @@ def found_passages(row: QueryLog, viewer: Any) -> tuple[str, list[FoundPassage]]
     lead, listing = row.answer.split(PASSAGES_FOUND, 1)
     retrieved = {int(hit[0]) for hits in (row.channels or {}).values() for hit in hits if hit}
     where: dict[str, tuple[int, int]] = {}
-    for chunk in readable_chunks(viewer).filter(pk__in=retrieved).select_related("source"):
+    chunks = list(readable_chunks(viewer).filter(pk__in=retrieved).select_related("source"))
+    # each chunk by its source's name, then by its path: named so before another folder of its collection had it
+    for chunk, name in [(c, c.source.name) for c in chunks] + [(c, c.source.path) for c in chunks]:
         target = (chunk.pk, chunk.source_id)
         legacy = (
-            f"{chunk.source.name}"
+            f"{name}"
             + (f", p. {chunk.page_start}" if chunk.page_start else "")
             + f", lines {chunk.line_start}-{chunk.line_end}"
         )
+        where.setdefault(f"{name}, {chunk.location}", target)
         where.setdefault(legacy, target)
-        where[f"{chunk.source.name}, {chunk.location}"] = target
     found = []
     for part in listing.rstrip(".").split("; "):
         match = _LABELLED.match(part.strip())
-        place = where.get(match.group(2)) if match else None
+        place = next((where[k] for k in _unqualified(match.group(2)) if k in where), None) if match else None
         url = f"{reverse('sources:detail', args=[place[1]])}?chunk={place[0]}#chunk-{place[0]}" if place else ""
         found.append(FoundPassage(label=match.group(1) if match else "", text=part.strip(), url=url))
     return lead.strip(), found
@@ -241,17 +243,31 @@ _FOOTNOTE_PLACE = re.compile(
 )
 
 
+def _unqualified(listed: str) -> list[str]:
+    """A passage as an answer listed it (``name, location``), then with the folders in front of its file's name
+    dropped one by one: a file is named with its folder only while another folder of its collection has it."""
+    name, comma, rest = listed.partition(", ")
+    parts = name.split("/")
+    return [listed, *("/".join(parts[i:]) + comma + rest for i in range(1, len(parts)))]
+
+
+def _names(cited: str, name: str, path: str) -> bool:
+    """Whether a footnote's ``cited`` file name is the source named ``name`` at ``path``, then or now."""
+    return cited in (name, path) or cited.endswith(f"/{path}")
+
+
 def footnote_links(document: str, chunk_ids: list[int], viewer: Any) -> dict[str, str]:
     """Each footnote of a generated document (by number) → the source viewer at the chunk it cites.
 
     The chunk is the one among the run's retrieved chunks (``chunk_ids``) of the named source whose
     lines hold the footnote's lines (the extractive writer cites a unit's own lines inside its chunk),
-    the narrowest if several do. A footnote whose chunk ``viewer`` cannot read (now) gets no link.
+    the narrowest if several do, a source by the name it has now before one by its former name (``_names``). A
+    footnote whose chunk ``viewer`` cannot read (now) gets no link.
     """
     rows = list(
         readable_chunks(viewer)
         .filter(pk__in=chunk_ids)
-        .values_list("pk", "source_id", "source__name", "page_start", "line_start", "line_end")
+        .values_list("pk", "source_id", "source__name", "page_start", "line_start", "line_end", "source__path")
     )
     links: dict[str, str] = {}
     for number, text in _FOOTNOTE_DEF.findall(document):
@@ -262,12 +278,12 @@ def footnote_links(document: str, chunk_ids: list[int], viewer: Any) -> dict[str
         holding = [
             r
             for r in rows
-            if r[2] == place["source"]
+            if _names(place["source"], r[2], r[6])
             and (page is None or r[3] == int(page))
             and ((r[4], r[5]) == (start, end) or r[4] <= start <= end <= r[5])
         ]
         if holding:
-            pk, source_id = min(holding, key=lambda r: (r[5] - r[4], r[0]))[:2]
+            pk, source_id = min(holding, key=lambda r: (r[2] != place["source"], r[5] - r[4], r[0]))[:2]
             links[number] = f"{reverse('sources:detail', args=[source_id])}?chunk={pk}#chunk-{pk}"
     return links
 

@@ -230,6 +230,7 @@ def _answer_events(request: HttpRequest, turn: Turn) -> Iterator[str]:
                     "url": _turn_url(row),
                     "query_id": row.pk,
                     "conversation_id": row.conversation_id,
+                    "title": row.conversation.title if row.conversation else "",  # cut to fit, as the page shows it
                     "meta": render_to_string(
                         "ask/_conversation_meta.html", {"conversation": row.conversation}, request=request
                     ),

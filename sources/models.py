@@ -77,7 +77,7 @@ class Source(models.Model):
         max_length=2048,
         editable=False,
         help_text="How citations name the file: its path, with the folder it was ingested from "
-        "in front while another folder has a file at the same path.",
+        "in front while another folder of its collection has a file at the same path.",
     )
     title = models.CharField(max_length=500, blank=True)
     kind = models.CharField(max_length=8, choices=Kind.choices, blank=True)

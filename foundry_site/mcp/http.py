@@ -27,12 +27,8 @@ from django.views.decorators.csrf import csrf_exempt
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 
 from foundry_site.mcp.server import ACTING_USER, foundry_server
-from foundry_site.services.tokens import token_authenticate
+from foundry_site.services.tokens import bearer_authenticate
 
-NEEDS_TOKEN = (
-    "Authentication required: send Authorization: Bearer <token> "
-    "(an administrator creates one with `foundry tokens create USER`)."
-)
 # Hop-by-hop and length headers are WSGI's business, not the app's.
 DROPPED_HEADERS = {"connection", "content-length", "transfer-encoding", "keep-alive"}
 
@@ -47,9 +43,9 @@ class AsgiReply:
 @csrf_exempt  # bearer tokens only: a browser never sends one on its own, so there is no CSRF to check
 @login_not_required  # answers 401 itself, like the API
 def mcp_endpoint(request: HttpRequest) -> HttpResponse:
-    user = bearer_user(request)
+    user, refused = bearer_authenticate(request.headers.get("Authorization", ""))
     if user is None:
-        response: HttpResponse = JsonResponse({"detail": NEEDS_TOKEN}, status=401)
+        response: HttpResponse = JsonResponse({"detail": refused}, status=401)
         response["WWW-Authenticate"] = 'Bearer realm="foundry"'
         return response
     if request.method != "POST":
@@ -66,13 +62,6 @@ def mcp_endpoint(request: HttpRequest) -> HttpResponse:
         if name.lower() not in DROPPED_HEADERS:
             response[name] = value
     return response
-
-
-def bearer_user(request: HttpRequest) -> Any:
-    scheme, _, token = request.headers.get("Authorization", "").partition(" ")
-    if scheme.lower() != "bearer" or not token.strip():
-        return None
-    return token_authenticate(token.strip())
 
 
 def asgi_scope(request: HttpRequest) -> dict[str, Any]:

@@ -37,7 +37,7 @@ from foundry_site.openai_api.chat import (
 )
 from foundry_site.openai_api.errors import OpenAIError, error_response, invalid
 from foundry_site.openai_api.present import LiveNumbers, chunk, chunk_events, completion_body, reply_build
-from foundry_site.services.tokens import token_authenticate
+from foundry_site.services.tokens import bearer_authenticate
 from generation.answers import QueryError, QueryFailed
 from generation.streaming import run_streamed
 from sources.vectorstore import MissingEmbeddings
@@ -46,10 +46,6 @@ if TYPE_CHECKING:
     from django.contrib.auth.models import User
 
 logger = logging.getLogger(__name__)
-NEEDS_TOKEN = (
-    "Authentication required: send Authorization: Bearer <token> "
-    "(an administrator creates one with `foundry tokens create USER`)."
-)
 CHUNK_PATH = "sources/{source_id}/chunks/{chunk_id}"  # under /api/v1/: the chunk endpoint of the API
 View = Callable[..., HttpResponseBase]
 
@@ -79,10 +75,9 @@ def openai_view(methods: tuple[str, ...]) -> Callable[[View], View]:
 
 
 def _bearer_user(request: HttpRequest) -> User:
-    scheme, _, token = request.headers.get("Authorization", "").partition(" ")
-    user = token_authenticate(token.strip()) if scheme.lower() == "bearer" and token.strip() else None
+    user, refused = bearer_authenticate(request.headers.get("Authorization", ""))
     if user is None:
-        raise OpenAIError(NEEDS_TOKEN, status=401, code="invalid_api_key")
+        raise OpenAIError(refused, status=401, code="invalid_api_key")
     return user
 
 
@@ -95,6 +90,16 @@ def models(request: ApiRequest) -> HttpResponse:
 def model_detail(request: ApiRequest, model: str) -> HttpResponse:
     model_scope(request.auth, model)  # 404 unless the caller may use it
     return JsonResponse(_model(model, dict(model_ids(request.auth))[model]))
+
+
+@openai_view(("GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"))
+def unknown(request: ApiRequest, path: str) -> HttpResponse:
+    """Any other path under /v1/: OpenAI's 404 for an invalid URL, in its error shape (not the HTML page)."""
+    raise OpenAIError(
+        f"Invalid URL ({request.method} /v1/{path}): Foundry serves /v1/models and /v1/chat/completions.",
+        status=404,
+        code="unknown_url",
+    )
 
 
 def _model(model_id: str, description: str) -> dict[str, Any]:

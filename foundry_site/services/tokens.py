@@ -25,6 +25,17 @@ TOKEN_PREFIX = "fdy_"
 LAST_USED_RESOLUTION = timedelta(minutes=1)
 
 
+# Why a request with ``Authorization: Bearer`` was refused (401), for the /v1/ and MCP endpoints.
+NEEDS_TOKEN = (
+    "Authentication required: send Authorization: Bearer <token> "
+    "(an administrator creates one with `foundry tokens create USER`)."
+)
+TOKEN_REFUSED = (
+    "The bearer token sent is not valid: it is unknown or revoked, or its user is deactivated "
+    "(an administrator creates one with `foundry tokens create USER`)."
+)
+
+
 class TokenError(ValueError):
     """A token command cannot be carried out (unknown user or token, already revoked)."""
 
@@ -65,6 +76,15 @@ def token_revoke(*, token_id: int) -> ApiToken:
     token.refresh_from_db()
     logger.info("api token revoked id=%s", token.pk)
     return token
+
+
+def bearer_authenticate(authorization: str) -> tuple[User | None, str]:
+    """The user of an ``Authorization`` header's bearer token, or None and why (``NEEDS_TOKEN``, ``TOKEN_REFUSED``)."""
+    scheme, _, token = authorization.partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        return None, NEEDS_TOKEN
+    user = token_authenticate(token.strip())
+    return user, "" if user else TOKEN_REFUSED
 
 
 def token_authenticate(plain: str) -> User | None:

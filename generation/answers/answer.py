@@ -11,7 +11,7 @@ from typing import Any
 from foundry_site.core.text import TextRejected, user_text
 
 MAX_QUESTION_CHARS = 4000
-LOW_CONFIDENCE_PREFIX = "Answer (LOW CONFIDENCE — limited source coverage):"
+LOW_CONFIDENCE_PREFIX = "Answer (LOW CONFIDENCE — the sources match the question only loosely):"
 
 
 class QueryError(ValueError):

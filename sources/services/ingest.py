@@ -215,9 +215,7 @@ def _store(
     with transaction.atomic():
         vectorstore.ensure_table(model, len(prepared.vectors[0]))
         vectorstore.ensure_windows_table(model, len(prepared.vectors[0]))
-        source, created = Source.objects.get_or_create(root=root, path=rel, defaults={"collection_id": collection_id})
-        if created:
-            source_names_refresh(rel)
+        source, _ = Source.objects.get_or_create(root=root, path=rel, defaults={"collection_id": collection_id})
         old_ids = list(source.chunks.values_list("id", flat=True))
         vectorstore.vectors_delete(old_ids)
         source.chunks.all().delete()
@@ -260,6 +258,7 @@ def _store(
             updated_at=now,
             ingested_at=now,
         )
+        source_names_refresh(rel)  # a new source, or one moved to another collection
         source.refresh_from_db()
     return source
 
@@ -302,10 +301,16 @@ def source_mark_failed(
 
 
 def source_names_refresh(path: str) -> None:
-    """Name the sources at ``path`` as citations show them (``cited_names``), inside the caller's transaction."""
-    pk_of = dict(Source.objects.filter(path=path).values_list("root", "pk"))
-    for root, name in cited_names(path, list(pk_of)).items():
-        Source.objects.filter(pk=pk_of[root]).exclude(name=name).update(name=name)
+    """Name the sources at ``path`` as citations show them (``cited_names``), inside the caller's transaction.
+
+    Only the folders of one collection tell each other's files apart: what a collection's readers see never
+    depends on the files of a collection they may not read."""
+    by_collection: dict[int, dict[str, int]] = {}
+    for collection_id, root, pk in Source.objects.filter(path=path).values_list("collection_id", "root", "pk"):
+        by_collection.setdefault(collection_id, {})[root] = pk
+    for pk_of in by_collection.values():
+        for root, name in cited_names(path, list(pk_of)).items():
+            Source.objects.filter(pk=pk_of[root]).exclude(name=name).update(name=name)
 
 
 def source_delete(*, source_id: int) -> None:

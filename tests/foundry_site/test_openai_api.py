@@ -162,6 +162,9 @@ def test_errors_have_openai_shape_and_status(scoped: dict, settings: Any) -> Non
         (chat(api("alice"), "x" * 5000), 400, None),
         (api("alice").get("/v1/chat/completions"), 405, "method_not_allowed"),
         (chat(api("dave"), QUESTION), 403, "no_collections"),
+        (api("alice").get("/v1/embeddings"), 404, "unknown_url"),
+        (api("alice").post("/v1/nothing/else", "{}", content_type="application/json"), 404, "unknown_url"),
+        (Client().get("/v1/nothing"), 401, "invalid_api_key"),
     ]
     params = {3: None, 4: "model", 5: "stream", 6: "n", 7: "messages[1].role", 8: "messages[0]", 9: "messages"}
     for i, (response, status, code) in enumerate(cases):
@@ -171,6 +174,9 @@ def test_errors_have_openai_shape_and_status(scoped: dict, settings: Any) -> Non
         assert code is None or error["code"] == code, (i, error)
         assert i not in params or error["param"] == params[i], (i, error)
     assert cases[0][0]["WWW-Authenticate"].startswith("Bearer")
+    assert cases[0][0].json()["error"]["message"].startswith("Authentication required: send Authorization: Bearer")
+    assert cases[1][0].json()["error"]["message"].startswith("The bearer token sent is not valid")
+    assert "Invalid URL (POST /v1/nothing/else)" in cases[13][0].json()["error"]["message"]
     content = api("alice").post(
         "/v1/chat/completions",
         json.dumps(
@@ -200,7 +206,10 @@ def test_a_low_confidence_answer_says_so_before_its_sources(
     weak = chat(api("alice"), QUESTION).json()
     assert confident["foundry"]["answer_class"] == "normal" and weak["foundry"]["answer_class"] == "low_confidence"
     assert "Low confidence" not in confident["choices"][0]["message"]["content"]
-    assert "\n\nLow confidence: limited source coverage.\n\nSources:\n[1] " in weak["choices"][0]["message"]["content"]
+    assert (
+        "\n\nLow confidence: the sources match the question only loosely.\n\nSources:\n[1] "
+        in weak["choices"][0]["message"]["content"]
+    )
     streamed = "".join(
         e["choices"][0]["delta"].get("content", "")
         for e in events(chat(api("alice"), QUESTION, stream=True))

@@ -10,7 +10,8 @@ from django.contrib.auth.models import Permission
 from django.test import Client
 
 from foundry_site.core.ratelimit import rate_limit_check
-from generation.models import QueryFeedback, QueryLog
+from generation.conversations import TITLE_CHARS, conversation_title
+from generation.models import Conversation, QueryFeedback, QueryLog
 from sources.models import Chunk
 from tests.conftest import ScriptedLLM, World, login, record_query as record
 
@@ -198,9 +199,18 @@ def test_stream_sends_stages_then_the_checked_answer(scoped: dict, scripted_llm:
     row = QueryLog.objects.get(user=scoped["alice"])
     assert answer["url"] == f"/conversations/{row.conversation_id}/#turn-{row.pk}"
     assert "alpha-notes.md" in answer["html"]
+    assert answer["title"] == row.conversation.title == QUESTION
     # Only checked sentences are sent, and together they are the logged answer, markers and all.
     assert "".join(d["text"] for e, d in events if e == "sentence") == row.answer
     assert all(e != "sentence" or "[S" in d["text"] for e, d in events)  # each with its source
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_stream_titles_a_conversation_as_its_page_does(scoped: dict) -> None:
+    long = QUESTION[:-1] + ", " + "and with every cable length and every baud rate there is " * 40 + "?"
+    answer = sse_events(login(scoped["alice"]).post("/ask/stream", {"question": long}))[-1][1]
+    assert answer["title"].endswith("…") and len(answer["title"]) <= TITLE_CHARS
+    assert answer["title"] == conversation_title(long) == Conversation.objects.get().title
 
 
 def test_stream_rejects_bad_input_and_rate_limit(world: World, settings: Any) -> None:
@@ -310,6 +320,23 @@ def test_reader_refusal_says_why_once_then_lists_the_passages(world: World) -> N
     assert page.count("best 0.712") == 1 and "with enough confidence" not in page
     assert '<p class="outcome" data-refusal="reader">The closest passages:</p>' in page
     assert f"chunk={alpha[0].pk}" in page
+
+
+def test_refusal_links_its_passages_after_their_file_was_named_with_its_folder_and_back(world: World) -> None:
+    # A file is named with its folder while another folder of its collection has it: the names the refusal
+    # recorded still find their chunks, in either direction.
+    alpha = world.chunks["alpha"][0]
+    source = alpha.source
+    link = f"chunk={alpha.pk}#chunk-{alpha.pk}"
+    listed = f"No answer could be verified. Passages found: S1 {source.name}, lines 1-1."
+    source.name = f"docs/{source.path}"
+    source.save()
+    assert link in refusal_page(world, "grounding", listed, channels={"bm25": [[alpha.pk, 1.0]]})
+    listed = f"No answer could be verified. Passages found: S1 {source.name}, lines 1-1."
+    source.name = source.path
+    source.save()
+    page = refusal_page(world, "grounding", listed, channels={"bm25": [[alpha.pk, 1.0]]})
+    assert link in page and "(no longer readable)" not in page
 
 
 def test_grounding_refusal_never_links_a_chunk_the_viewer_cannot_read(world: World) -> None:

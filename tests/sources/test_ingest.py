@@ -410,6 +410,42 @@ def test_same_file_name_in_two_folders_is_cited_with_its_folder(tmp_path: Path) 
     assert list(Source.objects.values_list("name", flat=True)) == ["manual.md"]  # unambiguous again
 
 
+def test_a_same_named_file_in_another_collection_changes_no_citation(tmp_path: Path) -> None:
+    for product, sensors in (("ax100", 4), ("ax200", 8)):
+        (tmp_path / product).mkdir()
+        (tmp_path / product / "manual.md").write_text(f"# Manual\n\n## Bus\n\nUp to {sensors} sensors on the bus.\n")
+    knowledge_base_ingest(target=tmp_path / "ax100")
+    knowledge_base_ingest(target=tmp_path / "ax200", collection="other")
+    # The readers of one collection see nothing of another's files, not even that one has the same name.
+    names = set(Source.objects.values_list("collection__name", "name"))
+    assert names == {("default", "manual.md"), ("other", "manual.md")}
+    knowledge_base_ingest(target=tmp_path / "ax200", move=True)  # now two folders of one collection have it
+    assert set(Source.objects.values_list("collection__name", "name")) == {
+        ("default", "ax100/manual.md"),
+        ("default", "ax200/manual.md"),
+    }
+
+
+@pytest.mark.django_db(transaction=True)
+def test_migration_names_a_source_among_its_collections_folders_only() -> None:
+    executor = MigrationExecutor(connection)
+    executor.migrate([("sources", "0008_collection_folder")])
+    try:
+        apps = executor.loader.project_state([("sources", "0008_collection_folder")]).apps
+        Collection, Source_ = apps.get_model("sources", "Collection"), apps.get_model("sources", "Source")
+        one, two = Collection.objects.create(name="one"), Collection.objects.create(name="two")
+        for collection, root in ((one, "/kb/ax100"), (two, "/kb/ax200"), (two, "/kb/ax300")):
+            Source_.objects.create(collection=collection, root=root, path="manual.md", name=f"{root[4:]}/manual.md")
+    finally:
+        executor = MigrationExecutor(connection)
+        executor.migrate(executor.loader.graph.leaf_nodes())
+    assert sorted(Source.objects.values_list("collection__name", "name")) == [
+        ("one", "manual.md"),
+        ("two", "ax200/manual.md"),
+        ("two", "ax300/manual.md"),
+    ]
+
+
 @pytest.mark.django_db(transaction=True)
 def test_migration_names_the_sources_already_ingested() -> None:
     executor = MigrationExecutor(connection)
