@@ -30,7 +30,8 @@ from sources.selectors import index_version
 # 7: the reader also quotes a unit further down for a question word the better ones lack, and reads a follow-up
 #    where the turn it follows was answered.
 # 8: the reader does not look for the quantity a "how" asks ("how much") among a unit's words.
-ANSWER_RULES = 8
+# 9: the reader never quotes a line that is only a heading of its passage.
+ANSWER_RULES = 9
 
 
 @dataclass(frozen=True)

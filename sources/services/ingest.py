@@ -297,7 +297,7 @@ def source_mark_failed(
             size=size or source.size,
         )
     logger.warning("ingest failed source=%s", source.pk)
-    return FileResult(rel, "failed", reason, 0)
+    return FileResult(rel, "failed", note, 0)
 
 
 def source_names_refresh(path: str) -> None:

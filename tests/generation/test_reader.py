@@ -137,6 +137,19 @@ def test_a_word_only_the_heading_or_title_holds_counts_for_the_unit(embed: dict)
     assert bare[0].lexical == pytest.approx(2 / 3)
 
 
+def test_a_line_that_is_only_a_heading_of_its_passage_is_never_quoted(embed: dict) -> None:
+    # A PDF's text keeps its headings ("2.1 Power"): it names what follows and answers nothing.
+    q = "How much power does it consume?"
+    text = "2.1 Power\nPower consumption (gateway only) 2.5 W typical, 4.0 W max."
+    embed.update({q: [1.0, 0.0, 0.0], "2.1 Power": [1.0, 0.0, 0.0], text.splitlines()[1]: [0.6, 0.8, 0.0]})
+    found = [Passage("S1", text, 10, 11, under="Datasheet > 2 Electrical characteristics > 2.1 Power")]
+    reading = reader.read(q, found, embedding_model="m", max_units=3)
+    assert [quote.unit.text for quote in reading.quotes] == [text.splitlines()[1]]
+    assert [q.unit.text for q in reader.units_score(q, [Passage("S1", text, 10, 11)], embedding_model="m")][0] == (
+        "2.1 Power"  # no heading path: a line like any other
+    )
+
+
 def test_only_units_near_the_best_are_added_and_grouped_per_passage_in_source_order(embed: dict) -> None:
     q = "zzz"  # no word in common: cosine decides
     embed.update(

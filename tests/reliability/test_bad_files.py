@@ -172,6 +172,7 @@ def test_json_with_duplicate_keys_is_refused_and_the_stored_version_kept(stocked
     row = ingest_cli(stocked_kb)["pumps.json"]
     assert row["status"] == "failed", row
     assert row["reason"].startswith('duplicate JSON key "flow" at $.pumps[1].flow (and 1 more repeated key): '), row
+    assert row["reason"].endswith("(the previously ingested version stays indexed)"), row  # said where it is read
     source = Source.objects.get(path="pumps.json")
     assert "previously ingested version stays indexed" in source.reason
     stored = " ".join(Chunk.objects.filter(source=source).values_list("text", flat=True))
@@ -383,7 +384,8 @@ def test_file_vanishing_during_ingest_fails_clearly_then_is_removed(
         "path": "gone.txt",
         "status": "failed",
         "chunks": 0,
-        "reason": "file vanished during ingest (deleted or moved while being read)",
+        "reason": "file vanished during ingest (deleted or moved while being read) "
+        "(the previously ingested version stays indexed)",
     }
     assert Chunk.objects.get(source__path="gone.txt").text == "Temporary note about filter F9."
     good_files_intact()
