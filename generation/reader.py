@@ -42,6 +42,7 @@ UNDER_WEIGHT = 1.0
 # Units are embedded in batches of this many (sorted by length, llm.embed): small batches pad less.
 EMBED_BATCH = 16
 _HOW_QUANTITY = re.compile(r"\bhow\s+(?:much|many|often)\b", re.IGNORECASE)  # asks a number, names no word
+_WHAT_ABOUT = re.compile(r"\b(what|how)\s+about\b", re.IGNORECASE)  # "what about its weight?" asks of the weight
 _CODE = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9.\-]*[A-Za-z0-9])?")
 NEAR_BEST = 0.12  # a further unit is quoted only when it scores within this of the best one (calibrated)
 # A unit further down, within this of the best, is quoted too when it holds a question word no unit quoted holds:
@@ -296,7 +297,7 @@ def _own_words(question: str, typed: str) -> set[str]:
 def _asked_words(question: str) -> set[str]:
     """The stems of a question's content words, less the quantity its "how" asks ("how much", "how many", "how
     often"): the answer states a number, not the word ("How much does it weigh?" is answered by "weighs 210 g")."""
-    return stems(_HOW_QUANTITY.sub("how", question))
+    return stems(_WHAT_ABOUT.sub(r"\1", _HOW_QUANTITY.sub("how", question)))
 
 
 def _states_something(unit: Unit) -> bool:

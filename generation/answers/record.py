@@ -31,7 +31,8 @@ from sources.selectors import index_version
 #    where the turn it follows was answered.
 # 8: the reader does not look for the quantity a "how" asks ("how much") among a unit's words.
 # 9: the reader never quotes a line that is only a heading of its passage.
-ANSWER_RULES = 9
+# 10: nor looks for the "about" of "what about" among a unit's words.
+ANSWER_RULES = 10
 
 
 @dataclass(frozen=True)

@@ -115,11 +115,13 @@ def test_words_meet_by_their_stems() -> None:
     assert reader.stems("The housing weighs 210 g; stored spares") == reader.stems("house weigh store spare")
 
 
-def test_the_quantity_a_how_asks_is_no_word_the_answer_must_hold(embed: dict) -> None:
+def test_the_quantity_a_how_asks_and_the_about_of_what_about_are_no_words_the_answer_must_hold(embed: dict) -> None:
     found = [Passage("S1", "The housing weighs 210 g.", 1, 1)]
     for q in ("How much does the housing weigh?", "how many housings weigh", "How often is the housing weighed?"):
         assert reader.units_score(q, found, embedding_model="m")[0].lexical == 1.0, q
     assert reader.units_score("How much is the housing?", found, embedding_model="m")[0].lexical == 1.0
+    for q in ("What about the housing?", "how about the housing"):  # the lead asks of the housing, names no word
+        assert reader.units_score(q, found, embedding_model="m")[0].lexical == 1.0, q
     assert reader.units_score("What does the housing cost?", found, embedding_model="m")[0].lexical == 0.5
 
 

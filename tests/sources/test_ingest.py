@@ -1,8 +1,10 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 from django.db import connection
@@ -426,19 +428,26 @@ def test_a_same_named_file_in_another_collection_changes_no_citation(tmp_path: P
     }
 
 
+def made_before(migration: str, make: Callable[[Any], None]) -> None:
+    """``make(apps)`` on the sources app as of ``migration``, then every migration after it."""
+    executor = MigrationExecutor(connection)
+    executor.migrate([("sources", migration)])
+    try:
+        make(executor.loader.project_state([("sources", migration)]).apps)
+    finally:
+        executor = MigrationExecutor(connection)
+        executor.migrate(executor.loader.graph.leaf_nodes())
+
+
 @pytest.mark.django_db(transaction=True)
 def test_migration_names_a_source_among_its_collections_folders_only() -> None:
-    executor = MigrationExecutor(connection)
-    executor.migrate([("sources", "0008_collection_folder")])
-    try:
-        apps = executor.loader.project_state([("sources", "0008_collection_folder")]).apps
+    def make(apps: Any) -> None:
         Collection, Source_ = apps.get_model("sources", "Collection"), apps.get_model("sources", "Source")
         one, two = Collection.objects.create(name="one"), Collection.objects.create(name="two")
         for collection, root in ((one, "/kb/ax100"), (two, "/kb/ax200"), (two, "/kb/ax300")):
             Source_.objects.create(collection=collection, root=root, path="manual.md", name=f"{root[4:]}/manual.md")
-    finally:
-        executor = MigrationExecutor(connection)
-        executor.migrate(executor.loader.graph.leaf_nodes())
+
+    made_before("0008_collection_folder", make)
     assert sorted(Source.objects.values_list("collection__name", "name")) == [
         ("one", "manual.md"),
         ("two", "ax200/manual.md"),
@@ -448,14 +457,10 @@ def test_migration_names_a_source_among_its_collections_folders_only() -> None:
 
 @pytest.mark.django_db(transaction=True)
 def test_migration_names_the_sources_already_ingested() -> None:
-    executor = MigrationExecutor(connection)
-    executor.migrate([("sources", "0004_json_reextract")])
-    try:
-        apps = executor.loader.project_state([("sources", "0004_json_reextract")]).apps
+    def make(apps: Any) -> None:
         collection = apps.get_model("sources", "Collection").objects.create(name="old")
         for root, path in (("/kb/ax100", "manual.md"), ("/kb/ax200", "manual.md"), ("/kb/ax200", "notes.txt")):
             apps.get_model("sources", "Source").objects.create(collection=collection, root=root, path=path)
-    finally:
-        executor = MigrationExecutor(connection)
-        executor.migrate(executor.loader.graph.leaf_nodes())
+
+    made_before("0004_json_reextract", make)
     assert sorted(Source.objects.values_list("name", flat=True)) == ["ax100/manual.md", "ax200/manual.md", "notes.txt"]
