@@ -296,7 +296,8 @@ def _own_words(question: str, typed: str) -> set[str]:
 
 def _asked_words(question: str) -> set[str]:
     """The stems of a question's content words, less the quantity its "how" asks ("how much", "how many", "how
-    often"): the answer states a number, not the word ("How much does it weigh?" is answered by "weighs 210 g")."""
+    often"): the answer states a number, not the word ("How much does it weigh?" is answered by "weighs 210 g");
+    and less the "about" of "what about", which asks of what follows it."""
     return stems(_WHAT_ABOUT.sub(r"\1", _HOW_QUANTITY.sub("how", question)))
 
 
