@@ -399,7 +399,7 @@ def _mcp(world: World) -> None:
     assert listed.status_code == 200 and "search" in {t["name"] for t in listed.json()["result"]["tools"]}
 
 
-@web_case("v1/models", "v1/models/<path:model>", "v1/chat/completions")
+@web_case("v1/models", "v1/models/<path:model>", "v1/chat/completions", "v1/<path:path>")
 def _openai_api(world: World) -> None:
     """The OpenAI-compatible API takes bearer tokens only (401 in OpenAI's shape, never the login page or a
     session); B's models are B's collections, A's collection is an unknown model, and B's answers cite B only."""
@@ -410,6 +410,8 @@ def _openai_api(world: World) -> None:
         assert client.get("/v1/models").status_code == 401
         assert client.get("/v1/models/foundry").status_code == 401
         assert client.post("/v1/chat/completions", ask, content_type="application/json").status_code == 401
+        assert client.get("/v1/a-private").status_code == 401
+    assert world.api("bob").get("/v1/a-private").json()["error"]["code"] == "unknown_url"  # for a path, no more
     listed = world.api("bob").get("/v1/models")
     assert [m["id"] for m in listed.json()["data"]] == ["foundry", "foundry/b-private"]
     assert world.api("bob").get("/v1/models/foundry/a-private").status_code == 404
