@@ -20,7 +20,7 @@ from django.utils.safestring import SafeString, mark_safe
 
 from foundry_site.core.markup import TEXT_TAGS, markdown_html
 from generation.models import QueryLog
-from sources.models import citation_location
+from sources.models import Chunk, citation_location
 from sources.selectors import access_contacts, readable_chunks, readable_collections, uploadable_collections
 
 _MARKER = re.compile(r"\[(S\d+)\]")
@@ -102,23 +102,12 @@ def found_passages(row: QueryLog, viewer: Any) -> tuple[str, list[FoundPassage]]
         return row.answer, []
     lead, listing = row.answer.split(PASSAGES_FOUND, 1)
     retrieved = {int(hit[0]) for hits in (row.channels or {}).values() for hit in hits if hit}
-    where: dict[str, tuple[int, int]] = {}
     chunks = list(readable_chunks(viewer).filter(pk__in=retrieved).select_related("source"))
-    # each chunk by its source's name, then by its path: named so before another folder of its collection had it
-    for chunk, name in [(c, c.source.name) for c in chunks] + [(c, c.source.path) for c in chunks]:
-        target = (chunk.pk, chunk.source_id)
-        legacy = (
-            f"{name}"
-            + (f", p. {chunk.page_start}" if chunk.page_start else "")
-            + f", lines {chunk.line_start}-{chunk.line_end}"
-        )
-        where.setdefault(f"{name}, {chunk.location}", target)
-        where.setdefault(legacy, target)
     found = []
     for part in listing.rstrip(".").split("; "):
         match = _LABELLED.match(part.strip())
-        place = next((where[k] for k in _unqualified(match.group(2)) if k in where), None) if match else None
-        url = f"{reverse('sources:detail', args=[place[1]])}?chunk={place[0]}#chunk-{place[0]}" if place else ""
+        chunk = _listed_chunk(match.group(2), chunks) if match else None
+        url = f"{reverse('sources:detail', args=[chunk.source_id])}?chunk={chunk.pk}#chunk-{chunk.pk}" if chunk else ""
         found.append(FoundPassage(label=match.group(1) if match else "", text=part.strip(), url=url))
     return lead.strip(), found
 
@@ -243,16 +232,22 @@ _FOOTNOTE_PLACE = re.compile(
 )
 
 
-def _unqualified(listed: str) -> list[str]:
-    """A passage as an answer listed it (``name, location``), then with the folders in front of its file's name
-    dropped one by one: a file is named with its folder only while another folder of its collection has it."""
-    name, comma, rest = listed.partition(", ")
-    parts = name.split("/")
-    return [listed, *("/".join(parts[i:]) + comma + rest for i in range(1, len(parts)))]
+def _listed_chunk(listed: str, chunks: list[Chunk]) -> Chunk | None:
+    """The chunk a refusal lists as ``listed`` (``name, location``; before locations named the section and the
+    kind, ``name, p. 2, lines 4-15``), a source by the name it has now before one by its former name (``_names``)."""
+    named = []
+    for chunk in chunks:
+        page = f", p. {chunk.page_start}" if chunk.page_start else ""
+        for place in (f", {chunk.location}", f"{page}, lines {chunk.line_start}-{chunk.line_end}"):
+            cited = listed.removesuffix(place)
+            if cited != listed and _names(cited, chunk.source.name, chunk.source.path):
+                named.append((cited != chunk.source.name, chunk))
+    return min(named, key=lambda n: n[0])[1] if named else None
 
 
 def _names(cited: str, name: str, path: str) -> bool:
-    """Whether a footnote's ``cited`` file name is the source named ``name`` at ``path``, then or now."""
+    """Whether ``cited`` (a file name in a refusal or a footnote) is the source named ``name`` at ``path``, now or
+    before another folder of its collection had the path (a file is named with its folder only while one does)."""
     return cited in (name, path) or cited.endswith(f"/{path}")
 
 

@@ -159,7 +159,13 @@ def units_score(
     ``near``: the labels of the passages the turn the follow-up came from was answered from (``followed``): their
     units score ``FOLLOW_BONUS`` more.
     """
-    units = [(p, u) for p in passages for u in passage_units(p.text) if _states_something(u) and not _heading(u, p)]
+    headings = {p.label: {unit_key(h) for h in p.under.split(" > ")} for p in passages}
+    units = [
+        (p, u)
+        for p in passages
+        for u in passage_units(p.text)
+        if _states_something(u) and unit_key(u.text) not in headings[p.label]  # "2.1 Power": names, says nothing
+    ]
     if not units:
         return []
     both = [question, typed] if typed and typed != question else [question]
@@ -305,12 +311,6 @@ def _states_something(unit: Unit) -> bool:
     """A unit with a content word or a number, that is not a bare label introducing what follows
     (``Wiring rules:``, ``Key features:``): quoted alone, a label says nothing."""
     return (bool(content_tokens(unit.text)) or any(ch.isdigit() for ch in unit.text)) and not unit.text.endswith(":")
-
-
-def _heading(unit: Unit, passage: Passage) -> bool:
-    """A unit that is only a heading of its passage ("2.1 Power" in a PDF's text): it names what the sentences
-    under it are about, and says nothing itself."""
-    return unit_key(unit.text) in {unit_key(h) for h in passage.under.split(" > ")}
 
 
 def _overlap(own: set[str], carried: set[str], held_by_unit: set[str], around: set[str]) -> float:

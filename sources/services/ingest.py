@@ -215,7 +215,8 @@ def _store(
     with transaction.atomic():
         vectorstore.ensure_table(model, len(prepared.vectors[0]))
         vectorstore.ensure_windows_table(model, len(prepared.vectors[0]))
-        source, _ = Source.objects.get_or_create(root=root, path=rel, defaults={"collection_id": collection_id})
+        source, created = Source.objects.get_or_create(root=root, path=rel, defaults={"collection_id": collection_id})
+        renamed = created or source.collection_id != collection_id  # new, or moved to another collection
         old_ids = list(source.chunks.values_list("id", flat=True))
         vectorstore.vectors_delete(old_ids)
         source.chunks.all().delete()
@@ -258,7 +259,8 @@ def _store(
             updated_at=now,
             ingested_at=now,
         )
-        source_names_refresh(rel)  # a new source, or one moved to another collection
+        if renamed:
+            source_names_refresh(rel)
         source.refresh_from_db()
     return source
 
