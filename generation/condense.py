@@ -32,8 +32,9 @@ see one question, so a follow-up is rewritten before retrieval by a deterministi
    shape: "And how do I fix E04?" after "What does error code E03 mean?" carries "error code", not "E03". A name
    ("RESET", "MQTT") is carried unless the message holds it spelt the same way: "factory reset" does
    not name the RESET button, and a new name need not replace one ("what about with TLS?" still asks
-   about MQTT). The measure after "how" ("how long", "how heavy") and a turn's place ("the first one")
-   ask; they are never carried.
+   about MQTT). The measure after "how" ("how long", "how heavy") or "how much" ("how much power"
+   does the AX-200 consume: "what about its weight?" asks of the AX-200) and a turn's place ("the first
+   one") ask; they are never carried.
 4. A message that only puts a code in place of the antecedent's one code of that shape asks the antecedent
    again: "And E04?" after "What does error code E03 mean?" is "What does error code E04 mean?", "and
    2.4.1?" after "When was firmware 2.3.0 released?" is "When was firmware 2.4.1 released?".
@@ -213,11 +214,13 @@ def key_terms(text: str) -> list[str]:
 
 
 def _asking(tokens: list[str], i: int) -> bool:
-    """Whether ``tokens[i]`` asks rather than names: the measure after "how" ("how long", "how heavy"), or
-    the place of an earlier turn ("the first one")."""
+    """Whether ``tokens[i]`` asks rather than names: the measure after "how" ("how long", "how heavy") or
+    "how much" ("how much power": the quantity asked of the thing named after it), or the place of an earlier
+    turn ("the first one")."""
     before = tokens[i - 1].lower() if i else ""
     after = tokens[i + 1].lower() if i + 1 < len(tokens) else ""
-    return before == "how" or (tokens[i].lower() in ORDINALS and after in ("one", "ones"))
+    how_much = before == "much" and i >= 2 and tokens[i - 2].lower() == "how"
+    return before == "how" or how_much or (tokens[i].lower() in ORDINALS and after in ("one", "ones"))
 
 
 def _ordinal(words: list[str], turns: int) -> int | None:

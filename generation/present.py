@@ -72,7 +72,7 @@ REFUSALS = {
     # The stored text of these two says why (the name never mentioned, the reader's best score): the line
     # under it only introduces the passages.
     "absent": Outcome("none", "Not mentioned in your sources", "The closest passages:"),
-    "reader": Outcome("unverified", "Below the reader's threshold", "The closest passages:"),
+    "reader": Outcome("unverified", "Found, but nothing close enough to quote", "The closest passages:"),
     "model": Outcome(
         "declined",
         "Not in your sources",

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 # Lower-cased words that end with a period without ending the sentence.
 ABBREVIATIONS = frozenset(
     """
-    e.g i.e etc approx appr ca cf vs incl excl resp max min no nos nr fig figs tab eq eqs ref refs sec
+    e.g i.e etc approx appr ca cf vs incl excl resp max min typ nom no nos nr fig figs tab eq eqs ref refs sec
     sect ch chap vol pp p para art mr mrs ms dr prof st jr sr inc ltd co corp dept est al
     jan feb mar apr jun jul aug sep sept oct nov dec mon tue wed thu fri sat sun
 """.split()
@@ -181,14 +181,18 @@ def _paragraph_units(text: str, lines: list[tuple[int, int]], paragraph: list[tu
         line = text[slice(*lines[index])].rstrip()
         follower = text[slice(*lines[nxt[0]])].lstrip() if nxt[0] >= 0 else ""
         if nxt[0] >= 0 and not (
-            len(line) < SHORT_LINE
-            and line[-1:] not in _OPEN_ENDS
-            and (follower[:1].isupper() or follower[:1].isdigit())
+            len(line) < SHORT_LINE and not _runs_on(line) and (follower[:1].isupper() or follower[:1].isdigit())
         ):
             continue
         out += _run_in(_sentences(text, lines, lines[first][0], lines[index][1]))
         first = nxt[0]
     return out
+
+
+def _runs_on(line: str) -> bool:
+    """Whether ``line`` goes on in the next: it ends in a comma, colon, dash … (``_OPEN_ENDS``); not a hyphen
+    standing alone, which is an empty cell of a PDF's table row (``Reverse polarity protection - yes - -``)."""
+    return line[-1:] in _OPEN_ENDS and not (line.endswith(" -") or line == "-")
 
 
 def _run_in(sentences: list[Unit]) -> list[Unit]:

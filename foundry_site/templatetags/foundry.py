@@ -36,3 +36,15 @@ def verdict_of(feedback: Any, user: Any) -> str:
     """The newest verdict ``user`` gave in ``feedback`` (newest first), or "" if none."""
     user_id = getattr(user, "pk", None)
     return next((f.verdict for f in feedback if user_id is not None and f.user_id == user_id), "")
+
+
+@register.filter
+def replaced_votes(feedback: Any) -> set[int]:
+    """The rows of ``feedback`` (newest first) that a later verdict of the same user replaced."""
+    seen: set[int] = set()
+    replaced: set[int] = set()
+    for f in feedback:
+        if f.user_id is not None and f.user_id in seen:
+            replaced.add(f.pk)
+        seen.add(f.user_id)
+    return replaced

@@ -67,6 +67,19 @@ def test_feedback_buttons_show_the_vote_given(world: World) -> None:
         assert "✗ Incorrect (your vote)" in page and 'value="correct" class="secondary" aria-pressed="false"' in page
 
 
+def test_a_vote_again_is_not_a_second_row_and_a_changed_vote_marks_the_old_one_replaced(world: World) -> None:
+    alice = world.users["alice"]
+    row = record_query(alice)
+    client = login(alice)
+    for verdict in ("correct", "correct", "incorrect"):
+        client.post(f"/query-log/{row.pk}/feedback", {"verdict": verdict, "note": ""})
+    assert list(row.feedback.order_by("pk").values_list("verdict", flat=True)) == ["correct", "incorrect"]
+    for url in (f"/ask/{row.pk}/", f"/query-log/{row.pk}/"):
+        page = client.get(url).content.decode()
+        assert page.count("(replaced by a later verdict)") == 1, url
+        assert page.index("Incorrect</span> alice") < page.index("(replaced by a later verdict)"), url
+
+
 def test_api_docs_and_schema_take_a_bearer_token(world: World) -> None:
     token = token_create(username="alice").plain
     client = Client()

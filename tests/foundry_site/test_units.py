@@ -71,6 +71,23 @@ def test_a_short_line_without_punctuation_is_its_own_unit_not_wrapped_prose() ->
     assert texts(text) == ["Version 2.4.1 - released 2026-06-09", "Maintenance release.", "Fixed: a bug."]
 
 
+def test_a_pdf_table_row_ending_in_an_empty_cell_is_its_own_unit_and_its_header_one_line() -> None:
+    """A PDF's table comes out as lines: "Typ." in the header is no sentence end, and a row whose last cell is
+    empty ("- -") does not run on into the next row, as a word cut at a hyphen ("self-") does."""
+    text = (
+        "Parameter Min. Typ. Max. Unit\n"
+        "Reverse polarity protection - yes - -\n"
+        "Undervoltage warning (E03) 10.8 - 26.4 V DC\n"
+        "Input fuse (self-\nresetting PTC) - 1 - A"
+    )
+    assert texts(text) == [
+        "Parameter Min. Typ. Max. Unit",
+        "Reverse polarity protection - yes - -",
+        "Undervoltage warning (E03) 10.8 - 26.4 V DC",
+        "Input fuse (self-\nresetting PTC) - 1 - A",
+    ]
+
+
 def test_headings_and_table_rules_are_not_units() -> None:
     assert texts("## Power\n\nThe input is 24 V.\n\n|---|---|") == ["The input is 24 V."]
 

@@ -354,7 +354,7 @@ def test_grounding_refusal_never_links_a_chunk_the_viewer_cannot_read(world: Wor
     ("refusal", "badge"),
     [
         ("model", "Not in your sources"),
-        ("reader", "Below the reader&#x27;s threshold"),
+        ("reader", "Found, but nothing close enough to quote"),
         ("absent", "Not mentioned in your sources"),
         ("relevance", "No evidence in your sources"),
     ],

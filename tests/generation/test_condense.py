@@ -160,7 +160,7 @@ def test_a_name_is_never_swapped_into_the_earlier_question() -> None:
     )
 
 
-def test_a_turn_named_by_its_place_and_the_measure_after_how_are_not_topics() -> None:
+def test_a_turn_named_by_its_place_and_the_measure_after_how_or_how_much_are_not_topics() -> None:
     assert condense("how do I fix the second one?", ["What does E01 mean?", "and E02?"]).question == (
         "how do I fix the second one? (E02)"
     )
@@ -169,6 +169,8 @@ def test_a_turn_named_by_its_place_and_the_measure_after_how_are_not_topics() ->
     chained = condense("And if the power drops?", ["How do I update the firmware?", "How long does it take?"])
     assert chained.question == "And if the power drops? (firmware)"  # not "long"
     assert key_terms("how heavy is the AX-200?") == ["AX-200"]
+    weight = condense("what about its weight?", ["How much power does the AX-200 consume?"])
+    assert weight.question == "what about its weight? (AX-200)"  # "how much power" asks the power of the AX-200
 
 
 def test_chat_in_capitals_is_not_a_name() -> None:
