@@ -9,7 +9,7 @@ from django.urls import reverse
 from ninja import Field, Schema
 
 from foundry_site.core.schemas import InputSchema
-from generation.models import Conversation, GenerationRun
+from generation.models import Conversation, GenerationRun, QueryLog
 from generation.selectors import run_output_file
 
 
@@ -94,13 +94,17 @@ class ConversationOut(Schema):
 
 class TurnOut(Schema):
     query_id: int = Field(..., alias="pk")
-    message: str = Field(..., description="as typed (empty when it was answered as typed)")
-    question: str
+    message: str = Field(..., description="as typed")
+    question: str = Field(..., description="as answered: the standalone question made of a follow-up")
     answer_class: str
     answer: str
     refusal: str
     citations: list[CitationOut]
     created_at: datetime
+
+    @staticmethod
+    def resolve_message(obj: QueryLog) -> str:
+        return obj.message or obj.question  # a turn answered as typed keeps only its question
 
 
 class ConversationDetailOut(ConversationOut):

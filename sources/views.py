@@ -69,11 +69,16 @@ def source_upload_view(request: HttpRequest) -> HttpResponse:
         form.add_error("file", str(exc))
         return _render_list(request, form, status=exc.status_code)
     result = upload.result
-    detail = f" ({result.chunks} chunks)" if result.status in ("ingested", "unchanged") else ""
+    chunks = f"{result.chunks} chunk{'' if result.chunks == 1 else 's'}"
+    detail = f" ({chunks})" if result.status == "ingested" else ""
     reason = f": {result.reason}" if result.reason else ""
     level = messages.ERROR if result.status in ("failed", "skipped") else messages.SUCCESS
-    version = "new version of " if upload.replaced else ""
-    messages.add_message(request, level, f"Uploaded {version}{upload.name}: {result.status}{detail}{reason}")
+    if result.status == "unchanged":
+        text = f"{upload.name} is unchanged: the same content is already indexed ({chunks} kept)"
+    else:
+        version = "new version of " if upload.replaced else ""
+        text = f"Uploaded {version}{upload.name}: {result.status}{detail}{reason}"
+    messages.add_message(request, level, text)
     anchor = f"#source-{upload.source.pk}" if upload.source else ""
     return redirect(reverse("sources:list") + anchor)
 

@@ -67,7 +67,10 @@ def openai_view(methods: tuple[str, ...]) -> Callable[[View], View]:
                 authed.auth = _bearer_user(request)
                 return view(authed, *args, **kwargs)
             except OpenAIError as exc:
-                return error_response(exc)
+                response = error_response(exc)
+                if exc.status == 405:
+                    response["Allow"] = ", ".join(methods)
+                return response
 
         return wrapper
 

@@ -139,7 +139,7 @@ def test_the_api_carries_conversation_id_for_follow_ups(scoped: dict) -> None:
     detail = client.get(f"/api/v1/conversations/{first['conversation_id']}").json()
     assert detail["title"] == FIRST and detail["collection"] is None
     assert [(t["query_id"], t["message"]) for t in detail["turns"]] == [
-        (first["query_id"], ""),
+        (first["query_id"], FIRST),
         (second["query_id"], FOLLOW),
     ]
     assert detail["turns"][1]["citations"] and detail["turns"][1]["answer"] == second["answer"]

@@ -65,7 +65,7 @@ def test_upload_page_ingests_and_reports(client: Client, world: World, settings:
     )
     html = response.content.decode()
     assert response.status_code == 200
-    assert "Uploaded relay.md: ingested (1 chunks)" in html
+    assert "Uploaded relay.md: ingested (1 chunk)" in html
     source = Source.objects.get(path="relay.md")
     assert response.redirect_chain[-1][0] == f"/sources/#source-{source.pk}"
     assert (Path(settings.MEDIA_ROOT) / "alpha" / "relay.md").exists()
@@ -100,6 +100,8 @@ def test_upload_duplicate_is_refused_then_replaced(client: Client, world: World)
     assert refused.status_code == 409 and "already exists" in refused.content.decode()
     replaced = post(b"Second version.\n", replace="on")
     assert "Uploaded new version of dup.txt: ingested" in replaced.content.decode()
+    again = post(b"Second version.\n", replace="on")
+    assert "dup.txt is unchanged: the same content is already indexed (1 chunk kept)" in again.content.decode()
 
 
 def test_upload_and_delete_need_csrf(world: World) -> None:
