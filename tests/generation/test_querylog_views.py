@@ -205,6 +205,23 @@ def test_grounding_verdicts_are_shown_to_staff_and_auditors_only(world: World) -
     assert "Grounding check" in login(auditor(world.users["bob"])).get(f"/query-log/{row.pk}/").content.decode()
 
 
+def test_an_extractive_answer_shows_its_quotes_and_scores_not_an_empty_model_output(world: World) -> None:
+    quote = {"label": "S1", "text": "Alpha power is 48 V.", "kind": "sentence", "lines": [3, 3]}
+    grounding = {
+        "reader": "extractive",
+        "best": 0.912,
+        "followed": ["S1"],
+        "quoted": [{**quote, "score": 0.912, "cosine": 0.61, "lexical": 0.6}],
+        "top_units": [],
+    }
+    row = record(world.users["alice"], grounding=grounding)
+    staff = login(auditor(world.users["carol"])).get(f"/query-log/{row.pk}/").content.decode()
+    assert "Extractive reading" in staff and "Model output" not in staff and "Grounding check" not in staff
+    assert "Best unit score 0.912" in staff and "earlier turn was answered: S1" in staff
+    assert "<td>Alpha power is 48 V.</td><td>S1</td><td>3–3</td>" in staff
+    assert "Extractive reading" not in login(world.users["alice"]).get(f"/query-log/{row.pk}/").content.decode()
+
+
 def test_csv_export_has_the_filtered_rows(world: World, rows: dict) -> None:
     record(world.users["alice"], question='=HYPERLINK("http://x")', answer="ok")
     response = login(world.users["alice"]).get("/query-log/export.csv?answer_class=normal")

@@ -291,3 +291,21 @@ def test_api_download_path_safety(people: dict, tmp_path: Path) -> None:
     assert alice.get(f"/api/v1/runs/{run.pk}").json()["download"] is None
     assert alice.get(f"/api/v1/runs/{run.pk}/download").status_code == 404
     assert Client().get(f"/api/v1/runs/{run.pk}/download").status_code == 401
+
+
+def test_an_extractive_document_audit_lists_each_sections_quotes() -> None:
+    from django.template.loader import render_to_string
+
+    quote = {
+        "label": "S2",
+        "text": "Use a shielded cable.",
+        "lines": [4, 4],
+        "score": 0.9,
+        "cosine": 0.6,
+        "lexical": 0.6,
+    }
+    sections = [{"heading": "Cable", "best": 0.9, "quoted": [quote]}, {"heading": "Relay", "best": 0.3, "quoted": []}]
+    html = render_to_string("_grounding.html", {"grounding": {"writer": "extractive", "sections": sections}})
+    assert "Extractive reading" in html and "Model output" not in html
+    assert "<h3>Cable" in html and "<td>Use a shielded cable.</td><td>S2</td><td>4–4</td>" in html
+    assert "<h3>Relay" in html and "Nothing close enough to quote." in html
