@@ -217,8 +217,9 @@ def test_an_extractive_answer_shows_its_quotes_and_scores_not_an_empty_model_out
     row = record(world.users["alice"], grounding=grounding)
     staff = login(auditor(world.users["carol"])).get(f"/query-log/{row.pk}/").content.decode()
     assert "Extractive reading" in staff and "Model output" not in staff and "Grounding check" not in staff
+    assert "Staff-only audit" not in staff  # the template's comment stays a comment
     assert "Best unit score 0.912" in staff and "earlier turn was answered: S1" in staff
-    assert "<td>Alpha power is 48 V.</td><td>S1</td><td>3–3</td>" in staff
+    assert "<td>Alpha power is 48 V.</td><td>S1</td><td>3</td>" in staff
     assert "Extractive reading" not in login(world.users["alice"]).get(f"/query-log/{row.pk}/").content.decode()
 
 
