@@ -43,6 +43,9 @@ UNDER_WEIGHT = 1.0
 EMBED_BATCH = 16
 _HOW_QUANTITY = re.compile(r"\bhow\s+(?:much|many|often)\b", re.IGNORECASE)  # asks a number, names no word
 _WHAT_ABOUT = re.compile(r"\b(what|how)\s+about\b", re.IGNORECASE)  # "what about its weight?" asks of the weight
+# "What does E03 mean?", "what is meant by hysteresis": the verb asks for what the thing is, which its answer states
+_MEANS = re.compile(r"\b((?:does|do|did)\b[^?]*?)\bmean\b|\bmeant\b", re.IGNORECASE)
+_NUMBER = re.compile(r"(?<![\w.-])\d[\d.,]*(?![\w-])")
 _CODE = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9.\-]*[A-Za-z0-9])?")
 NEAR_BEST = 0.12  # a further unit is quoted only when it scores within this of the best one (calibrated)
 # A unit further down, within this of the best, is quoted too when it holds a question word no unit quoted holds:
@@ -160,11 +163,15 @@ def units_score(
     units score ``FOLLOW_BONUS`` more.
     """
     headings = {p.label: {unit_key(h) for h in p.under.split(" > ")} for p in passages}
+    asked = _asked_words(question)
+    told = asked | _numbers(question)
     units = [
         (p, u)
         for p in passages
         for u in passage_units(p.text)
-        if _states_something(u) and unit_key(u.text) not in headings[p.label]  # "2.1 Power": names, says nothing
+        if _states_something(u)
+        and unit_key(u.text) not in headings[p.label]  # "2.1 Power": names, says nothing
+        and not _echoes(u, told)
     ]
     if not units:
         return []
@@ -173,7 +180,6 @@ def units_score(
     texts = both + [u.scored_text for _, u in units] + [s for _, s in parts]
     vectors = llm.embed(texts, model=embedding_model, batch_size=EMBED_BATCH)
     asked_vectors, unit_vectors = vectors[: len(both)], vectors[len(both) : len(both) + len(units)]
-    asked = _asked_words(question)
     own = _own_words(question, typed)
     carried = asked - own
     cosines = [max(_dot(a, v) for a in asked_vectors) for v in unit_vectors]
@@ -277,6 +283,7 @@ _NAMED_BY = {
     _stem(word): {_stem(noun)}
     for words, noun in (
         ("weigh heavy", "weight"),
+        ("weight", "weigh"),
         ("long", "length"),
         ("wide", "width"),
         ("high tall", "height"),
@@ -303,14 +310,40 @@ def _own_words(question: str, typed: str) -> set[str]:
 def _asked_words(question: str) -> set[str]:
     """The stems of a question's content words, less the quantity its "how" asks ("how much", "how many", "how
     often"): the answer states a number, not the word ("How much does it weigh?" is answered by "weighs 210 g");
-    and less the "about" of "what about", which asks of what follows it."""
-    return stems(_WHAT_ABOUT.sub(r"\1", _HOW_QUANTITY.sub("how", question)))
+    less the "about" of "what about", which asks of what follows it; and less the "mean" of "what does … mean"
+    ("meant") asked of a code or name: the answer says what it is ("**E03 – Supply voltage out of range.**")."""
+    return stems(_MEANS.sub(_meaning_asked, _WHAT_ABOUT.sub(r"\1", _HOW_QUANTITY.sub("how", question))))
+
+
+def _meaning_asked(match: re.Match) -> str:
+    """ "What does E03 mean?" without its "mean" when a code or name is what is meant ("What did the loss mean to
+    France?" asks what followed from it, and keeps it)."""
+    meant = match.group(1) or ""
+    return meant if any(_is_code(token) for token in _CODE.findall(meant or match.string)) else match.group(0)
 
 
 def _states_something(unit: Unit) -> bool:
     """A unit with a content word or a number, that is not a bare label introducing what follows
     (``Wiring rules:``, ``Key features:``): quoted alone, a label says nothing."""
     return (bool(content_tokens(unit.text)) or any(ch.isdigit() for ch in unit.text)) and not unit.text.endswith(":")
+
+
+def _echoes(unit: Unit, asked: set[str]) -> bool:
+    """Whether ``unit`` is a labelled value that tells nothing the question does not: its value holds only words
+    and numbers of the question (``model: AX-200`` for "How much does the AX-200 cost?"). ``asked``: the
+    question's stems and numbers. A sentence may repeat the question and still answer it where it stands
+    ("Fixed: alarm hysteresis bug." under "Version 2.4.1")."""
+    if unit.kind != "field":
+        return False
+    said = unit.text.partition(":")[2]
+    words = stems(said) | _numbers(said)
+    letters = re.findall(r"\b[A-Za-z]\b", said)  # "Class A": a letter is no stop word in a value
+    return bool(words) and words <= asked and not letters
+
+
+def _numbers(text: str) -> set[str]:
+    """The numbers standing alone in ``text`` ("210", "2.4.1"; not the "200" of "AX-200")."""
+    return {n.rstrip(".,") for n in _NUMBER.findall(text)}
 
 
 def _overlap(own: set[str], carried: set[str], held_by_unit: set[str], around: set[str]) -> float:

@@ -83,12 +83,14 @@ def test_a_unit_about_another_code_does_not_hold_a_follow_ups_topic(embed: dict)
     assert scored["Restore the configuration from a backup."] == 0.0
 
 
-def test_a_measure_asked_by_its_adjective_or_verb_is_held_by_its_noun(embed: dict) -> None:
+def test_a_measure_asked_by_its_adjective_or_verb_is_held_by_its_noun_and_its_noun_by_its_verb(embed: dict) -> None:
     found = [Passage("S1", "Weight 210 g", 1, 1, under="AX-200 Datasheet")]
     for question in ("How much does the AX-200 weigh?", "How heavy is the AX-200?"):
         held = reader.units_score(question, found, embedding_model="m")[0].lexical
         assert held == 1.0, question
     assert reader.units_score("How long is the cable?", found, embedding_model="m")[0].lexical == 0.0
+    weighs = [Passage("S1", "The housing weighs 210 g.", 1, 1)]  # and the noun by its verb
+    assert reader.units_score("What is the weight of the housing?", weighs, embedding_model="m")[0].lexical == 1.0
     field = [Passage("S1", "interfaces[0].max_bus_length_m: 1000", 1, 1)]
     assert reader.units_score("maximum bus length?", field, embedding_model="m")[0].lexical == 1.0
 
@@ -115,7 +117,9 @@ def test_words_meet_by_their_stems() -> None:
     assert reader.stems("The housing weighs 210 g; stored spares") == reader.stems("house weigh store spare")
 
 
-def test_the_quantity_a_how_asks_and_the_about_of_what_about_are_no_words_the_answer_must_hold(embed: dict) -> None:
+def test_how_much_what_about_and_what_does_a_code_mean_ask_with_no_word_the_answer_must_hold(
+    embed: dict,
+) -> None:
     found = [Passage("S1", "The housing weighs 210 g.", 1, 1)]
     for q in ("How much does the housing weigh?", "how many housings weigh", "How often is the housing weighed?"):
         assert reader.units_score(q, found, embedding_model="m")[0].lexical == 1.0, q
@@ -123,6 +127,27 @@ def test_the_quantity_a_how_asks_and_the_about_of_what_about_are_no_words_the_an
     for q in ("What about the housing?", "how about the housing"):  # the lead asks of the housing, names no word
         assert reader.units_score(q, found, embedding_model="m")[0].lexical == 1.0, q
     assert reader.units_score("What does the housing cost?", found, embedding_model="m")[0].lexical == 0.5
+    code = [Passage("S1", "**E03 – Supply voltage out of range.** Check the supply.", 1, 1)]
+    for q in ("What does E03 mean?", "what is meant by E03"):  # the verb asks what E03 is, which the answer says
+        assert reader.units_score(q, code, embedding_model="m")[0].lexical == 1.0, q
+    assert reader.units_score("What is the mean E03 duration?", code, embedding_model="m")[0].lexical < 1.0
+    loss = [Passage("S1", "The loss cost France its colonies.", 1, 1)]  # no code or name is meant: "mean" asks
+    assert reader.units_score("What did the loss mean to France?", loss, embedding_model="m")[0].lexical == 2 / 3
+
+
+def test_a_unit_that_tells_nothing_the_question_does_not_is_never_quoted(embed: dict) -> None:
+    specs = "model: AX-200\nfirmware_version: 2.4.1\nweight_g: 210"
+    units = {
+        q.unit.text
+        for q in reader.units_score("How much does the AX-200 cost?", [Passage("S1", specs, 1, 3)], embedding_model="m")
+    }
+    assert units == {"firmware_version: 2.4.1", "weight_g: 210"}  # "model: AX-200" only names what is asked about
+    asked_again = reader.units_score(
+        "When was firmware 2.4.1 released?", [Passage("S1", specs, 1, 3)], embedding_model="m"
+    )
+    assert {q.unit.text for q in asked_again} == {"model: AX-200", "weight_g: 210"}
+    fcc = [Passage("S1", "certifications[2]: FCC Part 15, Class A", 1, 1)]  # "A" answers, though no word
+    assert reader.units_score("Which FCC Part 15 class does it have?", fcc, embedding_model="m")
 
 
 def test_a_word_only_the_heading_or_title_holds_counts_for_the_unit(embed: dict) -> None:
@@ -265,5 +290,6 @@ def test_a_follow_up_reads_the_passage_the_turn_it_follows_was_answered_from_fir
     assert reading.audit()["followed"] == ["S1"]
     # A question that stands alone (nothing typed apart from it) is read as it is.
     alone = reader.read(question, found, embedding_model="m", max_units=3, follows=earlier)
-    assert {q.passage.label: q.score for q in alone.scored} == {"S1": alone.scored[0].score, "S2": plain["S2"]}
+    as_is = {q.passage.label: q.score for q in reader.units_score(question, found, embedding_model="m")}
+    assert {q.passage.label: q.score for q in alone.scored} == as_is
     assert alone.audit()["followed"] == []
