@@ -43,7 +43,7 @@ UNDER_WEIGHT = 1.0
 EMBED_BATCH = 16
 _HOW_QUANTITY = re.compile(r"\bhow\s+(?:much|many|often)\b", re.IGNORECASE)  # asks a number, names no word
 _WHAT_ABOUT = re.compile(r"\b(what|how)\s+about\b", re.IGNORECASE)  # "what about its weight?" asks of the weight
-# "What does E03 mean?", "what is meant by hysteresis": the verb asks for what the thing is, which its answer states
+# "What does E03 mean?", "what is meant by MTBF": the verb asks what a code or name is, which its answer states
 _MEANS = re.compile(r"\b((?:does|do|did)\b[^?]*?)\bmean\b|\bmeant\b", re.IGNORECASE)
 _NUMBER = re.compile(r"(?<![\w.-])\d[\d.,]*(?![\w-])")
 _CODE = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9.\-]*[A-Za-z0-9])?")
