@@ -32,7 +32,9 @@ from sources.selectors import index_version
 # 8: the reader does not look for the quantity a "how" asks ("how much") among a unit's words.
 # 9: the reader never quotes a line that is only a heading of its passage.
 # 10: nor looks for the "about" of "what about" among a unit's words.
-ANSWER_RULES = 10
+# 11: nor quotes a labelled value that only repeats the question, nor looks for the "mean" of "what does E03 mean";
+#     "weight" is held by "weighs"; a PDF table's row and header are units of their own.
+ANSWER_RULES = 11
 
 
 @dataclass(frozen=True)
