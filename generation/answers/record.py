@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from django.conf import settings
@@ -18,23 +19,22 @@ from retrieval.services.gate import NO_EVIDENCE_HINT
 from sources.models import Chunk
 from sources.selectors import index_version
 
-# Part of every answer-cache key: bump it when answering or grounding changes what a stored answer
-# would be, so an upgraded install does not serve answers the old rules let through.
-# 2: numbers are grounded next to the words around them (grounding.numbers_supported).
-# 3: the extractive reader.
-# 4: citations and "Passages found" give each kind's location (slide, sheet rows, section, OCR).
-# 5: the extractive reader reads units under their headings, by stems, refuses a name no passage mentions,
-#    and reads a follow-up by what its asker typed.
-# 6: an answer carries only the conflicts about it; a quoted list item starts its own line; the reader holds a
-#    measure by its noun, reads a list item by its sentences too, and a follow-up's topic not by another code.
-# 7: the reader also quotes a unit further down for a question word the better ones lack, and reads a follow-up
-#    where the turn it follows was answered.
-# 8: the reader does not look for the quantity a "how" asks ("how much") among a unit's words.
-# 9: the reader never quotes a line that is only a heading of its passage.
-# 10: nor looks for the "about" of "what about" among a unit's words.
-# 11: nor quotes a labelled value that only repeats the question, nor looks for the "mean" of "what does E03 mean";
-#     "weight" is held by "weighs"; a PDF table's row and header are units of their own.
-ANSWER_RULES = 11
+# The code that decides what an answer is (retrieval, the gate, the readers, grounding, condensing, citations).
+ANSWERING_PACKAGES = ("generation", "retrieval", "foundry_site/core")
+
+
+def code_digest(root: Path, packages: tuple[str, ...] = ANSWERING_PACKAGES) -> str:
+    """A digest of the Python source under ``packages`` of ``root`` (migrations aside): part of every answer-cache
+    key, so an upgraded install never serves an answer that rules it no longer has let through."""
+    digest = hashlib.sha256()
+    for package in packages:
+        for path in sorted((root / package).rglob("*.py")):
+            if "migrations" not in path.parts:
+                digest.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()
+
+
+ANSWERING_CODE = code_digest(Path(__file__).resolve().parents[2])
 
 
 @dataclass(frozen=True)
@@ -67,7 +67,7 @@ def cache_key(
 ) -> str:
     """Everything an answer depends on: question, the follow-up it was made from and the answer it follows, scope,
     mode, configuration, the answer prompts' text (a template edited in place keeps its path), the answering
-    rules and the index version."""
+    code (``ANSWERING_CODE``) and the index version."""
     scope = sorted(collection_ids) if collection_ids is not None else None
     material = json.dumps(
         [
@@ -80,7 +80,7 @@ def cache_key(
             settings.FOUNDRY.model_dump(mode="json"),
             prompts.render("answer_system"),
             prompts.render("answer_user"),
-            ANSWER_RULES,
+            ANSWERING_CODE,
             index_version(scope),
         ],
         sort_keys=True,

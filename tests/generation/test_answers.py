@@ -249,8 +249,8 @@ def test_cache_misses_after_the_prompt_or_the_answering_rules_change(
     scripted_llm.reply = lambda m: "Up to 8 sensors can be connected to the RS-485 bus [S1]."
     question = "How many sensors on the RS-485 bus?"
     answer_question(question=question)
-    monkeypatch.setattr(record, "ANSWER_RULES", record.ANSWER_RULES + 1)
-    assert not answer_question(question=question).cached  # an upgrade with new rules answers anew
+    monkeypatch.setattr(record, "ANSWERING_CODE", "0" * 64)
+    assert not answer_question(question=question).cached  # an upgrade with new answering code answers anew
     assert answer_question(question=question).cached
     template = tmp_path / "answer.txt"
     template.write_text((Path(settings.BASE_DIR) / "templates/prompts/answer_system.txt").read_text())
@@ -260,6 +260,27 @@ def test_cache_misses_after_the_prompt_or_the_answering_rules_change(
     template.write_text(template.read_text() + "\nAnswer in English.\n")
     assert not answer_question(question=question).cached  # the same path, edited in place
     assert len(scripted_llm.calls) == 4
+
+
+def test_the_answering_code_digest_follows_every_source_file_but_migrations(tmp_path: Path) -> None:
+    from generation.answers.record import code_digest
+
+    reader = tmp_path / "generation" / "reader.py"
+    migration = tmp_path / "generation" / "migrations" / "0001_initial.py"
+    for path in (reader, migration, tmp_path / "retrieval" / "gate.py", tmp_path / "foundry_site" / "core" / "text.py"):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("RULE = 1\n")
+    first = code_digest(tmp_path)
+    migration.write_text("RULE = 2\n")
+    (tmp_path / "generation" / "notes.txt").write_text("not code\n")
+    assert code_digest(tmp_path) == first
+    for path in (reader, tmp_path / "retrieval" / "gate.py", tmp_path / "foundry_site" / "core" / "text.py"):
+        before = code_digest(tmp_path)
+        path.write_text(path.read_text() + "# a comment is a change too\n")
+        assert code_digest(tmp_path) != before
+    before = code_digest(tmp_path)
+    reader.rename(reader.with_name("readers.py"))  # the same text under another name
+    assert code_digest(tmp_path) != before
 
 
 def test_the_user_message_comes_from_its_template(
