@@ -162,7 +162,8 @@ def format_report(report: IngestReport, *, target: Path, collection: str) -> str
     counts = report.as_dict()
     lines = [f"Ingest of {target} into collection '{collection}'", ""]
     for status in ("ingested", "unchanged", "skipped", "failed", "removed"):
-        extra = f"  ({counts['chunks']} chunks)" if status == "ingested" else ""
+        chunks = counts["chunks"]
+        extra = f"  ({chunks} chunk{'' if chunks == 1 else 's'})" if status == "ingested" else ""
         lines.append(f"  {status:<10} {counts[status]:>5}{extra}")
     lines += ["", f"  {'status':<10} {'chunks':>6}  {'file':<40}  reason"]
     for f in report.files:

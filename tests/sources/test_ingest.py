@@ -15,7 +15,7 @@ from generation.footnotes import footnote_text
 from retrieval.services.retrieve import retrieve
 from sources.models import Chunk, Source, SourceSummary, cited_names
 from sources.services.chunking import chunk_windows
-from sources.services.ingest import source_delete
+from sources.services.ingest import FileResult, IngestReport, source_delete
 from sources.services.ingest_jobs import knowledge_base_ingest
 from tests.conftest import ScriptedLLM, make_pdf
 
@@ -464,3 +464,12 @@ def test_migration_names_the_sources_already_ingested() -> None:
 
     made_before("0004_json_reextract", make)
     assert sorted(Source.objects.values_list("name", flat=True)) == ["ax100/manual.md", "ax200/manual.md", "notes.txt"]
+
+
+def test_the_ingest_report_says_one_chunk_in_the_singular() -> None:
+    from foundry_site.cli.ingest import format_report
+
+    one = IngestReport([FileResult("a.md", "ingested", chunks=1), FileResult("b.md", "unchanged", chunks=4)])
+    assert "ingested       1  (1 chunk)\n" in format_report(one, target=Path("kb"), collection="default")
+    one.files.append(FileResult("c.md", "ingested", chunks=2))
+    assert "ingested       2  (3 chunks)\n" in format_report(one, target=Path("kb"), collection="default")
