@@ -20,7 +20,7 @@ from django.utils.safestring import SafeString, mark_safe
 
 from foundry_site.core.markup import TEXT_TAGS, markdown_html
 from generation.models import QueryLog
-from sources.models import Chunk, citation_location
+from sources.models import Chunk, Source, citation_location
 from sources.selectors import access_contacts, readable_chunks, readable_collections, uploadable_collections
 
 _MARKER = re.compile(r"\[(S\d+)\]")
@@ -225,20 +225,27 @@ ALLOWED_TAGS = TEXT_TAGS | {"a", "div", "span"}
 
 
 _FOOTNOTE_DEF = re.compile(r"^\[\^(\d+)\]: (.+)$", re.MULTILINE)
-# What ``footnotes.footnote_text`` writes: ``manual.md §Wiring, p. 3, lines 40-52`` (section and page optional).
+# What ``footnotes.footnote_text`` writes: ``manual.md §Wiring, p. 3, lines 40-52`` (section and page optional);
+# across a page break ``manual.md, p. 1, line 26 – p. 2, line 4`` (before: ``pp. 1–2, lines 26–4``).
 _FOOTNOTE_PLACE = re.compile(
     r"^(?P<source>.+?)(?: §.*?)?(?:, pp?\. (?P<page>\d+)\S*)?, "
-    r"lines (?P<start>\d+)[-–](?P<end>\d+)$"
+    r"(?:lines (?P<start>\d+)[-–](?P<end>\d+)|line (?P<first>\d+) – p\. \d+, line (?P<last>\d+))$"
 )
 
 
 def _listed_chunk(listed: str, chunks: list[Chunk]) -> Chunk | None:
     """The chunk a refusal lists as ``listed`` (``name, location``; before locations named the section and the
-    kind, ``name, p. 2, lines 4-15``), a source by the name it has now before one by its former name (``_names``)."""
+    kind, ``name, p. 2, lines 4-15``; before each end of a page break named its page, ``…, pp. 1–2, lines 26–4``),
+    a source by the name it has now before one by its former name (``_names``)."""
     named = []
     for chunk in chunks:
         page = f", p. {chunk.page_start}" if chunk.page_start else ""
-        for place in (f", {chunk.location}", f"{page}, lines {chunk.line_start}-{chunk.line_end}"):
+        places = [f", {chunk.location}", f"{page}, lines {chunk.line_start}-{chunk.line_end}"]
+        if chunk.page_end and chunk.page_end != chunk.page_start:
+            pages = "slides" if chunk.kind == Source.Kind.PPTX else "pp."
+            crossing = f"{pages} {chunk.page_start}–{chunk.page_end}, lines {chunk.line_start}–{chunk.line_end}"
+            places.append(f", {chunk.location.replace(chunk.place, crossing)}")
+        for place in places:
             cited = listed.removesuffix(place)
             if cited != listed and _names(cited, chunk.source.name, chunk.source.path):
                 named.append((cited != chunk.source.name, chunk))
@@ -269,7 +276,7 @@ def footnote_links(document: str, chunk_ids: list[int], viewer: Any) -> dict[str
         place = _FOOTNOTE_PLACE.match(text.replace("&lt;", "<").strip())
         if place is None:
             continue
-        start, end, page = int(place["start"]), int(place["end"]), place["page"]
+        start, end, page = int(place["start"] or place["first"]), int(place["end"] or place["last"]), place["page"]
         holding = [
             r
             for r in rows

@@ -125,20 +125,21 @@ LINE_UNITS = {"docx": "paragraphs", "xlsx": "rows", "csv": "rows"}
 
 
 def place_text(page_start: int | None, page_end: int | None, line_start: int, line_end: int, kind: str = "") -> str:
-    """``p. 2, lines 4-15``; a chunk that crosses pages numbers its lines per page, so it names
-    both pages: ``pp. 1–2, lines 26–4`` (line 26 of page 1 to line 4 of page 2). A slide stands
-    where a page would (``slide 3``), and Word, Excel and CSV sources count paragraphs and rows."""
+    """``p. 2, lines 4-15``; a chunk that crosses pages numbers its lines per page, so each end names
+    its page: ``p. 1, line 26 – p. 2, line 4``. A slide stands where a page would (``slide 3``), and
+    Word, Excel and CSV sources count paragraphs and rows."""
     unit = LINE_UNITS.get(kind, "lines")
+    page = "slide" if kind == Source.Kind.PPTX else "p."
     if page_start and page_end and page_end != page_start:
-        pages = "slides" if kind == Source.Kind.PPTX else "pp."
-        return f"{pages} {page_start}–{page_end}, {unit} {line_start}–{line_end}"
+        line = unit.removesuffix("s")
+        return f"{page} {page_start}, {line} {line_start} – {page} {page_end}, {line} {line_end}"
     lines = (
         f"{unit.removesuffix('s')} {line_start}"
         if unit != "lines" and line_start == line_end
         else f"{unit} {line_start}-{line_end}"
     )
     if page_start:
-        return f"{'slide' if kind == Source.Kind.PPTX else 'p.'} {page_start}, {lines}"
+        return f"{page} {page_start}, {lines}"
     return lines
 
 

@@ -12,7 +12,7 @@ from tests.conftest import World, login, record_query
 @pytest.mark.parametrize(
     ("pages", "lines", "expected"),
     [
-        ((1, 2), (26, 4), "pp. 1–2, lines 26–4"),
+        ((1, 2), (26, 4), "p. 1, line 26 – p. 2, line 4"),
         ((3, 3), (4, 15), "p. 3, lines 4-15"),
         ((3, None), (4, 15), "p. 3, lines 4-15"),
         ((None, None), (4, 15), "lines 4-15"),
@@ -37,7 +37,8 @@ def test_a_chunk_is_read_under_its_title_and_heading_path(title: str, heading: s
 
 def test_chunk_location_keeps_the_section() -> None:
     chunk = Chunk(heading="Wiring", page_start=1, page_end=2, line_start=26, line_end=4)
-    assert chunk.location == "§ Wiring, pp. 1–2, lines 26–4"
+    assert chunk.location == "§ Wiring, p. 1, line 26 – p. 2, line 4"
+    assert place_text(3, 4, 2, 1, "pptx") == "slide 3, line 2 – slide 4, line 1"
 
 
 @pytest.mark.django_db
@@ -54,7 +55,7 @@ def test_viewer_and_answer_sources_print_both_pages(world: World) -> None:
     )
     client: Client = login(world.users["alice"])
     viewer = client.get(f"/sources/{chunk.source_id}/?chunk={chunk.pk}").content.decode()
-    assert "pp. 1–2, lines 26–4" in viewer and "lines 26-1" not in viewer
+    assert "p. 1, line 26 – p. 2, line 4" in viewer and "lines 26-1" not in viewer
     row = record_query(
         world.users["alice"],
         answer="Across the page break. [S1]",
@@ -72,7 +73,7 @@ def test_viewer_and_answer_sources_print_both_pages(world: World) -> None:
         ],
     )
     answer = client.get(f"/ask/{row.pk}/").content.decode()
-    assert "pp. 1–2, lines 26–4" in answer and "p. 1 ·" not in answer
+    assert "p. 1, line 26 – p. 2, line 4" in answer and "p. 1 ·" not in answer
 
 
 @pytest.mark.parametrize(
@@ -184,3 +185,35 @@ def test_passages_found_in_a_refusal_link_to_slides_and_sheet_rows(world: World)
     assert "S1 alpha.md, sheet Pumps, rows 20-45" in page
     assert f'href="/sources/{source.pk}/?chunk={rows.pk}#chunk-{rows.pk}"' in page
     assert "S2 alpha.md, sheet Pumps, rows 1-2 <span" in page  # no such chunk retrieved: named, not linked
+
+
+@pytest.mark.django_db
+def test_a_passage_across_a_page_break_links_in_its_format_and_in_the_one_before(world: World) -> None:
+    from generation.present import footnote_links
+
+    source = world.sources["alpha"]
+    crossing = Chunk.objects.create(
+        source=source,
+        ordinal=9,
+        text="Across.",
+        heading="Wiring",
+        page_start=1,
+        page_end=2,
+        line_start=26,
+        line_end=4,
+        token_count=1,
+    )
+    link = f'href="/sources/{source.pk}/?chunk={crossing.pk}#chunk-{crossing.pk}"'
+    alice = world.users["alice"]
+    for listed in ("§ Wiring, p. 1, line 26 – p. 2, line 4", "§ Wiring, pp. 1–2, lines 26–4"):
+        row = record_query(
+            alice,
+            answer_class="no_evidence",
+            refusal="grounding",
+            answer=f"No answer could be verified. Passages found: S1 alpha.md, {listed}.",
+            channels={"bm25": [[crossing.pk, 1.0]]},
+        )
+        assert link in login(alice).get(f"/ask/{row.pk}/").content.decode(), listed
+    for note in ("alpha.md §Wiring, p. 1, line 26 – p. 2, line 4", "alpha.md §Wiring, pp. 1–2, lines 26–4"):
+        links = footnote_links(f"Text [^1].\n\n[^1]: {note}\n", [crossing.pk], alice)
+        assert links == {"1": f"/sources/{source.pk}/?chunk={crossing.pk}#chunk-{crossing.pk}"}, note
