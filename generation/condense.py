@@ -4,7 +4,8 @@ A conversation's later messages lean on earlier ones: "And its storage temperatu
 "How do I reset it?", "What about firmware 2.4?". Retrieval, the gate and grounding only ever
 see one question, so a follow-up is rewritten before retrieval by a deterministic rule:
 
-1. A message is a follow-up when it is short (at most ``SHORT_WORDS`` content words), starts
+1. A message is a follow-up when it is short (at most ``SHORT_WORDS`` content words; not a whole question
+   about a code it names, "What does E03 mean?", which names its subject as "When was 2.4.1 released?" does), starts
    with an elliptical lead ("and", "what about", "also" …), or holds a demonstrative ("that
    version", "those ports") or a third-person pronoun ("it", "its", "they", "them", "their" …) anywhere,
    unless the pronoun's antecedent is in the message itself: "that" after a noun or verb is a relative
@@ -92,6 +93,7 @@ DEMONSTRATIVES = frozenset({"this", "that", "these", "those", "such"})
 PRONOUNS = frozenset(
     {"it", "its", "it's", "itself", "they", "them", "their", "theirs", "themselves", "he", "she", "his", "her", "one"}
 )
+QUESTION_STARTS = frozenset("what which where when who whom how is are was were".split())
 AUXILIARIES = frozenset("do does did can could should must will would may might shall".split())
 SUBJECT_PRONOUNS = frozenset("it they he she i you we".split())
 ADVERBS = frozenset("still also really ever always even actually already just never not".split())
@@ -175,7 +177,8 @@ def is_followup(message: str) -> bool:
     tokens = [t.lower() for t in _TOKEN.findall(message)]
     if not tokens:
         return False
-    if len(key_terms(message)) <= SHORT_WORDS:
+    terms = key_terms(message)
+    if len(terms) <= SHORT_WORDS and not _asks_of_code(tokens, terms):
         return True
     if lowered.startswith(LEADS):
         return True
@@ -183,6 +186,13 @@ def is_followup(message: str) -> bool:
     if any(_refers_back(words, i) for i in range(len(words))):
         return True
     return not any(is_code_or_name(w) or _proper(w) for w in words[1:])  # names nothing it is about
+
+
+def _asks_of_code(tokens: list[str], terms: list[str]) -> bool:
+    """Whether a message of one topic word is a whole question about a code it names ("What does E03 mean?",
+    "Where is X4?"): it names its own subject, as "When was 2.4.1 released?" does. "E03?" is no question."""
+    first = _bare(tokens[0])
+    return len(terms) == 1 and bool(_shape(terms[0])) and (first in QUESTION_STARTS or first in AUXILIARIES)
 
 
 def _refers_back(words: list[str], i: int) -> bool:

@@ -34,6 +34,14 @@ def test_short_pronoun_led_and_elliptical_messages_are_follow_ups() -> None:
     assert not is_followup("")
 
 
+def test_a_whole_question_about_a_code_it_names_stands_alone() -> None:
+    price = "How much does the AX-200 cost?"
+    for message in ("What does E03 mean?", "Where is X4?", "what's E05?"):
+        assert not is_followup(message) and condense(message, [price]).question == message
+    assert is_followup("E03?") and is_followup("What about E03?") and is_followup("What does it mean?")
+    assert condense("And E04?", ["What does error code E03 mean?"]).question == "What does error code E04 mean?"
+
+
 def test_a_pronoun_with_its_antecedent_in_the_message_makes_no_follow_up() -> None:
     assert not is_followup("When was the AX-200 firmware that fixed the alarm hysteresis bug released?")  # relative
     assert not is_followup("Did Lenin write that imperialism is the highest stage of capitalism?")  # a conjunction
