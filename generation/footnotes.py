@@ -11,22 +11,23 @@ from sources.models import Source, location_text
 
 
 def footnotes_render(body: str, included: list[Candidate] | dict[str, str], *, title: str) -> str:
-    """Replace [S#] markers by [^N] in order of first use and append the source list.
+    """Replace [S#] markers by [^N] in order of first use and append the source list; labels of one place (the
+    sentences of one Markdown paragraph, quoted in several sections) share its footnote.
 
     ``included``: the passages given to the model, or their footnote texts by label.
     """
     by_label = included if isinstance(included, dict) else {c.label: footnote_text(c) for c in included}
-    numbers: dict[str, int] = {}
+    numbers: dict[str, int] = {}  # footnote text → its number
 
     def number(match: re.Match) -> str:
         label = match.group(1)
         if label not in by_label:
             return ""
-        numbers.setdefault(label, len(numbers) + 1)
-        return f"[^{numbers[label]}]"
+        note = numbers.setdefault(by_label[label], len(numbers) + 1)
+        return f"[^{note}]"
 
     text = MARKER.sub(number, body)
-    notes = [f"[^{n}]: {markup_escape(by_label[label])}" for label, n in numbers.items()]
+    notes = [f"[^{n}]: {markup_escape(note)}" for note, n in numbers.items()]
     heading = "" if text.lstrip().startswith("# ") else f"# {title}\n\n"
     return f"{heading}{text}\n\n## Sources\n\n" + "\n".join(notes) + "\n"
 
