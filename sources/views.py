@@ -87,15 +87,14 @@ def source_upload_view(request: HttpRequest) -> HttpResponse:
 def source_detail(request: HttpRequest, source_id: int) -> HttpResponse:
     source = get_object_or_404(selectors.readable_sources(request.user).select_related("collection"), pk=source_id)
     chunks = list(source.chunks.order_by("ordinal"))
-    target = None
-    if "chunk" in request.GET:
-        wanted = request.GET["chunk"]
-        target = next((c for c in chunks if str(c.pk) == wanted), None)
-        if target is None:
-            raise Http404("No such chunk in this source.")
+    wanted = request.GET.get("chunk")
+    target = next((c for c in chunks if str(c.pk) == wanted), None)
     # Markdown sources read as formatted text (raw HTML in them shown as text); other kinds verbatim.
     rendered = [(c, markdown_html(c.text, links=True) if source.kind == Source.Kind.MD else None) for c in chunks]
-    return render(request, "sources/detail.html", {"source": source, "chunks": rendered, "target": target})
+    # A link to a passage the source no longer holds (it was ingested again since) shows the source as it is now.
+    missing = wanted if wanted is not None and target is None else None
+    context = {"source": source, "chunks": rendered, "target": target, "missing": missing}
+    return render(request, "sources/detail.html", context, status=404 if missing is not None else 200)
 
 
 @require_GET

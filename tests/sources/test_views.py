@@ -150,8 +150,13 @@ def test_viewer_and_download_answer_404_outside_scope(client: Client, world: Wor
     assert client.get("/sources/999999/").status_code == 404
     alpha = world.sources["alpha"]
     # A chunk id of another source (even a readable one) is not in this source.
-    assert client.get(f"/sources/{alpha.pk}/?chunk={world.chunks['beta'][0].pk}").status_code == 404
-    assert client.get(f"/sources/{alpha.pk}/?chunk=abc").status_code == 404
+    other = client.get(f"/sources/{alpha.pk}/?chunk={world.chunks['beta'][0].pk}")
+    assert other.status_code == 404 and world.chunks["beta"][0].text not in other.content.decode()
+    # ... nor one it held before it was ingested again: the page says so over the source as it is now.
+    gone = client.get(f"/sources/{alpha.pk}/?chunk=abc<b>")
+    page = gone.content.decode()
+    assert gone.status_code == 404 and "This source holds no passage “abc&lt;b&gt;”" in page
+    assert "Alpha power is 24 V." in page and "Showing chunk" not in page
     # Superusers see everything.
     login(client, world, "root")
     assert client.get(f"/sources/{beta.pk}/").status_code == 200
