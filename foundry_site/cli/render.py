@@ -9,18 +9,19 @@ from __future__ import annotations
 from foundry_site.cli.display import safe, safe_text
 from generation.answers import LOW_CONFIDENCE_PREFIX, Answer
 from generation.models import QueryLog
-from retrieval.services.conflicts import HINT
+from retrieval.services.conflicts import ANSWER_HINT, HINT
 
 
-def conflict_format(conflict: dict) -> str:
+def conflict_format(conflict: dict, *, hint: str = HINT) -> str:
     """The warning block for one ``Conflict.as_dict()``: names, places and quotes each on their line,
-    control characters escaped (``safe``), so none can fake a line or drive the terminal."""
+    control characters escaped (``safe``), so none can fake a line or drive the terminal; then ``hint``, what to do
+    (of a document: the spec's source hierarchy; of an answer: ``ANSWER_HINT``)."""
     a, b = conflict["a"], conflict["b"]
     return (
         f"⚠ Conflict detected:\n"
         f'  Source A ({safe(a["source"])} {safe(a["where"])}): "{safe(a["quote"])}"\n'
         f'  Source B ({safe(b["source"])} {safe(b["where"])}): "{safe(b["quote"])}"\n'
-        f"  {HINT}"
+        f"  {hint}"
     )
 
 
@@ -28,7 +29,7 @@ def answer_format(answer: Answer, *, snippets: bool = False) -> str:
     """Conflicts between sources first, then ``Answer:`` (or the low-confidence prefix) with the
     answer, then ``Sources:`` with one ``- [S1] file, location (score: 0.62)``
     line per citation, then the attribution coverage. A refusal prints its reason and hint."""
-    lines = [conflict_format(c) + "\n" for c in answer.conflicts]
+    lines = [conflict_format(c, hint=ANSWER_HINT) + "\n" for c in answer.conflicts]
     if answer.answer_class == QueryLog.AnswerClass.NO_EVIDENCE:
         lines.append(answer.answer)
         if answer.hint:

@@ -51,7 +51,8 @@ _STATEMENT = re.compile(
     re.IGNORECASE,
 )
 _SYMBOL = re.compile(r"^[A-Z][A-Z0-9_]+$")
-HINT = "Check the source hierarchy in your feature spec."
+HINT = "Check the source hierarchy in your feature spec."  # what a document's writer can do
+ANSWER_HINT = "Check which source applies to your device before relying on either value."  # what an asker can do
 
 
 @dataclass(frozen=True)

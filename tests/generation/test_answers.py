@@ -107,6 +107,7 @@ def test_conflicts_reported_before_answer(indexed: Path, scripted_llm: ScriptedL
     answer = answer_question(question="What is the internal logic supply VCC?")
     assert any(c["quantity"] == "VCC" for c in answer.conflicts)
     assert answer_format(answer).startswith("⚠ Conflict detected:")
+    assert "Check which source applies to your device" in answer_format(answer)
 
 
 def test_a_conflict_the_answer_does_not_touch_is_audited_not_shown(indexed: Path, scripted_llm: ScriptedLLM) -> None:

@@ -173,6 +173,7 @@ def test_page_content_is_escaped(world: World) -> None:
     assert XSS_SCRIPT not in page and XSS_IMG not in page
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page and "&lt;img src=x onerror=alert(1)&gt;" in page
     assert page.index("Conflict between sources") < page.index('class="answer-text"')
+    assert "Check which source applies to your device" in page and "feature spec" not in page  # an asker has none
 
 
 def sse_events(response: Any) -> list[tuple[str, dict]]:

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from foundry_site.cli.render import conflict_format
 from retrieval.services.conflicts import (
+    ANSWER_HINT,
     Passage,
     conflicts_by_llm,
     conflicts_by_rule,
@@ -27,6 +28,8 @@ def test_seed_vcc_example_is_a_conflict() -> None:
     assert text.startswith("⚠ Conflict detected:")
     assert 'Source A (datasheet-v1.pdf § 4.2): "VCC = 3.3V"' in text
     assert 'Source B (datasheet-v2.pdf § 4.2): "VCC = 5V"' in text
+    assert text.endswith("Check the source hierarchy in your feature spec.")  # of a document
+    assert conflict_format(found[0].as_dict(), hint=ANSWER_HINT).endswith(ANSWER_HINT)  # of an answer
 
 
 def test_lookalikes_are_not_conflicts() -> None:
