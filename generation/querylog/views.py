@@ -50,11 +50,17 @@ CSV_COLUMNS = [
 
 
 def _filtered(request: HttpRequest) -> tuple[QueryLogFilterForm, Any]:
+    """The filter form and the rows it selects: none while a filter is invalid (the form names it), never every
+    row as if it had not been asked."""
     form = QueryLogFilterForm(request.GET or None, viewer=request.user)
-    if form.is_bound:
-        form.is_valid()
-    rows = selectors.queries_filter(selectors.visible_queries(request.user), form.filters(), viewer=request.user)
-    return form, rows
+    visible = selectors.visible_queries(request.user)
+    if form.is_bound and not form.is_valid():
+        return form, visible.none()
+    return form, selectors.queries_filter(visible, form.filters(), viewer=request.user)
+
+
+def _filter_errors(form: QueryLogFilterForm) -> str:
+    return "; ".join(f"{form[name].label}: {' '.join(map(str, errors))}" for name, errors in form.errors.items())
 
 
 @require_GET
@@ -67,14 +73,23 @@ def querylog_list(request: HttpRequest) -> HttpResponse:
     return render(
         request,
         "querylog/list.html",
-        {"form": form, "page": page, "query": query.urlencode(), "everyone": selectors.sees_every_query(request.user)},
+        {
+            "form": form,
+            "errors": _filter_errors(form),
+            "page": page,
+            "query": query.urlencode(),
+            "everyone": selectors.sees_every_query(request.user),
+        },
     )
 
 
 @require_GET
-def querylog_csv(request: HttpRequest) -> StreamingHttpResponse:
+def querylog_csv(request: HttpRequest) -> HttpResponse | StreamingHttpResponse:
     """Every row that matches the filters (not just one page), as CSV."""
-    _, rows = _filtered(request)
+    form, rows = _filtered(request)
+    if form.errors:
+        text = f"No export: {_filter_errors(form)}\n"
+        return HttpResponse(text, status=400, content_type="text/plain; charset=utf-8")
     stamp = timezone.now().strftime("%Y%m%d-%H%M")
     response = StreamingHttpResponse(_csv_lines(rows), content_type="text/csv; charset=utf-8")
     response["Content-Disposition"] = f'attachment; filename="query-log-{stamp}.csv"'

@@ -142,7 +142,8 @@ def test_a_stray_tag_leaves_the_sources_section_of_the_run_page_intact(
 def test_quotes_of_one_place_share_its_footnote() -> None:
     from generation.footnotes import footnotes_render
 
-    notes = {"S1": "manual.md §Wiring, lines 52-52", "S2": "manual.md §Wiring, lines 52-52", "S3": "data.pdf, p. 2, lines 4-4"}
+    wiring = "manual.md §Wiring, lines 52-52"
+    notes = {"S1": wiring, "S2": wiring, "S3": "data.pdf, p. 2, lines 4-4"}
     text = footnotes_render("One [S1].\n\nTwo [S3]. Three [S2].", notes, title="Wiring")
     assert "One [^1].\n\nTwo [^2]. Three [^1]." in text
     assert text.endswith("[^1]: manual.md §Wiring, lines 52-52\n[^2]: data.pdf, p. 2, lines 4-4\n")

@@ -118,7 +118,12 @@ def test_filters(world: World, rows: dict) -> None:
     # A user without the audit permission cannot widen the view with user=…; the field is not even offered.
     alice = login(world.users["alice"])
     assert len(listed(alice, "user=bob")) == 2 and 'name="user"' not in alice.get("/query-log/").content.decode()
-    assert listed(alice, f"collection={world.collections['beta'].pk}") == listed(alice)  # not a choice: ignored
+    assert listed(alice, f"collection={world.collections['beta'].pk}") == []  # not a choice: named, lists nothing
+    # An invalid filter lists nothing, and says which: never every row as if it had not been given.
+    page = staff.get("/query-log/?date_from=notadate&answer_class=bogus").content.decode()
+    assert "From: Enter a valid date.; Answer: Select a valid choice." in page and 'id="querylog"' not in page
+    export = staff.get("/query-log/export.csv?date_from=notadate")
+    assert export.status_code == 400 and export.content.decode() == "No export: From: Enter a valid date.\n"
 
 
 def test_pagination_keeps_filters(world: World) -> None:
