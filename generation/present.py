@@ -166,16 +166,22 @@ def answer_html(text: str, labels: set[str], anchor: str = "") -> SafeString:
     return mark_safe(_MARKER.sub(link, markdown_html(text, line_breaks=True)))  # noqa: S308
 
 
+def row_badge(row: QueryLog) -> tuple[str, str]:
+    """A query-log row's badge (CSS class, label): its answer class, a withheld answer by why (``REFUSALS``)."""
+    outcome = REFUSALS.get(row.refusal) if row.answer_class == QueryLog.AnswerClass.NO_EVIDENCE else None
+    if outcome is not None:
+        return outcome.badge_class, outcome.badge_label
+    return BADGES.get(row.answer_class, ("failed", "Failed"))
+
+
 def answer_context(row: QueryLog, viewer: Any, *, anchor: str = "") -> dict[str, Any]:
     """Everything the answer partial shows for one query-log row.
 
     ``anchor`` prefixes its element ids when several answers share a page (a conversation's earlier
     turns); the answer shown last keeps ``answer`` and ``source-S#``."""
     entries = source_entries(row.citations, viewer)
-    badge_class, badge_label = BADGES.get(row.answer_class, ("failed", "Failed"))
+    badge_class, badge_label = row_badge(row)
     outcome = REFUSALS.get(row.refusal) if row.answer_class == QueryLog.AnswerClass.NO_EVIDENCE else None
-    if outcome is not None:
-        badge_class, badge_label = outcome.badge_class, outcome.badge_label
     lead, passages = found_passages(row, viewer) if outcome is not None else (row.answer, [])
     if outcome is not None and outcome.replaces_text and (passages or PASSAGES_FOUND not in row.answer):
         lead = ""  # said in the page's own words; a "Passages found" that could not be read stays as text

@@ -6,6 +6,8 @@ from typing import Any
 
 from django import template
 
+from generation.present import row_badge
+
 register = template.Library()
 
 
@@ -48,3 +50,9 @@ def replaced_votes(feedback: Any) -> set[int]:
             replaced.add(f.pk)
         seen.add(f.user_id)
     return replaced
+
+
+@register.filter
+def badge(row: Any) -> tuple[str, str]:
+    """A query-log row's badge as the ask page shows it, (CSS class, label) (``present.row_badge``)."""
+    return row_badge(row)

@@ -288,3 +288,14 @@ def test_dashboard_stats_and_percentile_units(world: World, rows: dict) -> None:
     assert percentile([], 50) is None and percentile([5.0], 95) == 5.0
     assert percentile([float(n) for n in range(1, 101)], 95) == 95.0
     assert percentile([1.0, 2.0, 3.0, 4.0], 50) == 2.0
+
+
+def test_a_withheld_answer_is_labelled_as_the_ask_page_labels_it(world: World, rows: dict) -> None:
+    alice = world.users["alice"]
+    read = record(alice, question="What is the price?", answer_class="no_evidence", refusal="reader", answer="best 0.7")
+    client = login(alice)
+    listing, detail = client.get("/query-log/").content.decode(), client.get(f"/query-log/{read.pk}/").content.decode()
+    for page in (listing, detail):
+        assert '<span class="badge unverified" data-answer-class="no_evidence">Found, but nothing close' in page
+    assert '<span class="badge none" data-answer-class="no_evidence">No evidence in your sources</span>' in listing
+    assert '<span class="badge normal" data-answer-class="normal">Normal answer</span>' in listing
