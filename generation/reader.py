@@ -57,6 +57,11 @@ COVER_MARGIN = 0.25
 # answer quoted scores this much more ("How do I fix it?" after "What does E03 mean?" quotes the remedy listed
 # under E03). Measured: bench/followups.py (docs/decisions.md, "The extractive reader").
 FOLLOW_BONUS = 0.1
+# "What does E04 mean?" is answered where E04 is defined: a unit that opens with the code and a dash, colon or
+# "means" ("**E04 – Network error.** …") scores this much more than one that only names it ("Fixed: E04 was
+# reported falsely …"). Measured: bench/followups.py, foundry eval answers (docs/decisions.md, "The extractive reader").
+DEFINES_BONUS = 0.25
+_DEFINITION = r"^[\s*_`#>|-]*{code}[\s*_`|]*(?:[–—:=|-]|\s+(?:means|stands\s+for)\b)"
 # An earlier answer's marker ("[S2]" on the ask page, "[2]" in /v1/ content) and the start of /v1/'s source list.
 _MARKER = re.compile(r"(?:^|\s+)\[S?\d+\](?=\s|$)\s*")
 _SOURCES = re.compile(r"\n\s*Sources:\s*\n")
@@ -187,8 +192,18 @@ def units_score(
         cosines[k] = max(cosines[k], *(_dot(a, v) for a in asked_vectors))
     around = {p.label: stems(p.under) for p in passages}
     lexical = [_overlap(own, carried, stems(u.scored_text), around[p.label]) for p, u in units]
+    meant = _meant_codes(question)
     quotes = [
-        Quote(passage, unit, cosine + LEXICAL_WEIGHT * lex + FOLLOW_BONUS * (passage.label in near), cosine, lex)
+        Quote(
+            passage,
+            unit,
+            cosine
+            + LEXICAL_WEIGHT * lex
+            + FOLLOW_BONUS * (passage.label in near)
+            + DEFINES_BONUS * any(_defines(unit.text, code) for code in meant),
+            cosine,
+            lex,
+        )
         for (passage, unit), cosine, lex in zip(units, cosines, lexical)
     ]
     return sorted(quotes, key=lambda q: (-q.score, q.passage.rank, q.unit.start))
@@ -278,10 +293,11 @@ def _stem(word: str) -> str:
 
 
 # A measure asked by its adjective or verb is stated by its noun ("how heavy", "weighs" by "Weight 210 g"), a
-# limit by its abbreviation or in full ("maximum" by ``max_bus_length_m``, "max" by "maximum").
+# limit by its abbreviation or in full ("maximum" by ``max_bus_length_m``, "max" by "maximum"), a range by its
+# limits ("storage temperature range" by ``storage_temperature_c.min: -40``).
 _NAMED_BY = {
-    _stem(word): {_stem(noun)}
-    for words, noun in (
+    _stem(word): {_stem(noun) for noun in nouns.split()}
+    for words, nouns in (
         ("weigh heavy", "weight"),
         ("weight", "weigh"),
         ("long", "length"),
@@ -295,6 +311,7 @@ _NAMED_BY = {
         ("max", "maximum"),
         ("minimum", "min"),
         ("min", "minimum"),
+        ("range", "min max minimum maximum"),
     )
     for word in words.split()
 }
@@ -320,6 +337,17 @@ def _meaning_asked(match: re.Match) -> str:
     France?" asks what followed from it, and keeps it)."""
     meant = match.group(1) or ""
     return meant if any(_is_code(token) for token in _CODE.findall(meant or match.string)) else match.group(0)
+
+
+def _meant_codes(question: str) -> list[str]:
+    """The codes whose meaning ``question`` asks ("What does E04 mean?", "what is meant by MTBF")."""
+    spans = [m.group(1) or m.string for m in _MEANS.finditer(question)]
+    return [t for span in spans for t in _CODE.findall(span) if _is_code(t)]
+
+
+def _defines(text: str, code: str) -> bool:
+    """Whether ``text`` opens with ``code`` and what it is: "**E04 – Network error.** …", "MTBF: mean time …"."""
+    return re.match(_DEFINITION.format(code=re.escape(code)), text, re.IGNORECASE) is not None
 
 
 def _states_something(unit: Unit) -> bool:

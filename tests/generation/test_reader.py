@@ -93,6 +93,8 @@ def test_a_measure_asked_by_its_adjective_or_verb_is_held_by_its_noun_and_its_no
     assert reader.units_score("What is the weight of the housing?", weighs, embedding_model="m")[0].lexical == 1.0
     field = [Passage("S1", "interfaces[0].max_bus_length_m: 1000", 1, 1)]
     assert reader.units_score("maximum bus length?", field, embedding_model="m")[0].lexical == 1.0
+    limit = [Passage("S1", "environmental.storage_temperature_c.min: -40", 1, 1)]  # a range by its limits
+    assert reader.units_score("storage temperature range?", limit, embedding_model="m")[0].lexical == 1.0
 
 
 def test_a_list_item_reads_as_well_as_its_best_sentence(embed: dict) -> None:
@@ -293,3 +295,20 @@ def test_a_follow_up_reads_the_passage_the_turn_it_follows_was_answered_from_fir
     as_is = {q.passage.label: q.score for q in reader.units_score(question, found, embedding_model="m")}
     assert {q.passage.label: q.score for q in alone.scored} == as_is
     assert alone.audit()["followed"] == []
+
+
+def test_the_meaning_of_a_code_is_read_where_the_code_is_defined(embed: dict) -> None:
+    q = "What does E04 mean?"
+    note = "Fixed: E04 was reported falsely after a link change."
+    entry = "**E04 – Network error.** The Ethernet link is down."
+    embed.update({q: [1.0, 0.0, 0.0], note: [0.6, 0.8, 0.0], entry: [0.5, 0.866, 0.0]})  # the note embeds closer
+    found = [Passage("S1", note, 13, 13, source="release-notes.txt"), Passage("S2", entry, 177, 177, rank=2)]
+    reading = reader.read(q, found, embedding_model="m", max_units=3)
+    assert [quote.unit.text for quote in reading.quotes] == [entry]
+    assert reading.quotes[0].score == pytest.approx(0.5 + reader.LEXICAL_WEIGHT + reader.DEFINES_BONUS)
+    for text in ("E04: network error", "- `E04` = network error", "E04 means a network error", "| E04 | Network |"):
+        assert reader._defines(text, "E04"), text
+    for text in ("E045 – another code", "Fixed: E04 – network", "E04 was reported falsely"):
+        assert not reader._defines(text, "E04"), text
+    assert reader._meant_codes("What is meant by MTBF?") == ["MTBF"]
+    assert reader._meant_codes("How do I fix E04?") == [] and reader._meant_codes("What did the loss mean?") == []
