@@ -13,6 +13,7 @@ from django.core.management import CommandError
 
 from foundry_site.cli.display import safe
 from foundry_site.services.setup import admin_create, database_path, team_collection_open
+from sources.models import Source
 
 PASSWORD_VARIABLE = "FOUNDRY_ADMIN_PASSWORD"
 WEB_URL = "http://127.0.0.1:8000/"
@@ -58,15 +59,21 @@ def init_command(opts: argparse.Namespace, out: TextIO) -> int:
         collection, changed = team_collection_open()
         state = "is now" if changed else "already was"
         out.write(f"Collection {collection.name} {state} readable by every signed-in user (one-team install).\n")
-    out.write(next_steps(admin=opts.admin))
+    out.write(next_steps(admin=opts.admin, indexed=Source.objects.count()))
     return 0
 
 
-def next_steps(*, admin: str | None) -> str:
+def next_steps(*, admin: str | None, indexed: int) -> str:
+    """What to do after ``foundry init``; ``indexed``: the documents the knowledge base holds already."""
     sign_in = f"sign in as {admin}" if admin else "sign in (create an account first: `foundry init --admin NAME`)"
+    ingest = (
+        f"{indexed} document{'' if indexed == 1 else 's'} indexed; again when they change"
+        if indexed
+        else f"add your documents (default: {settings.FOUNDRY_KNOWLEDGE_BASE})"
+    )
     return (
         "\nNext steps:\n"
-        f"  1. foundry ingest [FOLDER]      # add your documents (default: {settings.FOUNDRY_KNOWLEDGE_BASE})\n"
+        f"  1. foundry ingest [FOLDER]      # {ingest}\n"
         "  2. foundry serve                # start the web UI\n"
         f"  3. open {WEB_URL} and {sign_in}\n"
         '     or ask from here: foundry query "your question"\n'

@@ -125,3 +125,11 @@ def test_next_step_after_ingest_names_both_ways_to_ask(make_user: object) -> Non
     assert "foundry query" in next_step() and "foundry init --admin NAME" in next_step()
     make_user("alice")  # type: ignore[operator]
     assert "foundry serve, then open http://127.0.0.1:8000/" in next_step() and "init" not in next_step()
+
+
+def test_the_next_steps_count_the_documents_already_indexed() -> None:
+    from foundry_site.cli.init import next_steps
+
+    assert "# add your documents (default: " in next_steps(admin="alice", indexed=0)
+    assert "# 4 documents indexed; again when they change" in next_steps(admin="alice", indexed=4)
+    assert "# 1 document indexed;" in next_steps(admin=None, indexed=1)
