@@ -46,6 +46,13 @@ _WHAT_ABOUT = re.compile(r"\b(what|how)\s+about\b", re.IGNORECASE)  # "what abou
 # "What does E03 mean?", "what is meant by MTBF": the verb asks what a code or name is, which its answer states
 _MEANS = re.compile(r"\b((?:does|do|did)\b[^?]*?)\bmean\b|\bmeant\b", re.IGNORECASE)
 _NUMBER = re.compile(r"(?<![\w.-])\d[\d.,]*(?![\w-])")
+# "How many sensors …?" is answered by a count: a unit with no number of its own (the "485" of "RS-485" and the
+# "2" of "X2" are names) cannot answer it, however close its words ("RS-485 sensor bus (X2: A, B, COM, SH)").
+_HOW_MANY = re.compile(r"\bhow\s+many\b", re.IGNORECASE)
+_COUNT_WORDS = frozenset(
+    """one two three four five six seven eight nine ten eleven twelve fifteen twenty thirty forty fifty hundred
+    thousand million billion dozen dozens single both none""".split()
+)
 _CODE = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9.\-]*[A-Za-z0-9])?")
 NEAR_BEST = 0.12  # a further unit is quoted only when it scores within this of the best one (calibrated)
 # A unit further down, within this of the best, is quoted too when it holds a question word no unit quoted holds:
@@ -170,6 +177,7 @@ def units_score(
     headings = {p.label: {unit_key(h) for h in p.under.split(" > ")} for p in passages}
     asked = _asked_words(question)
     told = asked | _numbers(question)
+    counts = _HOW_MANY.search(question) is not None
     units = [
         (p, u)
         for p in passages
@@ -177,6 +185,7 @@ def units_score(
         if _states_something(u)
         and unit_key(u.text) not in headings[p.label]  # "2.1 Power": names, says nothing
         and not _echoes(u, told)
+        and (not counts or _counts(u.text))
     ]
     if not units:
         return []
@@ -367,6 +376,12 @@ def _echoes(unit: Unit, asked: set[str]) -> bool:
     words = stems(said) | _numbers(said)
     letters = re.findall(r"\b[A-Za-z]\b", said)  # "Class A": a letter is no stop word in a value
     return bool(words) and words <= asked and not letters
+
+
+def _counts(text: str) -> bool:
+    """Whether ``text`` states a count: a number standing alone ("up to 8"), or in words ("eight", "both"; not the
+    "two" of "two-wire")."""
+    return bool(_numbers(text)) or not _COUNT_WORDS.isdisjoint(re.findall(r"(?<![\w-])[a-z]+(?![\w-])", text.lower()))
 
 
 def _numbers(text: str) -> set[str]:

@@ -312,3 +312,16 @@ def test_the_meaning_of_a_code_is_read_where_the_code_is_defined(embed: dict) ->
         assert not reader._defines(text, "E04"), text
     assert reader._meant_codes("What is meant by MTBF?") == ["MTBF"]
     assert reader._meant_codes("How do I fix E04?") == [] and reader._meant_codes("What did the loss mean?") == []
+
+
+def test_a_count_is_answered_only_by_a_unit_that_states_one(embed: dict) -> None:
+    q = "How many sensors can be connected to the RS-485 bus?"
+    label = "RS-485 sensor bus (X2: A, B, COM, SH)"  # closest in words, and its digits are names
+    count = "A maximum of 8 sensors can be connected to the bus."
+    embed.update({q: [1.0, 0.0, 0.0], label: [0.9, 0.436, 0.0], count: [0.7, 0.714, 0.0]})
+    found = [Passage("S1", f"{label}\n{count}\nThe bus is two-wire.", 1, 3)]
+    assert [quote.unit.text for quote in reader.units_score(q, found, embedding_model="m")] == [count]
+    embed["Which terminal is the sensor bus on?"] = [1.0, 0.0, 0.0]  # no count asked: the label answers
+    assert reader.units_score("Which terminal is the sensor bus on?", found, embedding_model="m")[0].unit.text == label
+    assert reader._counts("Both relays switch.") and reader._counts("up to eight sensors")
+    assert not reader._counts("two-wire, half-duplex, on X2")
