@@ -166,9 +166,14 @@ def answer_html(text: str, labels: set[str], anchor: str = "") -> SafeString:
     return mark_safe(_MARKER.sub(link, markdown_html(text, line_breaks=True)))  # noqa: S308
 
 
+def _withheld(row: QueryLog) -> Outcome | None:
+    """How the page names ``row``'s withheld answer (``REFUSALS``); None for an answer shown."""
+    return REFUSALS.get(row.refusal) if row.answer_class == QueryLog.AnswerClass.NO_EVIDENCE else None
+
+
 def row_badge(row: QueryLog) -> tuple[str, str]:
     """A query-log row's badge (CSS class, label): its answer class, a withheld answer by why (``REFUSALS``)."""
-    outcome = REFUSALS.get(row.refusal) if row.answer_class == QueryLog.AnswerClass.NO_EVIDENCE else None
+    outcome = _withheld(row)
     if outcome is not None:
         return outcome.badge_class, outcome.badge_label
     return BADGES.get(row.answer_class, ("failed", "Failed"))
@@ -181,7 +186,7 @@ def answer_context(row: QueryLog, viewer: Any, *, anchor: str = "") -> dict[str,
     turns); the answer shown last keeps ``answer`` and ``source-S#``."""
     entries = source_entries(row.citations, viewer)
     badge_class, badge_label = row_badge(row)
-    outcome = REFUSALS.get(row.refusal) if row.answer_class == QueryLog.AnswerClass.NO_EVIDENCE else None
+    outcome = _withheld(row)
     lead, passages = found_passages(row, viewer) if outcome is not None else (row.answer, [])
     if outcome is not None and outcome.replaces_text and (passages or PASSAGES_FOUND not in row.answer):
         lead = ""  # said in the page's own words; a "Passages found" that could not be read stays as text

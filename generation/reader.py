@@ -344,14 +344,18 @@ def _asked_words(question: str) -> set[str]:
 def _meaning_asked(match: re.Match) -> str:
     """ "What does E03 mean?" without its "mean" when a code or name is what is meant ("What did the loss mean to
     France?" asks what followed from it, and keeps it)."""
-    meant = match.group(1) or ""
-    return meant if any(_is_code(token) for token in _CODE.findall(meant or match.string)) else match.group(0)
+    return (match.group(1) or "") if _meant(match) else match.group(0)
+
+
+def _meant(match: re.Match) -> list[str]:
+    """The codes and names a ``_MEANS`` match asks the meaning of: those before "mean", or the question's for
+    "meant"."""
+    return [token for token in _CODE.findall(match.group(1) or match.string) if _is_code(token)]
 
 
 def _meant_codes(question: str) -> list[str]:
     """The codes whose meaning ``question`` asks ("What does E04 mean?", "what is meant by MTBF")."""
-    spans = [m.group(1) or m.string for m in _MEANS.finditer(question)]
-    return [t for span in spans for t in _CODE.findall(span) if _is_code(t)]
+    return [code for match in _MEANS.finditer(question) for code in _meant(match)]
 
 
 def _defines(text: str, code: str) -> bool:

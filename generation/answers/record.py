@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +35,10 @@ def code_digest(root: Path, packages: tuple[str, ...] = ANSWERING_PACKAGES) -> s
     return digest.hexdigest()
 
 
-ANSWERING_CODE = code_digest(Path(__file__).resolve().parents[2])
+@cache
+def answering_code() -> str:
+    """The digest of this install's answering code (``code_digest``), read once, when the first key is made."""
+    return code_digest(Path(__file__).resolve().parents[2])
 
 
 @dataclass(frozen=True)
@@ -67,7 +71,7 @@ def cache_key(
 ) -> str:
     """Everything an answer depends on: question, the follow-up it was made from and the answer it follows, scope,
     mode, configuration, the answer prompts' text (a template edited in place keeps its path), the answering
-    code (``ANSWERING_CODE``) and the index version."""
+    code (``answering_code``) and the index version."""
     scope = sorted(collection_ids) if collection_ids is not None else None
     material = json.dumps(
         [
@@ -80,7 +84,7 @@ def cache_key(
             settings.FOUNDRY.model_dump(mode="json"),
             prompts.render("answer_system"),
             prompts.render("answer_user"),
-            ANSWERING_CODE,
+            answering_code(),
             index_version(scope),
         ],
         sort_keys=True,

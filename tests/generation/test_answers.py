@@ -250,7 +250,7 @@ def test_cache_misses_after_the_prompt_or_the_answering_rules_change(
     scripted_llm.reply = lambda m: "Up to 8 sensors can be connected to the RS-485 bus [S1]."
     question = "How many sensors on the RS-485 bus?"
     answer_question(question=question)
-    monkeypatch.setattr(record, "ANSWERING_CODE", "0" * 64)
+    monkeypatch.setattr(record, "answering_code", lambda: "0" * 64)
     assert not answer_question(question=question).cached  # an upgrade with new answering code answers anew
     assert answer_question(question=question).cached
     template = tmp_path / "answer.txt"

@@ -41,18 +41,16 @@ def test_chunk_location_keeps_the_section() -> None:
     assert place_text(3, 4, 2, 1, "pptx") == "slide 3, line 2 – slide 4, line 1"
 
 
+def crossing(source: Source, **fields: str) -> Chunk:
+    """A chunk from line 26 of page 1 to line 4 of page 2."""
+    return Chunk.objects.create(
+        source=source, ordinal=9, page_start=1, page_end=2, line_start=26, line_end=4, token_count=4, **fields
+    )
+
+
 @pytest.mark.django_db
 def test_viewer_and_answer_sources_print_both_pages(world: World) -> None:
-    chunk = Chunk.objects.create(
-        source=world.sources["alpha"],
-        ordinal=9,
-        text="Across the page break.",
-        page_start=1,
-        page_end=2,
-        line_start=26,
-        line_end=4,
-        token_count=4,
-    )
+    chunk = crossing(world.sources["alpha"], text="Across the page break.")
     client: Client = login(world.users["alice"])
     viewer = client.get(f"/sources/{chunk.source_id}/?chunk={chunk.pk}").content.decode()
     assert "p. 1, line 26 – p. 2, line 4" in viewer and "lines 26-1" not in viewer
@@ -192,18 +190,8 @@ def test_a_passage_across_a_page_break_links_in_its_format_and_in_the_one_before
     from generation.present import footnote_links
 
     source = world.sources["alpha"]
-    crossing = Chunk.objects.create(
-        source=source,
-        ordinal=9,
-        text="Across.",
-        heading="Wiring",
-        page_start=1,
-        page_end=2,
-        line_start=26,
-        line_end=4,
-        token_count=1,
-    )
-    link = f'href="/sources/{source.pk}/?chunk={crossing.pk}#chunk-{crossing.pk}"'
+    chunk = crossing(source, text="Across.", heading="Wiring")
+    link = f'href="/sources/{source.pk}/?chunk={chunk.pk}#chunk-{chunk.pk}"'
     alice = world.users["alice"]
     for listed in ("§ Wiring, p. 1, line 26 – p. 2, line 4", "§ Wiring, pp. 1–2, lines 26–4"):
         row = record_query(
@@ -211,9 +199,9 @@ def test_a_passage_across_a_page_break_links_in_its_format_and_in_the_one_before
             answer_class="no_evidence",
             refusal="grounding",
             answer=f"No answer could be verified. Passages found: S1 alpha.md, {listed}.",
-            channels={"bm25": [[crossing.pk, 1.0]]},
+            channels={"bm25": [[chunk.pk, 1.0]]},
         )
         assert link in login(alice).get(f"/ask/{row.pk}/").content.decode(), listed
     for note in ("alpha.md §Wiring, p. 1, line 26 – p. 2, line 4", "alpha.md §Wiring, pp. 1–2, lines 26–4"):
-        links = footnote_links(f"Text [^1].\n\n[^1]: {note}\n", [crossing.pk], alice)
-        assert links == {"1": f"/sources/{source.pk}/?chunk={crossing.pk}#chunk-{crossing.pk}"}, note
+        links = footnote_links(f"Text [^1].\n\n[^1]: {note}\n", [chunk.pk], alice)
+        assert links == {"1": f"/sources/{source.pk}/?chunk={chunk.pk}#chunk-{chunk.pk}"}, note
