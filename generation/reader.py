@@ -68,6 +68,27 @@ FOLLOW_BONUS = 0.1
 # "means" ("**E04 – Network error.** …") scores this much more than one that only names it ("Fixed: E04 was
 # reported falsely …"). Measured: bench/followups.py, foundry eval answers (docs/decisions.md, "The extractive reader").
 DEFINES_BONUS = 0.25
+# "How do I fix it?", "what should I do?" ask what to do, which an instruction says ("Check the power supply and the
+# cable cross-section."): such a unit scores this much more than one that only shares the question's words ("Fixed:
+# E04 was reported falsely …"). Measured: bench/followups.py, foundry eval answers (docs/decisions.md).
+INSTRUCTS_BONUS = 0.25
+_ASKS_WHAT_TO_DO = re.compile(
+    r"\bhow\s+(?:do|can|should|must|would|could)\s+(?:i|we|you)\b|\bhow\s+to\b"
+    r"|\bwhat\s+(?:do|should|must|can|shall)\s+(?:i|we)\s+do\b",
+    re.IGNORECASE,
+)
+# An instruction opens with its verb, then what the verb acts on: "Check the …", "Give every …", "Do not use it …".
+_INSTRUCTION = re.compile(
+    r"^[\s*_`>#|-]*(?:\d+[.)]\s+)?(?:(?:do\s+not|don't|never|always|first|then)\s+)?(?P<verb>[A-Za-z]+)\s+"
+    r"(?:the|a|an|every|each|all|any|no|whether|that|this|these|those|it|them|its|your|sure|again|in|on|off|up|out)\b",
+    re.IGNORECASE,
+)
+_NO_VERB = frozenset(
+    """a an the this that these those it its there here all both each every some any many most such only no
+    in on at by for from with under over after before during when if while as to of into within without through
+    between since until once above below behind near per via and or but so is are was were be do does did can could
+    will would shall should must may might has have had not also""".split()
+)
 _DEFINITION = r"^[\s*_`#>|-]*{code}[\s*_`|]*(?:[–—:=|-]|\s+(?:means|stands\s+for)\b)"
 # An earlier answer's marker ("[S2]" on the ask page, "[2]" in /v1/ content) and the start of /v1/'s source list.
 _MARKER = re.compile(r"(?:^|\s+)\[S?\d+\](?=\s|$)\s*")
@@ -202,6 +223,7 @@ def units_score(
     around = {p.label: stems(p.under) for p in passages}
     lexical = [_overlap(own, carried, stems(u.scored_text), around[p.label]) for p, u in units]
     meant = _meant_codes(question)
+    instructs = _ASKS_WHAT_TO_DO.search(typed or question) is not None
     quotes = [
         Quote(
             passage,
@@ -209,7 +231,8 @@ def units_score(
             cosine
             + LEXICAL_WEIGHT * lex
             + FOLLOW_BONUS * (passage.label in near)
-            + DEFINES_BONUS * any(_defines(unit.text, code) for code in meant),
+            + DEFINES_BONUS * any(_defines(unit.text, code) for code in meant)
+            + INSTRUCTS_BONUS * (instructs and _instructs(unit)),
             cosine,
             lex,
         )
@@ -326,6 +349,13 @@ _NAMED_BY = {
 }
 
 
+# Words of chat that name nothing an answer would hold ("whats the longest one I can set it to, exactly?"): "one"
+# stands for a thing named before. Measured: bench/followups.py, foundry eval answers (docs/decisions.md).
+_LIGHT = frozenset(
+    _stem(w) for w in "whats one ones still just any anything really actually exactly also too ok okay".split()
+)
+
+
 def _own_words(question: str, typed: str) -> set[str]:
     """The stems of the words the asker typed that the standalone ``question`` keeps; every word of ``question``
     when it is not a follow-up, or the follow-up has no word of its own ("what about it?")."""
@@ -337,8 +367,10 @@ def _asked_words(question: str) -> set[str]:
     """The stems of a question's content words, less the quantity its "how" asks ("how much", "how many", "how
     often"): the answer states a number, not the word ("How much does it weigh?" is answered by "weighs 210 g");
     less the "about" of "what about", which asks of what follows it; and less the "mean" of "what does … mean"
-    ("meant") asked of a code or name: the answer says what it is ("**E03 – Supply voltage out of range.**")."""
-    return stems(_MEANS.sub(_meaning_asked, _WHAT_ABOUT.sub(r"\1", _HOW_QUANTITY.sub("how", question))))
+    ("meant") asked of a code or name: the answer says what it is ("**E03 – Supply voltage out of range.**");
+    less words of chat (``_LIGHT``)."""
+    words = stems(_MEANS.sub(_meaning_asked, _WHAT_ABOUT.sub(r"\1", _HOW_QUANTITY.sub("how", question))))
+    return words - _LIGHT
 
 
 def _meaning_asked(match: re.Match) -> str:
@@ -361,6 +393,15 @@ def _meant_codes(question: str) -> list[str]:
 def _defines(text: str, code: str) -> bool:
     """Whether ``text`` opens with ``code`` and what it is: "**E04 – Network error.** …", "MTBF: mean time …"."""
     return re.match(_DEFINITION.format(code=re.escape(code)), text, re.IGNORECASE) is not None
+
+
+def _instructs(unit: Unit) -> bool:
+    """Whether ``unit``, or a sentence of it (a list item's), is an instruction: it opens with a verb (a word that is
+    no article, pronoun, preposition or auxiliary) and what it acts on ("Restore the configuration …")."""
+    return any(
+        (m := _INSTRUCTION.match(text)) is not None and m["verb"].lower() not in _NO_VERB
+        for text in [unit.text, *item_sentences(unit)]
+    )
 
 
 def _states_something(unit: Unit) -> bool:

@@ -6,6 +6,7 @@ import pytest
 
 from foundry_site.core import llm
 from generation import reader
+from foundry_site.core.units import passage_units
 from generation.reader import Passage
 
 MANUAL = (
@@ -312,6 +313,47 @@ def test_the_meaning_of_a_code_is_read_where_the_code_is_defined(embed: dict) ->
         assert not reader._defines(text, "E04"), text
     assert reader._meant_codes("What is meant by MTBF?") == ["MTBF"]
     assert reader._meant_codes("How do I fix E04?") == [] and reader._meant_codes("What did the loss mean?") == []
+
+
+def test_what_to_do_is_read_in_an_instruction(embed: dict) -> None:
+    typed = "how do I fix it?"
+    question = f"{typed} (error E03)"
+    note = "Fixed: E04 was reported falsely after a restart."  # "fix" meets "Fixed", and it embeds closer
+    remedy = "Check the power supply and the cable cross-section."
+    embed.update({question: [1.0, 0.0, 0.0], note: [0.6, 0.8, 0.0], remedy: [0.5, 0.866, 0.0]})
+    found = [
+        Passage("S1", note, 13, 13, source="release-notes.txt"),
+        Passage("S2", remedy, 175, 175, rank=2, under="Manual > Error codes > E03"),
+    ]
+    reading = reader.read(question, found, embedding_model="m", max_units=1, typed=typed)
+    assert [quote.unit.text for quote in reading.quotes] == [remedy]
+    assert reading.quotes[0].score == pytest.approx(0.5 + reader.LEXICAL_WEIGHT / 2 + reader.INSTRUCTS_BONUS)
+    fact = "was it fixed?"  # no instruction asked: no bonus
+    embed[f"{fact} (error E03)"] = [1.0, 0.0, 0.0]
+    assert (
+        reader.read(f"{fact} (error E03)", found, embedding_model="m", max_units=1, typed=fact).quotes[0].unit.text
+        == note
+    )
+    for text in (
+        "Give every sensor a unique address.",
+        "- **RUN** red: fault. Restart the gateway; then reinstall it.",
+    ):
+        assert reader._instructs(passage_units(text)[0]), text
+    for text in ("The gateway starts with factory defaults.", "In the web interface, open the page.", "Fixed: E04."):
+        assert not reader._instructs(passage_units(text)[0]), text
+    for typed in ("what should i do about it", "How can we get the settings back?", "how to reset it"):
+        assert reader._ASKS_WHAT_TO_DO.search(typed), typed
+    assert not reader._ASKS_WHAT_TO_DO.search("How does the relay work?")
+
+
+def test_words_of_chat_are_no_words_the_answer_must_hold(embed: dict) -> None:
+    typed = "whats the longest one I can set it to, exactly?"
+    question = f"{typed} (alarm delay)"
+    text = "The alarm delay can be set from 0 s to 600 s."
+    embed.update({question: [1.0, 0.0, 0.0], text: [0.5, 0.5, 0.0]})
+    assert reader._asked_words(typed) == {"longest", "set"}
+    scored = reader.units_score(question, [Passage("S1", text, 1, 1)], embedding_model="m", typed=typed)
+    assert scored[0].lexical == pytest.approx(2 / 3)  # "set" and the topic, not "longest"
 
 
 def test_a_count_is_answered_only_by_a_unit_that_states_one(embed: dict) -> None:
