@@ -136,7 +136,10 @@ def _tail(parts: deque[_Piece], budget: int) -> list[_Piece]:
 
 def _merge(parts: deque[_Piece], count: TokenCounter) -> ChunkDraft:
     blocks = [p.block for p in parts]
-    text = blocks[0].text + "".join((" " if p.continues else "\n\n") + p.block.text for p in list(parts)[1:])
+    pieces = list(parts)
+    text = blocks[0].text + "".join(
+        (_gap(before.block, p.block) if p.continues else "\n\n") + p.block.text for before, p in zip(pieces, pieces[1:])
+    )
     if blocks[0].lead:
         text = f"{blocks[0].lead}\n{text}"
     pages = [b.page for b in blocks if b.page is not None]
@@ -151,6 +154,11 @@ def _merge(parts: deque[_Piece], count: TokenCounter) -> ChunkDraft:
         token_count=count(text) if len(parts) > 1 or blocks[0].lead else parts[0].size,
         ocr_confidence=min(confidences) if confidences else None,
     )
+
+
+def _gap(before: Block, after: Block) -> str:
+    """What stands between two pieces of one block: the line breaks between them, or a space on one line."""
+    return "\n" * (after.line_start - before.line_end) or " "
 
 
 def _fit(
@@ -168,24 +176,27 @@ def _fit(
             return [_Piece(block, size)]
     pieces: list[_Piece] = []
     lines = _LineCounter(block)
-    buf: list[str] = []
-    buf_start = buf_end = 0
-    used = chars = 0
+
+    def cut(start: int, end: int, used: int) -> None:
+        # The piece verbatim: a list keeps its items on their lines, so a quote of one cites its own line.
+        pieces.append(_Piece(lines.piece(block.text[start:end], start, end), used, bool(pieces)))
+
+    buf_start = buf_end = -1
+    used = 0
     for start, sentence in _sentences(block.text):
         for sub_start, sub, size in _split_long(
             sentence, start, max_tokens=max_tokens, max_chars=max_chars, count=count
         ):
-            if buf and (sentences or used + size > max_tokens or chars + len(sub) + 1 > max_chars):
-                pieces.append(_Piece(lines.piece(" ".join(buf), buf_start, buf_end), used, bool(pieces)))
-                buf, used, chars = [], 0, 0
-            if not buf:
+            sub_end = sub_start + len(sub)
+            if buf_end >= 0 and (sentences or used + size > max_tokens or sub_end - buf_start > max_chars):
+                cut(buf_start, buf_end, used)
+                buf_end, used = -1, 0
+            if buf_end < 0:
                 buf_start = sub_start
-            buf.append(sub)
-            buf_end = sub_start + len(sub)
+            buf_end = sub_end
             used += size
-            chars += len(sub) + 1
-    if buf:
-        pieces.append(_Piece(lines.piece(" ".join(buf), buf_start, buf_end), used, bool(pieces)))
+    if buf_end >= 0:
+        cut(buf_start, buf_end, used)
     return pieces
 
 
@@ -241,7 +252,7 @@ def _split_long(
     if len(sentence) <= max_chars:
         size = count(sentence)
         if size <= max_tokens:
-            return [(offset, sentence.strip(), size)]
+            return [(offset + len(sentence) - len(sentence.lstrip()), sentence.strip(), size)]
     out: list[tuple[int, str, int]] = []
     i, n = 0, len(sentence)
     width = max_chars  # the next window: a little wider than the last piece that fitted

@@ -47,18 +47,19 @@ def test_overlap_repeats_the_last_sentences_of_the_same_section() -> None:
     lines = [f"Fact {i} is short." for i in range(8)]  # 4 words each, one per line
     blocks = [Block("\n".join(lines), ("H",), None, 1, 8), Block("Other part.", ("K",), None, 10, 10)]
     plain = chunk_blocks(blocks, max_tokens=13, count=words)
-    assert [c.text for c in plain] == [" ".join(lines[0:3]), " ".join(lines[3:6]), " ".join(lines[6:8]), "Other part."]
+    # A piece keeps its line breaks: each line stays a unit the reader quotes and cites on its own line.
+    assert [c.text for c in plain] == ["\n".join(lines[a:b]) for a, b in ((0, 3), (3, 6), (6, 8))] + ["Other part."]
     assert [(c.line_start, c.line_end) for c in plain] == [(1, 3), (4, 6), (7, 8), (10, 10)]
     chunks = chunk_blocks(blocks, max_tokens=13, count=words, overlap_tokens=4)
     # Each chunk of section H starts with the previous chunk's last sentence; section K does not.
     assert [c.text for c in chunks] == [
-        " ".join(lines[0:2]),
-        " ".join(lines[1:3]),
-        " ".join(lines[2:4]),
-        " ".join(lines[3:5]),
-        " ".join(lines[4:6]),
-        " ".join(lines[5:7]),
-        " ".join(lines[6:8]),
+        "\n".join(lines[0:2]),
+        "\n".join(lines[1:3]),
+        "\n".join(lines[2:4]),
+        "\n".join(lines[3:5]),
+        "\n".join(lines[4:6]),
+        "\n".join(lines[5:7]),
+        "\n".join(lines[6:8]),
         "Other part.",
     ]
     assert [(c.line_start, c.line_end) for c in chunks][:3] == [(1, 2), (2, 3), (3, 4)]  # cited lines stay exact

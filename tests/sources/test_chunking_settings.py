@@ -363,6 +363,37 @@ def test_migration_0004_makes_the_next_ingest_read_json_sources_again(kb: Path) 
 
 
 @pytest.mark.django_db(transaction=True)
+def test_migration_0010_makes_the_next_ingest_rechunk_sources_whose_pieces_lost_their_lines(kb: Path) -> None:
+    with connection.cursor() as cur:  # as above
+        for table in vectorstore.all_tables() + vectorstore.all_tables(kind="windows"):
+            cur.execute(f"DROP TABLE {table}")
+    items = [f"- Item {i}: the sensor {i} reports its pressure, flow and temperature readings." for i in range(40)]
+    (kb / "list.md").write_text("# Sensors\n\n" + "\n".join(items) + "\n")
+    (kb / "short.txt").write_text("Firmware 2.4.1 fixes the alarm hysteresis bug.\n")
+    ingest_jobs.knowledge_base_ingest(target=kb)
+    pieces = list(Chunk.objects.filter(source__path="list.md").order_by("ordinal"))
+    assert len(pieces) > 1  # the list was cut, and each piece kept its items on their lines
+    assert all(c.text.count("\n") == c.line_end - c.line_start for c in pieces)
+    for chunk in pieces:  # as ingest stored a cut list before: its pieces joined with spaces
+        Chunk.objects.filter(pk=chunk.pk).update(text=" ".join(chunk.text.split("\n")))
+    executor = MigrationExecutor(connection)
+    executor.migrate([("sources", "0009_source_names_per_collection")])
+    executor = MigrationExecutor(connection)
+    executor.migrate(executor.loader.graph.leaf_nodes())
+    recorded = dict(Source.objects.values_list("path", "chunking"))
+    assert recorded == {"list.md": DEFAULTS + " split_text=joined", "short.txt": DEFAULTS}
+    assert reasons(ingest_jobs.knowledge_base_ingest(target=kb)) == {
+        "list.md": ("ingested", "re-chunked: chunking settings changed (split_text joined → verbatim)"),
+        "short.txt": ("unchanged", ""),
+    }
+    assert [c.text for c in Chunk.objects.filter(source__path="list.md").order_by("ordinal")] == [
+        c.text for c in pieces
+    ]
+    assert reasons(ingest_jobs.knowledge_base_ingest(target=kb))["list.md"] == ("unchanged", "")
+    index_agrees()
+
+
+@pytest.mark.django_db(transaction=True)
 def test_migration_0006_makes_the_next_ingest_rechunk_json_sources_with_labelled_values(kb: Path) -> None:
     with connection.cursor() as cur:  # as above
         for table in vectorstore.all_tables() + vectorstore.all_tables(kind="windows"):
