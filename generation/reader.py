@@ -53,6 +53,7 @@ _COUNT_WORDS = frozenset(
     """one two three four five six seven eight nine ten eleven twelve fifteen twenty thirty forty fifty hundred
     thousand million billion dozen dozens single both none""".split()
 )
+_VERSIONS = re.compile(r"\d+(?:\.\d+)*\.[xX]")
 _CODE = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9.\-]*[A-Za-z0-9])?")
 NEAR_BEST = 0.12  # a further unit is quoted only when it scores within this of the best one (calibrated)
 # A unit further down, within this of the best, is quoted too when it holds a question word no unit quoted holds:
@@ -300,8 +301,9 @@ def unmentioned(question: str, passages: list[Passage]) -> list[str]:
 
 def _is_code(token: str) -> bool:
     """A code or a name with a letter ("E03", "AX-200", "MTBF", "QoS"). A number is neither: a question may ask
-    about a value or a version the sources give in other terms ("2.1.3" is "older than 2.2.0")."""
-    return any(ch.isalpha() for ch in token) and is_code_or_name(token)
+    about a value or a version the sources give in other terms ("2.1.3" is "older than 2.2.0"), nor is a series of
+    versions ("2.1.x")."""
+    return any(ch.isalpha() for ch in token) and is_code_or_name(token) and not _VERSIONS.fullmatch(token)
 
 
 def _plain(text: str) -> str:
@@ -326,7 +328,8 @@ def _stem(word: str) -> str:
 
 # A measure asked by its adjective or verb is stated by its noun ("how heavy", "weighs" by "Weight 210 g"), a
 # limit by its abbreviation or in full ("maximum" by ``max_bus_length_m``, "max" by "maximum"), a range by its
-# limits ("storage temperature range" by ``storage_temperature_c.min: -40``).
+# limits ("storage temperature range" by ``storage_temperature_c.min: -40``), what a thing is made of by its
+# material ("Housing material Polycarbonate").
 _NAMED_BY = {
     _stem(word): {_stem(noun) for noun in nouns.split()}
     for words, nouns in (
@@ -344,6 +347,7 @@ _NAMED_BY = {
         ("minimum", "min"),
         ("min", "minimum"),
         ("range", "min max minimum maximum"),
+        ("made", "material"),
     )
     for word in words.split()
 }

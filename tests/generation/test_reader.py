@@ -96,6 +96,8 @@ def test_a_measure_asked_by_its_adjective_or_verb_is_held_by_its_noun_and_its_no
     assert reader.units_score("maximum bus length?", field, embedding_model="m")[0].lexical == 1.0
     limit = [Passage("S1", "environmental.storage_temperature_c.min: -40", 1, 1)]  # a range by its limits
     assert reader.units_score("storage temperature range?", limit, embedding_model="m")[0].lexical == 1.0
+    material = [Passage("S1", "Housing material Polycarbonate, UL94 V-0", 1, 1)]  # what it is made of
+    assert reader.units_score("What is the housing made of?", material, embedding_model="m")[0].lexical == 1.0
 
 
 def test_a_list_item_reads_as_well_as_its_best_sentence(embed: dict) -> None:
@@ -114,6 +116,7 @@ def test_codes_and_names_no_passage_mentions() -> None:
         "E07",
     ]
     assert reader.unmentioned("Can firmware 2.1.3 switch 230 V on the Bus?", found) == []  # numbers and words
+    assert reader.unmentioned("Known bug of the 2.1.x and 2.X firmware?", found) == []  # a series of versions
 
 
 def test_words_meet_by_their_stems() -> None:
