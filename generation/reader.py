@@ -53,6 +53,9 @@ _COUNT_WORDS = frozenset(
     """one two three four five six seven eight nine ten eleven twelve fifteen twenty thirty forty fifty hundred
     thousand million billion dozen dozens single both none""".split()
 )
+_DURATION = re.compile(
+    r"\d\s*(?:ms|s|sec|seconds?|min|minutes?|h|hours?|days?|weeks?|months?|years?|mm|cm|m|km)\b", re.IGNORECASE
+)
 _VERSIONS = re.compile(r"\d+(?:\.\d+)*\.[xX]")
 _CODE = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9.\-]*[A-Za-z0-9])?")
 NEAR_BEST = 0.12  # a further unit is quoted only when it scores within this of the best one (calibrated)
@@ -222,7 +225,7 @@ def units_score(
     for (k, _), v in zip(parts, vectors[len(both) + len(units) :]):  # an item reads as well as its best sentence
         cosines[k] = max(cosines[k], *(_dot(a, v) for a in asked_vectors))
     around = {p.label: stems(p.under) for p in passages}
-    lexical = [_overlap(own, carried, stems(u.scored_text), around[p.label]) for p, u in units]
+    lexical = [_overlap(own, carried, stems(u.scored_text) | _lasting(u.text), around[p.label]) for p, u in units]
     meant = _meant_codes(question)
     instructs = _ASKS_WHAT_TO_DO.search(typed or question) is not None
     quotes = [
@@ -425,6 +428,12 @@ def _echoes(unit: Unit, asked: set[str]) -> bool:
     words = stems(said) | _numbers(said)
     letters = re.findall(r"\b[A-Za-z]\b", said)  # "Class A": a letter is no stop word in a value
     return bool(words) and words <= asked and not letters
+
+
+def _lasting(text: str) -> set[str]:
+    """``{"long"}`` when ``text`` states a duration or a length ("within 60 s", "about 72 hours", "1,000 m"): it
+    holds the "long" of "how long does it wait?"."""
+    return {"long"} if _DURATION.search(text) else set()
 
 
 def _counts(text: str) -> bool:

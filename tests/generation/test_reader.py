@@ -96,6 +96,9 @@ def test_a_measure_asked_by_its_adjective_or_verb_is_held_by_its_noun_and_its_no
     assert reader.units_score("maximum bus length?", field, embedding_model="m")[0].lexical == 1.0
     limit = [Passage("S1", "environmental.storage_temperature_c.min: -40", 1, 1)]  # a range by its limits
     assert reader.units_score("storage temperature range?", limit, embedding_model="m")[0].lexical == 1.0
+    waits = [Passage("S1", "DHCP: off\nThe gateway falls back if no DHCP server answers within 60 s.", 1, 2)]
+    held = {q.unit.text: q.lexical for q in reader.units_score("How long does DHCP wait?", waits, embedding_model="m")}
+    assert held == {"DHCP: off": pytest.approx(1 / 3), waits[0].text.splitlines()[1]: pytest.approx(2 / 3)}  # a time
     material = [Passage("S1", "Housing material Polycarbonate, UL94 V-0", 1, 1)]  # what it is made of
     assert reader.units_score("What is the housing made of?", material, embedding_model="m")[0].lexical == 1.0
 
