@@ -7,10 +7,9 @@ time to the first streamed sentence of ``/v1/chat/completions`` against the time
 Ingests knowledge_base/ into a throw-away FOUNDRY_HOME (summaries off) with the configured (default:
 extractive, offline) reader and the answer cache off. The ``--data`` files (default: all sixteen):
 tests/data/followups.json, the set the rule was tuned on; followups_heldout.json and followups_fresh.json,
-tuned on after they were first measured; followups_blind.json to followups_blind5.json, followups_blind8.json
-and followups_blind9.json (tuned on after they were first measured), followups_blind6.json and
-followups_blind7.json (never tuned on), written from knowledge_base/ alone by someone who had seen neither
-the rule, the reader nor the other sets; followups_unanswerable.json to followups_unanswerable4.json,
+tuned on after they were first measured; followups_blind.json to followups_blind9.json (tuned on after they
+were first measured; blind6 and blind7 only from 2026-11-27), written from knowledge_base/ alone by someone who had
+seen neither the rule, the reader nor the other sets; followups_unanswerable.json to followups_unanswerable4.json,
 follow-ups the sources do not answer, written the same way.
 
 For every conversation the last turn is asked (a) as typed, (b) as the standalone question
