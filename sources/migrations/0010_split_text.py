@@ -3,10 +3,10 @@
 A block too long for one chunk was cut on its sentences and the pieces joined with spaces, so a list cut in two
 lost its line breaks: its items read as one unit, and a quote of one cited the whole chunk's lines. Pieces now
 keep the block's text verbatim. Sources with a chunk that holds fewer line breaks than the lines it spans on one
-page (a joined piece; also chunks of paragraphs further apart, which re-chunk to the same text) get
-``split_text=joined`` in their recorded chunking settings, a key the configured settings do not have, so the
-next ingest re-chunks them (as 0006 did for JSON sources). Nothing is deleted: the old chunks stay searchable
-until then.
+page (a joined piece; also chunks whose lines lie further apart, JSON values and paragraphs apart, which re-chunk
+to the same text) get ``split_text=joined`` in their recorded chunking settings, a key the configured settings do
+not have, so the next ingest re-chunks them (as 0006 did for JSON sources). Nothing is deleted: the old chunks
+stay searchable until then.
 """
 
 from __future__ import annotations

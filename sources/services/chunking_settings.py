@@ -105,10 +105,12 @@ def chunking_drift_warning(*, configured: str, drift: Sequence[ChunkingDrift]) -
         f"{chunking_changes_text(old, configured)} ({n} source{'' if n == 1 else 's'})" for old, n in counts.items()
     )
     commands = list(dict.fromkeys(group.reingest_command for group in drift))
-    return (
+    # A retired key (``RETIRED``) marks how a source was built; foundry.yaml has no such key to set back.
+    settable = any(key not in RETIRED for old in counts for key, _, _ in chunking_changes(old, configured))
+    lines = [
         f"{total} source{' was' if total == 1 else 's were'} chunked with other settings than foundry.yaml "
-        f"sets: {changes}. Search works, but they keep their old chunks until they are re-ingested.\n"
-        "Re-ingest to re-chunk them (only files whose settings or bytes differ are redone):\n"
-        + "".join(f"  {command}\n" for command in commands)
-        + "or set those keys back in foundry.yaml."
-    )
+        f"sets: {changes}. Search works, but they keep their old chunks until they are re-ingested.",
+        "Re-ingest to re-chunk them (only files whose settings or bytes differ are redone):",
+        *(f"  {command}" for command in commands),
+    ]
+    return "\n".join([*lines, "or set those keys back in foundry.yaml."] if settable else lines)

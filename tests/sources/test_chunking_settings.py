@@ -274,7 +274,9 @@ def test_check_warns_about_drift_with_the_command_that_fixes_it(kb: Path, foundr
         "4 sources were chunked with other settings than foundry.yaml sets: chunk_tokens 200 → 64 (4 sources)"
         in report.warnings[0]
     )
-    assert f"\n  {command}\n" in report.warnings[0]
+    assert f"\n  {command}\n" in report.warnings[0] and report.warnings[0].endswith(
+        "set those keys back in foundry.yaml."
+    )
     out = StringIO()
     call_command("foundry", "check", stdout=out)  # a warning: exit status 0
     assert "WARNING: 4 sources were chunked" in out.getvalue() and out.getvalue().endswith("OK\n")
@@ -382,6 +384,8 @@ def test_migration_0010_makes_the_next_ingest_rechunk_sources_whose_pieces_lost_
     executor.migrate(executor.loader.graph.leaf_nodes())
     recorded = dict(Source.objects.values_list("path", "chunking"))
     assert recorded == {"list.md": DEFAULTS + " split_text=joined", "short.txt": DEFAULTS}
+    (warning,) = index_check().warnings  # no foundry.yaml key to set back: only re-ingesting re-chunks them
+    assert "split_text joined → verbatim (1 source)" in warning and "foundry.yaml." not in warning
     assert reasons(ingest_jobs.knowledge_base_ingest(target=kb)) == {
         "list.md": ("ingested", "re-chunked: chunking settings changed (split_text joined → verbatim)"),
         "short.txt": ("unchanged", ""),
