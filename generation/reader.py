@@ -84,14 +84,14 @@ _ASKS_WHAT_TO_DO = re.compile(
 # An instruction opens with its verb, then what the verb acts on: "Check the …", "Give every …", "Do not use it …".
 _INSTRUCTION = re.compile(
     r"^[\s*_`>#|-]*(?:\d+[.)]\s+)?(?:(?:do\s+not|don't|never|always|first|then)\s+)?(?P<verb>[A-Za-z]+)\s+"
-    r"(?:the|a|an|every|each|all|any|no|whether|that|this|these|those|it|them|its|your|sure|again|in|on|off|up|out)\b",
+    r"(?:the|a|an|every|each|all|any|no|whether|that|this|these|those|it|them|its|your|sure|again|off|up|out)\b",
     re.IGNORECASE,
 )
 _NO_VERB = frozenset(
     """a an the this that these those it its there here all both each every some any many most such only no
     in on at by for from with under over after before during when if while as to of into within without through
     between since until once above below behind near per via and or but so is are was were be do does did can could
-    will would shall should must may might has have had not also""".split()
+    will would shall should must may might has have had not also then first next now finally""".split()
 )
 _DEFINITION = r"^[\s*_`#>|-]*{code}[\s*_`|]*(?:[–—:=|-]|\s+(?:means|stands\s+for)\b)"
 # An earlier answer's marker ("[S2]" on the ask page, "[2]" in /v1/ content) and the start of /v1/'s source list.

@@ -135,8 +135,8 @@ def _tail(parts: deque[_Piece], budget: int) -> list[_Piece]:
 
 
 def _merge(parts: deque[_Piece], count: TokenCounter) -> ChunkDraft:
-    blocks = [p.block for p in parts]
     pieces = list(parts)
+    blocks = [p.block for p in pieces]
     text = blocks[0].text + "".join(
         (_gap(before.block, p.block) if p.continues else "\n\n") + p.block.text for before, p in zip(pieces, pieces[1:])
     )

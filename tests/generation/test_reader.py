@@ -345,7 +345,13 @@ def test_what_to_do_is_read_in_an_instruction(embed: dict) -> None:
         "- **RUN** red: fault. Restart the gateway; then reinstall it.",
     ):
         assert reader._instructs(passage_units(text)[0]), text
-    for text in ("The gateway starts with factory defaults.", "In the web interface, open the page.", "Fixed: E04."):
+    for text in (
+        "The gateway starts with factory defaults.",
+        "In the web interface, open the page.",
+        "Fixed: E04.",
+        "Then the gateway restarts.",
+        "Values in the buffer are sent.",
+    ):
         assert not reader._instructs(passage_units(text)[0]), text
     for typed in ("what should i do about it", "How can we get the settings back?", "how to reset it"):
         assert reader._ASKS_WHAT_TO_DO.search(typed), typed
