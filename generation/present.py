@@ -236,17 +236,19 @@ ALLOWED_TAGS = TEXT_TAGS | {"a", "div", "span"}
 
 
 _FOOTNOTE_DEF = re.compile(r"^\[\^(\d+)\]: (.+)$", re.MULTILINE)
-# What ``footnotes.footnote_text`` writes: ``manual.md §Wiring, p. 3, lines 40-52`` (section and page optional);
-# across a page break ``manual.md, p. 1, line 26 – p. 2, line 4`` (before: ``pp. 1–2, lines 26–4``).
+# What ``footnotes.footnote_text`` writes: ``manual.md §Wiring, p. 3, lines 40-52`` (section and page optional),
+# one line ``manual.md, line 52`` (before: ``lines 52-52``); across a page break ``manual.md, p. 1, line 26 – p. 2,
+# line 4`` (before: ``pp. 1–2, lines 26–4``).
 _FOOTNOTE_PLACE = re.compile(
     r"^(?P<source>.+?)(?: §.*?)?(?:, pp?\. (?P<page>\d+)\S*)?, "
-    r"(?:lines (?P<start>\d+)[-–](?P<end>\d+)|line (?P<first>\d+) – p\. \d+, line (?P<last>\d+))$"
+    r"(?:lines (?P<start>\d+)[-–](?P<end>\d+)|line (?P<one>\d+)|line (?P<first>\d+) – p\. \d+, line (?P<last>\d+))$"
 )
 
 
 def _listed_chunk(listed: str, chunks: list[Chunk]) -> Chunk | None:
     """The chunk a refusal lists as ``listed`` (``name, location``; before locations named the section and the
-    kind, ``name, p. 2, lines 4-15``; before each end of a page break named its page, ``…, pp. 1–2, lines 26–4``),
+    kind, ``name, p. 2, lines 4-15``, one line too, ``lines 4-4``; before each end of a page break named its page,
+    ``…, pp. 1–2, lines 26–4``),
     a source by the name it has now before one by its former name (``_names``)."""
     named = []
     for chunk in chunks:
@@ -287,7 +289,8 @@ def footnote_links(document: str, chunk_ids: list[int], viewer: Any) -> dict[str
         place = _FOOTNOTE_PLACE.match(text.replace("&lt;", "<").strip())
         if place is None:
             continue
-        start, end, page = int(place["start"] or place["first"]), int(place["end"] or place["last"]), place["page"]
+        start, end = (int(place[a] or place["one"] or place[b]) for a, b in (("start", "first"), ("end", "last")))
+        page = place["page"]
         holding = [
             r
             for r in rows

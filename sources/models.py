@@ -133,11 +133,7 @@ def place_text(page_start: int | None, page_end: int | None, line_start: int, li
     if page_start and page_end and page_end != page_start:
         line = unit.removesuffix("s")
         return f"{page} {page_start}, {line} {line_start} – {page} {page_end}, {line} {line_end}"
-    lines = (
-        f"{unit.removesuffix('s')} {line_start}"
-        if unit != "lines" and line_start == line_end
-        else f"{unit} {line_start}-{line_end}"
-    )
+    lines = f"{unit.removesuffix('s')} {line_start}" if line_start == line_end else f"{unit} {line_start}-{line_end}"
     if page_start:
         return f"{page} {page_start}, {lines}"
     return lines

@@ -41,21 +41,22 @@ and closes at 1 bar.</p>
 """
 
 # question, cited file, the citation's location (a regular expression over the whole text)
+LINES = r"(?:line \d+|lines \d+-\d+)"
 CASES = {
     "docx": (
         "Which fuse protects the pump's supply?",
         "manual.docx",
         r"§ Installation > Power supply, paragraphs? \d+(-\d+)?",
     ),
-    "pptx": ("Which pump recall should be mentioned?", "review.pptx", r"§ Agenda > Notes, slide 1, lines \d+-\d+"),
+    "pptx": ("Which pump recall should be mentioned?", "review.pptx", rf"§ Agenda > Notes, slide 1, {LINES}"),
     "xlsx": ("Which pumps are discontinued?", "pumps.xlsx", r"sheet Notes, rows? \d+(-\d+)?"),
     "csv": ("What is the set pressure of the relief valve RV-17?", "valves.csv", r"rows? \d+(-\d+)?"),
     "html": (
         "At what pressure does the relief valve V-200 open?",
         "valve.html",
-        r"§ Valve V-200 > Commissioning, lines \d+-\d+",
+        rf"§ Valve V-200 > Commissioning, {LINES}",
     ),
-    "image": ("How often must the relief valve be serviced?", "scan.png", r"lines \d+-\d+, OCR, confidence \d+ %"),
+    "image": ("How often must the relief valve be serviced?", "scan.png", rf"{LINES}, OCR, confidence \d+ %"),
 }
 
 

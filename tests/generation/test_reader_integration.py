@@ -92,9 +92,9 @@ def test_extractive_document_quotes_the_sources_verbatim(sample_kb: None, tmp_pa
     quotes = re.findall(r"([^\n\]]+?) \[\^(\d+)\]", text.split("\n## Sources")[0])
     assert len(quotes) >= 6
     for quote, number in quotes:
-        source, first, last = re.match(r"(\S+) .*lines (\d+)-(\d+)$", notes[number]).groups()
+        source, first, last = re.match(r"(\S+) .*lines? (\d+)(?:-(\d+))?$", notes[number]).groups()
         assert Source.objects.filter(path=source).exists()
-        _assert_quoted_at(quote, source, int(first), int(last))
+        _assert_quoted_at(quote, source, int(first), int(last or first))
 
 
 def test_a_follow_up_is_read_where_the_turn_it_follows_was_answered(sample_kb: None) -> None:

@@ -61,8 +61,8 @@ def test_document_quotes_each_section_verbatim_with_a_footnote_per_quote(
     quotes = re.findall(r"([^\n\]]+?) \[\^(\d+)\]", body)
     assert len(quotes) >= 2 and {n for _, n in quotes} == set(notes)
     for quote, number in quotes:  # verbatim: in the chunk of the source at the lines its footnote names
-        source, first, last = re.match(r"(\S+) .*lines (\d+)-(\d+)$", notes[number]).groups()
-        chunks = Chunk.objects.filter(source__path=source, line_start__lte=int(first), line_end__gte=int(last))
+        source, first, last = re.match(r"(\S+) .*lines? (\d+)(?:-(\d+))?$", notes[number]).groups()
+        chunks = Chunk.objects.filter(source__path=source, line_start__lte=int(first), line_end__gte=int(last or first))
         assert any(" ".join(quote.split()) in " ".join(c.text.split()) for c in chunks), (quote, notes[number])
     assert run.sentences_kept == run.sentences_total == len(quotes) and run.coverage == 1.0
 

@@ -111,7 +111,7 @@ def test_chunk_is_readable_in_scope_only(world: World, api: Callable[[str], Api]
         "page_end": None,
         "line_start": 1,
         "line_end": 1,
-        "location": "§ Alpha, lines 1-1",
+        "location": "§ Alpha, line 1",
         "ocr_confidence": None,
     }
     beta = world.chunks["beta"][0]

@@ -16,6 +16,8 @@ from tests.conftest import World, login, record_query
         ((3, 3), (4, 15), "p. 3, lines 4-15"),
         ((3, None), (4, 15), "p. 3, lines 4-15"),
         ((None, None), (4, 15), "lines 4-15"),
+        ((None, None), (52, 52), "line 52"),
+        ((3, 3), (4, 4), "p. 3, line 4"),
     ],
 )
 def test_place_text(pages: tuple, lines: tuple, expected: str) -> None:
@@ -203,5 +205,38 @@ def test_a_passage_across_a_page_break_links_in_its_format_and_in_the_one_before
         )
         assert link in login(alice).get(f"/ask/{row.pk}/").content.decode(), listed
     for note in ("alpha.md §Wiring, p. 1, line 26 – p. 2, line 4", "alpha.md §Wiring, pp. 1–2, lines 26–4"):
+        links = footnote_links(f"Text [^1].\n\n[^1]: {note}\n", [chunk.pk], alice)
+        assert links == {"1": f"/sources/{source.pk}/?chunk={chunk.pk}#chunk-{chunk.pk}"}, note
+
+
+@pytest.mark.django_db
+def test_a_one_line_passage_links_in_its_format_and_in_the_one_before(world: World) -> None:
+    from generation.present import footnote_links
+
+    source = world.sources["alpha"]
+    chunk = Chunk.objects.create(
+        source=source,
+        ordinal=9,
+        text="One line.",
+        heading="Wiring",
+        page_start=3,
+        page_end=3,
+        line_start=52,
+        line_end=52,
+        token_count=2,
+    )
+    assert chunk.location == "§ Wiring, p. 3, line 52"
+    link = f'href="/sources/{source.pk}/?chunk={chunk.pk}#chunk-{chunk.pk}"'
+    alice = world.users["alice"]
+    for listed in ("§ Wiring, p. 3, line 52", "p. 3, lines 52-52"):
+        row = record_query(
+            alice,
+            answer_class="no_evidence",
+            refusal="grounding",
+            answer=f"No answer could be verified. Passages found: S1 alpha.md, {listed}.",
+            channels={"bm25": [[chunk.pk, 1.0]]},
+        )
+        assert link in login(alice).get(f"/ask/{row.pk}/").content.decode(), listed
+    for note in ("alpha.md §Wiring, p. 3, line 52", "alpha.md §Wiring, p. 3, lines 52-52"):
         links = footnote_links(f"Text [^1].\n\n[^1]: {note}\n", [chunk.pk], alice)
         assert links == {"1": f"/sources/{source.pk}/?chunk={chunk.pk}#chunk-{chunk.pk}"}, note
