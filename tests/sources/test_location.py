@@ -187,35 +187,41 @@ def test_passages_found_in_a_refusal_link_to_slides_and_sheet_rows(world: World)
     assert "S2 alpha.md, sheet Pumps, rows 1-2 <span" in page  # no such chunk retrieved: named, not linked
 
 
-@pytest.mark.django_db
-def test_a_passage_across_a_page_break_links_in_its_format_and_in_the_one_before(world: World) -> None:
+def assert_linked(world: World, chunk: Chunk, listed: tuple[str, ...], notes: tuple[str, ...]) -> None:
+    """A refusal listing ``chunk`` as each of ``listed``, and a footnote naming it as each of ``notes``, link to it."""
     from generation.present import footnote_links
 
-    source = world.sources["alpha"]
-    chunk = crossing(source, text="Across.", heading="Wiring")
-    link = f'href="/sources/{source.pk}/?chunk={chunk.pk}#chunk-{chunk.pk}"'
-    alice = world.users["alice"]
-    for listed in ("§ Wiring, p. 1, line 26 – p. 2, line 4", "§ Wiring, pp. 1–2, lines 26–4"):
+    source, alice = chunk.source, world.users["alice"]
+    for place in listed:
         row = record_query(
             alice,
             answer_class="no_evidence",
             refusal="grounding",
-            answer=f"No answer could be verified. Passages found: S1 alpha.md, {listed}.",
+            answer=f"No answer could be verified. Passages found: S1 alpha.md, {place}.",
             channels={"bm25": [[chunk.pk, 1.0]]},
         )
-        assert link in login(alice).get(f"/ask/{row.pk}/").content.decode(), listed
-    for note in ("alpha.md §Wiring, p. 1, line 26 – p. 2, line 4", "alpha.md §Wiring, pp. 1–2, lines 26–4"):
+        link = f'href="/sources/{source.pk}/?chunk={chunk.pk}#chunk-{chunk.pk}"'
+        assert link in login(alice).get(f"/ask/{row.pk}/").content.decode(), place
+    for note in notes:
         links = footnote_links(f"Text [^1].\n\n[^1]: {note}\n", [chunk.pk], alice)
         assert links == {"1": f"/sources/{source.pk}/?chunk={chunk.pk}#chunk-{chunk.pk}"}, note
 
 
 @pytest.mark.django_db
-def test_a_one_line_passage_links_in_its_format_and_in_the_one_before(world: World) -> None:
-    from generation.present import footnote_links
+def test_a_passage_across_a_page_break_links_in_its_format_and_in_the_one_before(world: World) -> None:
+    chunk = crossing(world.sources["alpha"], text="Across.", heading="Wiring")
+    assert_linked(
+        world,
+        chunk,
+        ("§ Wiring, p. 1, line 26 – p. 2, line 4", "§ Wiring, pp. 1–2, lines 26–4"),
+        ("alpha.md §Wiring, p. 1, line 26 – p. 2, line 4", "alpha.md §Wiring, pp. 1–2, lines 26–4"),
+    )
 
-    source = world.sources["alpha"]
+
+@pytest.mark.django_db
+def test_a_one_line_passage_links_in_its_format_and_in_the_one_before(world: World) -> None:
     chunk = Chunk.objects.create(
-        source=source,
+        source=world.sources["alpha"],
         ordinal=9,
         text="One line.",
         heading="Wiring",
@@ -226,17 +232,9 @@ def test_a_one_line_passage_links_in_its_format_and_in_the_one_before(world: Wor
         token_count=2,
     )
     assert chunk.location == "§ Wiring, p. 3, line 52"
-    link = f'href="/sources/{source.pk}/?chunk={chunk.pk}#chunk-{chunk.pk}"'
-    alice = world.users["alice"]
-    for listed in ("§ Wiring, p. 3, line 52", "p. 3, lines 52-52"):
-        row = record_query(
-            alice,
-            answer_class="no_evidence",
-            refusal="grounding",
-            answer=f"No answer could be verified. Passages found: S1 alpha.md, {listed}.",
-            channels={"bm25": [[chunk.pk, 1.0]]},
-        )
-        assert link in login(alice).get(f"/ask/{row.pk}/").content.decode(), listed
-    for note in ("alpha.md §Wiring, p. 3, line 52", "alpha.md §Wiring, p. 3, lines 52-52"):
-        links = footnote_links(f"Text [^1].\n\n[^1]: {note}\n", [chunk.pk], alice)
-        assert links == {"1": f"/sources/{source.pk}/?chunk={chunk.pk}#chunk-{chunk.pk}"}, note
+    assert_linked(
+        world,
+        chunk,
+        ("§ Wiring, p. 3, line 52", "p. 3, lines 52-52"),
+        ("alpha.md §Wiring, p. 3, line 52", "alpha.md §Wiring, p. 3, lines 52-52"),
+    )
