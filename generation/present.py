@@ -289,7 +289,8 @@ def footnote_links(document: str, chunk_ids: list[int], viewer: Any) -> dict[str
         place = _FOOTNOTE_PLACE.match(text.replace("&lt;", "<").strip())
         if place is None:
             continue
-        start, end = (int(place[a] or place["one"] or place[b]) for a, b in (("start", "first"), ("end", "last")))
+        start = int(place["start"] or place["one"] or place["first"])
+        end = int(place["end"] or place["one"] or place["last"])
         page = place["page"]
         holding = [
             r

@@ -105,9 +105,7 @@ def _csv_lines(rows: Any) -> Iterator[str]:
     writer = csv.writer(_Echo())
     yield writer.writerow(CSV_COLUMNS)
     for row in rows.iterator(chunk_size=500):
-        sources = "; ".join(
-            f"[{c.get('id')}] {c.get('source')} lines {'-'.join(map(str, c.get('lines') or []))}" for c in row.citations
-        )
+        sources = "; ".join(f"[{c.get('id')}] {c.get('source')}, {citation_location(c)}" for c in row.citations)
         values = [
             row.pk,
             row.created_at.isoformat(),

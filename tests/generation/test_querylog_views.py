@@ -242,6 +242,17 @@ def test_csv_export_has_the_filtered_rows(world: World, rows: dict) -> None:
     assert len(list(csv.DictReader(io.StringIO(b"".join(everyone.streaming_content).decode())))) == 4
 
 
+def test_csv_export_writes_each_citation_where_pages_cite_it(world: World) -> None:
+    """The sources column names a citation's place as every page does ("line 155", not "lines 155-155"); a
+    citation recorded before citations kept their location is written from its page and lines."""
+    now = {"id": "S1", "source": "manual.md", "lines": [155, 155], "location": "§ LEDs, line 155"}
+    old = {"id": "S2", "source": "sheet.pdf", "page": 2, "lines": [4, 9]}
+    record(world.users["alice"], question="Where?", citations=[now, old])
+    response = login(world.users["alice"]).get("/query-log/export.csv")
+    (row,) = csv.DictReader(io.StringIO(b"".join(response.streaming_content).decode()))
+    assert row["sources"] == "[S1] manual.md, § LEDs, line 155; [S2] sheet.pdf, p. 2, lines 4-9"
+
+
 def test_audit_pages_escape_stored_text(world: World) -> None:
     alice = world.users["alice"]
     row = record(
