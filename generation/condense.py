@@ -67,7 +67,7 @@ about also again any anything else explain tell more much many please say same d
 something give show list exactly one ones there here thing things way ways
 ok okay thanks thank yes yeah right great sure just still even now already really actually
 after before during while until since without within between through over under via per across against
-along among around behind beyond onto toward towards upon
+along among around behind beyond onto toward towards upon out
 """.split()
 )
 # "the first one", "the second one": the earlier turn of that place (0 is the first).

@@ -285,12 +285,17 @@ def read(
     return Reading(chosen, best, scored, sorted(near))
 
 
-def followed(answer: str, passages: list[Passage]) -> frozenset[str]:
-    """The labels of ``passages`` that hold a sentence ``answer`` (an earlier turn's answer, as the ask page or
-    ``/v1/`` showed it) quoted: its text between the ``[S#]`` / ``[#]`` markers, before a "Sources:" list, less a
-    list item's bullet."""
+def quoted_sentences(answer: str) -> tuple[str, ...]:
+    """The sentences ``answer`` (an earlier turn's answer, as the ask page or ``/v1/`` showed it) quoted, in order:
+    its text between the ``[S#]`` / ``[#]`` markers, before a "Sources:" list, less a list item's bullet; of 3 words
+    or more."""
     quoted = [q for line in _SOURCES.split(answer, maxsplit=1)[0].splitlines() for q in _MARKER.split(line)]
-    quotes = {" ".join(_BULLET.sub("", q).split()) for q in quoted if len(q.split()) >= 3}
+    return tuple(dict.fromkeys(" ".join(_BULLET.sub("", q).split()) for q in quoted if len(q.split()) >= 3))
+
+
+def followed(answer: str, passages: list[Passage]) -> frozenset[str]:
+    """The labels of ``passages`` that hold a sentence ``answer`` quoted (``quoted_sentences``)."""
+    quotes = quoted_sentences(answer)
     return frozenset(p.label for p in passages if any(q in " ".join(p.text.split()) for q in quotes))
 
 

@@ -16,7 +16,7 @@ from typing import Any
 from django.conf import settings
 
 from foundry_site.core import llm
-from generation import audit
+from generation import audit, reader
 from generation.answers.answer import (
     Answer,
     Progress,
@@ -95,7 +95,13 @@ def answer_logged(
         retrieval = None
         try:
             progress("retrieving")
-            retrieval = retrieve(question=question, collection_ids=asked.collection_ids, mode=mode, top_k=top_k)
+            retrieval = retrieve(
+                question=question,
+                collection_ids=asked.collection_ids,
+                mode=mode,
+                top_k=top_k,
+                quoted=reader.quoted_sentences(asked.follows),
+            )
             answer = answer_compose(
                 retrieval,
                 run_id=run_id,

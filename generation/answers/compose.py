@@ -51,7 +51,8 @@ def answer_compose(
     Calls no model when the gate found no evidence or ``model`` is the extractive reader; usage, cost and the
     total time are the caller's to fill in. ``on_sentence`` as in ``answer_logged``. ``message``: the follow-up
     as typed when the question was made standalone from it (the names the asker used are the message's);
-    ``follows``: the answer of the earlier turn it came from (the extractive reader reads its passages first).
+    ``follows``: the answer of the earlier turn it came from (the extractive reader reads its passages too, and ranks
+    their units higher).
     The answer carries the conflicts between the passages found that concern it (``conflicts_concerning``).
     """
     answer = _compose(
@@ -144,7 +145,8 @@ def _read(
     conf = settings.FOUNDRY.generation
     progress("reading")
     start = time.perf_counter()
-    included = retrieval.candidates[: conf.reader_passages]
+    # the passages found best, and those the turn a follow-up came from was answered from (``retrieve``'s ``quoted``)
+    included = [c for i, c in enumerate(retrieval.candidates) if i < conf.reader_passages or c.followed]
     passages = [reader_passage(c, rank) for rank, c in enumerate(included, start=1)]
     reading = reader.read(
         retrieval.question,

@@ -28,6 +28,9 @@ from sources.selectors import stale_embeddings
 CANDIDATE_FACTOR = 5  # each channel returns this many times top_k before fusion
 
 
+QUOTE_HITS = 3  # keyword hits searched for a sentence an earlier answer quoted (``_quoting``)
+
+
 @dataclass
 class Candidate:
     chunk: Chunk
@@ -37,6 +40,7 @@ class Candidate:
     relevance: float | None = None
     flag: str = ""
     label: str = ""
+    followed: bool = False  # holds a sentence the earlier turn a follow-up came from quoted (``retrieve``'s ``quoted``)
 
     @property
     def where(self) -> str:
@@ -118,11 +122,16 @@ def retrieve(
     mode: str | None = None,
     top_k: int | None = None,
     model_steps: bool = True,
+    quoted: Sequence[str] = (),
 ) -> Retrieval:
     """Find evidence for ``question`` within ``collection_ids`` (None: every collection).
 
     ``model_steps=False`` skips every step that calls a language model (HyDE, relevance
     scoring, the LLM conflict check), whatever foundry.yaml says: a plain search (MCP ``search``).
+    ``quoted``: the sentences the answer of the earlier turn a follow-up came from quoted. When the gate passed
+    (on the question alone), the chunks in scope that hold one are ``followed`` candidates, after those found:
+    "which login does it use?" after "Is the REST API enabled out of the box?" reads the passage that answered it,
+    though the follow-up's own words find the web interface's login.
     """
     conf = settings.FOUNDRY
     embeddings_check(collection_ids)
@@ -160,6 +169,8 @@ def retrieve(
     if scorer_model != "none":
         with timer("relevance"):
             _apply_relevance(result, scorer_model, conf.retrieval.relevance_threshold)
+    if quoted:
+        result.candidates += _quoting(quoted, result.candidates, vectors[0], collection_ids)
     for index, candidate in enumerate(result.candidates, start=1):
         candidate.label = f"S{index}"
     with timer("conflicts"):
@@ -269,6 +280,35 @@ def _candidates(
         for h in fused
         if h.chunk_id in chunks
     ]
+
+
+def _quoting(
+    quoted: Sequence[str], found: list[Candidate], question_vector: list[float], collection_ids: Sequence[int] | None
+) -> list[Candidate]:
+    """Mark the ``found`` candidates that hold one of the ``quoted`` sentences (white space aside) as followed, and
+    return the chunks in scope that hold one and were not found, as followed candidates scored by their cosine with
+    the question, in the order of the sentences. A sentence is looked up by a keyword search for its words: it is
+    verbatim chunk text."""
+    sentences = list(dict.fromkeys(" ".join(q.split()) for q in quoted))
+
+    def holds(chunk: Chunk) -> bool:
+        text = " ".join(chunk.text.split())
+        return any(q in text for q in sentences)
+
+    for candidate in found:
+        candidate.followed = holds(candidate.chunk)
+    seen = {c.chunk.pk for c in found}
+    ids = [
+        h.chunk_id
+        for q in sentences
+        for h in ChunkSearch.search.keyword(q, limit=QUOTE_HITS, collection_ids=collection_ids)
+        if h.chunk_id not in seen
+    ]
+    chunks = [c for c in Chunk.objects.select_related("source").in_bulk(ids).values() if holds(c)]
+    model = settings.FOUNDRY.embedding.model
+    sims = ChunkSearch.search.similarity(question_vector, [c.pk for c in chunks], model=model)
+    chunks.sort(key=lambda c: ids.index(c.pk))
+    return [Candidate(chunk=c, score=sims.get(c.pk, 0.0), fused=0.0, ranks={}, followed=True) for c in chunks]
 
 
 def _apply_relevance(result: Retrieval, model: str, threshold: float) -> None:

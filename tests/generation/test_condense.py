@@ -107,6 +107,8 @@ def test_an_attribute_without_an_owner_is_carried() -> None:
     assert subject_terms("What is the maximum length of the RS-485 bus?") == ["RS-485", "bus"]
     assert subject_terms("When was the University of Chicago founded?") == ["University", "Chicago"]  # one name
     assert subject_terms("What's on terminal X4 of the AX-200?") == ["terminal", "X4", "AX-200"]  # a code: a thing
+    # "out of": no owner follows ("REST API enabled out" was taken as the attribute of "the box", and left behind)
+    assert subject_terms("Is the REST API enabled out of the box?") == ["REST", "API", "box"]
 
 
 def test_a_name_is_carried_even_when_the_message_uses_the_word_plainly() -> None:

@@ -107,3 +107,15 @@ def test_a_follow_up_is_read_where_the_turn_it_follows_was_answered(sample_kb: N
     answer, _ = query_answer(user=user, question="How do I fix it?", conversation_id=row.conversation_id)
     assert "Check the power supply and the cable cross-section." in answer.answer, answer.answer
     assert answer.grounding["followed"] == [answer.citations[0]["id"]] and answer.answer_class == "low_confidence"
+
+
+def test_a_follow_up_reads_the_passage_the_turn_before_quoted_though_its_own_words_miss_it(sample_kb: None) -> None:
+    """ "Are the stored measurements kept? (factory reset)" finds the datasheet and the configuration page, and
+    was refused (best unit 0.72). The reset procedure the turn before quoted is read too, and answers."""
+    user = User.objects.create_superuser("reader")
+    first, row = query_answer(user=user, question="How do I do a factory reset?")
+    assert "10 s" in first.answer, first.answer
+    kept = "Are the stored measurements kept?"
+    answer, _ = query_answer(user=user, question=kept, conversation_id=row.conversation_id)
+    assert "Stored measurements are deleted." in answer.answer, answer.answer
+    assert answer.citations[0]["id"] in answer.grounding["followed"]

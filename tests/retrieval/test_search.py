@@ -137,6 +137,40 @@ def test_search_channels_and_collection_scope(kb: Path) -> None:
     assert ChunkSearch.search.keyword("valve", collection_ids=[]) == []
 
 
+SEAL = "Replace the shaft seal of the pump every 2 years."
+
+
+@pytest.mark.django_db
+def test_retrieve_adds_the_chunks_in_scope_that_hold_a_sentence_an_earlier_answer_quoted(kb: Path) -> None:
+    """A follow-up reads the passage its earlier turn was answered from, though its own words miss it: after the
+    chunks found (which are marked when they hold a quoted sentence), in the collections searched only."""
+    for folder, name, text in (
+        ("a", "pump.md", "The centrifugal pump delivers 40 litres per minute."),
+        ("a", "service.md", SEAL),
+        ("b", "copy.md", SEAL),
+    ):
+        (kb / folder).mkdir(exist_ok=True)
+        (kb / folder / name).write_text(f"# {name}\n\n{text}\n")
+    knowledge_base_ingest(target=kb / "a", collection="alpha")
+    knowledge_base_ingest(target=kb / "b", collection="beta")
+    alpha = Collection.objects.get(name="alpha").pk
+    question = "How many litres does the centrifugal pump deliver?"
+
+    found = retrieve(question=question, collection_ids=[alpha], top_k=1, quoted=[SEAL.replace(" every", "\n every")])
+    assert [(c.label, c.chunk.source.path, c.followed) for c in found.candidates] == [
+        ("S1", "pump.md", False),
+        ("S2", "service.md", True),
+    ]
+    assert 0 < found.candidates[1].score < found.candidates[0].score  # its cosine with the question
+    everywhere = retrieve(question=question, collection_ids=None, top_k=1, quoted=[SEAL])
+    assert sorted(c.chunk.source.path for c in everywhere.candidates if c.followed) == ["copy.md", "service.md"]
+    pump = "The centrifugal pump delivers 40 litres per minute."
+    itself = retrieve(question=question, collection_ids=[alpha], top_k=1, quoted=[pump])
+    assert [(c.chunk.source.path, c.followed) for c in itself.candidates] == [("pump.md", True)]
+    refused = retrieve(question="Who won the football world cup in 1954?", collection_ids=[alpha], quoted=[SEAL])
+    assert not refused.gate.passed and refused.candidates == []
+
+
 @pytest.mark.django_db
 def test_document_fusion_in_retrieve_groups_chunks_by_source(kb: Path, foundry_config) -> None:
     foundry_config(ingest={"chunk_tokens": 40}, retrieval={"min_chunks": 1, "min_score": 0.0})
