@@ -196,8 +196,8 @@ def units_score(
     words ``question`` adds (carried over from earlier turns) name the topic, which the unit answering seldom
     repeats: together they count as one word, held when the unit or its heading path and title hold any; and a
     unit's cosine is the better of its cosines with ``question`` and with ``typed``.
-    ``near``: the labels of the passages the turn the follow-up came from was answered from (``followed``): their
-    units score ``FOLLOW_BONUS`` more.
+    ``near``: the labels of the passages that hold a sentence the turn the follow-up came from quoted (retrieval's
+    ``followed`` candidates): their units score ``FOLLOW_BONUS`` more.
     """
     headings = {p.label: {unit_key(h) for h in p.under.split(" > ")} for p in passages}
     asked = _asked_words(question)
@@ -254,16 +254,16 @@ def read(
     exclude: set[str] | None = None,
     margin: float = NEAR_BEST,
     typed: str = "",
-    follows: str = "",
+    near: frozenset[str] = frozenset(),
 ) -> Reading:
     """The best units to quote for ``question`` (see the module docstring): the best one, those within ``margin``
     of it, and those within ``COVER_MARGIN`` that hold a question word no unit before them holds; at most
     ``max_units``, best first.
 
     ``exclude``: unit texts already quoted elsewhere (a document's earlier sections), never quoted again.
-    ``typed``: as in ``units_score``. ``follows``: the answer of the earlier turn the follow-up (``typed``) came from.
+    ``typed``, ``near``: as in ``units_score``; ``near`` counts only for a follow-up (``typed``).
     """
-    near = followed(follows, passages) if typed else frozenset()
+    near = near if typed else frozenset()
     scored = units_score(question, passages, embedding_model=embedding_model, typed=typed, near=near)
     fresh = [q for q in scored if not exclude or unit_key(q.unit.text) not in exclude]
     if not fresh:
@@ -291,12 +291,6 @@ def quoted_sentences(answer: str) -> tuple[str, ...]:
     or more."""
     quoted = [q for line in _SOURCES.split(answer, maxsplit=1)[0].splitlines() for q in _MARKER.split(line)]
     return tuple(dict.fromkeys(" ".join(_BULLET.sub("", q).split()) for q in quoted if len(q.split()) >= 3))
-
-
-def followed(answer: str, passages: list[Passage]) -> frozenset[str]:
-    """The labels of ``passages`` that hold a sentence ``answer`` quoted (``quoted_sentences``)."""
-    quotes = quoted_sentences(answer)
-    return frozenset(p.label for p in passages if any(q in " ".join(p.text.split()) for q in quotes))
 
 
 def unmentioned(question: str, passages: list[Passage]) -> list[str]:

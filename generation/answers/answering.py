@@ -109,7 +109,6 @@ def answer_logged(
                 progress=progress,
                 on_sentence=on_sentence,
                 message=asked.message,
-                follows=asked.follows,
             )
         except llm.LLMError as exc:
             failed = _failed(run_id, question, mode, retrieval, calls, exc, started)

@@ -44,15 +44,13 @@ def answer_compose(
     progress: Progress,
     on_sentence: Sentences | None = None,
     message: str = "",
-    follows: str = "",
 ) -> Answer:
     """The answer ``model`` gives from what ``retrieval`` found, or the refusal and its reason.
 
     Calls no model when the gate found no evidence or ``model`` is the extractive reader; usage, cost and the
     total time are the caller's to fill in. ``on_sentence`` as in ``answer_logged``. ``message``: the follow-up
-    as typed when the question was made standalone from it (the names the asker used are the message's);
-    ``follows``: the answer of the earlier turn it came from (the extractive reader reads its passages too, and ranks
-    their units higher).
+    as typed when the question was made standalone from it (the names the asker used are the message's; the
+    extractive reader reads the passages its earlier turn quoted too, ``followed``, and ranks their units higher).
     The answer carries the conflicts between the passages found that concern it (``conflicts_concerning``).
     """
     answer = _compose(
@@ -62,7 +60,6 @@ def answer_compose(
         progress=progress,
         on_sentence=on_sentence,
         message=message,
-        follows=follows,
     )
     answer.conflicts = conflicts_concerning(
         answer.conflicts,
@@ -81,7 +78,6 @@ def _compose(
     progress: Progress,
     on_sentence: Sentences | None,
     message: str,
-    follows: str,
 ) -> Answer:
     answer = Answer(
         run_id=run_id,
@@ -100,7 +96,7 @@ def _compose(
         return answer
     answer.model = model
     if model == EXTRACTIVE:
-        return _read(answer, retrieval, progress, on_sentence, message=message, follows=follows)
+        return _read(answer, retrieval, progress, on_sentence, message=message)
     request = prompts.render("answer_user", question=retrieval.question).strip()
     context, included = _context(retrieval, model, request)
     progress("generating")
@@ -138,7 +134,6 @@ def _read(
     on_sentence: Sentences | None = None,
     *,
     message: str = "",
-    follows: str = "",
 ) -> Answer:
     """The extractive reader's answer: the passages' best units quoted verbatim; a refusal when the passages
     never name a code or name the asker used, or the best unit scores below the threshold."""
@@ -148,13 +143,14 @@ def _read(
     # the passages found best, and those the turn a follow-up came from was answered from (``retrieve``'s ``quoted``)
     included = [c for i, c in enumerate(retrieval.candidates) if i < conf.reader_passages or c.followed]
     passages = [reader_passage(c, rank) for rank, c in enumerate(included, start=1)]
+    near = frozenset(c.label for c in included if c.followed) if message else frozenset()
     reading = reader.read(
         retrieval.question,
         passages,
         embedding_model=settings.FOUNDRY.embedding.model,
         max_units=conf.reader_max_units,
         typed=message,
-        follows=follows,
+        near=near,
     )
     answer.timings["read"] = round((time.perf_counter() - start) * 1000, 1)
     answer.grounding = reading.audit()

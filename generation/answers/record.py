@@ -49,8 +49,8 @@ class Asked:
     (generation/condense.py); it is logged beside the question, and the extractive reader reads what the
     asker typed from it (``answers.compose``).
     ``conversation``: the Conversation the question is a turn of.
-    ``follows``: with ``message``, the answer of the earlier turn the follow-up's topic came from; the extractive
-    reader reads the passages it quoted first (``reader.followed``).
+    ``follows``: with ``message``, the answer of the earlier turn the follow-up's topic came from; the passages it
+    quoted are read too, and the extractive reader ranks their units higher (``retrieve``'s ``quoted``).
     """
 
     user: Any = None

@@ -129,9 +129,9 @@ def retrieve(
     ``model_steps=False`` skips every step that calls a language model (HyDE, relevance
     scoring, the LLM conflict check), whatever foundry.yaml says: a plain search (MCP ``search``).
     ``quoted``: the sentences the answer of the earlier turn a follow-up came from quoted. When the gate passed
-    (on the question alone), the chunks in scope that hold one are ``followed`` candidates, after those found:
-    "which login does it use?" after "Is the REST API enabled out of the box?" reads the passage that answered it,
-    though the follow-up's own words find the web interface's login.
+    (on the question alone), the chunks in scope that hold one are ``followed`` candidates, after those found: "Are
+    the stored measurements kept? (factory reset)" after "How do I do a factory reset?" reads the reset procedure
+    that answered it ("… Stored measurements are deleted."), though its own words find the datasheet's overview.
     """
     conf = settings.FOUNDRY
     embeddings_check(collection_ids)

@@ -271,34 +271,29 @@ def test_a_bare_label_is_never_quoted(embed: dict) -> None:
     assert [x.unit.text for x in reading.quotes] == ["- Use shielded twisted-pair cable."]
 
 
-def test_the_passages_an_earlier_answer_quoted_are_found_by_its_quotes_as_page_or_v1_showed_them() -> None:
-    found = [
-        Passage("S1", "The housing weighs 210 g.", 1, 1),
-        Passage("S2", "Measurements are written to the\ninternal buffer. When it is full, the oldest go.", 5, 6),
-        Passage("S3", "interfaces[0].name: RS-485 sensor bus", 9, 9),
-    ]
+def test_the_sentences_an_earlier_answer_quoted_are_read_as_the_page_or_v1_showed_them() -> None:
     page = "Measurements are written to the internal buffer. [S2]\n- interfaces[0].name: RS-485 sensor bus [S3]"
     v1 = "Measurements are written to the internal buffer. [1]\n\nSources:\n[1] manual.md, The housing weighs 210 g."
-    assert reader.followed(page, found) == {"S2", "S3"}
-    assert reader.followed(v1, found) == {"S2"}  # the source list is not a quote
-    assert reader.followed("No sentence of the passages found answers this. [S1]", found) == set()
+    buffer = "Measurements are written to the internal buffer."
+    assert reader.quoted_sentences(page) == (buffer, "interfaces[0].name: RS-485 sensor bus")
+    assert reader.quoted_sentences(v1) == (buffer,)  # the source list is not a quote
+    assert reader.quoted_sentences(f"{buffer} [S1] Ok. [S2] {buffer} [S3]") == (buffer,)  # 3 words or more, once
 
 
 def test_a_follow_up_reads_the_passage_the_turn_it_follows_was_answered_from_first(embed: dict) -> None:
     typed = "And the weight?"
     question = f"{typed} (AX-200 housing)"
     found = [Passage("S1", "The housing weighs 210 g.", 1, 1), Passage("S2", "The gateway weighs 300 g.", 1, 1)]
-    earlier = "The housing weighs 210 g. [S1]"
     for text in ("The housing weighs 210 g.", "The gateway weighs 300 g."):
         embed[text] = [0.5, 0.5, 0.0]
     embed[question] = [1.0, 0.0, 0.0]
     plain = {q.passage.label: q.score for q in reader.units_score(question, found, embedding_model="m", typed=typed)}
-    reading = reader.read(question, found, embedding_model="m", max_units=3, typed=typed, follows=earlier)
+    reading = reader.read(question, found, embedding_model="m", max_units=3, typed=typed, near=frozenset({"S1"}))
     scored = {q.passage.label: q.score for q in reading.scored}
     assert scored["S1"] == pytest.approx(plain["S1"] + reader.FOLLOW_BONUS) and scored["S2"] == plain["S2"]
     assert reading.audit()["followed"] == ["S1"]
     # A question that stands alone (nothing typed apart from it) is read as it is.
-    alone = reader.read(question, found, embedding_model="m", max_units=3, follows=earlier)
+    alone = reader.read(question, found, embedding_model="m", max_units=3, near=frozenset({"S1"}))
     as_is = {q.passage.label: q.score for q in reader.units_score(question, found, embedding_model="m")}
     assert {q.passage.label: q.score for q in alone.scored} == as_is
     assert alone.audit()["followed"] == []
