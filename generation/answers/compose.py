@@ -143,14 +143,13 @@ def _read(
     # the passages found best, and those the turn a follow-up came from was answered from (``retrieve``'s ``quoted``)
     included = [c for i, c in enumerate(retrieval.candidates) if i < conf.reader_passages or c.followed]
     passages = [reader_passage(c, rank) for rank, c in enumerate(included, start=1)]
-    near = frozenset(c.label for c in included if c.followed) if message else frozenset()
     reading = reader.read(
         retrieval.question,
         passages,
         embedding_model=settings.FOUNDRY.embedding.model,
         max_units=conf.reader_max_units,
         typed=message,
-        near=near,
+        near=frozenset(c.label for c in included if c.followed),
     )
     answer.timings["read"] = round((time.perf_counter() - start) * 1000, 1)
     answer.grounding = reading.audit()

@@ -26,9 +26,7 @@ from sources.models import Chunk, location_fields
 from sources.selectors import stale_embeddings
 
 CANDIDATE_FACTOR = 5  # each channel returns this many times top_k before fusion
-
-
-QUOTE_HITS = 3  # keyword hits searched for a sentence an earlier answer quoted (``_quoting``)
+QUOTE_HITS = 10  # keyword hits searched for a sentence an earlier answer quoted (``_quoting``)
 
 
 @dataclass
@@ -288,8 +286,10 @@ def _quoting(
     """Mark the ``found`` candidates that hold one of the ``quoted`` sentences (white space aside) as followed, and
     return the chunks in scope that hold one and were not found, as followed candidates scored by their cosine with
     the question, in the order of the sentences. A sentence is looked up by a keyword search for its words: it is
-    verbatim chunk text."""
+    verbatim chunk text, and its rarest words find it (the pruning of the hybrid keyword channel)."""
     sentences = list(dict.fromkeys(" ".join(q.split()) for q in quoted))
+    conf = settings.FOUNDRY.retrieval
+    pruned = {"max_df": conf.bm25_max_df, "max_postings": conf.bm25_max_postings}
 
     def holds(chunk: Chunk) -> bool:
         text = " ".join(chunk.text.split())
@@ -301,7 +301,7 @@ def _quoting(
     ids = [
         h.chunk_id
         for q in sentences
-        for h in ChunkSearch.search.keyword(q, limit=QUOTE_HITS, collection_ids=collection_ids)
+        for h in ChunkSearch.search.keyword(q, limit=QUOTE_HITS, collection_ids=collection_ids, **pruned)
         if h.chunk_id not in seen
     ]
     chunks = [c for c in Chunk.objects.select_related("source").in_bulk(ids).values() if holds(c)]
