@@ -18,7 +18,10 @@ For every conversation the last turn is asked (a) as typed, (b) as the standalon
 carries read with it (that turn answered first), as the product asks it, and (c) as the
 standalone question written by hand (the ceiling: what the reader answers when condensing is perfect);
 (d) ``switch``: the hand-written question asked after the next conversation's first turn, a change of topic
-the rule must not spoil. A turn counts as answered from the right source when the answer is not a refusal,
+the rule must not spoil; (e) ``unnamed``: the hand-written question with "the AX-200" called "the gateway", as a
+user of one product asks, asked alone, and (f) ``unnamed_switch``: asked after the next conversation's first turn.
+A question that names nothing is a follow-up to the rule, so (f) measures what carrying the earlier topic into
+a new question costs, against (e). A turn counts as answered from the right source when the answer is not a refusal,
 cites one of the expected sources and holds the expected fragment (``*_source_only``: the first two without
 the fragment); in the unanswerable set, when it is a refusal.
 
@@ -40,6 +43,7 @@ import argparse
 import json
 import os
 import random
+import re
 import statistics
 import sys
 import tempfile
@@ -73,6 +77,8 @@ DATA = [
     )
 ]
 SQUAD_PAIRS = 150
+# "the AX-200" in a hand-written question, called "the gateway" in its unnamed variant (e)
+PRODUCT = re.compile(r"\b(?:(?:the|an|a) )?AX-?200\b", re.IGNORECASE)
 STREAM_QUESTIONS = [
     "How many sensors can be connected to the RS-485 bus?",
     "What is the default sampling interval?",
@@ -139,6 +145,11 @@ def followups(data: Path) -> dict:
         # A change of topic: the hand-written question asked after another conversation's first turn.
         switched = question_standalone(message=case["standalone"], history=other["turns"][:1])
         switch = followup_answer(switched, other["turns"][:1]) if switched.rewritten else ideal
+        # The same, with the product unnamed: a new question that names nothing.
+        unnamed_question = PRODUCT.sub("the gateway", case["standalone"])
+        unnamed = answer_question(question=unnamed_question) if unnamed_question != case["standalone"] else ideal
+        unswitched = question_standalone(message=unnamed_question, history=other["turns"][:1])
+        unnamed_switch = followup_answer(unswitched, other["turns"][:1]) if unswitched.rewritten else unnamed
         rows.append(
             {
                 "id": case["id"],
@@ -150,6 +161,9 @@ def followups(data: Path) -> dict:
                 "standalone_ok": right_source(ideal, case),
                 "switch_ok": right_source(switch, case),
                 "switch_question": switched.question,
+                "unnamed_ok": right_source(unnamed, case),
+                "unnamed_switch_ok": right_source(unnamed_switch, case),
+                "unnamed_switch_question": unswitched.question,
                 "answer": rewritten.answer[:160],
                 "refusal": rewritten.refusal,
                 "cited": sorted({c["source"] for c in rewritten.citations}),
@@ -157,6 +171,8 @@ def followups(data: Path) -> dict:
                 "condensed_source": right_source(rewritten, case, fragment=False),
                 "standalone_source": right_source(ideal, case, fragment=False),
                 "switch_source": right_source(switch, case, fragment=False),
+                "unnamed_source": right_source(unnamed, case, fragment=False),
+                "unnamed_switch_source": right_source(unnamed_switch, case, fragment=False),
             }
         )
         marks = " ".join(f"{k}={'ok' if rows[-1][k + '_ok'] else '--'}" for k in ("raw", "condensed", "standalone"))
@@ -169,7 +185,7 @@ def followups(data: Path) -> dict:
         "conversations": n,
         "standalone_flagged": f"{len(flagged)}/{n}",
         "rewritten": sum(r["rewritten"] for r in rows),
-        **_shares(rows, ("raw", "condensed", "standalone", "switch")),
+        **_shares(rows, ("raw", "condensed", "standalone", "switch", "unnamed", "unnamed_switch")),
         "rows": rows,
     }
 

@@ -11,10 +11,11 @@ see one question, so a follow-up is rewritten before retrieval by a deterministi
    unless the pronoun's antecedent is in the message itself: "that" after a noun or verb is a relative
    pronoun or a conjunction ("the version that fixed"), "it" in "what does it mean when …" announces
    the subject that follows, "it" in "what does the LED mean when it …" the subject before "mean", and a
-   pronoun after a proper noun ("How did France manage its colonies?") refers to it. A message that
-   names nothing (no code, no name, no capitalised word after the first) is a follow-up too: "How long
-   may the stubs be?", "what happens if no dhcp server answers"
-   ask about what the conversation is about. Anything else is taken as a new, standalone question (a
+   pronoun after a proper noun ("How did France manage its colonies?") refers to it. A message of at most
+   ``WHOLE_WORDS`` content words that names nothing (no code, no name, no capitalised word after the first) is
+   a follow-up too: "How long may the stubs be?", "what happens if no dhcp server answers" ask about what the
+   conversation is about; "What wire size should be used for the power supply of the gateway?" says what it
+   asks about. Anything else is taken as a new, standalone question (a
    topic switch) and passes through unchanged: a message that names its own subject carries nothing.
 2. The antecedent is the earlier turn sharing the most content words with the message as typed (what
    a turn carried over is not its own), the latest one on a tie: a third question may go back to the
@@ -60,6 +61,7 @@ from foundry_site.core.config import CONDENSE_RULE
 from foundry_site.core.text import STOPWORDS, code_shape, is_code_or_name
 
 SHORT_WORDS = 1
+WHOLE_WORDS = 5  # a message of more content words that names nothing is a whole question, not a follow-up
 # Question words and fillers that carry no topic: never carried over, never counted as content.
 NON_TOPIC = frozenset(
     """
@@ -185,7 +187,9 @@ def is_followup(message: str) -> bool:
     words = _TOKEN.findall(message)
     if any(_refers_back(words, i) for i in range(len(words))):
         return True
-    return not any(is_code_or_name(w) or _proper(w) for w in words[1:])  # names nothing it is about
+    # names nothing it is about, in a few words; more make a whole question ("What wire size should be used for
+    # the power supply of the gateway?" asks nothing of "What does E03 mean?")
+    return len(terms) <= WHOLE_WORDS and not any(is_code_or_name(w) or _proper(w) for w in words[1:])
 
 
 def _asks_of_code(tokens: list[str], terms: list[str]) -> bool:

@@ -76,6 +76,13 @@ def test_a_message_that_names_nothing_is_a_follow_up() -> None:
     assert not is_followup("Which port does the REST API use?") and not is_followup("Which river runs through Fresno?")
 
 
+def test_a_long_question_that_names_nothing_stands_alone() -> None:
+    message = "What wire size should be used for the power supply of the gateway?"
+    condensed = condense(message, ["Which terminal is the alarm relay connected to?"])
+    assert condensed.question == message and condensed.carried == ()
+    assert is_followup("What happens if the supply voltage is too low?")  # five content words: still a follow-up
+
+
 def test_a_topic_switch_carries_nothing() -> None:
     for message in ("How much power does the AX-200 consume?", "In which time zone does the NTP client store time?"):
         condensed = condense(message, ["What does error code E04 mean?", BUS])
