@@ -144,11 +144,25 @@ def kb(tmp_path: Path) -> Path:
     return folder
 
 
-def make_pdf(path: Path, pages: list[tuple[str, str]], *, title: str = "Test PDF") -> Path:
-    """Write a PDF with one outline entry and one text block per page: [(heading, text), …]."""
+def make_pdf(
+    path: Path, pages: list[tuple[str, str]], *, title: str = "Test PDF", header_line: str = "", footer_line: str = ""
+) -> Path:
+    """Write a PDF with one outline entry and one text block per page: [(heading, text), …]; ``header_line`` and
+    ``footer_line``, when given, run on every page ("{page}" is the page's number)."""
     from fpdf import FPDF
 
-    pdf = FPDF()
+    class Running(FPDF):
+        def header(self) -> None:
+            if header_line:
+                self.cell(0, 6, header_line.format(page=self.page_no()))
+                self.ln(10)
+
+        def footer(self) -> None:
+            if footer_line:
+                self.set_y(-15)
+                self.cell(0, 6, footer_line.format(page=self.page_no()))
+
+    pdf = Running()
     pdf.set_title(title)
     pdf.set_font("Helvetica", size=11)
     for heading, text in pages:

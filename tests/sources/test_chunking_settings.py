@@ -29,7 +29,7 @@ from sources.services.chunking_settings import (
     rechunk_reason,
 )
 from sources.services.integrity import index_check
-from tests.conftest import ScriptedLLM
+from tests.conftest import ScriptedLLM, make_pdf
 from tests.sources.test_ingest import index_agrees
 from tests.sources.test_ingest_jobs import running_job
 
@@ -394,6 +394,33 @@ def test_migration_0010_makes_the_next_ingest_rechunk_sources_whose_pieces_lost_
         c.text for c in pieces
     ]
     assert reasons(ingest_jobs.knowledge_base_ingest(target=kb))["list.md"] == ("unchanged", "")
+    index_agrees()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_migration_0011_makes_the_next_ingest_read_pdfs_without_their_running_lines(kb: Path) -> None:
+    with connection.cursor() as cur:  # as above
+        for table in vectorstore.all_tables() + vectorstore.all_tables(kind="windows"):
+            cur.execute(f"DROP TABLE {table}")
+    pages = [("1 Overview", "The gateway collects data."), ("2 Power", "VCC is 5 V.")]
+    make_pdf(kb / "sheet.pdf", pages, header_line="ACME Datasheet - Rev. 2", footer_line="Page {page} of 2")
+    (kb / "short.txt").write_text("Firmware 2.4.1 fixes the alarm hysteresis bug.\n")
+    ingest_jobs.knowledge_base_ingest(target=kb)
+    executor = MigrationExecutor(connection)
+    executor.migrate([("sources", "0010_split_text")])
+    executor = MigrationExecutor(connection)
+    executor.migrate(executor.loader.graph.leaf_nodes())
+    recorded = dict(Source.objects.values_list("path", "chunking"))
+    assert recorded == {"sheet.pdf": DEFAULTS + " pdf_running=kept", "short.txt": DEFAULTS}
+    (warning,) = index_check().warnings
+    assert "pdf_running kept → dropped (1 source)" in warning and "foundry.yaml." not in warning
+    assert reasons(ingest_jobs.knowledge_base_ingest(target=kb)) == {
+        "sheet.pdf": ("ingested", "re-chunked: chunking settings changed (pdf_running kept → dropped)"),
+        "short.txt": ("unchanged", ""),
+    }
+    texts = " ".join(Chunk.objects.filter(source__path="sheet.pdf").values_list("text", flat=True))
+    assert "VCC is 5 V." in texts and "Datasheet" not in texts and "Page" not in texts
+    assert reasons(ingest_jobs.knowledge_base_ingest(target=kb))["sheet.pdf"] == ("unchanged", "")
     index_agrees()
 
 

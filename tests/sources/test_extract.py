@@ -137,6 +137,18 @@ def test_pdf_pages_and_outline_headings(tmp_path: Path) -> None:
     assert {b.page for b in result.blocks} == {1, 2}
 
 
+def test_pdf_running_header_and_footer_are_left_out(tmp_path: Path) -> None:
+    pages = [("1 Overview", "The gateway collects data."), ("2 Power", "VCC is 5 V."), ("3 Mounting", "On a rail.")]
+    running = {"header_line": "ACME AX-9 Sensor Gateway - Datasheet - Rev. 2", "footer_line": "Page {page} of 3"}
+    pdf = make_pdf(tmp_path / "d.pdf", pages, **running)
+    blocks = extract(pdf, pdf.read_bytes()).blocks
+    assert [(b.page, b.line_start, b.text) for b in blocks] == [
+        (n, 2, f"{heading}\n{text}") for n, (heading, text) in enumerate(pages, start=1)
+    ]  # the header was line 1 of each page: the lines after it keep their numbers
+    single = make_pdf(tmp_path / "s.pdf", pages[:1], **running)  # one page: nothing runs over pages
+    assert "Datasheet - Rev. 2" in extract(single, single.read_bytes()).blocks[0].text
+
+
 @pytest.mark.parametrize(
     "name,data,reason",
     [

@@ -1,9 +1,17 @@
-"""PDF text per page with pypdf; the outline gives each page its heading path."""
+"""PDF text per page with pypdf; the outline gives each page its heading path.
+
+A running header or footer (the document's name, "Page 2 of 3") is no part of what the page says: a line among
+the first or last ``RUNNING_EDGE`` lines of at least two pages, and of half the pages with text, numbers aside,
+is left out where it stands at that edge. It is blanked, so every other line keeps its number on the page.
+"""
 
 from __future__ import annotations
 
 import io
 import logging
+import math
+import re
+from collections import Counter
 
 from pypdf import PageObject, PdfReader
 from pypdf.errors import DependencyError, FileNotDecryptedError, PdfReadError
@@ -12,6 +20,9 @@ from sources.services.extract import ocr
 from sources.services.extract.blocks import Block, Extracted, ExtractionError, paragraphs
 
 logger = logging.getLogger(__name__)
+
+RUNNING_EDGE = 2  # a running header or footer stands among a page's first or last lines
+_DIGITS = re.compile(r"\d+")
 
 
 def extract_pdf(data: bytes, *, fallback_title: str) -> Extracted:
@@ -25,17 +36,17 @@ def extract_pdf(data: bytes, *, fallback_title: str) -> Extracted:
         raise ExtractionError(f"damaged PDF: cannot read its pages ({exc})") from None
     heading: tuple[str, ...] = ()
     scanned = _Scans()
+    texts = {number: _page_text(page, number) for number, page in enumerate(pages, start=1)}
+    running = _running([text.splitlines() for text in texts.values() if text and text.strip()])
     for number, page in enumerate(pages, start=1):
-        try:
-            text = page.extract_text() or ""
-        except Exception as exc:  # pypdf raises many types on damaged content streams; skip the page, say so
-            logger.warning("pdf page %s not extracted: %s", number, type(exc).__name__)
+        text = texts[number]
+        if text is None:
             continue
         if not text.strip():
             blocks += scanned.page_blocks(page, number=number, heading=starts.get(number, [("", heading)])[-1][1])
             continue
         entries = starts.get(number, [])
-        lines = text.splitlines()
+        lines = _without_running(text.splitlines(), running)
         if entries and not any(_title_line(line, entries) for line in lines):
             heading = entries[-1][1]  # the outline says a section starts here, the text does not show where
         for segment_start, segment in _sections(lines, entries):
@@ -51,6 +62,39 @@ def extract_pdf(data: bytes, *, fallback_title: str) -> Extracted:
             )
         raise ExtractionError(f"PDF has no extractable text in {len(pages)} page(s), and no scanned page images")
     return Extracted(title=_title(reader) or fallback_title, blocks=blocks, notes=scanned.notes())
+
+
+def _page_text(page: PageObject, number: int) -> str | None:
+    """The page's text; None when pypdf cannot read it (many types on damaged content streams: logged, skipped)."""
+    try:
+        return page.extract_text() or ""
+    except Exception as exc:
+        logger.warning("pdf page %s not extracted: %s", number, type(exc).__name__)
+        return None
+
+
+def _edges(lines: list[str]) -> list[int]:
+    """The indexes of a page's first and last ``RUNNING_EDGE`` lines that hold text."""
+    filled = [i for i, line in enumerate(lines) if line.strip()]
+    return sorted({*filled[:RUNNING_EDGE], *filled[-RUNNING_EDGE:]})
+
+
+def _shape(line: str) -> str:
+    """A line with its numbers as "#" and its spaces collapsed: "Page 2 of 3" is "Page 1 of 3"."""
+    return _DIGITS.sub("#", " ".join(line.split()))
+
+
+def _running(pages: list[list[str]]) -> set[str]:
+    """The running headers and footers (as ``_shape`` gives them) of pages that hold text (as lines)."""
+    seen = Counter(shape for lines in pages for shape in {_shape(lines[i]) for i in _edges(lines)})
+    least = max(2, math.ceil(len(pages) / 2))
+    return {shape for shape, count in seen.items() if count >= least}
+
+
+def _without_running(lines: list[str], running: set[str]) -> list[str]:
+    """``lines`` with the running headers and footers at its edges blanked."""
+    edges = {i for i in _edges(lines) if _shape(lines[i]) in running}
+    return ["" if i in edges else line for i, line in enumerate(lines)]
 
 
 class _Scans:
