@@ -402,7 +402,7 @@ def test_migration_0011_makes_the_next_ingest_read_pdfs_without_their_running_li
     with connection.cursor() as cur:  # as above
         for table in vectorstore.all_tables() + vectorstore.all_tables(kind="windows"):
             cur.execute(f"DROP TABLE {table}")
-    pages = [("1 Overview", "The gateway collects data."), ("2 Power", "VCC is 5 V.")]
+    pages = [("1 Overview", "The gateway collects data.\nIt sends them on."), ("2 Power", "VCC is 5 V.\nIn: 24 V.")]
     make_pdf(kb / "sheet.pdf", pages, header_line="ACME Datasheet - Rev. 2", footer_line="Page {page} of 2")
     (kb / "short.txt").write_text("Firmware 2.4.1 fixes the alarm hysteresis bug.\n")
     ingest_jobs.knowledge_base_ingest(target=kb)

@@ -138,7 +138,11 @@ def test_pdf_pages_and_outline_headings(tmp_path: Path) -> None:
 
 
 def test_pdf_running_header_and_footer_are_left_out(tmp_path: Path) -> None:
-    pages = [("1 Overview", "The gateway collects data."), ("2 Power", "VCC is 5 V."), ("3 Mounting", "On a rail.")]
+    pages = [
+        ("1 Overview", "The gateway collects data.\nIt sends them on."),
+        ("2 Power", "VCC is 5 V.\nThe input is 24 V."),
+        ("3 Mounting", "On a rail.\nIn a cabinet."),
+    ]
     running = {"header_line": "ACME AX-9 Sensor Gateway - Datasheet - Rev. 2", "footer_line": "Page {page} of 3"}
     pdf = make_pdf(tmp_path / "d.pdf", pages, **running)
     blocks = extract(pdf, pdf.read_bytes()).blocks
@@ -147,6 +151,9 @@ def test_pdf_running_header_and_footer_are_left_out(tmp_path: Path) -> None:
     ]  # the header was line 1 of each page: the lines after it keep their numbers
     single = make_pdf(tmp_path / "s.pdf", pages[:1], **running)  # one page: nothing runs over pages
     assert "Datasheet - Rev. 2" in extract(single, single.read_bytes()).blocks[0].text
+    # a page that says no more than its edges keeps them; a lone number could be a value as well as a page's
+    labels = make_pdf(tmp_path / "l.pdf", [(f"{n}", "Background") for n in (1, 2, 3)], title="Images")
+    assert [b.text for b in extract(labels, labels.read_bytes()).blocks] == [f"{n}\nBackground" for n in (1, 2, 3)]
 
 
 @pytest.mark.parametrize(

@@ -1,8 +1,9 @@
 """PDF text per page with pypdf; the outline gives each page its heading path.
 
-A running header or footer (the document's name, "Page 2 of 3") is no part of what the page says: a line among
-the first or last ``RUNNING_EDGE`` lines of at least two pages, and of half the pages with text, numbers aside,
-is left out where it stands at that edge. It is blanked, so every other line keeps its number on the page.
+A running header or footer (the document's name, "Page 2 of 3") is no part of what the page says: a line with a
+letter among the first or last ``RUNNING_EDGE`` lines of at least two pages, and of half the pages with text,
+numbers aside, is left out where it stands at that edge, on a page that says more than its edges. It is blanked,
+so every other line keeps its number on the page.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ logger = logging.getLogger(__name__)
 
 RUNNING_EDGE = 2  # a running header or footer stands among a page's first or last lines
 _DIGITS = re.compile(r"\d+")
+_LETTER = re.compile(r"[^\W\d_]")  # a lone page number is left: it could as well be a value
 
 
 def extract_pdf(data: bytes, *, fallback_title: str) -> Extracted:
@@ -74,8 +76,11 @@ def _page_text(page: PageObject, number: int) -> str | None:
 
 
 def _edges(lines: list[str]) -> list[int]:
-    """The indexes of a page's first and last ``RUNNING_EDGE`` lines that hold text."""
+    """The indexes of a page's first and last ``RUNNING_EDGE`` lines that hold text; none on a page of no more
+    lines than that (its edges are all it says: "Background" on every page of a set of images)."""
     filled = [i for i, line in enumerate(lines) if line.strip()]
+    if len(filled) <= 2 * RUNNING_EDGE:
+        return []
     return sorted({*filled[:RUNNING_EDGE], *filled[-RUNNING_EDGE:]})
 
 
@@ -88,7 +93,7 @@ def _running(pages: list[list[str]]) -> set[str]:
     """The running headers and footers (as ``_shape`` gives them) of pages that hold text (as lines)."""
     seen = Counter(shape for lines in pages for shape in {_shape(lines[i]) for i in _edges(lines)})
     least = max(2, math.ceil(len(pages) / 2))
-    return {shape for shape, count in seen.items() if count >= least}
+    return {shape for shape, count in seen.items() if count >= least and _LETTER.search(shape)}
 
 
 def _without_running(lines: list[str], running: set[str]) -> list[str]:
