@@ -145,16 +145,22 @@ def kb(tmp_path: Path) -> Path:
 
 
 def make_pdf(
-    path: Path, pages: list[tuple[str, str]], *, title: str = "Test PDF", header_line: str = "", footer_line: str = ""
+    path: Path,
+    pages: list[tuple[str, str]],
+    *,
+    title: str = "Test PDF",
+    header_line: str | Callable[[int], str] = "",
+    footer_line: str = "",
 ) -> Path:
     """Write a PDF with one outline entry and one text block per page: [(heading, text), …]; ``header_line`` and
-    ``footer_line``, when given, run on every page ("{page}" is the page's number)."""
+    ``footer_line``, when given, run on every page ("{page}" is the page's number; a function of it for a header)."""
     from fpdf import FPDF
 
     class Running(FPDF):
         def header(self) -> None:
             if header_line:
-                self.cell(0, 6, header_line.format(page=self.page_no()))
+                line = header_line(self.page_no()) if callable(header_line) else header_line.format(page=self.page_no())
+                self.cell(0, 6, line)
                 self.ln(10)
 
         def footer(self) -> None:

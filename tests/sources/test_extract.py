@@ -151,6 +151,15 @@ def test_pdf_running_header_and_footer_are_left_out(tmp_path: Path) -> None:
     ]  # the header was line 1 of each page: the lines after it keep their numbers
     single = make_pdf(tmp_path / "s.pdf", pages[:1], **running)  # one page: nothing runs over pages
     assert "Datasheet - Rev. 2" in extract(single, single.read_bytes()).blocks[0].text
+    # a chapter's header runs over three pages of a longer document, not over half of them
+    topics = "power wiring mounting network alarms buffer firmware disposal".split()
+    chapters = make_pdf(
+        tmp_path / "c.pdf",
+        [(f"About {t}", f"The {t} comes first.\nThen {t} again.\nLast on {t}.") for t in topics],
+        header_line=lambda page: f"Chapter 1: Basics {page}" if page <= 3 else f"Chapter 2: Wiring {page}",
+    )
+    texts = [b.text for b in extract(chapters, chapters.read_bytes()).blocks]
+    assert texts == [f"About {t}\nThe {t} comes first.\nThen {t} again.\nLast on {t}." for t in topics]
     # a page that says no more than its edges keeps them; a lone number could be a value as well as a page's
     labels = make_pdf(tmp_path / "l.pdf", [(f"{n}", "Background") for n in (1, 2, 3)], title="Images")
     assert [b.text for b in extract(labels, labels.read_bytes()).blocks] == [f"{n}\nBackground" for n in (1, 2, 3)]

@@ -1,16 +1,15 @@
 """PDF text per page with pypdf; the outline gives each page its heading path.
 
-A running header or footer (the document's name, "Page 2 of 3") is no part of what the page says: a line with a
-letter among the first or last ``RUNNING_EDGE`` lines of at least two pages, and of half the pages with text,
-numbers aside, is left out where it stands at that edge, on a page that says more than its edges. It is blanked,
-so every other line keeps its number on the page.
+A running header or footer (the document's name, "Page 2 of 3", the chapter's title) is no part of what the page
+says: a line with a letter among the first or last ``RUNNING_EDGE`` lines of three pages with text (two in a
+document of up to ``RUNNING_PAGES``), numbers aside, is left out where it stands at that edge, on a page that says
+more than its edges. It is blanked, so every other line keeps its number on the page.
 """
 
 from __future__ import annotations
 
 import io
 import logging
-import math
 import re
 from collections import Counter
 
@@ -23,6 +22,7 @@ from sources.services.extract.blocks import Block, Extracted, ExtractionError, p
 logger = logging.getLogger(__name__)
 
 RUNNING_EDGE = 2  # a running header or footer stands among a page's first or last lines
+RUNNING_PAGES = 4  # ... of two pages of a document of up to this many pages, of three of a longer one
 _DIGITS = re.compile(r"\d+")
 _LETTER = re.compile(r"[^\W\d_]")  # a lone page number is left: it could as well be a value
 
@@ -92,7 +92,7 @@ def _shape(line: str) -> str:
 def _running(pages: list[list[str]]) -> set[str]:
     """The running headers and footers (as ``_shape`` gives them) of pages that hold text (as lines)."""
     seen = Counter(shape for lines in pages for shape in {_shape(lines[i]) for i in _edges(lines)})
-    least = max(2, math.ceil(len(pages) / 2))
+    least = 2 if len(pages) <= RUNNING_PAGES else 3
     return {shape for shape, count in seen.items() if count >= least and _LETTER.search(shape)}
 
 
