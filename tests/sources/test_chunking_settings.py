@@ -301,23 +301,32 @@ def test_check_leaves_sources_of_another_model_to_the_model_problem(kb: Path) ->
 # --------------------------------------------------------------------------- migration
 
 
-@pytest.mark.django_db(transaction=True)
-def test_migration_backfills_ingested_rows_and_keeps_the_fts_triggers(kb: Path) -> None:
-    with connection.cursor() as cur:  # a transactional test's flush leaves earlier tests' vectors in vec0
+def vectors_dropped() -> None:
+    """A transactional test's flush leaves earlier tests' vectors in vec0: a migration test starts without them."""
+    with connection.cursor() as cur:
         for table in vectorstore.all_tables() + vectorstore.all_tables(kind="windows"):
             cur.execute(f"DROP TABLE {table}")
+
+
+def sources_migrate(to: str = "") -> None:
+    """Migrate the sources app back to migration ``to``; without it, apply every migration (an upgrade)."""
+    executor = MigrationExecutor(connection)
+    executor.migrate([("sources", to)] if to else executor.loader.graph.leaf_nodes())
+
+
+@pytest.mark.django_db(transaction=True)
+def test_migration_backfills_ingested_rows_and_keeps_the_fts_triggers(kb: Path) -> None:
+    vectors_dropped()
     (kb / "notes.txt").write_text("Firmware 2.4.1 fixes the alarm hysteresis bug.\n")
     ingest_jobs.knowledge_base_ingest(target=kb)
     Source.objects.create(collection=Source.objects.get().collection, root=str(kb), path="never.txt")
-    executor = MigrationExecutor(connection)
-    executor.migrate([("sources", "0002_ingest_job")])
+    sources_migrate("0002_ingest_job")
     try:
         with connection.cursor() as cur:
             cur.execute("SELECT name FROM pragma_table_info('sources_source') WHERE name = 'chunking'")
             assert cur.fetchone() is None
     finally:
-        executor = MigrationExecutor(connection)
-        executor.migrate(executor.loader.graph.leaf_nodes())
+        sources_migrate()
     before = importlib.import_module("sources.migrations.0003_source_chunking").BEFORE_RECORDED
     assert dict(Source.objects.values_list("path", "chunking")) == {"notes.txt": before, "never.txt": ""}
     with connection.cursor() as cur:
@@ -345,16 +354,12 @@ def test_migration_backfills_ingested_rows_and_keeps_the_fts_triggers(kb: Path) 
 
 @pytest.mark.django_db(transaction=True)
 def test_migration_0004_makes_the_next_ingest_read_json_sources_again(kb: Path) -> None:
-    with connection.cursor() as cur:  # as above
-        for table in vectorstore.all_tables() + vectorstore.all_tables(kind="windows"):
-            cur.execute(f"DROP TABLE {table}")
+    vectors_dropped()
     (kb / "notes.txt").write_text("Firmware 2.4.1 fixes the alarm hysteresis bug.\n")
     (kb / "spec.json").write_text('{"bus": {"termination": "120 Ohm"}}')
     ingest_jobs.knowledge_base_ingest(target=kb)
-    executor = MigrationExecutor(connection)
-    executor.migrate([("sources", "0003_source_chunking")])
-    executor = MigrationExecutor(connection)
-    executor.migrate(executor.loader.graph.leaf_nodes())
+    sources_migrate("0003_source_chunking")
+    sources_migrate()
     assert dict(Source.objects.values_list("path", "sha256"))["spec.json"] == ""
     assert {path: status for path, (status, _) in reasons(ingest_jobs.knowledge_base_ingest(target=kb)).items()} == {
         "notes.txt": "unchanged",
@@ -366,9 +371,7 @@ def test_migration_0004_makes_the_next_ingest_read_json_sources_again(kb: Path) 
 
 @pytest.mark.django_db(transaction=True)
 def test_migration_0010_makes_the_next_ingest_rechunk_sources_whose_pieces_lost_their_lines(kb: Path) -> None:
-    with connection.cursor() as cur:  # as above
-        for table in vectorstore.all_tables() + vectorstore.all_tables(kind="windows"):
-            cur.execute(f"DROP TABLE {table}")
+    vectors_dropped()
     items = [f"- Item {i}: the sensor {i} reports its pressure, flow and temperature readings." for i in range(40)]
     (kb / "list.md").write_text("# Sensors\n\n" + "\n".join(items) + "\n")
     (kb / "short.txt").write_text("Firmware 2.4.1 fixes the alarm hysteresis bug.\n")
@@ -378,10 +381,8 @@ def test_migration_0010_makes_the_next_ingest_rechunk_sources_whose_pieces_lost_
     assert all(c.text.count("\n") == c.line_end - c.line_start for c in pieces)
     for chunk in pieces:  # as ingest stored a cut list before: its pieces joined with spaces
         Chunk.objects.filter(pk=chunk.pk).update(text=" ".join(chunk.text.split("\n")))
-    executor = MigrationExecutor(connection)
-    executor.migrate([("sources", "0009_source_names_per_collection")])
-    executor = MigrationExecutor(connection)
-    executor.migrate(executor.loader.graph.leaf_nodes())
+    sources_migrate("0009_source_names_per_collection")
+    sources_migrate()
     recorded = dict(Source.objects.values_list("path", "chunking"))
     assert recorded == {"list.md": DEFAULTS + " split_text=joined", "short.txt": DEFAULTS}
     (warning,) = index_check().warnings  # no foundry.yaml key to set back: only re-ingesting re-chunks them
@@ -399,17 +400,13 @@ def test_migration_0010_makes_the_next_ingest_rechunk_sources_whose_pieces_lost_
 
 @pytest.mark.django_db(transaction=True)
 def test_migration_0011_makes_the_next_ingest_read_pdfs_without_their_running_lines(kb: Path) -> None:
-    with connection.cursor() as cur:  # as above
-        for table in vectorstore.all_tables() + vectorstore.all_tables(kind="windows"):
-            cur.execute(f"DROP TABLE {table}")
+    vectors_dropped()
     pages = [("1 Overview", "The gateway collects data.\nIt sends them on."), ("2 Power", "VCC is 5 V.\nIn: 24 V.")]
     make_pdf(kb / "sheet.pdf", pages, header_line="ACME Datasheet - Rev. 2", footer_line="Page {page} of 2")
     (kb / "short.txt").write_text("Firmware 2.4.1 fixes the alarm hysteresis bug.\n")
     ingest_jobs.knowledge_base_ingest(target=kb)
-    executor = MigrationExecutor(connection)
-    executor.migrate([("sources", "0010_split_text")])
-    executor = MigrationExecutor(connection)
-    executor.migrate(executor.loader.graph.leaf_nodes())
+    sources_migrate("0010_split_text")
+    sources_migrate()
     recorded = dict(Source.objects.values_list("path", "chunking"))
     assert recorded == {"sheet.pdf": DEFAULTS + " pdf_running=kept", "short.txt": DEFAULTS}
     (warning,) = index_check().warnings
@@ -426,19 +423,15 @@ def test_migration_0011_makes_the_next_ingest_read_pdfs_without_their_running_li
 
 @pytest.mark.django_db(transaction=True)
 def test_migration_0006_makes_the_next_ingest_rechunk_json_sources_with_labelled_values(kb: Path) -> None:
-    with connection.cursor() as cur:  # as above
-        for table in vectorstore.all_tables() + vectorstore.all_tables(kind="windows"):
-            cur.execute(f"DROP TABLE {table}")
+    vectors_dropped()
     (kb / "notes.txt").write_text("Firmware 2.4.1 fixes the alarm hysteresis bug.\n")
     (kb / "spec.json").write_text('{"network": {"ip_address": "192.168.10.50"}}')
     ingest_jobs.knowledge_base_ingest(target=kb)
-    executor = MigrationExecutor(connection)
-    executor.migrate([("sources", "0005_source_cited_name")])
+    sources_migrate("0005_source_cited_name")
     with connection.cursor() as cur:
         cur.execute("SELECT name FROM pragma_table_info('sources_chunk') WHERE name = 'ocr_confidence'")
         assert cur.fetchone() is None
-    executor = MigrationExecutor(connection)
-    executor.migrate(executor.loader.graph.leaf_nodes())
+    sources_migrate()
     recorded = dict(Source.objects.values_list("path", "chunking"))
     assert recorded == {"notes.txt": DEFAULTS, "spec.json": DEFAULTS + " json_values=unlabelled"}
     assert reasons(ingest_jobs.knowledge_base_ingest(target=kb)) == {
