@@ -39,7 +39,7 @@ def extract_pdf(data: bytes, *, fallback_title: str) -> Extracted:
     heading: tuple[str, ...] = ()
     scanned = _Scans()
     texts = {number: _page_text(page, number) for number, page in enumerate(pages, start=1)}
-    running = _running([text.splitlines() for text in texts.values() if text and text.strip()])
+    read = _without_running({number: text.splitlines() for number, text in texts.items() if text and text.strip()})
     for number, page in enumerate(pages, start=1):
         text = texts[number]
         if text is None:
@@ -48,7 +48,7 @@ def extract_pdf(data: bytes, *, fallback_title: str) -> Extracted:
             blocks += scanned.page_blocks(page, number=number, heading=starts.get(number, [("", heading)])[-1][1])
             continue
         entries = starts.get(number, [])
-        lines = _without_running(text.splitlines(), running)
+        lines = read[number]
         if entries and not any(_title_line(line, entries) for line in lines):
             heading = entries[-1][1]  # the outline says a section starts here, the text does not show where
         for segment_start, segment in _sections(lines, entries):
@@ -89,17 +89,16 @@ def _shape(line: str) -> str:
     return _DIGITS.sub("#", " ".join(line.split()))
 
 
-def _running(pages: list[list[str]]) -> set[str]:
-    """The running headers and footers (as ``_shape`` gives them) of pages that hold text (as lines)."""
-    seen = Counter(shape for lines in pages for shape in {_shape(lines[i]) for i in _edges(lines)})
+def _without_running(pages: dict[int, list[str]]) -> dict[int, list[str]]:
+    """The lines of the pages that hold text (by page number), their running headers and footers blanked."""
+    edges = {number: {i: _shape(lines[i]) for i in _edges(lines)} for number, lines in pages.items()}
+    seen = Counter(shape for shapes in edges.values() for shape in set(shapes.values()))
     least = 2 if len(pages) <= RUNNING_PAGES else 3
-    return {shape for shape, count in seen.items() if count >= least and _LETTER.search(shape)}
-
-
-def _without_running(lines: list[str], running: set[str]) -> list[str]:
-    """``lines`` with the running headers and footers at its edges blanked."""
-    edges = {i for i in _edges(lines) if _shape(lines[i]) in running}
-    return ["" if i in edges else line for i, line in enumerate(lines)]
+    running = {shape for shape, count in seen.items() if count >= least and _LETTER.search(shape)}
+    return {
+        number: ["" if edges[number].get(i) in running else line for i, line in enumerate(lines)]
+        for number, lines in pages.items()
+    }
 
 
 class _Scans:
