@@ -9,7 +9,8 @@ title hold (a neighbour's words, the passage's fused rank and the share of the u
 question lacks were measured too, and did not help: bench/reader_calibration.py). A code or name of
 the question that no passage mentions (``unmentioned``) means the passages cannot answer it. The best
 unit and up to ``reader_max_units - 1`` more that score nearly as well, or hold a question word the
-units before them lack, are quoted, grouped per passage in source order, each with its ``[S#]``.
+units before them lack, are quoted, grouped per passage in source order, each with its ``[S#]``; so is the
+label line a quoted unit's paragraph opens with, when it names a question word the unit lacks.
 
 Two calibrated thresholds (``generation.reader_min_score``, ``reader_low_score``) turn the
 best unit's score into refuse / low confidence / normal: the in-corpus "unanswerable"
@@ -28,7 +29,7 @@ import snowballstemmer
 from foundry_site.core import llm
 from foundry_site.core.grounding import content_tokens
 from foundry_site.core.text import code_shape, is_code_or_name
-from foundry_site.core.units import Unit, item_sentences, passage_units
+from foundry_site.core.units import Unit, item_sentences, paragraph_lead, passage_units
 
 # Weight of the question's words in the unit score, fitted on SQuAD 2.0 dev (bench/reader_calibration.py,
 # docs/decisions.md, "The extractive reader"): they tell the sentence that names the asked-for thing
@@ -258,7 +259,8 @@ def read(
 ) -> Reading:
     """The best units to quote for ``question`` (see the module docstring): the best one, those within ``margin``
     of it, and those within ``COVER_MARGIN`` that hold a question word no unit before them holds; at most
-    ``max_units``, best first.
+    ``max_units``, best first. Above each, the label line opening its paragraph (``_lead``) when that names a
+    question word the unit lacks: "Which version fixed …?" is answered by "Fixed: …" under "Version 2.4.1 - …".
 
     ``exclude``: unit texts already quoted elsewhere (a document's earlier sections), never quoted again.
     ``typed``, ``near``: as in ``units_score``; ``near`` counts only for a follow-up (``typed``).
@@ -280,9 +282,28 @@ def read(
         if adds and all(unit_key(quote.unit.text) != unit_key(c.unit.text) for c in chosen):
             chosen.append(quote)
             covered |= held
+    for quote in list(chosen):
+        lead = _lead(quote, fresh)
+        if lead is None or lead in chosen:
+            continue
+        named, own = stems(lead.unit.text), stems(quote.unit.scored_text)
+        if any(_holds(named, w) and not _holds(own, w) for w in asked):
+            chosen.append(lead)
     order = {p.label: i for i, p in enumerate(passages)}
     chosen.sort(key=lambda q: (order[q.passage.label], q.unit.start))
     return Reading(chosen, best, scored, sorted(near))
+
+
+def _lead(quote: Quote, scored: list[Quote]) -> Quote | None:
+    """The label line opening ``quote``'s paragraph (``paragraph_lead``: ``Version 2.4.1 - released 2026-06-09``
+    above ``Fixed: the BUS LED stayed amber …``), as a unit of ``scored``; None when there is none."""
+    line = paragraph_lead(quote.passage.text, quote.unit)
+    if line is None:
+        return None
+    return next(
+        (q for q in scored if q.passage.label == quote.passage.label and q.unit.line_first == line == q.unit.line_last),
+        None,
+    )
 
 
 def quoted_sentences(answer: str) -> tuple[str, ...]:

@@ -111,6 +111,28 @@ def item_sentences(unit: Unit) -> list[str]:
     return sentences if len(sentences) > 1 else []
 
 
+def paragraph_lead(text: str, unit: Unit) -> int | None:
+    """The line (0-based) that opens ``unit``'s paragraph when it is a label (``is_label``) above the unit:
+    ``Version 2.4.1 - released 2026-06-09`` above ``Maintenance release. Fixed: …``. None when the unit is on that
+    line, or the paragraph opens otherwise."""
+    lines = _lines(text)
+    first = unit.line_first
+    while first > 0 and text[slice(*lines[first - 1])].strip():
+        first -= 1
+    line = text[slice(*lines[first])]
+    return first if first != unit.line_first and is_label(line) else None
+
+
+def is_label(line: str) -> bool:
+    """Whether ``line`` names rather than says: short, with a letter, neither running on into the next line nor
+    ending a sentence, and no heading, list item, labelled value or table row of its own kind
+    (``Version 2.4.1 - released 2026-06-09``, ``Aurora AX-200 Sensor Gateway - Firmware Release Notes``)."""
+    line = line.strip()
+    if len(line) >= SHORT_LINE or not any(ch.isalpha() for ch in line) or _runs_on(line) or line[-1] in ".!?":
+        return False
+    return not (_HEADING.match(line) or _TABLE_ROW.match(line) or _LIST_ITEM.match(line) or _FIELD.match(line))
+
+
 def _lines(text: str) -> list[tuple[int, int]]:
     spans, start = [], 0
     for match in re.finditer(r"\n", text):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from foundry_site.core.units import item_sentences, passage_units, sentence_ends
+from foundry_site.core.units import item_sentences, paragraph_lead, passage_units, sentence_ends
 
 
 def texts(text: str) -> list[str]:
@@ -69,6 +69,21 @@ def test_sentences_after_a_bold_run_in_heading_are_read_under_it() -> None:
 def test_a_short_line_without_punctuation_is_its_own_unit_not_wrapped_prose() -> None:
     text = "Version 2.4.1 - released 2026-06-09\nMaintenance release. Fixed: a bug."
     assert texts(text) == ["Version 2.4.1 - released 2026-06-09", "Maintenance release.", "Fixed: a bug."]
+
+
+def test_a_label_line_opening_a_paragraph_leads_the_units_below_it() -> None:
+    text = (
+        "Version 2.4.1 - released 2026-06-09\nMaintenance release. Fixed: a bug.\n\n"
+        "Fixed in this version. Fixed: another bug.\n\n"
+        "Every line of sixty characters or more is taken as prose that wraps\nonto the next. Use twisted pairs.\n\n"
+        "## Updates\nInstall the image."
+    )
+    lead = {u.text: paragraph_lead(text, u) for u in passage_units(text)}
+    assert lead["Maintenance release."] == lead["Fixed: a bug."] == 0
+    assert lead["Version 2.4.1 - released 2026-06-09"] is None  # the label itself
+    assert lead["Fixed: another bug."] is None  # the paragraph opens with a sentence
+    assert lead["Use twisted pairs."] is None  # a long first line is wrapped prose
+    assert lead["Install the image."] is None  # a heading is the passage's, not the paragraph's
 
 
 def test_a_pdf_table_row_ending_in_an_empty_cell_is_its_own_unit_and_its_header_one_line() -> None:

@@ -216,6 +216,28 @@ def test_a_unit_further_down_is_quoted_for_a_question_word_the_better_ones_lack(
     assert [x.unit.text for x in reading.quotes] == [named, answers]
 
 
+def test_the_label_line_over_a_quote_is_quoted_when_it_names_what_the_question_asks_and_the_quotes_do_not(
+    embed: dict,
+) -> None:
+    text = "Version 2.4.1 - released 2026-06-09\nMaintenance release. Fixed: the BUS LED stayed amber."
+    fixed = "Fixed: the BUS LED stayed amber."
+    which = "Which version fixed the BUS LED staying amber?"
+    was = "Was the BUS LED staying amber fixed?"
+    embed.update({which: [1.0, 0.0, 0.0], was: [1.0, 0.0, 0.0], fixed: [0.9, 0.44, 0.0]})
+    found = [Passage("S1", text, 7, 8, source="release-notes.txt")]
+    reading = reader.read(which, found, embedding_model="m", max_units=1)
+    # The label scores far below the sentence (it shares no vector with the question); it is quoted for "version".
+    assert reading.scored[0].unit.text == fixed and reading.scored[0].score - reading.scored[1].score > 0.25
+    assert reading.text == f"Version 2.4.1 - released 2026-06-09 [S1] {fixed} [S1]"
+    assert [q.lines for q in reading.quotes] == [(7, 7), (8, 8)]
+    assert reader.read(was, found, embedding_model="m", max_units=1).text == f"{fixed} [S1]"
+    # Another quote naming "version" does not say which version fixed it: the label still stands over its sentence.
+    note = "Note: firmware versions 2.4.0 and earlier may keep the BUS LED amber."
+    embed[note] = [0.9, 0.44, 0.0]
+    both = reader.read(which, [*found, Passage("S2", note, 3, 3, source="manual.md")], embedding_model="m", max_units=2)
+    assert both.text == f"Version 2.4.1 - released 2026-06-09 [S1] {fixed} [S1]\n{note} [S2]"
+
+
 def test_a_quoted_list_item_starts_its_own_line(embed: dict) -> None:
     q = "anything"
     text = "The LEDs show the state.\n\n- **NET** green: link up.\n- **NET** off: no link."
