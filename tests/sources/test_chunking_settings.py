@@ -422,6 +422,30 @@ def test_migration_0011_makes_the_next_ingest_read_pdfs_without_their_running_li
 
 
 @pytest.mark.django_db(transaction=True)
+def test_migration_0012_makes_the_next_ingest_title_text_files_by_their_first_line(kb: Path) -> None:
+    vectors_dropped()
+    (kb / "release-notes.txt").write_text("ACME Gateway - Firmware Release Notes\n\nVersion 2.4.1\nFixed: a bug.\n")
+    (kb / "guide.md").write_text("# Guide\n\nMount the gateway.\n")
+    (kb / "notes.txt").write_text("Firmware 2.4.1 fixes the alarm hysteresis bug.\n")  # titled by its name still
+    ingest_jobs.knowledge_base_ingest(target=kb)
+    sources_migrate("0011_pdf_running_lines")
+    Source.objects.filter(path="release-notes.txt").update(title="release-notes")  # as ingest titled it before
+    sources_migrate()
+    recorded = dict(Source.objects.values_list("path", "chunking"))
+    assert recorded == {"release-notes.txt": DEFAULTS + " txt_title=name", "guide.md": DEFAULTS, "notes.txt": DEFAULTS}
+    (warning,) = index_check().warnings
+    assert "txt_title name → first_line (1 source)" in warning
+    assert reasons(ingest_jobs.knowledge_base_ingest(target=kb)) == {
+        "release-notes.txt": ("ingested", "re-chunked: chunking settings changed (txt_title name → first_line)"),
+        "guide.md": ("unchanged", ""),
+        "notes.txt": ("unchanged", ""),
+    }
+    assert Source.objects.get(path="release-notes.txt").title == "ACME Gateway - Firmware Release Notes"
+    assert reasons(ingest_jobs.knowledge_base_ingest(target=kb))["release-notes.txt"] == ("unchanged", "")
+    index_agrees()
+
+
+@pytest.mark.django_db(transaction=True)
 def test_migration_0006_makes_the_next_ingest_rechunk_json_sources_with_labelled_values(kb: Path) -> None:
     vectors_dropped()
     (kb / "notes.txt").write_text("Firmware 2.4.1 fixes the alarm hysteresis bug.\n")

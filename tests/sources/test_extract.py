@@ -31,6 +31,25 @@ Keep dry.
 """
 
 
+@pytest.mark.parametrize(
+    ("text", "title"),
+    [
+        (
+            "Aurora AX-200 - Firmware Release Notes\nNordlicht\n\nVersion 2.4.1\nFixed: a bug.\n",
+            "Aurora AX-200 - Firmware Release Notes",
+        ),
+        ("Firmware 2.4.1 fixes the alarm hysteresis bug.\n", "notes"),  # a sentence says, it does not name
+        ("Wiring rules:\nUse twisted pairs.\n", "notes"),  # runs on into the next line
+        ("\n\n2026-06-09\nFixed: a bug.\n", "notes"),  # no letter
+        ("A first line of sixty characters or more is prose that wraps on\nto the next line.\n", "notes"),
+    ],
+)
+def test_a_text_file_is_titled_by_its_first_line_when_that_names_it(text: str, title: str) -> None:
+    result = extract(Path("notes.txt"), text.encode())
+    assert result.title == title
+    assert result.blocks[0].text.startswith(text.strip().split("\n")[0])  # the line stays in the text
+
+
 def test_markdown_heading_paths_and_lines() -> None:
     result = extract(Path("m.md"), MD.encode())
     assert result.title == "Widget Manual"
@@ -50,7 +69,7 @@ def test_text_paragraph_line_spans() -> None:
         ("first line\nsecond line", 1, 2),
         ("third para", 5, 5),
     ]
-    assert result.title == "notes"
+    assert result.title == "first line"  # a short line that ends no sentence names the file
 
 
 def test_json_values_only_with_key_path() -> None:

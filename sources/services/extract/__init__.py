@@ -14,6 +14,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from foundry_site.core.units import is_label
+
 from sources.services.extract.blocks import (
     KINDS,
     MAX_HEADING_CHARS,
@@ -109,9 +111,12 @@ _TEXT_FORMATS = {"html": _html, "csv": _csv}
 
 
 def extract_text(text: str, *, fallback_title: str) -> Extracted:
+    """Paragraph blocks; the title is the first line when it names rather than says (``is_label``: "Aurora
+    AX-200 Sensor Gateway - Firmware Release Notes"), else the file's name. The line stays in the text."""
     lines = text.splitlines()
     blocks = [Block(t, (), None, s, e) for t, s, e in paragraphs(lines, 1)]
-    return Extracted(title=fallback_title, blocks=blocks)
+    first = blocks[0].text.splitlines()[0].strip() if blocks else ""
+    return Extracted(title=first if is_label(first) else fallback_title, blocks=blocks)
 
 
 def extract_markdown(text: str, *, fallback_title: str) -> Extracted:
