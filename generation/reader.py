@@ -10,7 +10,8 @@ question lacks were measured too, and did not help: bench/reader_calibration.py)
 the question that no passage mentions (``unmentioned``) means the passages cannot answer it. The best
 unit and up to ``reader_max_units - 1`` more that score nearly as well, or hold a question word the
 units before them lack, are quoted, grouped per passage in source order, each with its ``[S#]``; so is the
-label line a quoted unit's paragraph opens with, when it names a question word the unit lacks.
+label line a quoted unit's paragraph opens with, when it (or the title and headings over it) names a question
+word the unit lacks.
 
 Two calibrated thresholds (``generation.reader_min_score``, ``reader_low_score``) turn the
 best unit's score into refuse / low confidence / normal: the in-corpus "unanswerable"
@@ -259,8 +260,9 @@ def read(
 ) -> Reading:
     """The best units to quote for ``question`` (see the module docstring): the best one, those within ``margin``
     of it, and those within ``COVER_MARGIN`` that hold a question word no unit before them holds; at most
-    ``max_units``, best first. Above each, the label line opening its paragraph (``_lead``) when that names a
-    question word the unit lacks: "Which version fixed …?" is answered by "Fixed: …" under "Version 2.4.1 - …".
+    ``max_units``, best first. Above each, the label line opening its paragraph (``_lead``) when that, or the
+    title and headings it stands under, names a question word the unit lacks: "Which version fixed …?" and
+    "Which firmware fixed …?" (in "Firmware Release Notes") are answered by "Fixed: …" under "Version 2.4.1 - …".
 
     ``exclude``: unit texts already quoted elsewhere (a document's earlier sections), never quoted again.
     ``typed``, ``near``: as in ``units_score``; ``near`` counts only for a follow-up (``typed``).
@@ -286,7 +288,7 @@ def read(
         lead = _lead(quote, fresh)
         if lead is None or lead in chosen:
             continue
-        named, own = stems(lead.unit.text), stems(quote.unit.scored_text)
+        named, own = stems(lead.unit.text) | stems(quote.passage.under), stems(quote.unit.scored_text)
         if any(_holds(named, w) and not _holds(own, w) for w in asked):
             chosen.append(lead)
     order = {p.label: i for i, p in enumerate(passages)}

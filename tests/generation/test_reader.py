@@ -231,6 +231,12 @@ def test_the_label_line_over_a_quote_is_quoted_when_it_names_what_the_question_a
     assert reading.text == f"Version 2.4.1 - released 2026-06-09 [S1] {fixed} [S1]"
     assert [q.lines for q in reading.quotes] == [(7, 7), (8, 8)]
     assert reader.read(was, found, embedding_model="m", max_units=1).text == f"{fixed} [S1]"
+    # A word the document's title holds is named by the label too: the label says which firmware.
+    firmware = "Which firmware fixed the BUS LED staying amber?"
+    embed[firmware] = [1.0, 0.0, 0.0]
+    titled = [Passage("S1", text, 7, 8, source="release-notes.txt", under="Firmware Release Notes")]
+    assert reader.read(firmware, found, embedding_model="m", max_units=1).text == f"{fixed} [S1]"
+    assert reader.read(firmware, titled, embedding_model="m", max_units=1).text.startswith("Version 2.4.1")
     # Another quote naming "version" does not say which version fixed it: the label still stands over its sentence.
     note = "Note: firmware versions 2.4.0 and earlier may keep the BUS LED amber."
     embed[note] = [0.9, 0.44, 0.0]
