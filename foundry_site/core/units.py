@@ -123,6 +123,14 @@ def paragraph_lead(text: str, unit: Unit) -> int | None:
     return first if first != unit.line_first and is_label(line) else None
 
 
+def title_line(text: str) -> str:
+    """The first line of ``text`` when it is a label standing alone (a blank line or a capitalised one follows it:
+    no wrapped prose), as a plain-text document opens with its title; else ""."""
+    first, _, rest = text.lstrip("\n").partition("\n")
+    alone = not rest.strip() or rest.lstrip()[:1].isupper() or rest.lstrip()[:1].isdigit()
+    return first.strip() if is_label(first) and alone else ""
+
+
 def is_label(line: str) -> bool:
     """Whether ``line`` names rather than says: short, with a letter, neither running on into the next line nor
     ending a sentence, and no heading, list item, labelled value or table row of its own kind

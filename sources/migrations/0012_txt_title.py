@@ -16,7 +16,7 @@ from django.db import migrations
 from django.db.models import Value
 from django.db.models.functions import Concat
 
-from foundry_site.core.units import is_label
+from foundry_site.core.units import title_line
 
 TITLE_MARK = " txt_title=name"
 
@@ -29,8 +29,8 @@ def mark_texts(apps: Any, schema_editor: Any) -> None:
         pk
         for pk, title in texts.values_list("pk", "title")
         if (first := Chunk.objects.filter(source_id=pk).order_by("ordinal").values_list("text", flat=True).first())
-        and is_label(line := first.split("\n", 1)[0])
-        and line.strip() != title
+        and (line := title_line(first))
+        and line != title
     ]
     Source.objects.filter(pk__in=retitled).update(chunking=Concat("chunking", Value(TITLE_MARK)))
 

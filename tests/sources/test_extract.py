@@ -42,6 +42,7 @@ Keep dry.
         ("Wiring rules:\nUse twisted pairs.\n", "notes"),  # runs on into the next line
         ("\n\n2026-06-09\nFixed: a bug.\n", "notes"),  # no letter
         ("A first line of sixty characters or more is prose that wraps on\nto the next line.\n", "notes"),
+        ("This manual describes how to install\nthe gateway on a rail.\n", "notes"),  # wrapped prose
     ],
 )
 def test_a_text_file_is_titled_by_its_first_line_when_that_names_it(text: str, title: str) -> None:
@@ -69,7 +70,7 @@ def test_text_paragraph_line_spans() -> None:
         ("first line\nsecond line", 1, 2),
         ("third para", 5, 5),
     ]
-    assert result.title == "first line"  # a short line that ends no sentence names the file
+    assert result.title == "notes"
 
 
 def test_json_values_only_with_key_path() -> None:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from foundry_site.core.units import is_label
+from foundry_site.core.units import title_line
 
 from sources.services.extract.blocks import (
     KINDS,
@@ -111,12 +111,13 @@ _TEXT_FORMATS = {"html": _html, "csv": _csv}
 
 
 def extract_text(text: str, *, fallback_title: str) -> Extracted:
-    """Paragraph blocks; the title is the first line when it names rather than says (``is_label``: "Aurora
-    AX-200 Sensor Gateway - Firmware Release Notes"), else the file's name. The line stays in the text."""
+    """Paragraph blocks; the title is the first line when it names the document (``title_line``: "Aurora AX-200
+    Sensor Gateway - Firmware Release Notes" above "Nordlicht Instruments"), else the file's name. The line stays
+    in the text."""
     lines = text.splitlines()
     blocks = [Block(t, (), None, s, e) for t, s, e in paragraphs(lines, 1)]
-    first = blocks[0].text.splitlines()[0].strip() if blocks else ""
-    return Extracted(title=first if is_label(first) else fallback_title, blocks=blocks)
+    title = title_line(blocks[0].text) if blocks else ""
+    return Extracted(title=title or fallback_title, blocks=blocks)
 
 
 def extract_markdown(text: str, *, fallback_title: str) -> Extracted:
