@@ -30,7 +30,7 @@ def test_real_model_writes_grounded_document_with_footnotes(foundry_config, tmp_
     out = tmp_path / "installing.md"
     # What SmolLM2-135M writes depends on the passages and the CPU's float rounding: on the sample knowledge
     # base it kept supported sentences for this topic and withheld them for others (docs/benchmarks.md).
-    run = generation_run_create(topic="installing the AX-200", spec=SPEC, output_path=str(out))
+    run = generation_run_create(topic="installing the AX-200 gateway", spec=SPEC, output_path=str(out))
     generation_run_execute(run_id=run.pk)
     run = GenerationRun.objects.get(pk=run.pk)
     assert run.status == ("needs_review" if run.low_confidence else "succeeded"), run.error

@@ -50,7 +50,7 @@ SPEC = SpecText(
 )
 # SmolLM2-135M's document depends on the passages it is given and on the CPU's float rounding; on
 # the sample knowledge base it kept supported sentences for this topic (docs/benchmarks.md).
-TOPIC = "installing the AX-200"
+TOPIC = "installing the AX-200 gateway"
 FINISHED = (GenerationRun.Status.SUCCEEDED, GenerationRun.Status.NEEDS_REVIEW, GenerationRun.Status.FAILED)
 
 
