@@ -127,8 +127,13 @@ def title_line(text: str) -> str:
     """The first line of ``text`` when it is a label standing alone (a blank line or a capitalised one follows it:
     no wrapped prose), as a plain-text document opens with its title; else ""."""
     first, _, rest = text.lstrip("\n").partition("\n")
-    alone = not rest.strip() or rest.lstrip()[:1].isupper() or rest.lstrip()[:1].isdigit()
-    return first.strip() if is_label(first) and alone else ""
+    return first.strip() if is_label(first) and (not rest.strip() or _starts_anew(rest)) else ""
+
+
+def _starts_anew(line: str) -> bool:
+    """Whether ``line`` opens with a capital or a digit, as a new line does, rather than going on with the one above."""
+    head = line.lstrip()[:1]
+    return head.isupper() or head.isdigit()
 
 
 def is_label(line: str) -> bool:
@@ -210,9 +215,7 @@ def _paragraph_units(text: str, lines: list[tuple[int, int]], paragraph: list[tu
     for (index, _), nxt in zip(paragraph, paragraph[1:] + [(-1, -1)]):
         line = text[slice(*lines[index])].rstrip()
         follower = text[slice(*lines[nxt[0]])].lstrip() if nxt[0] >= 0 else ""
-        if nxt[0] >= 0 and not (
-            len(line) < SHORT_LINE and not _runs_on(line) and (follower[:1].isupper() or follower[:1].isdigit())
-        ):
+        if nxt[0] >= 0 and not (len(line) < SHORT_LINE and not _runs_on(line) and _starts_anew(follower)):
             continue
         out += _run_in(_sentences(text, lines, lines[first][0], lines[index][1]))
         first = nxt[0]
