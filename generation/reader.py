@@ -47,6 +47,8 @@ _HOW_QUANTITY = re.compile(r"\bhow\s+(?:much|many|often)\b", re.IGNORECASE)  # a
 _WHAT_ABOUT = re.compile(r"\b(what|how)\s+about\b", re.IGNORECASE)  # "what about its weight?" asks of the weight
 # "What does E03 mean?", "what is meant by MTBF": the verb asks what a code or name is, which its answer states
 _MEANS = re.compile(r"\b((?:does|do|did)\b[^?]*?)\bmean\b|\bmeant\b", re.IGNORECASE)
+# A version or a decimal ("2.4.1", "10.8"): a word of its own, where a plain number is not (``stems``)
+_DOTTED = re.compile(r"(?<![\w.])\d+(?:\.\d+)+(?!\.?\w)")
 _NUMBER = re.compile(r"(?<![\w.-])\d[\d.,]*(?![\w-])")
 # "How many sensors …?" is answered by a count: a unit with no number of its own (the "485" of "RS-485" and the
 # "2" of "X2" are names) cannot answer it, however close its words ("RS-485 sensor bus (X2: A, B, COM, SH)").
@@ -66,6 +68,10 @@ NEAR_BEST = 0.12  # a further unit is quoted only when it scores within this of 
 # next ("When the buffer is full, the oldest values are overwritten."). Measured: bench/followups.py,
 # foundry eval answers (docs/decisions.md, "The extractive reader").
 COVER_MARGIN = 0.25
+# A follow-up goes on from the answer before it: "and once that's full?" asks of the buffer that answer named. A unit's
+# cosine is also taken with that answer's quotes followed by the message, less this (the quotes are not what is asked),
+# for every unit but those quotes. Measured: bench/followups.py (docs/decisions.md, "The extractive reader").
+CONTINUES_DISCOUNT = 0.1
 # A follow-up is read where the turn it follows was answered: a unit of a passage that holds a sentence that
 # answer quoted scores this much more ("How do I fix it?" after "What does E03 mean?" quotes the remedy listed
 # under E03). Measured: bench/followups.py (docs/decisions.md, "The extractive reader").
@@ -190,7 +196,13 @@ class Reading:
 
 
 def units_score(
-    question: str, passages: list[Passage], *, embedding_model: str, typed: str = "", near: frozenset[str] = frozenset()
+    question: str,
+    passages: list[Passage],
+    *,
+    embedding_model: str,
+    typed: str = "",
+    near: frozenset[str] = frozenset(),
+    quoted: tuple[str, ...] = (),
 ) -> list[Quote]:
     """Every unit of ``passages`` with its score against ``question``, best first (ties: passage rank, position).
 
@@ -200,6 +212,8 @@ def units_score(
     unit's cosine is the better of its cosines with ``question`` and with ``typed``.
     ``near``: the labels of the passages that hold a sentence the turn the follow-up came from quoted (retrieval's
     ``followed`` candidates): their units score ``FOLLOW_BONUS`` more.
+    ``quoted``: the sentences that turn's answer quoted (``quoted_sentences``): with ``typed`` they are read as the
+    follow-up goes on from them (``CONTINUES_DISCOUNT``).
     """
     headings = {p.label: {unit_key(h) for h in p.under.split(" > ")} for p in passages}
     asked = _asked_words(question)
@@ -217,15 +231,24 @@ def units_score(
     if not units:
         return []
     both = [question, typed] if typed and typed != question else [question]
+    goes_on = [f"{' '.join(quoted)} {typed}"] if typed and quoted else []
     parts = [(k, s) for k, (_, u) in enumerate(units) for s in item_sentences(u)]
-    texts = both + [u.scored_text for _, u in units] + [s for _, s in parts]
+    texts = both + goes_on + [u.scored_text for _, u in units] + [s for _, s in parts]
     vectors = llm.embed(texts, model=embedding_model, batch_size=EMBED_BATCH)
-    asked_vectors, unit_vectors = vectors[: len(both)], vectors[len(both) : len(both) + len(units)]
+    asked_vectors, start = vectors[: len(both)], len(both) + len(goes_on)
+    unit_vectors = vectors[start : start + len(units)]
     own = _own_words(question, typed)
     carried = asked - own
-    cosines = [max(_dot(a, v) for a in asked_vectors) for v in unit_vectors]
-    for (k, _), v in zip(parts, vectors[len(both) + len(units) :]):  # an item reads as well as its best sentence
-        cosines[k] = max(cosines[k], *(_dot(a, v) for a in asked_vectors))
+    said = {unit_key(q) for q in quoted}
+    on = [vectors[len(both)] if goes_on and unit_key(_BULLET.sub("", u.text)) not in said else None for _, u in units]
+
+    def cosine(k: int, v: list[float]) -> float:
+        asked_cosine, after = max(_dot(a, v) for a in asked_vectors), on[k]
+        return asked_cosine if after is None else max(asked_cosine, _dot(after, v) - CONTINUES_DISCOUNT)
+
+    cosines = [cosine(k, v) for k, v in enumerate(unit_vectors)]
+    for (k, _), v in zip(parts, vectors[start + len(units) :]):  # an item reads as well as its best sentence
+        cosines[k] = max(cosines[k], cosine(k, v))
     around = {p.label: stems(p.under) for p in passages}
     lexical = [_overlap(own, carried, stems(u.scored_text) | _lasting(u.text), around[p.label]) for p, u in units]
     meant = _meant_codes(question)
@@ -257,6 +280,7 @@ def read(
     margin: float = NEAR_BEST,
     typed: str = "",
     near: frozenset[str] = frozenset(),
+    quoted: tuple[str, ...] = (),
 ) -> Reading:
     """The best units to quote for ``question`` (see the module docstring): the best one, those within ``margin``
     of it, and those within ``COVER_MARGIN`` that hold a question word no unit before them holds; at most
@@ -265,10 +289,10 @@ def read(
     "Which firmware fixed …?" (in "Firmware Release Notes") are answered by "Fixed: …" under "Version 2.4.1 - …".
 
     ``exclude``: unit texts already quoted elsewhere (a document's earlier sections), never quoted again.
-    ``typed``, ``near``: as in ``units_score``; ``near`` counts only for a follow-up (``typed``).
+    ``typed``, ``near``, ``quoted``: as in ``units_score``; ``near`` counts only for a follow-up (``typed``).
     """
     near = near if typed else frozenset()
-    scored = units_score(question, passages, embedding_model=embedding_model, typed=typed, near=near)
+    scored = units_score(question, passages, embedding_model=embedding_model, typed=typed, near=near, quoted=quoted)
     fresh = [q for q in scored if not exclude or unit_key(q.unit.text) not in exclude]
     if not fresh:
         return Reading([], 0.0, scored, sorted(near))
@@ -324,6 +348,21 @@ def unmentioned(question: str, passages: list[Passage]) -> list[str]:
     return [code for code in dict.fromkeys(_CODE.findall(question)) if _is_code(code) and _plain(code) not in read]
 
 
+def versions(question: str) -> set[str]:
+    """The versions and decimals ``question`` names ("2.4.1", "10.8")."""
+    return set(_DOTTED.findall(question))
+
+
+def version_order(versions: set[str], under: str, text: str) -> int:
+    """Where a passage is read for a question naming ``versions``: 0 when it opens with them (its heading path or
+    first line names each: "Version 2.4.1 - released …"), 1 when it names them further on ("fixed in 2.4.1"), 2 when
+    not; 0 for a question naming none."""
+    first = next((line for line in text.splitlines() if line.strip()), "")
+    if versions <= set(_DOTTED.findall(f"{under}\n{first}")):
+        return 0
+    return 1 if versions <= set(_DOTTED.findall(text)) else 2
+
+
 def _is_code(token: str) -> bool:
     """A code or a name with a letter ("E03", "AX-200", "MTBF", "QoS"). A number is neither: a question may ask
     about a value or a version the sources give in other terms ("2.1.3" is "older than 2.2.0"), nor is a series of
@@ -341,8 +380,10 @@ def unit_key(text: str) -> str:
 
 
 def stems(text: str) -> set[str]:
-    """The stems of ``text``'s content words (Snowball English): "weighs" meets "weigh", "stored" "store"."""
-    return {_stem(word) for word in content_tokens(text)}
+    """The stems of ``text``'s content words (Snowball English): "weighs" meets "weigh", "stored" "store"; and its
+    versions and decimals ("2.4.1", "10.8"), which name what a question asks about as a code does: "When was 2.4.1
+    released?" is answered by "Version 2.4.1 - released …", not by "Version 2.4.0 - released …"."""
+    return {_stem(word) for word in content_tokens(text)} | set(_DOTTED.findall(text))
 
 
 @lru_cache(maxsize=1 << 16)

@@ -141,7 +141,11 @@ def _read(
     progress("reading")
     start = time.perf_counter()
     # the passages found best, and those the turn a follow-up came from was answered from (``retrieve``'s ``quoted``)
-    included = [c for i, c in enumerate(retrieval.candidates) if i < conf.reader_passages or c.followed]
+    # A question naming a version is about it, and the search finds every version's notes alike: the passages that
+    # open with it are read first, then those naming it ("When was 2.4.1 released?" reads 2.4.1's notes, not 2.4.0's).
+    versions = reader.versions(retrieval.question)
+    ordered = sorted(retrieval.candidates, key=lambda c: reader.version_order(versions, c.chunk.under, c.text))
+    included = [c for i, c in enumerate(ordered) if i < conf.reader_passages or c.followed]
     passages = [reader_passage(c, rank) for rank, c in enumerate(included, start=1)]
     reading = reader.read(
         retrieval.question,
@@ -149,6 +153,7 @@ def _read(
         embedding_model=settings.FOUNDRY.embedding.model,
         max_units=conf.reader_max_units,
         typed=message,
+        quoted=retrieval.quoted,
         near=frozenset(c.label for c in included if c.followed),
     )
     answer.timings["read"] = round((time.perf_counter() - start) * 1000, 1)

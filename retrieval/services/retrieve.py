@@ -78,6 +78,7 @@ class Retrieval:
     gate: GateDecision = field(init=False)
     conflicts: list[Conflict] = field(default_factory=list)
     timings: dict[str, float] = field(default_factory=dict)
+    quoted: tuple[str, ...] = ()  # ``retrieve``'s ``quoted``: what the answer a follow-up came from quoted
 
     def channels_dict(self) -> dict[str, list[list[float]]]:
         return {name: [[h.chunk_id, round(h.score, 6)] for h in hits] for name, hits in self.channels.items()}
@@ -133,7 +134,7 @@ def retrieve(
     """
     conf = settings.FOUNDRY
     embeddings_check(collection_ids)
-    result = Retrieval(question=question, mode=mode or conf.retrieval.mode)
+    result = Retrieval(question=question, mode=mode or conf.retrieval.mode, quoted=tuple(quoted))
     timer = _Timer(result.timings)
     top_k = top_k or conf.retrieval.top_k
     scorer_model = conf.retrieval.scorer_model if model_steps else "none"

@@ -126,6 +126,27 @@ def test_words_meet_by_their_stems() -> None:
     assert reader.stems("The housing weighs 210 g; stored spares") == reader.stems("house weigh store spare")
 
 
+def test_a_version_is_a_word_the_answer_must_hold(embed: dict) -> None:
+    assert reader.stems("Fixed in 2.4.1. At 10.8 V, AX-200 sensor 3") == {"fix", "2.4.1", "10.8", "ax-200", "sensor"}
+    q = "When was firmware 2.4.1 released?"
+    older, newer = "Version 2.4.0 - released 2026-05-12", "Version 2.4.1 - released 2026-06-09"
+    embed.update({q: [1.0, 0.0, 0.0], older: [0.9, 0.44, 0.0], newer: [0.9, 0.44, 0.0]})  # alike to the model
+    found = [Passage("S1", older, 9, 9, rank=1), Passage("S2", newer, 6, 6, rank=2)]
+    assert reader.read(q, found, embedding_model="m", max_units=1).text == f"{newer} [S2]"
+
+
+def test_the_passages_opening_with_a_version_the_question_names_are_read_first() -> None:
+    asked = reader.versions("When was 2.4.1 released, and what changed below 10.8 V?")
+    assert asked == {"2.4.1", "10.8"}
+    notes = "Version 2.4.1 - released 2026-06-09\nMaintenance release. Supply below 10.8 V: E03."
+    assert reader.version_order(asked, "Release notes", notes) == 1  # 10.8 is not in its first line
+    assert reader.version_order({"2.4.1"}, "Release notes", notes) == 0
+    assert reader.version_order({"2.4.1"}, "Release notes > Version 2.4.1", "Fixed: the BUS LED.") == 0
+    assert reader.version_order({"2.4.1"}, "Release notes", "Version 2.4.0\nKnown issue (fixed in 2.4.1).") == 1
+    assert reader.version_order({"2.4.1"}, "Release notes", "Version 2.4.0 - released 2026-05-12") == 2
+    assert reader.version_order(set(), "Release notes", "anything") == 0
+
+
 def test_how_much_what_about_and_what_does_a_code_mean_ask_with_no_word_the_answer_must_hold(
     embed: dict,
 ) -> None:
@@ -325,6 +346,32 @@ def test_a_follow_up_reads_the_passage_the_turn_it_follows_was_answered_from_fir
     as_is = {q.passage.label: q.score for q in reader.units_score(question, found, embedding_model="m")}
     assert {q.passage.label: q.score for q in alone.scored} == as_is
     assert alone.audit()["followed"] == []
+
+
+def test_a_follow_up_is_read_as_going_on_from_the_answer_before_it(embed: dict) -> None:
+    typed, question = "and once that's full?", "and once that's full? (measurements)"
+    quoted = ("Measurements are stored in an internal buffer.",)
+    full = "When the buffer is full, the oldest values are overwritten."
+    sent = "Buffered values are sent when the network is back."
+    embed.update(
+        {
+            typed: [1.0, 0.0, 0.0],
+            question: [1.0, 0.0, 0.0],
+            f"{quoted[0]} {typed}": [0.0, 1.0, 0.0],  # the message after the answer it goes on from: the buffer
+            full: [0.1, 0.995, 0.0],
+            sent: [0.5, 0.0, 0.866],
+            quoted[0]: [0.0, 1.0, 0.0],
+        }
+    )
+    found = [Passage("S1", f"{quoted[0]}\n{full}\n{sent}", 1, 3)]
+    reading = reader.read(question, found, embedding_model="m", max_units=1, typed=typed, quoted=quoted)
+    assert reading.text == f"{full} [S1]"
+    by_text = {q.unit.text: q for q in reading.scored}
+    assert by_text[full].cosine == pytest.approx(0.995 - reader.CONTINUES_DISCOUNT)
+    assert by_text[quoted[0]].cosine == 0.0  # the answer's own quote is no answer to what follows it
+    assert by_text[sent].cosine == pytest.approx(0.5)
+    # Without the answer before it, the message alone reads closest to the other sentence.
+    assert reader.read(question, found, embedding_model="m", max_units=1, typed=typed).text == f"{sent} [S1]"
 
 
 def test_the_meaning_of_a_code_is_read_where_the_code_is_defined(embed: dict) -> None:

@@ -72,6 +72,14 @@ def _assert_quoted_at(quote: str, source: str, first: int, last: int) -> None:
         assert " ".join(quote.split()).lstrip("-* ") in " ".join(" ".join(lines).split()), (quote, first, last)
 
 
+def test_a_version_asked_about_is_answered_from_its_own_release_notes(sample_kb: None) -> None:
+    """Every release's notes open alike ("Version 2.x.y - released …") and 2.4.1's rank sixth: they are read first
+    because they open with the version asked about, whose line is quoted, not 2.4.0's."""
+    answer = answer_question(question="When was firmware 2.4.1 released?")
+    assert answer.answer.startswith("Version 2.4.1 - released 2026-06-09 [S"), answer.answer
+    assert "2.4.0 - released" not in answer.answer
+
+
 def test_a_fact_in_one_sentence_of_a_long_chunk_passes_the_gate(sample_kb: None) -> None:
     """The manual's network chunk as a whole is far from the question (cosine ~0.24, under the gate's 0.3);
     its sentence window holding the answer is close: the chunk passes the gate, and the answer quotes it."""
@@ -119,3 +127,15 @@ def test_a_follow_up_reads_the_passage_the_turn_before_quoted_though_its_own_wor
     answer, _ = query_answer(user=user, question=kept, conversation_id=row.conversation_id)
     assert "Stored measurements are deleted." in answer.answer, answer.answer
     assert answer.citations[0]["id"] in answer.grounding["followed"]
+
+
+def test_a_follow_up_is_read_as_going_on_from_the_answer_before_it(sample_kb: None) -> None:
+    """ "do I lose my settings when that happens?" was refused (best unit 0.79): none of its words says what "that"
+    is. Read after the E06 answer it goes on from, it quotes what the gateway starts with."""
+    user = User.objects.create_superuser("reader")
+    first, row = query_answer(user=user, question="What's error code E06?")
+    assert "Configuration memory checksum error" in first.answer, first.answer
+    answer, _ = query_answer(
+        user=user, question="do I lose my settings when that happens?", conversation_id=row.conversation_id
+    )
+    assert not answer.refusal and "factory defaults" in answer.answer, answer.answer
