@@ -9,7 +9,8 @@ title hold (a neighbour's words, the passage's fused rank and the share of the u
 question lacks were measured too, and did not help: bench/reader_calibration.py). A code or name of
 the question that no passage mentions (``unmentioned``) means the passages cannot answer it. The best
 unit and up to ``reader_max_units - 1`` more that score nearly as well, or hold a question word the
-units before them lack, are quoted, grouped per passage in source order, each with its ``[S#]``; so is the
+units before them lack, or state the value a question asks ("what range …?", "the max?") when none before them
+does, are quoted, grouped per passage in source order, each with its ``[S#]``; so is the
 label line a quoted unit's paragraph opens with, when it (or the title and headings over it) names a question
 word the unit lacks.
 
@@ -60,6 +61,16 @@ _COUNT_WORDS = frozenset(
 _DURATION = re.compile(
     r"\d\s*(?:ms|s|sec|seconds?|min|minutes?|h|hours?|days?|weeks?|months?|years?|mm|cm|m|km)\b", re.IGNORECASE
 )
+# A question asking a limit, range, size or setting is answered by a value: "what range can I set?" is answered by
+# "(0 s to 600 s, default 0 s)", not by the sentence naming every setting, however close its words.
+_ASKS_VALUE = re.compile(
+    r"\b(?:max(?:imum)?|min(?:imum)?|limits?|range|longest|shortest|highest|lowest|upper|lower|rat(?:ing|ed)|size"
+    r"|how\s+(?:long|much|many|far|big|heavy|fast|often|high|low|wide|deep)"
+    r"|(?:what|which)\s+(?:ip|ports?|address(?:es)?|voltages?|currents?|temperatures?|values?|speeds?|baud\s*rates?))\b",
+    re.IGNORECASE,
+)
+# "and the other switch?", "what else is printed on it?": a follow-up asking for another than the answer before it gave
+_ASKS_OTHER = re.compile(r"\b(?:else|other|another)\b", re.IGNORECASE)
 _VERSIONS = re.compile(r"\d+(?:\.\d+)*\.[xX]")
 _CODE = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9.\-]*[A-Za-z0-9])?")
 NEAR_BEST = 0.12  # a further unit is quoted only when it scores within this of the best one (calibrated)
@@ -283,33 +294,47 @@ def read(
     quoted: tuple[str, ...] = (),
 ) -> Reading:
     """The best units to quote for ``question`` (see the module docstring): the best one, those within ``margin``
-    of it, and those within ``COVER_MARGIN`` that hold a question word no unit before them holds; at most
+    of it, and those within ``COVER_MARGIN`` that hold a question word no unit before them holds, or state a number
+    when the question asks a value (``_ASKS_VALUE``) and no unit before them states one; at most
     ``max_units``, best first. Above each, the label line opening its paragraph (``_lead``) when that, or the
     title and headings it stands under, names a question word the unit lacks: "Which version fixed …?" and
     "Which firmware fixed …?" (in "Firmware Release Notes") are answered by "Fixed: …" under "Version 2.4.1 - …".
 
     ``exclude``: unit texts already quoted elsewhere (a document's earlier sections), never quoted again.
-    ``typed``, ``near``, ``quoted``: as in ``units_score``; ``near`` counts only for a follow-up (``typed``).
+    ``typed``, ``near``, ``quoted``: as in ``units_score``; ``near`` counts only for a follow-up (``typed``). A
+    follow-up asking for another ("and the other switch?", "what else …?") never quotes ``quoted`` again, though
+    a label line over its quote may be.
     """
     near = near if typed else frozenset()
     scored = units_score(question, passages, embedding_model=embedding_model, typed=typed, near=near, quoted=quoted)
-    fresh = [q for q in scored if not exclude or unit_key(q.unit.text) not in exclude]
+    unquoted = [q for q in scored if not exclude or unit_key(q.unit.text) not in exclude]
+    fresh = unquoted
+    if typed and quoted and _ASKS_OTHER.search(typed):
+        said = {unit_key(q) for q in quoted}
+        fresh = [q for q in unquoted if unit_key(_BULLET.sub("", q.unit.text)) not in said]
     if not fresh:
         return Reading([], 0.0, scored, sorted(near))
     best = fresh[0].score
     asked = _own_words(question, typed)
     chosen: list[Quote] = []
     covered: set[str] = set()  # the words of the units chosen
+    value = _ASKS_VALUE.search(typed or question) is not None  # a value is asked, and no unit chosen states one
     for quote in fresh:
         if len(chosen) >= max_units or quote.score < best - max(margin, COVER_MARGIN):
             break
         held = stems(quote.unit.scored_text)
-        adds = quote.score >= best - margin or any(_holds(held, w) and not _holds(covered, w) for w in asked)
+        states = bool(_numbers(quote.unit.text))
+        adds = (
+            quote.score >= best - margin
+            or any(_holds(held, w) and not _holds(covered, w) for w in asked)
+            or (value and states)
+        )
         if adds and all(unit_key(quote.unit.text) != unit_key(c.unit.text) for c in chosen):
             chosen.append(quote)
             covered |= held
+            value = value and not states
     for quote in list(chosen):
-        lead = _lead(quote, fresh)
+        lead = _lead(quote, unquoted)
         if lead is None or lead in chosen:
             continue
         named, own = stems(lead.unit.text) | stems(quote.passage.under), stems(quote.unit.scored_text)
@@ -357,6 +382,8 @@ def version_order(versions: set[str], under: str, text: str) -> int:
     """Where a passage is read for a question naming ``versions``: 0 when it opens with them (its heading path or
     first line names each: "Version 2.4.1 - released …"), 1 when it names them further on ("fixed in 2.4.1"), 2 when
     not; 0 for a question naming none."""
+    if not versions:
+        return 0
     first = next((line for line in text.splitlines() if line.strip()), "")
     if versions <= set(_DOTTED.findall(f"{under}\n{first}")):
         return 0

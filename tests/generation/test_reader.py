@@ -237,6 +237,47 @@ def test_a_unit_further_down_is_quoted_for_a_question_word_the_better_ones_lack(
     assert [x.unit.text for x in reading.quotes] == [named, answers]
 
 
+def test_a_question_asking_a_value_quotes_the_best_unit_further_down_that_states_one(embed: dict) -> None:
+    q = "and the delay, what range can I set? (alarm)"
+    named = "For every channel you can set a threshold, a hysteresis and an alarm delay."
+    value = "You can set the delay from 0 s to 600 s, default 0 s."
+    then = "You can set the delay to start after 3 polls."
+    bare = "You can set the delay to restart it."
+    text = f"{named}\n{value}\n{then}\n{bare}"
+    # Cosines 0.8 / 0.75 / 0.74 / 0.7: the further units trail the best by more than NEAR_BEST, within COVER_MARGIN,
+    # and hold no question word it lacks; ``value`` is the best of those stating a value, ``bare`` states none.
+    embed.update(
+        {q: [1.0, 0.0, 0.0], named: [0.8, 0.6, 0.0], value: [0.75, 0.66, 0.0], then: [0.74, 0.67, 0.0]}
+        | {bare: [0.7, 0.71, 0.0]}
+    )
+    found = [Passage("S1", text, 1, 4)]
+    reading = reader.read(q, found, embedding_model="m", max_units=3)
+    scores = {x.unit.text: x.score for x in reading.scored}
+    assert scores[named] - reader.COVER_MARGIN < scores[then] < scores[value] < scores[named] - reader.NEAR_BEST
+    assert [x.unit.text for x in reading.quotes] == [named, value]  # once a value is stated, no further one
+    assert reading.best == scores[named]  # the threshold still reads the best unit
+    # A question asking no value quotes the best unit alone.
+    embed["Which settings does an alarm delay have?"] = [1.0, 0.0, 0.0]
+    plain = reader.read("Which settings does an alarm delay have?", found, embedding_model="m", max_units=3)
+    assert [x.unit.text for x in plain.quotes] == [named]
+
+
+def test_a_follow_up_asking_for_the_other_one_never_quotes_the_answer_before_it_again(embed: dict) -> None:
+    typed, question = "and the other switch?", "and the other switch? (DIP switch S1-1)"
+    quoted = ("DIP switch S1-1 switches the bus termination.",)
+    bias = "DIP switch S1-2 switches the fail-safe bias."
+    embed.update({typed: [1.0, 0.0, 0.0], question: [1.0, 0.0, 0.0], quoted[0]: [0.95, 0.31, 0.0]})
+    embed[bias] = [0.8, 0.6, 0.0]
+    found = [Passage("S1", f"{quoted[0]}\n{bias}", 1, 2)]
+    reading = reader.read(question, found, embedding_model="m", max_units=1, typed=typed, quoted=quoted)
+    assert reading.text == f"{bias} [S1]"
+    # Asked without "other", the sentence quoted before is still the best answer.
+    that, again = "and that switch?", "and that switch? (DIP switch S1-1)"
+    embed.update({that: [1.0, 0.0, 0.0], again: [1.0, 0.0, 0.0]})
+    reading = reader.read(again, found, embedding_model="m", max_units=1, typed=that, quoted=quoted)
+    assert reading.text == f"{quoted[0]} [S1]"
+
+
 def test_the_label_line_over_a_quote_is_quoted_when_it_names_what_the_question_asks_and_the_quotes_do_not(
     embed: dict,
 ) -> None:
