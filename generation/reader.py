@@ -455,8 +455,15 @@ _LIGHT = frozenset(
 
 def _own_words(question: str, typed: str) -> set[str]:
     """The stems of the words the asker typed that the standalone ``question`` keeps; every word of ``question``
-    when it is not a follow-up, or the follow-up has no word of its own ("what about it?")."""
+    when it is not a follow-up, or the follow-up has no word of its own ("what about it?"). Of a message of several
+    sentences, only those that ask (end with "?"): what it states before or after ("We keep a few spares in a
+    warehouse.", "our firewall blocks most stuff") is context, counted with the words carried from earlier turns."""
     asked = _asked_words(question)
+    if typed:
+        sentences = [x for x in re.split(r"(?<=[.!?])\s+", typed) if x.strip()]
+        asking = [x for x in sentences if x.rstrip().endswith("?")]
+        if len(sentences) > 1 and asking:
+            typed = " ".join(asking)
     return (_asked_words(typed) & asked if typed else asked) or asked
 
 

@@ -68,6 +68,17 @@ def test_words_carried_into_a_follow_up_count_as_one_topic_word(embed: dict) -> 
     assert elsewhere[0].lexical == pytest.approx(1 / 2)  # the topic held nowhere
 
 
+def test_what_a_follow_up_states_before_it_asks_counts_with_the_carried_words(embed: dict) -> None:
+    typed = "We keep spares in a warehouse. What's the range?"
+    question = f"{typed} (AX-200)"
+    found = [Passage("S1", "Store spare devices in the original packaging at -40 to +85 °C.", 1, 1)]
+    # Asked: "range"; "keep", "spares", "warehouse" (said, not asked) and "AX-200" (carried): one word, held by "spare".
+    assert reader.units_score(question, found, embedding_model="m", typed=typed)[0].lexical == pytest.approx(1 / 2)
+    one = "What's the range for the spares we keep in a warehouse?"  # asked in one sentence, every word is asked
+    held = reader.units_score(f"{one} (AX-200)", found, embedding_model="m", typed=one)[0].lexical
+    assert held == pytest.approx(1 / 5)
+
+
 def test_a_unit_about_another_code_does_not_hold_a_follow_ups_topic(embed: dict) -> None:
     typed = "how do I fix it?"
     question = f"{typed} (error code E05)"
