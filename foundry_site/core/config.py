@@ -172,6 +172,9 @@ class GenerationConfig(_Section):
     # Passages the extractive reader reads (best first): its time is embedding their units, and the
     # 4th and 5th passage add 0.007 to the answers holding a gold answer on SQuAD 2.0 dev (docs/decisions.md).
     reader_passages: Annotated[int, Field(ge=1, le=100)] = 3
+    # A follow-up made standalone reads more: its question, the message and the words carried over, finds its answer
+    # further down (bench/followups.py: 4 / 5 / 7 passages, 324 / 325 / 324 of 416 right against 319 with 3).
+    reader_followup_passages: Annotated[int, Field(ge=1, le=100)] = 5
     # The extractive writer (documents) quotes a section's units scoring at least this against "topic: heading".
     # Lower than reader_min_score: a section heading asks for a topic, not one fact (docs/decisions.md).
     writer_min_score: Annotated[float, Field(ge=0, le=2)] = 0.5

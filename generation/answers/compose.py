@@ -140,12 +140,14 @@ def _read(
     conf = settings.FOUNDRY.generation
     progress("reading")
     start = time.perf_counter()
-    # the passages found best, and those the turn a follow-up came from was answered from (``retrieve``'s ``quoted``)
+    # the passages found best (more for a follow-up: a question made of one finds its answer further down), and those
+    # the turn a follow-up came from was answered from (``retrieve``'s ``quoted``)
     # A question naming a version is about it, and the search finds every version's notes alike: the passages that
     # open with it are read first, then those naming it ("When was 2.4.1 released?" reads 2.4.1's notes, not 2.4.0's).
     versions = reader.versions(retrieval.question)
     ordered = sorted(retrieval.candidates, key=lambda c: reader.version_order(versions, c.chunk.under, c.text))
-    included = [c for i, c in enumerate(ordered) if i < conf.reader_passages or c.followed]
+    read = conf.reader_followup_passages if message else conf.reader_passages
+    included = [c for i, c in enumerate(ordered) if i < read or c.followed]
     passages = [reader_passage(c, rank) for rank, c in enumerate(included, start=1)]
     reading = reader.read(
         retrieval.question,

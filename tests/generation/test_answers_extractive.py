@@ -59,6 +59,18 @@ def test_below_the_reader_threshold_is_a_refusal_naming_the_passages(extractive:
     assert row.grounding["top_units"] and row.grounding["quoted"]
 
 
+def test_a_follow_up_reads_reader_followup_passages(extractive: ScriptedLLM, foundry_config) -> None:
+    foundry_config(
+        generation={"model": "extractive", "reader_min_score": 1.9, "reader_low_score": 1.9}
+        | {"reader_passages": 1, "reader_followup_passages": 2}
+    )
+    question = "What is the logic supply voltage VCC?"  # two passages pass the gate
+    alone = answer_question(question=question)
+    follow_up = answer_question(question=question, message="and the logic supply?")
+    assert "Passages found: S1 datasheet.md" in alone.answer and "; S2" not in alone.answer
+    assert "Passages found: S1 datasheet.md" in follow_up.answer and "; S2 manual.md" in follow_up.answer
+
+
 def test_a_code_no_passage_names_is_a_refusal_naming_it(extractive: ScriptedLLM, foundry_config) -> None:
     foundry_config(generation={"model": "extractive", "reader_min_score": 0.0, "reader_low_score": 0.0})
     answer = answer_question(question="How many sensors can be connected to the RS-485 bus over LoRaWAN?")
