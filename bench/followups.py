@@ -2,7 +2,7 @@
 time to the first streamed sentence of ``/v1/chat/completions`` against the time to the full answer.
 
     PYTHONPATH=. .venv/bin/python bench/followups.py [--data FILE ...] [--squad FILE] [--no-streaming]
-        [--condense-model rule|MODEL] [--json docs/results/followups_DATE.json]
+        [--condense-model rule|MODEL] [--followup-passages N] [--json docs/results/followups_DATE.json]
 
 Ingests knowledge_base/ into a throw-away FOUNDRY_HOME (summaries off) with the configured (default:
 extractive, offline) reader and the answer cache off. The ``--data`` files (default: all sixteen):
@@ -167,6 +167,7 @@ def followups(data: Path) -> dict:
                 "answer": rewritten.answer[:160],
                 "refusal": rewritten.refusal,
                 "cited": sorted({c["source"] for c in rewritten.citations}),
+                "read_ms": rewritten.timings.get("read") if condensed.rewritten else None,
                 "raw_source": right_source(raw, case, fragment=False),
                 "condensed_source": right_source(rewritten, case, fragment=False),
                 "standalone_source": right_source(ideal, case, fragment=False),
@@ -180,11 +181,14 @@ def followups(data: Path) -> dict:
     n = len(rows)
     # The other side of the rule: a standalone question asked mid-conversation should pass unchanged.
     flagged = [c["standalone"] for c in cases if is_followup(c["standalone"])]
+    reads = sorted(r["read_ms"] for r in rows if r["read_ms"] is not None)
     return {
         "data": str(data.relative_to(ROOT)),
         "conversations": n,
         "standalone_flagged": f"{len(flagged)}/{n}",
         "rewritten": sum(r["rewritten"] for r in rows),
+        # the reader's time on the rewritten follow-ups (warm, cache off; the machine's load is in "machine")
+        "condensed_read_p50_ms": statistics.median(reads) if reads else None,
         **_shares(rows, ("raw", "condensed", "standalone", "switch", "unnamed", "unnamed_switch")),
         "rows": rows,
     }
@@ -310,12 +314,14 @@ def streaming() -> dict:
 
 
 def main(args: argparse.Namespace) -> dict:
+    passages = args.followup_passages or settings.FOUNDRY.generation.reader_followup_passages
     settings.FOUNDRY = config_with(
         settings.FOUNDRY,
         ingest={"summary_model": "none"},
-        generation={"cache_answers": False},
+        generation={"cache_answers": False, "reader_followup_passages": passages},
         retrieval={"condense_model": args.condense_model or settings.FOUNDRY.retrieval.condense_model},
     )
+
     settings.FOUNDRY_QUERY_RATE = 0
     settings.ALLOWED_HOSTS = [*settings.ALLOWED_HOSTS, "testserver"]  # Django's test client
     call_command("migrate", verbosity=0)
@@ -365,6 +371,9 @@ if __name__ == "__main__":
     )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--condense-model", help="retrieval.condense_model to condense with (default: foundry.yaml's)")
+    parser.add_argument(
+        "--followup-passages", type=int, help="generation.reader_followup_passages (default: foundry.yaml's)"
+    )
     parser.add_argument("--no-streaming", dest="streaming", action="store_false", help="skip the streaming timings")
     parser.add_argument("--json", type=Path, help="write the full result here")
     args = parser.parse_args()
