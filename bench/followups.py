@@ -321,7 +321,6 @@ def main(args: argparse.Namespace) -> dict:
         generation={"cache_answers": False, "reader_followup_passages": passages},
         retrieval={"condense_model": args.condense_model or settings.FOUNDRY.retrieval.condense_model},
     )
-
     settings.FOUNDRY_QUERY_RATE = 0
     settings.ALLOWED_HOSTS = [*settings.ALLOWED_HOSTS, "testserver"]  # Django's test client
     call_command("migrate", verbosity=0)

@@ -250,8 +250,7 @@ def units_score(
     unit_vectors = vectors[start : start + len(units)]
     own = _own_words(question, typed)
     carried = asked - own
-    said = {unit_key(q) for q in quoted}
-    on = [vectors[len(both)] if goes_on and unit_key(_BULLET.sub("", u.text)) not in said else None for _, u in units]
+    on = [vectors[len(both)] if goes_on and not _said_before(u, quoted) else None for _, u in units]
 
     def cosine(k: int, v: list[float]) -> float:
         asked_cosine, after = max(_dot(a, v) for a in asked_vectors), on[k]
@@ -310,8 +309,7 @@ def read(
     unquoted = [q for q in scored if not exclude or unit_key(q.unit.text) not in exclude]
     fresh = unquoted
     if typed and quoted and _ASKS_OTHER.search(typed):
-        said = {unit_key(q) for q in quoted}
-        fresh = [q for q in unquoted if unit_key(_BULLET.sub("", q.unit.text)) not in said]
+        fresh = [q for q in unquoted if not _said_before(q.unit, quoted)]
     if not fresh:
         return Reading([], 0.0, scored, sorted(near))
     best = fresh[0].score
@@ -363,6 +361,12 @@ def quoted_sentences(answer: str) -> tuple[str, ...]:
     or more."""
     quoted = [q for line in _SOURCES.split(answer, maxsplit=1)[0].splitlines() for q in _MARKER.split(line)]
     return tuple(dict.fromkeys(" ".join(_BULLET.sub("", q).split()) for q in quoted if len(q.split()) >= 3))
+
+
+def _said_before(unit: Unit, quoted: tuple[str, ...]) -> bool:
+    """Whether ``unit`` is one of the sentences an earlier answer quoted (``quoted_sentences``: a list item without
+    its bullet)."""
+    return unit_key(_BULLET.sub("", unit.text)) in {unit_key(q) for q in quoted}
 
 
 def unmentioned(question: str, passages: list[Passage]) -> list[str]:
