@@ -203,8 +203,10 @@ def _refers_back(words: list[str], i: int) -> bool:
     """Whether ``words[i]`` is a pronoun or demonstrative whose antecedent is not in the message itself."""
     low = _bare(words[i].lower())
     before = words[i - 1] if i else ""
-    if low == "that" and before and _topic(before) and before.lower() not in DO_FORMS:
-        return False  # "the version that fixed", "wrote that": a relative pronoun or a conjunction ("done that": not)
+    if low == "that" and before and _topic(before) and before.lower() not in DO_FORMS and i + 2 != len(words):
+        # "the version that fixed", "wrote that": a relative pronoun or a conjunction ("done that": not); "which port
+        # that uses", a verb ending the message after it, names no noun that "that" could qualify
+        return False
     if low == "it":
         # "what does it mean when the LED blinks" (the subject follows) and "what does the RUN LED mean when it
         # is red" (the subject came before "mean"): "it" is that subject, not a turn before.

@@ -31,7 +31,7 @@ import snowballstemmer
 from foundry_site.core import llm
 from foundry_site.core.grounding import content_tokens
 from foundry_site.core.text import code_shape, is_code_or_name
-from foundry_site.core.units import Unit, item_sentences, paragraph_lead, passage_units
+from foundry_site.core.units import KEY_PARTS, Unit, item_sentences, paragraph_lead, passage_units
 
 # Weight of the question's words in the unit score, fitted on SQuAD 2.0 dev (bench/reader_calibration.py,
 # docs/decisions.md, "The extractive reader"): they tell the sentence that names the asked-for thing
@@ -61,12 +61,14 @@ _COUNT_WORDS = frozenset(
 _DURATION = re.compile(
     r"\d\s*(?:ms|s|sec|seconds?|min|minutes?|h|hours?|days?|weeks?|months?|years?|mm|cm|m|km)\b", re.IGNORECASE
 )
-# A question asking a limit, range, size or setting is answered by a value: "what range can I set?" is answered by
-# "(0 s to 600 s, default 0 s)", not by the sentence naming every setting, however close its words.
+# A question asking a limit, range, size, capacity or setting is answered by a value: "what range can I set?" is
+# answered by "(0 s to 600 s, default 0 s)", not by the sentence naming every setting, however close its words; "what
+# can it switch?" by "30 V DC / 1 A", not by "Active alarms switch the alarm relay".
 _ASKS_VALUE = re.compile(
     r"\b(?:max(?:imum)?|min(?:imum)?|limits?|range|longest|shortest|highest|lowest|upper|lower|rat(?:ing|ed)|size"
     r"|how\s+(?:long|much|many|far|big|heavy|fast|often|high|low|wide|deep)"
-    r"|(?:what|which)\s+(?:ip|ports?|address(?:es)?|voltages?|currents?|temperatures?|values?|speeds?|baud\s*rates?))\b",
+    r"|(?:what|which)\s+(?:ip|ports?|address(?:es)?|voltages?|currents?|temperatures?|values?|speeds?|baud\s*rates?)"
+    r"|what\s+(?:can|could|will|may)\s+(?:it|they|that|this|the\s+\w+)\s+(?:switch|carry|handle|drive|withstand|deliver))\b",
     re.IGNORECASE,
 )
 # "and the other switch?", "what else is printed on it?": a follow-up asking for another than the answer before it gave
@@ -295,7 +297,8 @@ def read(
     """The best units to quote for ``question`` (see the module docstring): the best one, those within ``margin``
     of it, and those within ``COVER_MARGIN`` that hold a question word no unit before them holds, or state a number
     when the question asks a value (``_ASKS_VALUE``) and no unit before them states one; at most
-    ``max_units``, best first. Above each, the label line opening its paragraph (``_lead``) when that, or the
+    ``max_units``, best first; a labelled value among them is quoted as the sentence that states it, when one scores
+    near (``_in_words``). Above each, the label line opening its paragraph (``_lead``) when that, or the
     title and headings it stands under, names a question word the unit lacks: "Which version fixed …?" and
     "Which firmware fixed …?" (in "Firmware Release Notes") are answered by "Fixed: …" under "Version 2.4.1 - …".
 
@@ -331,6 +334,11 @@ def read(
             chosen.append(quote)
             covered |= held
             value = value and not states
+    in_words: list[Quote] = []
+    for quote in chosen:
+        if (quote := _in_words(quote, fresh, chosen)) not in in_words:
+            in_words.append(quote)
+    chosen = in_words
     for quote in list(chosen):
         lead = _lead(quote, unquoted)
         if lead is None or lead in chosen:
@@ -341,6 +349,34 @@ def read(
     order = {p.label: i for i, p in enumerate(passages)}
     chosen.sort(key=lambda q: (order[q.passage.label], q.unit.start))
     return Reading(chosen, best, scored, sorted(near))
+
+
+def _in_words(quote: Quote, scored: list[Quote], chosen: list[Quote]) -> Quote:
+    """``quote``, or when it is a labelled value (``max_bus_length_m_at_9600_baud: 1000``) the sentence, list item
+    or table row of ``scored`` within ``COVER_MARGIN`` of it, not chosen yet, that states its value's numbers and
+    names a word of its key ("The maximum bus length is 1,000 m at 9600 baud."): the same value, as people write it."""
+    key, _, value = quote.unit.text.partition(":")
+    numbers = _values(value)
+    if quote.unit.kind != "field" or not numbers:
+        return quote
+    named = {w for w in stems(" ".join(KEY_PARTS.split(key))) if not w.isdigit()}
+    return next(
+        (
+            q
+            for q in scored
+            if q.unit.kind != "field"
+            and q.score >= quote.score - COVER_MARGIN
+            and numbers <= _values(q.unit.text)
+            and named & stems(q.unit.scored_text)
+            and all(unit_key(q.unit.text) != unit_key(c.unit.text) for c in chosen)
+        ),
+        quote,
+    )
+
+
+def _values(text: str) -> set[str]:
+    """``_numbers`` of ``text``, thousands separators aside ("1,000" is "1000")."""
+    return {n.replace(",", "") for n in _numbers(text)}
 
 
 def _lead(quote: Quote, scored: list[Quote]) -> Quote | None:
@@ -457,17 +493,28 @@ _LIGHT = frozenset(
 )
 
 
+# A question asked inside a statement: "Our firewall guy needs to know which port that uses." asks "which port that
+# uses"; what comes before the question word is context, as a statement before a question is.
+_EMBEDDED = re.compile(
+    r"^.*?\b(?:know|tell\s+(?:me|us)|wonder(?:ing)?|find\s+out|figure\s+out|ask(?:ing)?|sure)\s+"
+    r"(?=(?:what|which|where|when|how|why|whether|if)\b)",
+    re.IGNORECASE,
+)
+
+
 def _own_words(question: str, typed: str) -> set[str]:
     """The stems of the words the asker typed that the standalone ``question`` keeps; every word of ``question``
     when it is not a follow-up, or the follow-up has no word of its own ("what about it?"). Of a message of several
     sentences, only those that ask (end with "?"): what it states before or after ("We keep a few spares in a
-    warehouse.", "our firewall blocks most stuff") is context, counted with the words carried from earlier turns."""
+    warehouse.", "our firewall blocks most stuff") is context, counted with the words carried from earlier turns; so
+    is what comes before a question asked inside a sentence (``_EMBEDDED``: "… needs to know which port that uses")."""
     asked = _asked_words(question)
     if typed:
         sentences = [x for x in re.split(r"(?<=[.!?])\s+", typed) if x.strip()]
         asking = [x for x in sentences if x.rstrip().endswith("?")]
         if len(sentences) > 1 and asking:
             typed = " ".join(asking)
+        typed = _EMBEDDED.sub(" ", typed)
     return (_asked_words(typed) & asked if typed else asked) or asked
 
 

@@ -11,7 +11,7 @@ since no space follows their points.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 # Lower-cased words that end with a period without ending the sentence.
 ABBREVIATIONS = frozenset(
@@ -31,8 +31,12 @@ _MARKER = re.compile(r"\s*(?:[-*+•]|\d{1,3}[.)]|[a-z][.)])\s+")  # a list item
 _LIST_ITEM = re.compile(rf"^{_MARKER.pattern}\S")
 # A labelled value on its own line (``interfaces[0].max_sensors: 8``, ``voltage_v: 3.3``): a key path or a
 # lower-case key, then a colon. Each is a unit, like a list item (JSON sources are written this way).
-_KEY_PARTS = re.compile(r"[\s._\[\]]+")
+KEY_PARTS = re.compile(r"[\s._\[\]]+")
 _FIELD = re.compile(r"^\s*(?:[a-z_][\w-]*|[A-Za-z_][\w-]*[.\[][\w.\[\]-]*):\s+\S")
+# A labelled value of a record (an object in a list: ``interfaces[1].protocols[4].port: 123``) is read with the
+# value of the record's naming key (``interfaces[1].protocols[4].name: NTP client``), as a table row with its header.
+_RECORD = re.compile(r"^(.*\])\.(.+)$")  # a key path: its record (the last list item in it), the key within
+NAMING_KEYS = ("name", "title", "label", "id")
 _HEADING = re.compile(r"^\s{0,3}#{1,6}\s")
 _TABLE_ROW = re.compile(r"^\s*\|.*\|\s*$")
 _TABLE_RULE = re.compile(r"^\s*\|?[\s:|-]*-[\s:|-]*\|?\s*$")
@@ -53,15 +57,17 @@ class Unit:
     end: int
     line_first: int  # 0-based lines of the passage text the unit covers
     line_last: int
-    context: str = ""  # read with the unit when scoring (a table's header row), never quoted
+    context: str = ""  # read with the unit when scoring (a table's header row, a record's name), never quoted
 
     @property
     def scored_text(self) -> str:
         """What the unit is scored by: a table row under its header; a labelled value with its key path
-        in words (``storage_temperature_c.min`` as ``storage temperature c min``), as an embedder reads words."""
+        in words (``storage_temperature_c.min`` as ``storage temperature c min``), as an embedder reads words, and
+        its record's name after it (``interfaces 1 protocols 4 port: 123 (NTP client)``)."""
         if self.kind == "field":
             key, _, value = self.text.partition(":")
-            return f"{' '.join(_KEY_PARTS.split(key)).strip()}:{value}"
+            named = f" ({self.context})" if self.context else ""
+            return f"{' '.join(KEY_PARTS.split(key)).strip()}:{value}{named}"
         return f"{self.context}\n{self.text}" if self.context else self.text
 
 
@@ -96,7 +102,19 @@ def passage_units(text: str) -> list[Unit]:
         else:
             paragraph.append((i, start))
         i += 1
-    return units + _paragraph_units(text, lines, paragraph)
+    return _records_named(units + _paragraph_units(text, lines, paragraph))
+
+
+def _records_named(units: list[Unit]) -> list[Unit]:
+    """``units`` with each labelled value of a record given the record's name (its ``NAMING_KEYS`` value, when the
+    text holds it) as context: ``interfaces[1].protocols[4].port: 123`` is the port of "NTP client"."""
+    records = [_RECORD.match(u.text.partition(":")[0].strip()) if u.kind == "field" else None for u in units]
+    names: dict[str, str] = {}
+    for unit, record in zip(units, records):
+        if record and record[2] in NAMING_KEYS:
+            names.setdefault(record[1], unit.text.partition(":")[2].strip())
+    named = [record and record[2] not in NAMING_KEYS and names.get(record[1]) for record in records]
+    return [replace(unit, context=name) if name else unit for unit, name in zip(units, named)]
 
 
 def item_sentences(unit: Unit) -> list[str]:

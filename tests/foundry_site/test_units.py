@@ -154,4 +154,23 @@ def test_labelled_values_are_units_of_their_own() -> None:
         ("sentence", "Fixed: the alarm bug."),
         ("sentence", "It works."),
     ]
-    assert units[1].scored_text == "interfaces 0 max bus length m at 9600 baud: 1000"
+    # a record's value is read with the record's name (never the name's own line, nor a value outside it)
+    assert units[1].scored_text == "interfaces 0 max bus length m at 9600 baud: 1000 (RS-485 sensor bus)"
+    assert units[0].scored_text == "interfaces 0 name: RS-485 sensor bus"
+    assert units[2].scored_text == "product: Aurora AX-200"
+
+
+def test_a_value_of_a_record_is_read_with_the_name_of_its_record() -> None:
+    text = (
+        "interfaces[1].protocols[4].name: NTP client\ninterfaces[1].protocols[4].port: 123\n"
+        "interfaces[1].defaults.ip_address: 192.168.10.50\ninterfaces[1].protocols[5].port: 9999\n"
+        "interfaces[1].name: Ethernet"
+    )
+    names = {u.text: u.context for u in passage_units(text)}
+    assert names == {
+        "interfaces[1].protocols[4].name: NTP client": "",
+        "interfaces[1].protocols[4].port: 123": "NTP client",
+        "interfaces[1].defaults.ip_address: 192.168.10.50": "Ethernet",  # the innermost record it stands in
+        "interfaces[1].protocols[5].port: 9999": "",  # a record whose name the text does not hold
+        "interfaces[1].name: Ethernet": "",
+    }

@@ -53,6 +53,9 @@ def test_a_pronoun_with_its_antecedent_in_the_message_makes_no_follow_up() -> No
     assert is_followup("does doing that also turn the ALM LED off?")
     assert is_followup("Which port does it use with TLS?")  # a name after the pronoun is no antecedent
     assert is_followup("What does it mean for the sensor wiring?") and is_followup("Is that version signed?")
+    # "that" after a noun with only a verb after it is no relative pronoun: it stands for what was asked before
+    assert is_followup("Our firewall guy needs to know which port that uses.")
+    assert not is_followup("Our firewall guy needs to know which port that the AX-200 uses for NTP.")
 
 
 def test_follow_up_carries_the_previous_turns_noun_phrases_not_its_verbs() -> None:

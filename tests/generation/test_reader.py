@@ -77,6 +77,10 @@ def test_what_a_follow_up_states_before_it_asks_counts_with_the_carried_words(em
     one = "What's the range for the spares we keep in a warehouse?"  # asked in one sentence, every word is asked
     held = reader.units_score(f"{one} (AX-200)", found, embedding_model="m", typed=one)[0].lexical
     assert held == pytest.approx(1 / 5)
+    # a question asked inside a statement: what comes before its question word is said, not asked
+    inside = "The warehouse manager needs to know what range applies to spares."
+    held = reader.units_score(f"{inside} (AX-200)", found, embedding_model="m", typed=inside)[0].lexical
+    assert held == pytest.approx(1 / 4)  # "range", "applies", "spares" asked, with the rest and "AX-200" one word
 
 
 def test_a_unit_about_another_code_does_not_hold_a_follow_ups_topic(embed: dict) -> None:
@@ -267,10 +271,30 @@ def test_a_question_asking_a_value_quotes_the_best_unit_further_down_that_states
     assert scores[named] - reader.COVER_MARGIN < scores[then] < scores[value] < scores[named] - reader.NEAR_BEST
     assert [x.unit.text for x in reading.quotes] == [named, value]  # once a value is stated, no further one
     assert reading.best == scores[named]  # the threshold still reads the best unit
+    # "what can it switch?" asks a capacity: a value too
+    embed["what can it switch? (alarm delay)"] = [1.0, 0.0, 0.0]
+    capacity = reader.read("what can it switch? (alarm delay)", found, embedding_model="m", max_units=3)
+    assert [x.unit.text for x in capacity.quotes] == [named, value]
     # A question asking no value quotes the best unit alone.
     embed["Which settings does an alarm delay have?"] = [1.0, 0.0, 0.0]
     plain = reader.read("Which settings does an alarm delay have?", found, embedding_model="m", max_units=3)
     assert [x.unit.text for x in plain.quotes] == [named]
+
+
+def test_a_labelled_value_is_quoted_as_the_sentence_stating_it_when_one_scores_near(embed: dict) -> None:
+    q = "How long can the bus be?"
+    field = "interfaces[0].max_bus_length_m_at_9600_baud: 1000"
+    prose = "The maximum bus length is 1,000 m at 9600 baud."
+    other = "Up to 1,000 readings are kept."  # the number, but none of the key's words
+    embed.update({q: [1.0, 0.0, 0.0], "interfaces 0 max bus length m at 9600 baud: 1000": [0.45, 0.893, 0.0]})
+    embed.update({prose: [0.3, 0.954, 0.0], other: [0.9, 0.436, 0.0]})
+    found = [Passage("S1", field, 1, 1, rank=1, source="specs.json"), Passage("S2", f"{other}\n{prose}", 5, 6, rank=2)]
+    reading = reader.read(q, found, embedding_model="m", max_units=1)
+    scores = {x.unit.text: x.score for x in reading.scored}
+    assert scores[field] - reader.COVER_MARGIN < scores[prose] < scores[other] < scores[field]
+    assert [x.unit.text for x in reading.quotes] == [prose] and reading.best == scores[field]
+    embed[prose] = [0.1, 0.995, 0.0]  # too far below: the value is quoted as it is labelled
+    assert [x.unit.text for x in reader.read(q, found, embedding_model="m", max_units=1).quotes] == [field]
 
 
 def test_a_follow_up_asking_for_the_other_one_never_quotes_the_answer_before_it_again(embed: dict) -> None:
