@@ -74,6 +74,7 @@ _ASKS_VALUE = re.compile(
 # "and the other switch?", "what else is printed on it?": a follow-up asking for another than the answer before it gave
 _ASKS_OTHER = re.compile(r"\b(?:else|other|another)\b", re.IGNORECASE)
 _VERSIONS = re.compile(r"\d+(?:\.\d+)*\.[xX]")
+_VERSION_WORDS = frozenset({"version", "firmwar", "releas"})  # stems of the words asking which version
 _CODE = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9.\-]*[A-Za-z0-9])?")
 NEAR_BEST = 0.12  # a further unit is quoted only when it scores within this of the best one (calibrated)
 # A unit further down, within this of the best, is quoted too when it holds a question word no unit quoted holds:
@@ -344,7 +345,11 @@ def read(
         if lead is None or lead in chosen:
             continue
         named, own = stems(lead.unit.text) | stems(quote.passage.under), stems(quote.unit.scored_text)
-        if any(_holds(named, w) and not _holds(own, w) for w in asked):
+        # a version asked for is told by its number: "previous version" names none, "Version 2.2.0 - …" does
+        numbered = not _VERSION_WORDS.isdisjoint(asked) and _DOTTED.search(lead.unit.text) is not None
+        if any(_holds(named, w) and not _holds(own, w) for w in asked) or (
+            numbered and not _DOTTED.search(quote.unit.text)
+        ):
             chosen.append(lead)
     order = {p.label: i for i, p in enumerate(passages)}
     chosen.sort(key=lambda q: (order[q.passage.label], q.unit.start))

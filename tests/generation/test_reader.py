@@ -328,17 +328,35 @@ def test_the_label_line_over_a_quote_is_quoted_when_it_names_what_the_question_a
     assert reading.text == f"Version 2.4.1 - released 2026-06-09 [S1] {fixed} [S1]"
     assert [q.lines for q in reading.quotes] == [(7, 7), (8, 8)]
     assert reader.read(was, found, embedding_model="m", max_units=1).text == f"{fixed} [S1]"
-    # A word the document's title holds is named by the label too: the label says which firmware.
-    firmware = "Which firmware fixed the BUS LED staying amber?"
-    embed[firmware] = [1.0, 0.0, 0.0]
-    titled = [Passage("S1", text, 7, 8, source="release-notes.txt", under="Firmware Release Notes")]
-    assert reader.read(firmware, found, embedding_model="m", max_units=1).text == f"{fixed} [S1]"
-    assert reader.read(firmware, titled, embedding_model="m", max_units=1).text.startswith("Version 2.4.1")
+    # A word the document's title holds is named by the label too: the label says which bug fix.
+    bugfix = "Which bugfix fixed the BUS LED staying amber?"
+    embed[bugfix] = [1.0, 0.0, 0.0]
+    titled = [Passage("S1", text, 7, 8, source="release-notes.txt", under="Bugfix Release Notes")]
+    assert reader.read(bugfix, found, embedding_model="m", max_units=1).text == f"{fixed} [S1]"
+    assert reader.read(bugfix, titled, embedding_model="m", max_units=1).text.startswith("Version 2.4.1")
     # Another quote naming "version" does not say which version fixed it: the label still stands over its sentence.
     note = "Note: firmware versions 2.4.0 and earlier may keep the BUS LED amber."
     embed[note] = [0.9, 0.44, 0.0]
     both = reader.read(which, [*found, Passage("S2", note, 3, 3, source="manual.md")], embedding_model="m", max_units=2)
     assert both.text == f"Version 2.4.1 - released 2026-06-09 [S1] {fixed} [S1]\n{note} [S2]"
+
+
+def test_a_question_asking_which_version_quotes_the_label_numbering_it_over_a_quote_naming_none(embed: dict) -> None:
+    banks = "New: firmware is kept in two memory banks; an interrupted update falls back to the previous version."
+    text = f"Version 2.2.0 - released 2026-01-27\n{banks}"
+    found = [Passage("S1", text, 15, 16, source="release-notes.txt")]
+    which = "Which firmware version introduced that behaviour? (power update)"
+    embed.update({which: [1.0, 0.0, 0.0], banks: [0.9, 0.44, 0.0]})
+    # the quote holds "firmware" and "version" itself, yet names no version: the label's number tells which
+    assert reader.read(which, found, embedding_model="m", max_units=1).text.startswith("Version 2.2.0 - released")
+    numbered = f"New in 2.2.0: {banks[5:]}"
+    embed[numbered] = [0.9, 0.44, 0.0]
+    found = [Passage("S1", f"Version 2.2.0 - released 2026-01-27\n{numbered}", 15, 16, source="release-notes.txt")]
+    assert reader.read(which, found, embedding_model="m", max_units=1).text == f"{numbered} [S1]"
+    plain = "What happens when an update is interrupted? (power update)"  # asks no version
+    embed[plain] = [1.0, 0.0, 0.0]
+    found = [Passage("S1", text, 15, 16, source="release-notes.txt")]
+    assert reader.read(plain, found, embedding_model="m", max_units=1).text == f"{banks} [S1]"
 
 
 def test_a_quoted_list_item_starts_its_own_line(embed: dict) -> None:
