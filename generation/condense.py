@@ -110,6 +110,7 @@ _UNAPOSTROPHED = {
     "im": "i", "ive": "i", "dont": "do", "doesnt": "does", "didnt": "did", "cant": "can", "isnt": "is",
     "arent": "are", "wont": "will", "wasnt": "was",
 }  # fmt: skip
+_AND_SIGN = re.compile(r"\s[+&]\s")
 _TOKEN = re.compile(r"[A-Za-zÀ-ÿ0-9][A-Za-zÀ-ÿ0-9'.\-]*[A-Za-zÀ-ÿ0-9]|[A-Za-zÀ-ÿ0-9]")
 
 
@@ -184,7 +185,7 @@ def is_followup(message: str) -> bool:
         return True
     if lowered.startswith(LEADS):
         return True
-    words = _TOKEN.findall(message)
+    words = _TOKEN.findall(_AND_SIGN.sub(" and ", message))  # "the gateway + that psu": "that" qualifies no noun
     if any(_refers_back(words, i) for i in range(len(words))):
         return True
     # names nothing it is about, in a few words; more make a whole question ("What wire size should be used for

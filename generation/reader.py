@@ -73,6 +73,9 @@ _ASKS_VALUE = re.compile(
 )
 # "and the other switch?", "what else is printed on it?": a follow-up asking for another than the answer before it gave
 _ASKS_OTHER = re.compile(r"\b(?:else|other|another)\b", re.IGNORECASE)
+# A code written with hyphens ("AX-200", "RS-485", "NI-AX200-01"), and one typed without ("ax200"): letters and digits
+_HYPHENED = re.compile(r"(?<![\w-])(?=[\w-]*[A-Za-z])(?=[\w-]*\d)\w+(?:-\w+)+(?![\w-])")
+_BARE_CODE = re.compile(r"(?<![\w-])(?=\w*[A-Za-z])(?=\w*\d)\w+(?![\w-])")
 _VERSIONS = re.compile(r"\d+(?:\.\d+)*\.[xX]")
 _VERSION_WORDS = frozenset({"version", "firmwar", "releas"})  # stems of the words asking which version
 _CODE = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9.\-]*[A-Za-z0-9])?")
@@ -309,6 +312,7 @@ def read(
     a label line over its quote may be.
     """
     near = near if typed else frozenset()
+    question, typed = _as_written(question, passages), _as_written(typed, passages)
     scored = units_score(question, passages, embedding_model=embedding_model, typed=typed, near=near, quoted=quoted)
     unquoted = [q for q in scored if not exclude or unit_key(q.unit.text) not in exclude]
     fresh = unquoted
@@ -382,6 +386,16 @@ def _in_words(quote: Quote, scored: list[Quote], chosen: list[Quote]) -> Quote:
 def _values(text: str) -> set[str]:
     """``_numbers`` of ``text``, thousands separators aside ("1,000" is "1000")."""
     return {n.replace(",", "") for n in _numbers(text)}
+
+
+def _as_written(question: str, passages: list[Passage]) -> str:
+    """``question`` with each code of four or more characters it types without hyphens spelt as the passages write
+    it: "ax200" is "AX-200", "rs485" "RS-485"; words are matched as written."""
+    written = {m.replace("-", "").lower(): m for p in passages for m in _HYPHENED.findall(p.text)}
+    if not written:
+        return question
+    # a short one may be another code ("s12" need not be "S1-2")
+    return _BARE_CODE.sub(lambda m: written.get(m[0].lower(), m[0]) if len(m[0]) > 3 else m[0], question)
 
 
 def _lead(quote: Quote, scored: list[Quote]) -> Quote | None:
@@ -494,7 +508,13 @@ _NAMED_BY = {
 # Words of chat that name nothing an answer would hold ("whats the longest one I can set it to, exactly?"): "one"
 # stands for a thing named before. Measured: bench/followups.py, foundry eval answers (docs/decisions.md).
 _LIGHT = frozenset(
-    _stem(w) for w in "whats one ones still just any anything really actually exactly also too ok okay".split()
+    _stem(w)
+    for w in (
+        "whats one ones still just any anything really actually exactly also too ok okay "
+        # a negation's contraction, typed with its apostrophe ("doesn't": "doesn") or without ("doesnt")
+        "doesn doesnt dont didn didnt isn isnt aren arent wasn wasnt weren werent wont cant couldn couldnt shouldn "
+        "shouldnt wouldn wouldnt haven havent hasn hasnt hadn hadnt thats theres hows wheres whos youre ive"
+    ).split()
 )
 
 
@@ -603,16 +623,23 @@ def _numbers(text: str) -> set[str]:
 def _overlap(own: set[str], carried: set[str], held_by_unit: set[str], around: set[str]) -> float:
     """The share of the question's words the unit holds, a word only its heading path or title holds counting
     ``UNDER_WEIGHT``; the carried-over words, when there are any, count as one word held if any is, unless the
-    unit names another code of the shape of one of them: a unit about E06 says "error", and is no answer about
-    E05. A measure asked by its adjective or verb is held by its noun (``_NAMED_BY``)."""
+    unit names another code of the series of one of them (``_series``): a unit about E06 says "error", and is no
+    answer about E05; the AX-200 named in its title is no other RS-485. A measure asked by its adjective or verb is
+    held by its noun (``_NAMED_BY``)."""
     held = {w for w in own if _holds(held_by_unit, w)}
     count = len(held) + UNDER_WEIGHT * len({w for w in own - held if _holds(around, w)})
     if not carried:
         return count / len(own) if own else 0.0
     read = held_by_unit | around
     codes = {w for w in carried if _lettered_code(w)}
-    other = any(_lettered_code(w) and w not in codes and code_shape(w) in {code_shape(c) for c in codes} for w in read)
+    other = any(_lettered_code(w) and w not in codes and _series(w) in {_series(c) for c in codes} for w in read)
     return (count + (bool(carried & read) and not other)) / (len(own) + 1)
+
+
+def _series(code: str) -> tuple[str, str]:
+    """A code's series: its shape and the letters it opens with ("e05" and "e06": ("A9", "e"); "rs-485" and "ax-200"
+    are of two)."""
+    return code_shape(code), code[: len(code) - len(code.lstrip("abcdefghijklmnopqrstuvwxyz"))]
 
 
 def _holds(words: set[str], word: str) -> bool:

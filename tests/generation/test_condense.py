@@ -56,6 +56,7 @@ def test_a_pronoun_with_its_antecedent_in_the_message_makes_no_follow_up() -> No
     # "that" after a noun with only a verb after it is no relative pronoun: it stands for what was asked before
     assert is_followup("Our firewall guy needs to know which port that uses.")
     assert not is_followup("Our firewall guy needs to know which port that the AX-200 uses for NTP.")
+    assert is_followup("is there a bundle with the gateway + that psu? purchasing needs an order code")  # "+": "and"
 
 
 def test_follow_up_carries_the_previous_turns_noun_phrases_not_its_verbs() -> None:

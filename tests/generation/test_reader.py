@@ -97,6 +97,28 @@ def test_a_unit_about_another_code_does_not_hold_a_follow_ups_topic(embed: dict)
     # Both sentences after the run-in headings say nothing of fixing; only E05's holds the topic ("error" is E06's).
     assert scored["Download the image again."] == pytest.approx(1 / 2)
     assert scored["Restore the configuration from a backup."] == 0.0
+    # a code of another series is no other code: the AX-200 in a title is no other RS-485
+    cable = [Passage("S1", "Use shielded twisted-pair cable.", 1, 1, under="AX-200 Manual > Wiring")]
+    held = reader.units_score("what impedance? (cable RS-485)", cable, embedding_model="m", typed="what impedance?")
+    assert held[0].lexical == pytest.approx(1 / 2)  # "impedance" not held; the topic held by "cable"
+
+
+def test_a_code_typed_without_hyphens_is_read_as_the_passages_write_it(embed: dict) -> None:
+    found = [Passage("S1", "Connect the AX-200 to the RS-485 bus. DIP switch S1-2 sets the bias.", 1, 1)]
+    assert reader._as_written("is the ax200 ok on rs485?", found) == "is the AX-200 ok on RS-485?"
+    assert reader._as_written("what does s12 do?", found) == "what does s12 do?"  # too short to tell
+    embed["which bus does the AX-200 use?"] = [1.0, 0.0, 0.0]
+    typed = reader.read("which bus does the ax200 use?", found, embedding_model="m", max_units=1)
+    assert typed.best == reader.read("which bus does the AX-200 use?", found, embedding_model="m", max_units=1).best
+
+
+def test_a_negations_contraction_is_no_word_a_unit_must_hold(embed: dict) -> None:
+    found = [Passage("S1", "The gateway falls back to its static address if no DHCP server answers.", 1, 1)]
+    lexical = {
+        q: reader.units_score(q, found, embedding_model="m")[0].lexical
+        for q in ("what if the dhcp server doesnt answer", "what if the dhcp server doesn't answer")
+    }
+    assert set(lexical.values()) == {1.0}, lexical  # "dhcp", "server", "answer"
 
 
 def test_a_measure_asked_by_its_adjective_or_verb_is_held_by_its_noun_and_its_noun_by_its_verb(embed: dict) -> None:
