@@ -9,7 +9,8 @@ see one question, so a follow-up is rewritten before retrieval by a deterministi
    with an elliptical lead ("and", "what about", "also" …), or holds a demonstrative ("that
    version", "those ports") or a third-person pronoun ("it", "its", "they", "them", "their" …) anywhere,
    unless the pronoun's antecedent is in the message itself: "that" after a noun or verb is a relative
-   pronoun or a conjunction ("the version that fixed"), "it" in "what does it mean when …" announces
+   pronoun or a conjunction ("the version that fixed"; not with only a verb after it, "which port that uses", nor
+   after a "+": "the gateway + that psu"), "it" in "what does it mean when …" announces
    the subject that follows, "it" in "what does the LED mean when it …" the subject before "mean", and a
    pronoun after a proper noun ("How did France manage its colonies?") refers to it. A message of at most
    ``WHOLE_WORDS`` content words that names nothing (no code, no name, no capitalised word after the first) is
