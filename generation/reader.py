@@ -306,6 +306,7 @@ def read(
     title and headings it stands under, names a question word the unit lacks: "Which version fixed …?" and
     "Which firmware fixed …?" (in "Firmware Release Notes") are answered by "Fixed: …" under "Version 2.4.1 - …".
 
+    A code ``question`` or ``typed`` types without hyphens is read as the passages write it (``_as_written``).
     ``exclude``: unit texts already quoted elsewhere (a document's earlier sections), never quoted again.
     ``typed``, ``near``, ``quoted``: as in ``units_score``; ``near`` counts only for a follow-up (``typed``). A
     follow-up asking for another ("and the other switch?", "what else …?") never quotes ``quoted`` again, though
