@@ -25,6 +25,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from functools import lru_cache
+from itertools import takewhile
 
 import snowballstemmer
 
@@ -313,7 +314,7 @@ def read(
     a label line over its quote may be.
     """
     near = near if typed else frozenset()
-    question, typed = _as_written(question, passages), _as_written(typed, passages)
+    question, typed = _as_written([question, typed], passages)
     scored = units_score(question, passages, embedding_model=embedding_model, typed=typed, near=near, quoted=quoted)
     unquoted = [q for q in scored if not exclude or unit_key(q.unit.text) not in exclude]
     fresh = unquoted
@@ -345,16 +346,15 @@ def read(
         if (quote := _in_words(quote, fresh, chosen)) not in in_words:
             in_words.append(quote)
     chosen = in_words
+    # a version asked for is told by its number: "previous version" names none, "Version 2.2.0 - …" does
+    asks_version = not _VERSION_WORDS.isdisjoint(asked)
     for quote in list(chosen):
         lead = _lead(quote, unquoted)
         if lead is None or lead in chosen:
             continue
         named, own = stems(lead.unit.text) | stems(quote.passage.under), stems(quote.unit.scored_text)
-        # a version asked for is told by its number: "previous version" names none, "Version 2.2.0 - …" does
-        numbered = not _VERSION_WORDS.isdisjoint(asked) and _DOTTED.search(lead.unit.text) is not None
-        if any(_holds(named, w) and not _holds(own, w) for w in asked) or (
-            numbered and not _DOTTED.search(quote.unit.text)
-        ):
+        numbered = asks_version and bool(_DOTTED.search(lead.unit.text)) and not _DOTTED.search(quote.unit.text)
+        if numbered or any(_holds(named, w) and not _holds(own, w) for w in asked):
             chosen.append(lead)
     order = {p.label: i for i, p in enumerate(passages)}
     chosen.sort(key=lambda q: (order[q.passage.label], q.unit.start))
@@ -389,14 +389,17 @@ def _values(text: str) -> set[str]:
     return {n.replace(",", "") for n in _numbers(text)}
 
 
-def _as_written(question: str, passages: list[Passage]) -> str:
-    """``question`` with each code of four or more characters it types without hyphens spelt as the passages write
-    it: "ax200" is "AX-200", "rs485" "RS-485"; words are matched as written."""
-    written = {m.replace("-", "").lower(): m for p in passages for m in _HYPHENED.findall(p.text)}
+def _as_written(texts: list[str], passages: list[Passage]) -> list[str]:
+    """``texts`` with each code of four or more characters they type without hyphens spelt as the passages write it:
+    "ax200" is "AX-200", "rs485" "RS-485"; words are matched as written."""
+    written = {_plain(m): m for p in passages for m in _HYPHENED.findall(p.text)}
     if not written:
-        return question
-    # a short one may be another code ("s12" need not be "S1-2")
-    return _BARE_CODE.sub(lambda m: written.get(m[0].lower(), m[0]) if len(m[0]) > 3 else m[0], question)
+        return texts
+
+    def spelt(m: re.Match) -> str:  # a short one may be another code ("s12" need not be "S1-2")
+        return written.get(_plain(m[0]), m[0]) if len(m[0]) > 3 else m[0]
+
+    return [_BARE_CODE.sub(spelt, text) for text in texts]
 
 
 def _lead(quote: Quote, scored: list[Quote]) -> Quote | None:
@@ -640,7 +643,7 @@ def _overlap(own: set[str], carried: set[str], held_by_unit: set[str], around: s
 def _series(code: str) -> tuple[str, str]:
     """A code's series: its shape and the letters it opens with ("e05" and "e06": ("A9", "e"); "rs-485" and "ax-200"
     are of two)."""
-    return code_shape(code), code[: len(code) - len(code.lstrip("abcdefghijklmnopqrstuvwxyz"))]
+    return code_shape(code), "".join(takewhile(str.isalpha, code))
 
 
 def _holds(words: set[str], word: str) -> bool:

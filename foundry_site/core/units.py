@@ -36,7 +36,7 @@ _FIELD = re.compile(r"^\s*(?:[a-z_][\w-]*|[A-Za-z_][\w-]*[.\[][\w.\[\]-]*):\s+\S
 # A labelled value of a record (an object in a list: ``interfaces[1].protocols[4].port: 123``) is read with the
 # value of the record's naming key (``interfaces[1].protocols[4].name: NTP client``), as a table row with its header.
 _RECORD = re.compile(r"^(.*\])\.(.+)$")  # a key path: its record (the last list item in it), the key within
-NAMING_KEYS = ("name", "title", "label", "id")
+_NAMING_KEYS = ("name", "title", "label", "id")
 _HEADING = re.compile(r"^\s{0,3}#{1,6}\s")
 _TABLE_ROW = re.compile(r"^\s*\|.*\|\s*$")
 _TABLE_RULE = re.compile(r"^\s*\|?[\s:|-]*-[\s:|-]*\|?\s*$")
@@ -106,14 +106,14 @@ def passage_units(text: str) -> list[Unit]:
 
 
 def _records_named(units: list[Unit]) -> list[Unit]:
-    """``units`` with each labelled value of a record given the record's name (its ``NAMING_KEYS`` value, when the
+    """``units`` with each labelled value of a record given the record's name (its ``_NAMING_KEYS`` value, when the
     text holds it) as context: ``interfaces[1].protocols[4].port: 123`` is the port of "NTP client"."""
     records = [_RECORD.match(u.text.partition(":")[0].strip()) if u.kind == "field" else None for u in units]
     names: dict[str, str] = {}
     for unit, record in zip(units, records):
-        if record and record[2] in NAMING_KEYS:
+        if record and record[2] in _NAMING_KEYS:
             names.setdefault(record[1], unit.text.partition(":")[2].strip())
-    named = [record and record[2] not in NAMING_KEYS and names.get(record[1]) for record in records]
+    named = [record and record[2] not in _NAMING_KEYS and names.get(record[1]) for record in records]
     return [replace(unit, context=name) if name else unit for unit, name in zip(units, named)]
 
 

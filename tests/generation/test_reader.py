@@ -105,8 +105,8 @@ def test_a_unit_about_another_code_does_not_hold_a_follow_ups_topic(embed: dict)
 
 def test_a_code_typed_without_hyphens_is_read_as_the_passages_write_it(embed: dict) -> None:
     found = [Passage("S1", "Connect the AX-200 to the RS-485 bus. DIP switch S1-2 sets the bias.", 1, 1)]
-    assert reader._as_written("is the ax200 ok on rs485?", found) == "is the AX-200 ok on RS-485?"
-    assert reader._as_written("what does s12 do?", found) == "what does s12 do?"  # too short to tell
+    assert reader._as_written(["is the ax200 ok on rs485?"], found) == ["is the AX-200 ok on RS-485?"]
+    assert reader._as_written(["what does s12 do?"], found) == ["what does s12 do?"]  # too short to tell
     embed["which bus does the AX-200 use?"] = [1.0, 0.0, 0.0]
     typed = reader.read("which bus does the ax200 use?", found, embedding_model="m", max_units=1)
     assert typed.best == reader.read("which bus does the AX-200 use?", found, embedding_model="m", max_units=1).best
