@@ -91,7 +91,9 @@ def turn_answer(
     earlier: list[QueryLog] = []
     if conversation is not None:
         earlier = list(conversation.turns.order_by("created_at", "pk"))
-        condensed = question_standalone(message=turn.message, history=[t.message or t.question for t in earlier])
+        condensed = question_standalone(
+            message=turn.message, history=[t.message or t.question for t in earlier], collection_ids=turn.scope
+        )
     else:
         condensed = question_standalone(message=turn.message, history=[])
         conversation = conversation_start(owner=user, question=turn.message, collection_id=turn.within)

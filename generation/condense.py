@@ -27,8 +27,9 @@ see one question, so a follow-up is rewritten before retrieval by a deterministi
    standalone itself) that the message lacks
    (``subject_terms``: the words of its noun phrases, in their original spelling and order), e.g.
    "And the storage temperature? (AX-200)" after "What is the operating temperature range of the
-   AX-200?". Verbs stay behind ("connected", "use" in "does the gateway use"), and so does the
-   asked-for attribute of a named owner ("operating temperature range" of the AX-200; a phrase with a
+   AX-200?". The verb of the thing asked about stays behind ("connected", "use" in "does the gateway use" or
+   "does it use"; the asker's own is what they do, and is carried: "delay" in "Can I delay an alarm …?"), and so
+   does the asked-for attribute of a named owner ("operating temperature range" of the AX-200; a phrase with a
    code names a thing, and stays: "terminal X4 of the AX-200"): a follow-up
    asks something else about the same thing, and the antecedent's attribute only pulls retrieval and
    the reader back to the first answer. A code in the message replaces the antecedent's codes of its
@@ -37,7 +38,10 @@ see one question, so a follow-up is rewritten before retrieval by a deterministi
    not name the RESET button, and a new name need not replace one ("what about with TLS?" still asks
    about MQTT). The measure after "how" ("how long", "how heavy") or "how much" ("how much power"
    does the AX-200 consume: "what about its weight?" asks of the AX-200) and a turn's place ("the first
-   one") ask; they are never carried.
+   one") ask; they are never carried. Nor is a plain word no source in the asker's collections holds
+   ("boss", "remembers" in "Nobody on the team remembers …"): it finds no passage and is no topic of theirs, and
+   the question shown tells nothing of the collections the asker cannot read. Codes and names are carried all the
+   same: one that no passage mentions tells the reader that the passages cannot answer.
 4. A message that only puts a code in place of the antecedent's one code of that shape asks the antecedent
    again: "And E04?" after "What does error code E03 mean?" is "What does error code E04 mean?", "and
    2.4.1?" after "When was firmware 2.3.0 released?" is "When was firmware 2.4.1 released?".
@@ -53,13 +57,16 @@ the default), an LLM with the ``condense`` prompt template, or ``none`` (follow-
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import cache, partial
 
 from django.conf import settings
 
 from foundry_site.core import llm, prompts
 from foundry_site.core.config import CONDENSE_RULE
 from foundry_site.core.text import STOPWORDS, code_shape, is_code_or_name
+from retrieval.models import ChunkSearch
 
 SHORT_WORDS = 1
 WHOLE_WORDS = 5  # a message of more content words that names nothing is a whole question, not a follow-up
@@ -96,9 +103,9 @@ DEMONSTRATIVES = frozenset({"this", "that", "these", "those", "such"})
 PRONOUNS = frozenset(
     {"it", "its", "it's", "itself", "they", "them", "their", "theirs", "themselves", "he", "she", "his", "her", "one"}
 )
+THIRD_PERSON = frozenset("it they he she".split())
 QUESTION_STARTS = frozenset("what which where when who whom how is are was were".split())
 AUXILIARIES = frozenset("do does did can could should must will would may might shall".split())
-SUBJECT_PRONOUNS = frozenset("it they he she i you we".split())
 ADVERBS = frozenset("still also really ever always even actually already just never not".split())
 DO_FORMS = frozenset({"doing", "done"})  # "once I've done that": "that" is what was done, a turn before
 VERB_AFTER = frozenset("do does have has be mean means say show give".split())  # a main verb after the subject
@@ -136,10 +143,11 @@ class Condensed:
         return answers[self.antecedent]
 
 
-def condense(message: str, history: list[str]) -> Condensed:
+def condense(message: str, history: list[str], *, indexed: Callable[[str], bool] | None = None) -> Condensed:
     """The standalone question for ``message`` after the earlier user turns ``history`` (oldest first).
 
-    Pure and deterministic: the same message and history always give the same question. Each earlier
+    ``indexed``: whether the sources hold a word; a plain word they do not hold is not carried (rule 3).
+    Deterministic: the same message, history and sources always give the same question. Each earlier
     turn is first made standalone itself, so a chain of follow-ups keeps the topic of the turn that
     started it.
     """
@@ -147,21 +155,23 @@ def condense(message: str, history: list[str]) -> Condensed:
     typed = [" ".join(turn.split()) for turn in history]
     standalone: list[str] = []
     for i, turn in enumerate(typed):
-        standalone.append(_condense_one(turn, typed[:i], standalone).question)
-    return _condense_one(message, typed, standalone)
+        standalone.append(_condense_one(turn, typed[:i], standalone, indexed).question)
+    return _condense_one(message, typed, standalone, indexed)
 
 
-def question_standalone(*, message: str, history: list[str]) -> Condensed:
+def question_standalone(*, message: str, history: list[str], collection_ids: Sequence[int] | None = None) -> Condensed:
     """The question to answer for ``message`` after ``history``, by the configured ``retrieval.condense_model``.
 
     With an LLM the model's first line is the question; a model failure raises ``llm.LLMError`` (the
     caller reports it), never a silent fall back to the message as typed. Without history nothing is
-    condensed and no model is called.
+    condensed and no model is called. The rule carries only plain words that the sources of ``collection_ids``
+    (the asker's scope; None: every collection) hold.
     """
     model = settings.FOUNDRY.retrieval.condense_model
     message = " ".join(message.split())
     if model == CONDENSE_RULE:
-        return condense(message, history)
+        holds = cache(partial(ChunkSearch.search.holds, collection_ids=collection_ids))  # each word looked up once
+        return condense(message, history, indexed=holds)
     if model == "none" or not history:
         return Condensed(message, message)
     earlier = "\n".join(f"- {' '.join(turn.split())}" for turn in history)
@@ -247,7 +257,9 @@ def _ordinal(words: list[str], turns: int) -> int | None:
     return places[0] if places and places[0] < turns else None
 
 
-def _condense_one(message: str, typed: list[str], standalone: list[str]) -> Condensed:
+def _condense_one(
+    message: str, typed: list[str], standalone: list[str], indexed: Callable[[str], bool] | None
+) -> Condensed:
     if not standalone or not is_followup(message):
         return Condensed(message, message)
     own = _keys(message)
@@ -266,6 +278,7 @@ def _condense_one(message: str, typed: list[str], standalone: list[str]) -> Cond
         for t in subject_terms(standalone[index])
         if (t not in words if is_code_or_name(t) else _stem(t.lower()) not in own)
         and (not _shape(t) or _shape(t) not in own)
+        and (indexed is None or is_code_or_name(t) or indexed(t))
     )
     if not carried:
         return Condensed(message, message)
@@ -326,8 +339,8 @@ def _phrases(text: str) -> list[tuple[list[str], bool]]:
         supported = before in AUXILIARIES and article not in ("a", "an") and not ends_question
         if len(words) > 1 and supported and after not in VERB_AFTER and _plain(words[-1]):
             words.pop()
-        if words and before in SUBJECT_PRONOUNS and _plain(words[0]):
-            words.pop(0)  # "does it use": the word after a subject pronoun is the verb
+        if words and before in THIRD_PERSON and _plain(words[0]):
+            words.pop(0)  # "does it use": the word after "it" is its verb ("Can I delay …": the asker's is kept)
         if words and _participle(words[-1]):
             words.pop()  # "can be connected", "is MQTT enabled": a participle ending the run is the verb
         if words:

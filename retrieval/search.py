@@ -168,6 +168,18 @@ class ChunkSearchManager(models.Manager):
             )
             return [Hit(cid, -score) for cid, score in cur.fetchall()]
 
+    def holds(self, word: str, *, collection_ids: Sequence[int] | None = None) -> bool:
+        """Whether a chunk of the collections ``collection_ids`` (None: every collection) holds ``word``, in its
+        text, heading path or title, as the keyword index reads it (its stem; "AX-200" as the phrase "ax 200")."""
+        if collection_ids is not None and not collection_ids:
+            return False
+        query = match_expression([word])
+        where, params = _scope(collection_ids, "s.collection_id")
+        join = " JOIN sources_chunk c ON c.id = f.rowid JOIN sources_source s ON s.id = c.source_id" if where else ""
+        with connection.cursor() as cur:
+            cur.execute(f"SELECT 1 FROM chunks_fts f{join} WHERE chunks_fts MATCH %s{where} LIMIT 1", [query, *params])
+            return cur.fetchone() is not None
+
     def nearest(
         self, vector: Sequence[float], *, model: str, k: int = 20, collection_ids: Sequence[int] | None = None
     ) -> list[Hit]:

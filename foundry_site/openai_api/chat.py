@@ -169,7 +169,7 @@ def chat_answer(*, user: Any, prepared: Prepared, on_sentence: Sentences | None 
     """Make the question standalone (``retrieval.condense_model``) and answer it within the prepared scope;
     one QueryLog row holds the question answered and, when it was rewritten, the message as typed.
     ``on_sentence`` is told each sentence once it has passed its check (``answer_logged``)."""
-    condensed = question_standalone(message=prepared.message, history=prepared.history)
+    condensed = question_standalone(message=prepared.message, history=prepared.history, collection_ids=prepared.scope)
     asked = Asked(
         user=user,
         collection_ids=prepared.scope,

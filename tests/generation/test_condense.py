@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -10,6 +11,8 @@ from pydantic import ValidationError
 from foundry_site.core import llm
 from foundry_site.core.text import is_code_or_name
 from generation.condense import condense, is_followup, key_terms, question_standalone, subject_terms
+from sources.models import Collection
+from sources.services.ingest_jobs import knowledge_base_ingest
 from tests.conftest import ScriptedLLM
 
 TEMP = "What is the operating temperature range of the AX-200?"
@@ -102,7 +105,10 @@ def test_subject_terms_leave_verbs_behind() -> None:
         "bus",
     ]  # do-support: "use" ends the subject's run
     assert subject_terms("Is MQTT enabled by default?") == ["MQTT", "default"]  # a participle ending a run
-    assert subject_terms("How do I install a firmware update?") == ["firmware", "update"]  # after "I"
+    # the asker's verb is what they do: "install", "delay"; after "it" the verb is its own: "take"
+    assert subject_terms("How do I install a firmware update?") == ["install", "firmware", "update"]
+    assert subject_terms("Can I delay an alarm so spikes don't trip the relay?")[:2] == ["delay", "alarm"]
+    assert subject_terms("How long does it take? (update firmware)") == ["update", "firmware"]
     assert subject_terms("What does the alarm hysteresis do?") == ["alarm", "hysteresis"]  # "do" is the verb
     assert subject_terms("Are the stored measurements deleted?") == ["stored", "measurements"]
     # "do a factory reset": "do" is the verb, not do-support; an adverb before "be" ends the subject, not a verb
@@ -188,10 +194,39 @@ def test_a_turn_named_by_its_place_and_the_measure_after_how_or_how_much_are_not
     first = condense("and the first one in storage?", ["What is the operating temperature?", "And humidity?"])
     assert first.antecedent == 0 and "first" not in first.carried
     chained = condense("And if the power drops?", ["How do I update the firmware?", "How long does it take?"])
-    assert chained.question == "And if the power drops? (firmware)"  # not "long"
+    assert chained.question == "And if the power drops? (update firmware)"  # not "long"
     assert key_terms("how heavy is the AX-200?") == ["AX-200"]
     weight = condense("what about its weight?", ["How much power does the AX-200 consume?"])
     assert weight.question == "what about its weight? (AX-200)"  # "how much power" asks the power of the AX-200
+
+
+def test_a_plain_word_the_sources_do_not_hold_is_not_carried() -> None:
+    told = "Nobody on the team remembers the admin password of one AX-200, so I held RESET for 10 s."
+    message = "It's reachable again. What password does it take now?"
+    assert condense(message, [told]).carried == ("Nobody", "team", "remembers", "AX-200", "held", "RESET", "10")
+    # codes and names are carried all the same: one the sources lack tells the reader they cannot answer
+    held = condense(message, [told], indexed=lambda word: word.lower() == "team")
+    assert held.question == f"{message} (team AX-200 RESET 10)"
+    assert not condense("and the max?", ["my boss wants it"], indexed=lambda word: False).rewritten
+
+
+@pytest.mark.django_db
+def test_the_rule_carries_the_words_the_collections_in_scope_hold(kb: Path) -> None:
+    (kb / "a").mkdir()
+    (kb / "b").mkdir()
+    (kb / "a" / "pump.md").write_text("# Pump\n\nThe centrifugal pump delivers 40 litres per minute.\n")
+    (kb / "b" / "valve.md").write_text("# Valve\n\nThe relief valve opens at 6 bar of pressure.\n")
+    knowledge_base_ingest(target=kb / "a", collection="alpha")
+    knowledge_base_ingest(target=kb / "b", collection="beta")
+    alpha, beta = (Collection.objects.get(name=name).pk for name in ("alpha", "beta"))
+    history = ["My boss asked about the relief valve."]
+    assert question_standalone(message="at what pressure?", history=history).carried == ("relief", "valve")
+    assert question_standalone(message="at what pressure?", history=history, collection_ids=[beta]).carried == (
+        "relief",
+        "valve",
+    )
+    # a word only a collection out of scope holds is not carried: the question shown tells nothing of it
+    assert not question_standalone(message="at what pressure?", history=history, collection_ids=[alpha]).rewritten
 
 
 def test_chat_in_capitals_is_not_a_name() -> None:

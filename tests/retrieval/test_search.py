@@ -135,6 +135,11 @@ def test_search_channels_and_collection_scope(kb: Path) -> None:
     assert ChunkSearch.search.keyword("valve", collection_ids=[alpha]) == []
     assert len(ChunkSearch.search.keyword("valve", collection_ids=[beta])) == 1
     assert ChunkSearch.search.keyword("valve", collection_ids=[]) == []
+    # Whether the sources in scope hold a word, by its stem, in the text or the title
+    assert ChunkSearch.search.holds("valves") and ChunkSearch.search.holds("Pump", collection_ids=[alpha])
+    assert ChunkSearch.search.holds("relief", collection_ids=[beta])
+    assert not ChunkSearch.search.holds("relief", collection_ids=[alpha])
+    assert not ChunkSearch.search.holds("relief", collection_ids=[]) and not ChunkSearch.search.holds("boss")
 
 
 SEAL = "Replace the shaft seal of the pump every 2 years."
