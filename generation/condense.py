@@ -119,7 +119,8 @@ _UNAPOSTROPHED = {
     "arent": "are", "wont": "will", "wasnt": "was",
 }  # fmt: skip
 _AND_SIGN = re.compile(r"\s[+&]\s")
-_TOKEN = re.compile(r"[A-Za-zÀ-ÿ0-9][A-Za-zÀ-ÿ0-9'.\-]*[A-Za-zÀ-ÿ0-9]|[A-Za-zÀ-ÿ0-9]")
+# a word, a code or a number ("2,400": a comma between digits is part of it)
+_TOKEN = re.compile(r"[A-Za-zÀ-ÿ0-9](?:[A-Za-zÀ-ÿ0-9'.\-]|(?<=\d),(?=\d))*[A-Za-zÀ-ÿ0-9]|[A-Za-zÀ-ÿ0-9]")
 
 
 @dataclass(frozen=True)

@@ -208,6 +208,8 @@ def test_a_plain_word_the_sources_do_not_hold_is_not_carried() -> None:
     held = condense(message, [told], indexed=lambda word: word.lower() == "team")
     assert held.question == f"{message} (team AX-200 RESET 10)"
     assert not condense("and the max?", ["my boss wants it"], indexed=lambda word: False).rewritten
+    # a number with a thousands separator is one word, not its last three digits
+    assert condense("Is it rated for that?", ["The site is at 2,400 m."]).carried == ("site", "2,400")
 
 
 @pytest.mark.django_db
