@@ -144,6 +144,23 @@ def kb(tmp_path: Path) -> Path:
     return folder
 
 
+@pytest.fixture
+def pump_and_valve(kb: Path, db: None) -> tuple[int, int]:
+    """Two collections ingested, ``alpha`` (a pump's page) and ``beta`` (a relief valve's): their ids."""
+    from sources.models import Collection
+    from sources.services.ingest_jobs import knowledge_base_ingest
+
+    for name, page, text in (
+        ("alpha", "pump.md", "# Pump\n\nThe centrifugal pump delivers 40 litres per minute.\n"),
+        ("beta", "valve.md", "# Valve\n\nThe relief valve opens at 6 bar of pressure.\n"),
+    ):
+        (kb / name).mkdir()
+        (kb / name / page).write_text(text)
+        knowledge_base_ingest(target=kb / name, collection=name)
+    alpha, beta = (Collection.objects.get(name=name).pk for name in ("alpha", "beta"))
+    return alpha, beta
+
+
 def make_pdf(
     path: Path,
     pages: list[tuple[str, str]],

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -11,8 +10,6 @@ from pydantic import ValidationError
 from foundry_site.core import llm
 from foundry_site.core.text import is_code_or_name
 from generation.condense import condense, is_followup, key_terms, question_standalone, subject_terms
-from sources.models import Collection
-from sources.services.ingest_jobs import knowledge_base_ingest
 from tests.conftest import ScriptedLLM
 
 TEMP = "What is the operating temperature range of the AX-200?"
@@ -212,15 +209,8 @@ def test_a_plain_word_the_sources_do_not_hold_is_not_carried() -> None:
     assert condense("Is it rated for that?", ["The site is at 2,400 m."]).carried == ("site", "2,400")
 
 
-@pytest.mark.django_db
-def test_the_rule_carries_the_words_the_collections_in_scope_hold(kb: Path) -> None:
-    (kb / "a").mkdir()
-    (kb / "b").mkdir()
-    (kb / "a" / "pump.md").write_text("# Pump\n\nThe centrifugal pump delivers 40 litres per minute.\n")
-    (kb / "b" / "valve.md").write_text("# Valve\n\nThe relief valve opens at 6 bar of pressure.\n")
-    knowledge_base_ingest(target=kb / "a", collection="alpha")
-    knowledge_base_ingest(target=kb / "b", collection="beta")
-    alpha, beta = (Collection.objects.get(name=name).pk for name in ("alpha", "beta"))
+def test_the_rule_carries_the_words_the_collections_in_scope_hold(pump_and_valve: tuple[int, int]) -> None:
+    alpha, beta = pump_and_valve
     history = ["My boss asked about the relief valve."]
     assert question_standalone(message="at what pressure?", history=history).carried == ("relief", "valve")
     assert question_standalone(message="at what pressure?", history=history, collection_ids=[beta]).carried == (

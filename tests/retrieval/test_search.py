@@ -114,16 +114,8 @@ def test_keyword_search_never_errors_on_hostile_text(kb: Path, hostile: str) -> 
     assert Chunk.objects.count() == 1
 
 
-@pytest.mark.django_db
-def test_search_channels_and_collection_scope(kb: Path) -> None:
-    (kb / "a").mkdir()
-    (kb / "b").mkdir()
-    (kb / "a" / "pump.md").write_text("# Pump\n\nThe centrifugal pump delivers 40 litres per minute.\n")
-    (kb / "b" / "valve.md").write_text("# Valve\n\nThe relief valve opens at 6 bar of pressure.\n")
-    knowledge_base_ingest(target=kb / "a", collection="alpha")
-    knowledge_base_ingest(target=kb / "b", collection="beta")
-    alpha = Collection.objects.get(name="alpha").pk
-    beta = Collection.objects.get(name="beta").pk
+def test_search_channels_and_collection_scope(pump_and_valve: tuple[int, int]) -> None:
+    alpha, beta = pump_and_valve
     from foundry_site.core import llm
 
     vector = llm.embed(["pressure relief valve"], model="local/all-minilm-l6-v2")[0]
