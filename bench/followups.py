@@ -5,10 +5,10 @@ time to the first streamed sentence of ``/v1/chat/completions`` against the time
         [--condense-model rule|MODEL] [--followup-passages N] [--json docs/results/followups_DATE.json]
 
 Ingests knowledge_base/ into a throw-away FOUNDRY_HOME (summaries off) with the configured (default:
-extractive, offline) reader and the answer cache off. The ``--data`` files (default: all nineteen):
+extractive, offline) reader and the answer cache off. The ``--data`` files (default: all twenty):
 tests/data/followups.json, the set the rule was tuned on; followups_heldout.json and followups_fresh.json,
-tuned on after they were first measured; followups_blind.json to followups_blind12.json (tuned on after they
-were first measured; blind6 and blind7 only from 2026-11-27, blind10 and blind11 from 2026-11-28; blind12 not),
+tuned on after they were first measured; followups_blind.json to followups_blind13.json (tuned on after they
+were first measured; blind6 and blind7 only from 2026-11-27, blind10 and blind11 from 2026-11-28; blind12, 13 not),
 written from knowledge_base/ alone by someone who had seen neither the rule, the reader nor the other sets;
 followups_unanswerable.json to followups_unanswerable4.json, follow-ups the sources do not answer, written the same
 way.
@@ -74,7 +74,7 @@ DATA = [
     ROOT / "tests" / "data" / f"followups{suffix}.json"
     for suffix in (
         *("", "_heldout", "_fresh", "_blind", "_blind2", "_blind3", "_blind4", "_blind5", "_blind6", "_blind7"),
-        *("_blind8", "_blind9", "_blind10", "_blind11", "_blind12"),
+        *("_blind8", "_blind9", "_blind10", "_blind11", "_blind12", "_blind13"),
         *("_unanswerable", "_unanswerable2", "_unanswerable3", "_unanswerable4"),
     )
 ]
