@@ -175,10 +175,13 @@ class ChunkSearchManager(models.Manager):
             return False
         query = match_expression([word])
         where, params = _scope(collection_ids, "s.collection_id")
-        # CROSS JOIN keeps the index's matches the outer loop: SQLite would otherwise run the match once per chunk
-        # of the scope, and stop at the first chunk in scope only this way
-        join = " CROSS JOIN sources_chunk c ON c.id = f.rowid CROSS JOIN sources_source s ON s.id = c.source_id"
-        join = join if where else ""
+        # CROSS JOIN keeps the index's matches the outer loop, so the look-up stops at the first one in scope;
+        # SQLite would otherwise run the match once per chunk of the scope
+        join = (
+            " CROSS JOIN sources_chunk c ON c.id = f.rowid CROSS JOIN sources_source s ON s.id = c.source_id"
+            if where
+            else ""
+        )
         with connection.cursor() as cur:
             cur.execute(f"SELECT 1 FROM chunks_fts f{join} WHERE chunks_fts MATCH %s{where} LIMIT 1", [query, *params])
             return cur.fetchone() is not None
