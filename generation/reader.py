@@ -32,7 +32,7 @@ import snowballstemmer
 from foundry_site.core import llm
 from foundry_site.core.grounding import content_tokens
 from foundry_site.core.text import code_shape, is_code_or_name
-from foundry_site.core.units import KEY_PARTS, Unit, item_sentences, paragraph_lead, passage_units
+from foundry_site.core.units import KEY_PARTS, Unit, item_sentences, paragraph_lead, passage_units, table_rule
 
 # Weight of the question's words in the unit score, fitted on SQuAD 2.0 dev (bench/reader_calibration.py,
 # docs/decisions.md, "The extractive reader"): they tell the sentence that names the asked-for thing
@@ -191,12 +191,19 @@ class Reading:
     @property
     def text(self) -> str:
         """The answer: each quote verbatim, followed by its passage label; a line per passage, on which its
-        sentences run on, and a line per list item, so that an item stays an item (Markdown)."""
+        sentences run on, a line per list item, so that an item stays an item, and a table's rows under its header
+        row, so that their columns are named (Markdown)."""
         lines: list[str] = []
+        previous = None
         for label in dict.fromkeys(q.passage.label for q in self.quotes):
-            previous = None
             for q in (q for q in self.quotes if q.passage.label == label):
-                if previous is not None and "item" not in (previous.unit.kind, q.unit.kind):
+                kinds = {q.unit.kind} | ({previous.unit.kind} if previous else set())
+                same_table = kinds == {"row"} and previous is not None and previous.unit.context == q.unit.context
+                if "row" in kinds and previous is not None and not same_table:
+                    lines.append("")  # a table starts or ends: a blank line apart from what stands before
+                if q.unit.kind == "row" and q.unit.context and not same_table:
+                    lines += [q.unit.context, table_rule(q.unit.context)]
+                if previous is not None and previous.passage.label == label and not kinds & {"item", "row"}:
                     lines[-1] += f" {q.quoted} [{label}]"
                 else:
                     lines.append(f"{q.quoted} [{label}]")
@@ -416,9 +423,9 @@ def _lead(quote: Quote, scored: list[Quote]) -> Quote | None:
 
 def quoted_sentences(answer: str) -> tuple[str, ...]:
     """The sentences ``answer`` (an earlier turn's answer, as the ask page or ``/v1/`` showed it) quoted, in order:
-    its text between the ``[S#]`` / ``[#]`` markers, before a "Sources:" list, less a list item's bullet; of 3 words
-    or more."""
-    quoted = [q for line in _SOURCES.split(answer, maxsplit=1)[0].splitlines() for q in _MARKER.split(line)]
+    its text before each ``[S#]`` / ``[#]`` marker of a line (not a table's header row shown over a quoted row), before
+    a "Sources:" list, less a list item's bullet; of 3 words or more."""
+    quoted = [q for line in _SOURCES.split(answer, maxsplit=1)[0].splitlines() for q in _MARKER.split(line)[:-1]]
     return tuple(dict.fromkeys(" ".join(_BULLET.sub("", q).split()) for q in quoted if len(q.split()) >= 3))
 
 

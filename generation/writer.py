@@ -15,7 +15,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from foundry_site.core.units import passage_units
+from foundry_site.core.units import passage_units, table_rule
 from generation.footnotes import footnote_format
 from generation.grounded_markdown import markup_escape
 from generation.reader import Passage, Quote, Reading, read, unit_key
@@ -174,10 +174,7 @@ def _section_lines(quotes: list[Quote], footnotes: dict[str, str], passages: dic
         if continues:
             blocks[-1] += (" " if kind == "sentence" else "\n") + marked
         elif kind == "row" and quote.unit.context:
-            columns = quote.unit.context.strip().strip("|").split("|")
-            blocks.append(
-                "\n".join([markup_escape(quote.unit.context), "|" + "|".join("---" for _ in columns) + "|", marked])
-            )
+            blocks.append("\n".join([markup_escape(quote.unit.context), table_rule(quote.unit.context), marked]))
         else:
             blocks.append(marked)
         previous = quote

@@ -39,6 +39,7 @@ _RECORD = re.compile(r"^(.*\])\.(.+)$")  # a key path: its record (the last list
 _NAMING_KEYS = ("name", "title", "label", "id")
 _HEADING = re.compile(r"^\s{0,3}#{1,6}\s")
 _TABLE_ROW = re.compile(r"^\s*\|.*\|\s*$")
+CELL_SEPARATOR = " | "  # between the cells of a table row extracted from a PDF, an Office file, HTML or a sheet
 _TABLE_RULE = re.compile(r"^\s*\|?[\s:|-]*-[\s:|-]*\|?\s*$")
 _WORD_BEFORE = re.compile(r"([A-Za-zÀ-ÿ.]+)$")
 _MEASURE_BEFORE = re.compile(r"\d\s?[A-Za-zµΩ°%]{1,4}$")
@@ -77,17 +78,27 @@ def passage_units(text: str) -> list[Unit]:
     lines = _lines(text)
     units: list[Unit] = []
     paragraph: list[tuple[int, int]] = []  # (line index, start offset) of the open paragraph's lines
-    header = ""
+    header = ""  # of a Markdown table
+    over = ""  # the header row of a table written as cells
     i = 0
     while i < len(lines):
         start, end = lines[i]
         line = text[start:end]
         item = _LIST_ITEM.match(line) or _FIELD.match(line)
-        if not line.strip() or _HEADING.match(line) or _TABLE_ROW.match(line) or item:
+        cells = 0 if _TABLE_ROW.match(line) or item else _cells(line)
+        if not line.strip() or _HEADING.match(line) or _TABLE_ROW.match(line) or item or cells:
             units += _paragraph_units(text, lines, paragraph)
             paragraph = []
+        if line.strip() and not cells:
+            over = ""  # rows of cells stand a blank line apart (one block each), under one header
         if not line.strip() or _HEADING.match(line):
             header = ""
+        elif cells:
+            following = _cells(text[slice(*lines[i + 1])]) if i + 1 < len(lines) else 0
+            if not (over and cells <= _cells(over)) and 0 < following <= cells:
+                over = line.strip()  # a table's header row, over its first row
+            else:
+                units.append(_unit(text, lines, i, i, "row", context=over if cells <= _cells(over) else ""))
         elif _TABLE_ROW.match(line):
             rule = text[slice(*lines[i + 1])] if i + 1 < len(lines) else ""
             if _TABLE_RULE.match(rule) and "-" in rule:
@@ -103,6 +114,18 @@ def passage_units(text: str) -> list[Unit]:
             paragraph.append((i, start))
         i += 1
     return _records_named(units + _paragraph_units(text, lines, paragraph))
+
+
+def _cells(line: str) -> int:
+    """How many cells a table row written as cells joined by `` | `` holds (a PDF's, a Word file's, a sheet's
+    table); 0 for a line that is no such row."""
+    return line.count(CELL_SEPARATOR) + 1 if CELL_SEPARATOR in line else 0
+
+
+def table_rule(header: str) -> str:
+    """The Markdown rule under a table's header row (``--- | ---``, which also holds under a header of cells without
+    outer pipes): a quoted row is shown under both."""
+    return " | ".join("---" for _ in header.strip().strip("|").split("|"))
 
 
 def _records_named(units: list[Unit]) -> list[Unit]:

@@ -103,6 +103,30 @@ def test_a_pdf_table_row_ending_in_an_empty_cell_is_its_own_unit_and_its_header_
     ]
 
 
+def test_rows_of_cells_are_read_under_their_header_row_across_blank_lines() -> None:
+    """A table of a PDF, a Word file or a sheet is written as cells joined by " | ": its header row (over its first
+    row) is no unit but every row's context, also where each row is a block of its own, a blank line apart."""
+    text = (
+        "The supply is protected.\n"
+        "Parameter | Min. | Max. | Unit\n"
+        "Main input voltage | 10.8 | 26.4 | V DC\n\n"
+        "Power consumption | - | 4.0 | W\n"
+        "Fitted on a rail.\n"
+        "Orphan | row"
+    )
+    units = passage_units(text)
+    assert [(u.kind, u.text, u.context) for u in units] == [
+        ("sentence", "The supply is protected.", ""),
+        ("row", "Main input voltage | 10.8 | 26.4 | V DC", "Parameter | Min. | Max. | Unit"),
+        ("row", "Power consumption | - | 4.0 | W", "Parameter | Min. | Max. | Unit"),
+        ("sentence", "Fitted on a rail.", ""),
+        ("row", "Orphan | row", ""),  # after prose, a lone row has no header
+    ]
+    assert [u.line_first for u in units] == [0, 2, 4, 5, 6]
+    field = passage_units("note: a | b\nnext: c | d")  # a labelled value holding " | " stays a value
+    assert [u.kind for u in field] == ["field", "field"]
+
+
 def test_headings_and_table_rules_are_not_units() -> None:
     assert texts("## Power\n\nThe input is 24 V.\n\n|---|---|") == ["The input is 24 V."]
 

@@ -443,6 +443,8 @@ def test_the_sentences_an_earlier_answer_quoted_are_read_as_the_page_or_v1_showe
     assert reader.quoted_sentences(page) == (buffer, "interfaces[0].name: RS-485 sensor bus")
     assert reader.quoted_sentences(v1) == (buffer,)  # the source list is not a quote
     assert reader.quoted_sentences(f"{buffer} [S1] Ok. [S2] {buffer} [S3]") == (buffer,)  # 3 words or more, once
+    table = "Parameter | Min. | Max.\n--- | --- | ---\nPower consumption | - | 4.0 [S1]"
+    assert reader.quoted_sentences(table) == ("Power consumption | - | 4.0",)  # the row, not its header
 
 
 def test_a_follow_up_reads_the_passage_the_turn_it_follows_was_answered_from_first(embed: dict) -> None:

@@ -14,6 +14,7 @@ import pytest
 from django.conf import settings
 from django.contrib.auth.models import User
 
+from foundry_site.core.units import table_rule
 from generation.answers import answer_question
 from generation.asking import query_answer
 from generation.documents import SpecText
@@ -55,11 +56,18 @@ def test_sample_questions_are_answered_with_quotes_at_their_cited_lines(sample_k
             right += 1
         else:
             wrong.append((expected["question"], answer.refusal, answer.answer[:200]))
-        for line in answer.answer.splitlines() if answer.citations else []:
+        for line in _quote_lines(answer.answer) if answer.citations else []:
             quote, label = re.match(r"(.+) \[(S\d+)\]$", line).groups()
             citation = next(c for c in answer.citations if c["id"] == label)
             _assert_quoted_at(quote.split(f" [{label}] ")[0], citation["source"], *citation["lines"])
     assert right >= 14, f"{right} of {len(QUESTIONS)} right; wrong: {wrong}"
+
+
+def _quote_lines(answer: str) -> list[str]:
+    """The answer's lines but the blank ones and the header rows (each with its rule) shown over quoted table rows."""
+    lines = answer.splitlines()
+    heads = {i + k for i, line in enumerate(lines[:-1]) if lines[i + 1] == table_rule(line) for k in (0, 1)}
+    return [line for i, line in enumerate(lines) if line and i not in heads]
 
 
 def _assert_quoted_at(quote: str, source: str, first: int, last: int) -> None:

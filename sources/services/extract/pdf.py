@@ -4,6 +4,12 @@ A running header or footer (the document's name, "Page 2 of 3", the chapter's ti
 says: a line with a letter among the first or last ``RUNNING_EDGE`` lines of three pages with text (two in a
 document of up to ``RUNNING_PAGES``), numbers aside, is left out where it stands at that edge, on a page that says
 more than its edges. It is blanked, so every other line keeps its number on the page.
+
+A table's lines lose their columns in the page's text ("Power consumption (gateway only) - 2.5 4.0 W"). Read again
+in pypdf's layout mode, which keeps each word where it stands, a header of short cells (``TABLE_HEADER_WORDS``) over
+rows whose cells start where the header's do is a table: its lines are written with their cells joined by `` | ``
+("Power consumption (gateway only) | - | 2.5 | 4.0 | W"), so a reader can tell the columns apart and read a row with
+its header. Each stays on its line.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ from pypdf.errors import DependencyError, FileNotDecryptedError, PdfReadError
 
 from sources.services.extract import ocr
 from sources.services.extract.blocks import Block, Extracted, ExtractionError, paragraphs
+from sources.services.extract.tables import row_text
 
 logger = logging.getLogger(__name__)
 
@@ -25,6 +32,10 @@ RUNNING_EDGE = 2  # a running header or footer stands among a page's first or la
 RUNNING_PAGES = 4  # ... of two pages of a document of up to this many pages, of three of a longer one
 _DIGITS = re.compile(r"\d+")
 _LETTER = re.compile(r"[^\W\d_]")  # a lone page number is left: it could as well be a value
+_CELL = re.compile(r"\S+(?: {1,2}\S+)*")  # in layout mode, cells stand three or more spaces apart
+TABLE_HEADER_WORDS = 4  # a table's header cells are short: "Parameter", "Min.", "Order code"
+COLUMN_SLACK = 1  # characters a cell may start off its header's column
+ROW_GAP = 1  # blank layout lines between a table's rows (padded rows); a wider gap ends the table
 
 
 def extract_pdf(data: bytes, *, fallback_title: str) -> Extracted:
@@ -67,12 +78,82 @@ def extract_pdf(data: bytes, *, fallback_title: str) -> Extracted:
 
 
 def _page_text(page: PageObject, number: int) -> str | None:
-    """The page's text; None when pypdf cannot read it (many types on damaged content streams: logged, skipped)."""
+    """The page's text, its tables' lines in cells; None when pypdf cannot read it (many types on damaged content
+    streams: logged, skipped)."""
     try:
-        return page.extract_text() or ""
+        text = page.extract_text() or ""
     except Exception as exc:
         logger.warning("pdf page %s not extracted: %s", number, type(exc).__name__)
         return None
+    if not text.strip():
+        return text
+    try:
+        layout = page.extract_text(extraction_mode="layout")
+    except Exception as exc:  # the text is read; only its tables' columns are lost
+        logger.warning("pdf page %s: tables not read (layout mode failed: %s)", number, type(exc).__name__)
+        return text
+    return "\n".join(_tables_in_cells(text.splitlines(), layout.splitlines()))
+
+
+def _tables_in_cells(lines: list[str], layout: list[str]) -> list[str]:
+    """``lines`` with each line of a table found in the ``layout`` lines written as its cells joined by `` | ``.
+
+    A table is a header line of two or more short cells of words (not a list's "-" and its item) over one or more
+    rows, each of two or more cells, every cell starting at one of the header's columns and the first at the first;
+    a row may stand a blank line below the one before (a padded row). A table counts only where its lines stand, in
+    order, among ``lines`` (the words alike): so two columns of prose, which the page's text reads one after the
+    other, are no table.
+    """
+    out = list(lines)
+    plain = [" ".join(line.split()) for line in lines]
+    i = 0
+    while i < len(layout):
+        table, used = _table_at(layout, i)
+        if not table:
+            i += 1
+            continue
+        words = [" ".join(cell for cell in cells if cell) for cells in table]
+        at = next((j for j in range(len(plain) - len(words) + 1) if plain[j : j + len(words)] == words), None)
+        if at is not None:
+            out[at : at + len(table)] = [row_text(cells) for cells in table]
+        i += used
+    return out
+
+
+def _table_at(layout: list[str], i: int) -> tuple[list[list[str]], int]:
+    """The cells of each line of the table whose header is ``layout[i]`` and how many layout lines it takes;
+    ([], 0) when no table starts there."""
+    header = [(m.start(), m[0]) for m in _CELL.finditer(layout[i])]
+    if len(header) < 2 or any(len(cell.split()) > TABLE_HEADER_WORDS or not _LETTER.search(cell) for _, cell in header):
+        return [], 0
+    columns = [start for start, _ in header]
+    table, used, blank = [[cell for _, cell in header]], 1, 0
+    for line in layout[i + 1 :]:
+        if not line.strip():
+            blank += 1
+            if blank > ROW_GAP:
+                break
+            continue
+        cells = _row_cells(line, columns)
+        if not cells:
+            break
+        table.append(cells)
+        used += blank + 1
+        blank = 0
+    return (table, used) if len(table) > 1 else ([], 0)
+
+
+def _row_cells(line: str, columns: list[int]) -> list[str]:
+    """The cells of a layout line under a header whose cells start at ``columns``: [] unless it holds two or more,
+    each at a column of its own, the first at the first."""
+    cells = [""] * len(columns)
+    found = list(_CELL.finditer(line))
+    for m in found:
+        column = next((c for c, start in enumerate(columns) if abs(m.start() - start) <= COLUMN_SLACK), None)
+        if column is None or cells[column]:
+            return []
+        cells[column] = m[0]
+    return cells if len(found) >= 2 and cells[0] else []
 
 
 def _edges(lines: list[str]) -> list[int]:
