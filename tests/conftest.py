@@ -198,6 +198,38 @@ def make_pdf(
     return path
 
 
+def make_table_pdf(path: Path) -> Path:
+    """Write a one-page PDF with a sentence, a table of three lines (fpdf2's own tables), a list of dashes and two
+    columns of prose side by side."""
+    from fpdf import FPDF
+
+    pdf = FPDF()
+    pdf.set_font("Helvetica", size=10)
+    pdf.add_page()
+    pdf.multi_cell(0, 6, "The supply input is protected against reverse polarity.")
+    with pdf.table(col_widths=(60, 20, 20, 20), first_row_as_headings=True) as table:
+        for cells in TABLE_PDF_ROWS:
+            row = table.row()
+            for cell in cells:
+                row.cell(cell)
+    for item in ("CE marked", "UKCA"):
+        pdf.cell(6, 6, "-")
+        pdf.multi_cell(0, 6, item, new_x="LMARGIN", new_y="NEXT")
+    top = pdf.get_y() + 4
+    for x, words in ((10, "Left column prose runs here"), (110, "Right column prose runs there")):
+        pdf.set_xy(x, top)
+        pdf.multi_cell(80, 6, "\n".join(f"{words} {n}" for n in (1, 2, 3)))
+    pdf.output(str(path))
+    return path
+
+
+TABLE_PDF_ROWS = (
+    ("Parameter", "Min.", "Max.", "Unit"),
+    ("Main input voltage", "10.8", "26.4", "V DC"),
+    ("Power consumption", "-", "4.0", "W"),
+)
+
+
 @pytest.fixture(autouse=True)
 def isolated_media_and_cache(settings: Any, tmp_path: Path) -> None:
     """Uploads go to a per-test folder; rate-limit counters live in a per-test memory cache."""

@@ -46,6 +46,7 @@ _MEASURE_BEFORE = re.compile(r"\d\s?[A-Za-zµΩ°%]{1,4}$")
 _NUMBER_BEFORE = re.compile(r"([A-Za-zÀ-ÿ]+)\.?\s+\(?\d+(?:\.\d+)*$")
 _RUN_IN = re.compile(r"^(?:\*\*|__)(.+?)(?:\*\*|__)\s")
 _OPEN_ENDS = set(",;:-–—(/&+=")  # a line ending in one of these goes on in the next
+HEADER_WORDS = 4  # words of a header row's cell at most
 SHORT_LINE = 60  # characters: a shorter line without closing punctuation is not wrapped prose
 MAX_ITEM_WORDS = 60  # a longer list item is quoted sentence by sentence
 
@@ -95,7 +96,7 @@ def passage_units(text: str) -> list[Unit]:
             header = ""
         elif cells:
             following = _cells(text[slice(*lines[i + 1])]) if i + 1 < len(lines) else 0
-            if not (over and cells <= _cells(over)) and 0 < following <= cells:
+            if not (over and cells <= _cells(over)) and 0 < following <= cells and _names_columns(line):
                 over = line.strip()  # a table's header row, over its first row
             else:
                 units.append(_unit(text, lines, i, i, "row", context=over if cells <= _cells(over) else ""))
@@ -120,6 +121,13 @@ def _cells(line: str) -> int:
     """How many cells a table row written as cells joined by `` | `` holds (a PDF's, a Word file's, a sheet's
     table); 0 for a line that is no such row."""
     return line.count(CELL_SEPARATOR) + 1 if CELL_SEPARATOR in line else 0
+
+
+def _names_columns(line: str) -> bool:
+    """Whether a row of cells can be a header row: short cells of words, no numbers ("Parameter | Min. | Max.",
+    "Order code | Description"); a passage that starts inside a table opens with a row of values instead."""
+    cells = line.split(CELL_SEPARATOR)
+    return not any(c.isdigit() for c in line) and all(0 < len(cell.split()) <= HEADER_WORDS for cell in cells)
 
 
 def table_rule(header: str) -> str:

@@ -123,6 +123,8 @@ def test_rows_of_cells_are_read_under_their_header_row_across_blank_lines() -> N
         ("row", "Orphan | row", ""),  # after prose, a lone row has no header
     ]
     assert [u.line_first for u in units] == [0, 2, 4, 5, 6]
+    inside = passage_units("MQTT client | port 1883, or 8883 with TLS\nTime sync | NTP, two servers")
+    assert [(u.kind, u.context) for u in inside] == [("row", ""), ("row", "")]  # a passage opening inside a table
     field = passage_units("note: a | b\nnext: c | d")  # a labelled value holding " | " stays a value
     assert [u.kind for u in field] == ["field", "field"]
 

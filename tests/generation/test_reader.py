@@ -43,6 +43,34 @@ def test_best_unit_is_quoted_verbatim_with_its_own_lines(embed: dict) -> None:
     assert reading.text.startswith("A maximum of 8 sensors can be connected to the bus. [S1]")
 
 
+def test_table_rows_are_scored_and_shown_under_their_header_row(embed: dict) -> None:
+    """A row is read with its header row (which names its columns) and shown under it as a Markdown table, a blank
+    line apart from the sentence before it; each row keeps its own line and citation."""
+    q = "What is the power consumption?"
+    header = "Parameter | Min. | Max. | Unit"
+    rows = ["Power consumption, busy | - | 4.0 | W", "Power consumption, idle | - | 1.0 | W"]
+    text = "\n".join(["The power consumption is measured at 24 V.", header, *rows])
+    embed.update(
+        {
+            q: [1.0, 0.0, 0.0],
+            f"{header}\n{rows[0]}": [0.95, 0.05, 0.0],
+            f"{header}\n{rows[1]}": [0.9, 0.1, 0.0],
+            "The power consumption is measured at 24 V.": [0.85, 0.15, 0.0],
+        }
+    )
+    reading = reader.read(q, [Passage("S1", text, 10, 13, page_start=2, page_end=2)], embedding_model="m", max_units=3)
+    assert [quote.unit.kind for quote in reading.quotes] == ["sentence", "row", "row"]
+    assert [quote.lines for quote in reading.quotes] == [(10, 10), (12, 12), (13, 13)]
+    assert reading.text.splitlines() == [
+        "The power consumption is measured at 24 V. [S1]",
+        "",
+        header,
+        "--- | --- | --- | ---",
+        f"{rows[0]} [S1]",
+        f"{rows[1]} [S1]",
+    ]
+
+
 def test_lexical_overlap_breaks_a_cosine_tie(embed: dict) -> None:
     q = "What is the housing rated?"
     embed.update({q: [1.0, 0.0, 0.0], "The housing is IP20.": [0.5, 0.5, 0.0], "It weighs 210 g.": [0.5, 0.5, 0.0]})

@@ -29,7 +29,7 @@ from sources.services.chunking_settings import (
     rechunk_reason,
 )
 from sources.services.integrity import index_check
-from tests.conftest import ScriptedLLM, make_pdf
+from tests.conftest import ScriptedLLM, make_pdf, make_table_pdf
 from tests.sources.test_ingest import index_agrees
 from tests.sources.test_ingest_jobs import running_job
 
@@ -408,16 +408,40 @@ def test_migration_0011_makes_the_next_ingest_read_pdfs_without_their_running_li
     sources_migrate("0010_split_text")
     sources_migrate()
     recorded = dict(Source.objects.values_list("path", "chunking"))
-    assert recorded == {"sheet.pdf": DEFAULTS + " pdf_running=kept", "short.txt": DEFAULTS}
-    (warning,) = index_check().warnings
-    assert "pdf_running kept → dropped (1 source)" in warning and "foundry.yaml." not in warning
+    assert recorded == {"sheet.pdf": DEFAULTS + " pdf_running=kept pdf_tables=lines", "short.txt": DEFAULTS}
+    (warning,) = index_check().warnings  # 0013 marks the PDF too
+    assert "pdf_running kept → dropped, pdf_tables lines → cells (1 source)" in warning
+    assert "foundry.yaml." not in warning
+    changed = "pdf_running kept → dropped, pdf_tables lines → cells"
     assert reasons(ingest_jobs.knowledge_base_ingest(target=kb)) == {
-        "sheet.pdf": ("ingested", "re-chunked: chunking settings changed (pdf_running kept → dropped)"),
+        "sheet.pdf": ("ingested", f"re-chunked: chunking settings changed ({changed})"),
         "short.txt": ("unchanged", ""),
     }
     texts = " ".join(Chunk.objects.filter(source__path="sheet.pdf").values_list("text", flat=True))
     assert "VCC is 5 V." in texts and "Datasheet" not in texts and "Page" not in texts
     assert reasons(ingest_jobs.knowledge_base_ingest(target=kb))["sheet.pdf"] == ("unchanged", "")
+    index_agrees()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_migration_0013_makes_the_next_ingest_read_pdf_tables_in_cells(kb: Path) -> None:
+    vectors_dropped()
+    make_table_pdf(kb / "table.pdf")
+    (kb / "short.txt").write_text("Firmware 2.4.1 fixes the alarm hysteresis bug.\n")
+    ingest_jobs.knowledge_base_ingest(target=kb)
+    sources_migrate("0012_txt_title")
+    sources_migrate()
+    recorded = dict(Source.objects.values_list("path", "chunking"))
+    assert recorded == {"table.pdf": DEFAULTS + " pdf_tables=lines", "short.txt": DEFAULTS}
+    (warning,) = index_check().warnings
+    assert "pdf_tables lines → cells (1 source)" in warning and "foundry.yaml." not in warning
+    assert reasons(ingest_jobs.knowledge_base_ingest(target=kb)) == {
+        "table.pdf": ("ingested", "re-chunked: chunking settings changed (pdf_tables lines → cells)"),
+        "short.txt": ("unchanged", ""),
+    }
+    texts = " ".join(Chunk.objects.filter(source__path="table.pdf").values_list("text", flat=True))
+    assert "Power consumption | - | 4.0 | W" in texts
+    assert reasons(ingest_jobs.knowledge_base_ingest(target=kb))["table.pdf"] == ("unchanged", "")
     index_agrees()
 
 

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from sources.services.extract import ExtractionError, extract
-from tests.conftest import make_pdf
+from tests.conftest import TABLE_PDF_ROWS, make_pdf, make_table_pdf
 
 MD = """# Widget Manual
 
@@ -188,37 +188,10 @@ def test_pdf_running_header_and_footer_are_left_out(tmp_path: Path) -> None:
 def test_pdf_table_lines_keep_their_columns_and_their_numbers(tmp_path: Path) -> None:
     """A table's lines are written as cells joined by " | ", each on its line; a list's dashes and two columns of
     prose side by side are no table."""
-    from fpdf import FPDF
-
-    pdf = FPDF()
-    pdf.set_font("Helvetica", size=10)
-    pdf.add_page()
-    pdf.multi_cell(0, 6, "The supply input is protected against reverse polarity.")
-    with pdf.table(col_widths=(60, 20, 20, 20), first_row_as_headings=True) as table:
-        for cells in (
-            ("Parameter", "Min.", "Max.", "Unit"),
-            ("Main input voltage", "10.8", "26.4", "V DC"),
-            ("Power consumption", "-", "4.0", "W"),
-        ):
-            row = table.row()
-            for cell in cells:
-                row.cell(cell)
-    for item in ("CE marked", "UKCA"):
-        pdf.cell(6, 6, "-")
-        pdf.multi_cell(0, 6, item, new_x="LMARGIN", new_y="NEXT")
-    top = pdf.get_y() + 4
-    for x, words in ((10, "Left column prose runs here"), (110, "Right column prose runs there")):
-        pdf.set_xy(x, top)
-        pdf.multi_cell(80, 6, "\n".join(f"{words} {n}" for n in (1, 2, 3)))
-    path = tmp_path / "t.pdf"
-    pdf.output(str(path))
+    path = make_table_pdf(tmp_path / "t.pdf")
     with_tables = extract(path, path.read_bytes()).blocks
     lines = "\n".join(b.text for b in with_tables).splitlines()
-    assert lines[1:4] == [
-        "Parameter | Min. | Max. | Unit",
-        "Main input voltage | 10.8 | 26.4 | V DC",
-        "Power consumption | - | 4.0 | W",
-    ]
+    assert lines[1:4] == [" | ".join(cells) for cells in TABLE_PDF_ROWS]
     assert sum(" | " in line for line in lines) == 3  # neither the list nor the prose columns
     from pypdf import PageObject
 
