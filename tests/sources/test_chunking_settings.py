@@ -398,50 +398,53 @@ def test_migration_0010_makes_the_next_ingest_rechunk_sources_whose_pieces_lost_
     index_agrees()
 
 
-@pytest.mark.django_db(transaction=True)
-def test_migration_0011_makes_the_next_ingest_read_pdfs_without_their_running_lines(kb: Path) -> None:
-    vectors_dropped()
+def _running_lines_pdf(path: Path) -> None:
     pages = [("1 Overview", "The gateway collects data.\nIt sends them on."), ("2 Power", "VCC is 5 V.\nIn: 24 V.")]
-    make_pdf(kb / "sheet.pdf", pages, header_line="ACME Datasheet - Rev. 2", footer_line="Page {page} of 2")
+    make_pdf(path, pages, header_line="ACME Datasheet - Rev. 2", footer_line="Page {page} of 2")
+
+
+@pytest.mark.parametrize(
+    ("back_to", "write", "changed", "kept", "dropped"),
+    [
+        (  # 0011: running headers and footers left out (0013 marks the PDF too)
+            "0010_split_text",
+            _running_lines_pdf,
+            {"pdf_running": ("kept", "dropped"), "pdf_tables": ("lines", "cells")},
+            "VCC is 5 V.",
+            ("Datasheet", "Page"),
+        ),
+        (  # 0013: tables in cells
+            "0012_txt_title",
+            make_table_pdf,
+            {"pdf_tables": ("lines", "cells")},
+            "Power consumption | - | 4.0 | W",
+            ("Power consumption - 4.0 W",),
+        ),
+    ],
+)
+@pytest.mark.django_db(transaction=True)
+def test_migrations_0011_and_0013_make_the_next_ingest_read_pdfs_anew(
+    kb: Path, back_to: str, write: Callable[[Path], object], changed: dict, kept: str, dropped: tuple[str, ...]
+) -> None:
+    vectors_dropped()
+    write(kb / "sheet.pdf")
     (kb / "short.txt").write_text("Firmware 2.4.1 fixes the alarm hysteresis bug.\n")
     ingest_jobs.knowledge_base_ingest(target=kb)
-    sources_migrate("0010_split_text")
+    sources_migrate(back_to)
     sources_migrate()
     recorded = dict(Source.objects.values_list("path", "chunking"))
-    assert recorded == {"sheet.pdf": DEFAULTS + " pdf_running=kept pdf_tables=lines", "short.txt": DEFAULTS}
-    (warning,) = index_check().warnings  # 0013 marks the PDF too
-    assert "pdf_running kept → dropped, pdf_tables lines → cells (1 source)" in warning
-    assert "foundry.yaml." not in warning
-    changed = "pdf_running kept → dropped, pdf_tables lines → cells"
+    marks = "".join(f" {key}={old}" for key, (old, _) in changed.items())
+    assert recorded == {"sheet.pdf": DEFAULTS + marks, "short.txt": DEFAULTS}
+    (warning,) = index_check().warnings
+    changes = ", ".join(f"{key} {old} → {new}" for key, (old, new) in changed.items())
+    assert f"{changes} (1 source)" in warning and "foundry.yaml." not in warning
     assert reasons(ingest_jobs.knowledge_base_ingest(target=kb)) == {
-        "sheet.pdf": ("ingested", f"re-chunked: chunking settings changed ({changed})"),
+        "sheet.pdf": ("ingested", f"re-chunked: chunking settings changed ({changes})"),
         "short.txt": ("unchanged", ""),
     }
     texts = " ".join(Chunk.objects.filter(source__path="sheet.pdf").values_list("text", flat=True))
-    assert "VCC is 5 V." in texts and "Datasheet" not in texts and "Page" not in texts
+    assert kept in texts and not any(text in texts for text in dropped)
     assert reasons(ingest_jobs.knowledge_base_ingest(target=kb))["sheet.pdf"] == ("unchanged", "")
-    index_agrees()
-
-
-@pytest.mark.django_db(transaction=True)
-def test_migration_0013_makes_the_next_ingest_read_pdf_tables_in_cells(kb: Path) -> None:
-    vectors_dropped()
-    make_table_pdf(kb / "table.pdf")
-    (kb / "short.txt").write_text("Firmware 2.4.1 fixes the alarm hysteresis bug.\n")
-    ingest_jobs.knowledge_base_ingest(target=kb)
-    sources_migrate("0012_txt_title")
-    sources_migrate()
-    recorded = dict(Source.objects.values_list("path", "chunking"))
-    assert recorded == {"table.pdf": DEFAULTS + " pdf_tables=lines", "short.txt": DEFAULTS}
-    (warning,) = index_check().warnings
-    assert "pdf_tables lines → cells (1 source)" in warning and "foundry.yaml." not in warning
-    assert reasons(ingest_jobs.knowledge_base_ingest(target=kb)) == {
-        "table.pdf": ("ingested", "re-chunked: chunking settings changed (pdf_tables lines → cells)"),
-        "short.txt": ("unchanged", ""),
-    }
-    texts = " ".join(Chunk.objects.filter(source__path="table.pdf").values_list("text", flat=True))
-    assert "Power consumption | - | 4.0 | W" in texts
-    assert reasons(ingest_jobs.knowledge_base_ingest(target=kb))["table.pdf"] == ("unchanged", "")
     index_agrees()
 
 
