@@ -47,6 +47,8 @@ _NUMBER_BEFORE = re.compile(r"([A-Za-zÀ-ÿ]+)\.?\s+\(?\d+(?:\.\d+)*$")
 _RUN_IN = re.compile(r"^(?:\*\*|__)(.+?)(?:\*\*|__)\s")
 _OPEN_ENDS = set(",;:-–—(/&+=")  # a line ending in one of these goes on in the next
 HEADER_WORDS = 4  # words of a header row's cell at most
+_LETTER = re.compile(r"[^\W\d_]")
+_DIGIT = re.compile(r"\d")
 SHORT_LINE = 60  # characters: a shorter line without closing punctuation is not wrapped prose
 MAX_ITEM_WORDS = 60  # a longer list item is quoted sentence by sentence
 
@@ -96,7 +98,11 @@ def passage_units(text: str) -> list[Unit]:
             header = ""
         elif cells:
             following = _cells(text[slice(*lines[i + 1])]) if i + 1 < len(lines) else 0
-            if not (over and cells <= _cells(over)) and 0 < following <= cells and _names_columns(line):
+            if (
+                not (over and cells <= _cells(over))
+                and 0 < following <= cells
+                and names_columns(line.split(CELL_SEPARATOR))
+            ):
                 over = line.strip()  # a table's header row, over its first row
             else:
                 units.append(_unit(text, lines, i, i, "row", context=over if cells <= _cells(over) else ""))
@@ -123,11 +129,13 @@ def _cells(line: str) -> int:
     return line.count(CELL_SEPARATOR) + 1 if CELL_SEPARATOR in line else 0
 
 
-def _names_columns(line: str) -> bool:
-    """Whether a row of cells can be a header row: short cells of words, no numbers ("Parameter | Min. | Max.",
-    "Order code | Description"); a passage that starts inside a table opens with a row of values instead."""
-    cells = line.split(CELL_SEPARATOR)
-    return not any(c.isdigit() for c in line) and all(0 < len(cell.split()) <= HEADER_WORDS for cell in cells)
+def names_columns(cells: list[str]) -> bool:
+    """Whether a row's cells can be a table's header row: two or more short cells of words, no numbers ("Parameter |
+    Min. | Max.", "Order code | Description"); not a row of values, as a passage opening inside a table does, nor a
+    list's "-" and its item."""
+    return len(cells) > 1 and all(
+        0 < len(cell.split()) <= HEADER_WORDS and _LETTER.search(cell) and not _DIGIT.search(cell) for cell in cells
+    )
 
 
 def table_rule(header: str) -> str:

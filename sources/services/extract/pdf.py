@@ -6,8 +6,8 @@ document of up to ``RUNNING_PAGES``), numbers aside, is left out where it stands
 more than its edges. It is blanked, so every other line keeps its number on the page.
 
 A table's lines lose their columns in the page's text ("Power consumption (gateway only) - 2.5 4.0 W"). Read again
-in pypdf's layout mode, which keeps each word where it stands, a header of short cells (``TABLE_HEADER_WORDS``) over
-rows whose cells start where the header's do is a table: its lines are written with their cells joined by `` | ``
+in pypdf's layout mode, which keeps each word where it stands, a header of short cells of words (``names_columns``)
+over rows whose cells start where the header's do is a table: its lines are written with their cells joined by `` | ``
 ("Power consumption (gateway only) | - | 2.5 | 4.0 | W"), so a reader can tell the columns apart and read a row with
 its header. Each stays on its line.
 """
@@ -22,6 +22,7 @@ from collections import Counter
 from pypdf import PageObject, PdfReader
 from pypdf.errors import DependencyError, FileNotDecryptedError, PdfReadError
 
+from foundry_site.core.units import names_columns
 from sources.services.extract import ocr
 from sources.services.extract.blocks import Block, Extracted, ExtractionError, paragraphs
 from sources.services.extract.tables import row_text
@@ -33,7 +34,6 @@ RUNNING_PAGES = 4  # ... of two pages of a document of up to this many pages, of
 _DIGITS = re.compile(r"\d+")
 _LETTER = re.compile(r"[^\W\d_]")  # a lone page number is left: it could as well be a value
 _CELL = re.compile(r"\S+(?: {1,2}\S+)*")  # in layout mode, cells stand three or more spaces apart
-TABLE_HEADER_WORDS = 4  # a table's header cells are short: "Parameter", "Min.", "Order code"
 COLUMN_SLACK = 1  # characters a cell may start off its header's column
 ROW_GAP = 1  # blank layout lines between a table's rows (padded rows); a wider gap ends the table
 
@@ -98,24 +98,25 @@ def _page_text(page: PageObject, number: int) -> str | None:
 def _tables_in_cells(lines: list[str], layout: list[str]) -> list[str]:
     """``lines`` with each line of a table found in the ``layout`` lines written as its cells joined by `` | ``.
 
-    A table is a header line of two or more short cells of words (not a list's "-" and its item) over one or more
-    rows, each of two or more cells, every cell starting at one of the header's columns and the first at the first;
-    a row may stand a blank line below the one before (a padded row). A table counts only where its lines stand, in
-    order, among ``lines`` (the words alike): so two columns of prose, which the page's text reads one after the
-    other, are no table.
+    A table is a header line of two or more short cells of words (``names_columns``) over one or more rows, each of
+    two or more cells, every cell starting at one of the header's columns and the first at the first; a row may stand
+    a blank line below the one before (a padded row). A table counts only where its lines stand, in order, among
+    ``lines`` (the words alike): so two columns of prose, which the page's text reads one after the other, are no
+    table.
     """
     out = list(lines)
     plain = [" ".join(line.split()) for line in lines]
-    i = 0
+    i = after = 0  # the layout line read, the first line after the last table found
     while i < len(layout):
         table, used = _table_at(layout, i)
         if not table:
             i += 1
             continue
         words = [" ".join(cell for cell in cells if cell) for cells in table]
-        at = next((j for j in range(len(plain) - len(words) + 1) if plain[j : j + len(words)] == words), None)
+        at = next((j for j in range(after, len(plain) - len(words) + 1) if plain[j : j + len(words)] == words), None)
         if at is not None:
             out[at : at + len(table)] = [row_text(cells) for cells in table]
+            after = at + len(table)
         i += used
     return out
 
@@ -124,7 +125,7 @@ def _table_at(layout: list[str], i: int) -> tuple[list[list[str]], int]:
     """The cells of each line of the table whose header is ``layout[i]`` and how many layout lines it takes;
     ([], 0) when no table starts there."""
     header = [(m.start(), m[0]) for m in _CELL.finditer(layout[i])]
-    if len(header) < 2 or any(len(cell.split()) > TABLE_HEADER_WORDS or not _LETTER.search(cell) for _, cell in header):
+    if not names_columns([cell for _, cell in header]):
         return [], 0
     columns = [start for start, _ in header]
     table, used, blank = [[cell for _, cell in header]], 1, 0

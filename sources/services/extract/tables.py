@@ -7,16 +7,15 @@ starts with the header and a reader can tell which column a value is in.
 
 from __future__ import annotations
 
+from foundry_site.core.units import CELL_SEPARATOR
 from sources.services.extract.blocks import Block
-
-SEPARATOR = " | "
 
 
 def row_text(cells: list[str]) -> str:
     """The cells of one row, trailing empty cells dropped; '' for an empty row."""
     while cells and not cells[-1]:
         cells = cells[:-1]
-    return SEPARATOR.join(cells) if any(cells) else ""
+    return CELL_SEPARATOR.join(cells) if any(cells) else ""
 
 
 def table_blocks(
