@@ -47,7 +47,7 @@ _NUMBER_BEFORE = re.compile(r"([A-Za-zÀ-ÿ]+)\.?\s+\(?\d+(?:\.\d+)*$")
 _RUN_IN = re.compile(r"^(?:\*\*|__)(.+?)(?:\*\*|__)\s")
 _OPEN_ENDS = set(",;:-–—(/&+=")  # a line ending in one of these goes on in the next
 HEADER_WORDS = 4  # words of a header row's cell at most
-_LETTER = re.compile(r"[^\W\d_]")
+LETTER = re.compile(r"[^\W\d_]")  # a letter of any alphabet
 _DIGIT = re.compile(r"\d")
 SHORT_LINE = 60  # characters: a shorter line without closing punctuation is not wrapped prose
 MAX_ITEM_WORDS = 60  # a longer list item is quoted sentence by sentence
@@ -82,7 +82,7 @@ def passage_units(text: str) -> list[Unit]:
     units: list[Unit] = []
     paragraph: list[tuple[int, int]] = []  # (line index, start offset) of the open paragraph's lines
     header = ""  # of a Markdown table
-    over = ""  # the header row of a table written as cells
+    over, columns = "", 0  # the header row of a table written as cells, and its number of cells
     i = 0
     while i < len(lines):
         start, end = lines[i]
@@ -93,19 +93,15 @@ def passage_units(text: str) -> list[Unit]:
             units += _paragraph_units(text, lines, paragraph)
             paragraph = []
         if line.strip() and not cells:
-            over = ""  # rows of cells stand a blank line apart (one block each), under one header
+            over, columns = "", 0  # rows of cells stand a blank line apart (one block each), under one header
         if not line.strip() or _HEADING.match(line):
             header = ""
         elif cells:
             following = _cells(text[slice(*lines[i + 1])]) if i + 1 < len(lines) else 0
-            if (
-                not (over and cells <= _cells(over))
-                and 0 < following <= cells
-                and names_columns(line.split(CELL_SEPARATOR))
-            ):
-                over = line.strip()  # a table's header row, over its first row
+            if cells > columns and 0 < following <= cells and names_columns(line.split(CELL_SEPARATOR)):
+                over, columns = line.strip(), cells  # a table's header row, over its first row
             else:
-                units.append(_unit(text, lines, i, i, "row", context=over if cells <= _cells(over) else ""))
+                units.append(_unit(text, lines, i, i, "row", context=over if cells <= columns else ""))
         elif _TABLE_ROW.match(line):
             rule = text[slice(*lines[i + 1])] if i + 1 < len(lines) else ""
             if _TABLE_RULE.match(rule) and "-" in rule:
@@ -134,7 +130,7 @@ def names_columns(cells: list[str]) -> bool:
     Min. | Max.", "Order code | Description"); not a row of values, as a passage opening inside a table does, nor a
     list's "-" and its item."""
     return len(cells) > 1 and all(
-        0 < len(cell.split()) <= HEADER_WORDS and _LETTER.search(cell) and not _DIGIT.search(cell) for cell in cells
+        0 < len(cell.split()) <= HEADER_WORDS and LETTER.search(cell) and not _DIGIT.search(cell) for cell in cells
     )
 
 

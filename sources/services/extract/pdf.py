@@ -22,7 +22,7 @@ from collections import Counter
 from pypdf import PageObject, PdfReader
 from pypdf.errors import DependencyError, FileNotDecryptedError, PdfReadError
 
-from foundry_site.core.units import names_columns
+from foundry_site.core.units import LETTER, names_columns
 from sources.services.extract import ocr
 from sources.services.extract.blocks import Block, Extracted, ExtractionError, paragraphs
 from sources.services.extract.tables import row_text
@@ -32,7 +32,6 @@ logger = logging.getLogger(__name__)
 RUNNING_EDGE = 2  # a running header or footer stands among a page's first or last lines
 RUNNING_PAGES = 4  # ... of two pages of a document of up to this many pages, of three of a longer one
 _DIGITS = re.compile(r"\d+")
-_LETTER = re.compile(r"[^\W\d_]")  # a lone page number is left: it could as well be a value
 _CELL = re.compile(r"\S+(?: {1,2}\S+)*")  # in layout mode, cells stand three or more spaces apart
 COLUMN_SLACK = 1  # characters a cell may start off its header's column
 ROW_GAP = 1  # blank layout lines between a table's rows (padded rows); a wider gap ends the table
@@ -176,7 +175,8 @@ def _without_running(pages: dict[int, list[str]]) -> dict[int, list[str]]:
     edges = {number: {i: _shape(lines[i]) for i in _edges(lines)} for number, lines in pages.items()}
     seen = Counter(shape for shapes in edges.values() for shape in set(shapes.values()))
     least = 2 if len(pages) <= RUNNING_PAGES else 3
-    running = {shape for shape, count in seen.items() if count >= least and _LETTER.search(shape)}
+    # a lone page number is left: it could as well be a value
+    running = {shape for shape, count in seen.items() if count >= least and LETTER.search(shape)}
     return {
         number: ["" if edges[number].get(i) in running else line for i, line in enumerate(lines)]
         for number, lines in pages.items()
