@@ -12,11 +12,17 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
 
+from foundry_site.core.units import CELL_SEPARATOR
 from sources.services.extract import Block
 
 # After a newline only horizontal space may precede a list marker: with ``\s*`` a
 # run of n newlines (possible inside one JSON value) cost n² steps.
 _SENTENCE_END = re.compile(r"(?<=[.!?;:])\s+(?=[\"'(\[]?[A-Z0-9À-Ý])|\n(?=[^\S\n]*[-*•\d])")
+# A table written as cells (a PDF's, or a Markdown table in a paragraph) stays in one piece of a block when it fits,
+# else opens a piece and is cut between rows: never inside a row, nor at the "." of "max. | 8".
+_ROW = rf"[^\n]*{re.escape(CELL_SEPARATOR)}[^\n]*"
+_ROW_LINE = re.compile(rf"^{_ROW}$", re.MULTILINE)
+_TABLE_LINES = re.compile(rf"^{_ROW}(?:\n{_ROW})*$", re.MULTILINE)
 
 TokenCounter = Callable[[str], int]
 
@@ -183,12 +189,14 @@ def _fit(
 
     buf_start = buf_end = -1
     used = 0
-    for start, sentence in _sentences(block.text):
+    for start, sentence, opens in _tables_and_sentences(block.text, lambda text: count(text) <= max_tokens):
         for sub_start, sub, size in _split_long(
             sentence, start, max_tokens=max_tokens, max_chars=max_chars, count=count
         ):
             sub_end = sub_start + len(sub)
-            if buf_end >= 0 and (sentences or used + size > max_tokens or sub_end - buf_start > max_chars):
+            full = used + size > max_tokens or sub_end - buf_start > max_chars
+            if buf_end >= 0 and (sentences or opens or full):
+                opens = False
                 cut(buf_start, buf_end, used)
                 buf_end, used = -1, 0
             if buf_end < 0:
@@ -227,16 +235,32 @@ class _LineCounter:
         )
 
 
-def _sentences(text: str) -> list[tuple[int, str]]:
+def _sentences(text: str, start: int = 0, end: int | None = None) -> list[tuple[int, str]]:
+    """(offset, text) of the sentences of ``text[start:end]``."""
+    end = len(text) if end is None else end
     out = []
-    start = 0
-    for match in _SENTENCE_END.finditer(text):
+    for match in _SENTENCE_END.finditer(text, start, end):
         if text[start : match.start()].strip():
             out.append((start, text[start : match.start()]))
         start = match.end()
-    if text[start:].strip():
-        out.append((start, text[start:]))
+    if text[start:end].strip():
+        out.append((start, text[start:end]))
     return out
+
+
+def _tables_and_sentences(text: str, fits: Callable[[str], bool]) -> list[tuple[int, str, bool]]:
+    """(offset, text, opens) of ``_sentences`` (opening nothing) and of the lines of each table (``_TABLE_LINES``):
+    all of them at once when they ``fit``, else a row at a time, the first opening a piece of its own."""
+    out, start = [], 0
+    for table in _TABLE_LINES.finditer(text):
+        out += [(at, sentence, False) for at, sentence in _sentences(text, start, table.start())]
+        if fits(table[0]):
+            out.append((table.start(), table[0], False))
+        else:
+            rows = _ROW_LINE.finditer(text, table.start(), table.end())
+            out += [(row.start(), row[0], i == 0) for i, row in enumerate(rows)]
+        start = table.end()
+    return out + [(at, sentence, False) for at, sentence in _sentences(text, start)]
 
 
 def _split_long(

@@ -23,14 +23,15 @@ UNKNOWN = "unknown"
 # Keys that only old recorded strings carry, marking how those sources were built (migration
 # 0006 marks JSON sources built before values were labelled with their keys, 0010 sources with
 # a block cut into pieces joined by spaces, 0011 PDFs read with their running headers and footers, 0012 text
-# files titled by their file name, 0013 PDFs whose tables' lines lost their columns); the value is what every source
-# is built with now.
+# files titled by their file name, 0013 PDFs whose tables' lines lost their columns, 0014 sources whose blocks were cut
+# inside a table's row); the value is what every source is built with now.
 RETIRED = {
     "json_values": "labelled",
     "split_text": "verbatim",
     "pdf_running": "dropped",
     "txt_title": "first_line",
     "pdf_tables": "cells",
+    "table_rows": "whole",
 }
 
 

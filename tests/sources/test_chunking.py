@@ -43,6 +43,24 @@ def test_line_spans_follow_sentences() -> None:
     assert [(c.line_start, c.line_end) for c in chunks] == [(7, 7), (8, 8), (9, 9)]
 
 
+def test_a_table_of_cells_starts_a_piece_whole_or_is_cut_between_its_rows() -> None:
+    prose = "The gateway is supplied through X1. Terminal X3 passes the input voltage on."
+    table = [
+        "Parameter | Value",
+        "Number of sensors | max. 8",  # no sentence ends after "max."
+        "Baud rates | 9600 (default), 19200, 38400",
+        "Galvanic isolation | 1.5 kV",
+    ]
+    text = "\n".join([prose, *table])
+    # The prose and the table do not fit one chunk: the table starts the next one, its header first.
+    chunks = chunk_blocks([Block(text, ("Interfaces",), 2, 4, 8)], max_tokens=26, count=words)
+    assert [(c.text, c.line_start, c.line_end) for c in chunks] == [(prose, 4, 4), ("\n".join(table), 5, 8)]
+    # A table longer than a chunk is cut between rows, never inside one.
+    chunks = chunk_blocks([Block(text, ("Interfaces",), 2, 4, 8)], max_tokens=16, count=words)
+    assert [c.text for c in chunks] == [prose, "\n".join(table[:3]), table[3]]
+    assert [(c.line_start, c.line_end) for c in chunks] == [(4, 4), (5, 7), (8, 8)]
+
+
 def test_overlap_repeats_the_last_sentences_of_the_same_section() -> None:
     lines = [f"Fact {i} is short." for i in range(8)]  # 4 words each, one per line
     blocks = [Block("\n".join(lines), ("H",), None, 1, 8), Block("Other part.", ("K",), None, 10, 10)]

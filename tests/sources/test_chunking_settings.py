@@ -413,10 +413,10 @@ def _running_lines_pdf(path: Path) -> None:
             "VCC is 5 V.",
             ("Datasheet", "Page"),
         ),
-        (  # 0013: tables in cells
+        (  # 0013: tables in cells (0014 marks the PDF too: its chunks hold rows)
             "0012_txt_title",
             make_table_pdf,
-            {"pdf_tables": ("lines", "cells")},
+            {"pdf_tables": ("lines", "cells"), "table_rows": ("cut", "whole")},
             "Power consumption | - | 4.0 | W",
             ("Power consumption - 4.0 W",),
         ),
@@ -445,6 +445,34 @@ def test_migrations_0011_and_0013_make_the_next_ingest_read_pdfs_anew(
     texts = " ".join(Chunk.objects.filter(source__path="sheet.pdf").values_list("text", flat=True))
     assert kept in texts and not any(text in texts for text in dropped)
     assert reasons(ingest_jobs.knowledge_base_ingest(target=kb))["sheet.pdf"] == ("unchanged", "")
+    index_agrees()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_migration_0014_makes_the_next_ingest_keep_table_rows_whole(kb: Path) -> None:
+    vectors_dropped()
+    rows = ["| Sensor | Address | Value |"]
+    rows += [f"| Sensor {n} | address {n}, polled every 60 s | last value {n}.5 mA |" for n in range(1, 41)]
+    (kb / "bus.md").write_text("# Bus\n\nEach sensor has one row.\n" + "\n".join(rows) + "\n")
+    (kb / "sheet.csv").write_text("Sensor,Address\nS1,1\nS2,2\n")  # a row a block: never cut, not marked
+    (kb / "short.txt").write_text("Firmware 2.4.1 fixes the alarm hysteresis bug.\n")
+    ingest_jobs.knowledge_base_ingest(target=kb)
+    stored = [c.text for c in Chunk.objects.filter(source__path="bus.md").order_by("ordinal")]
+    assert stored[0] == "Each sensor has one row." and stored[1].startswith(rows[0])  # the table opens a chunk
+    assert len(stored) > 2 and all(line in rows for text in stored[1:] for line in text.split("\n"))
+    sources_migrate("0013_pdf_tables")
+    sources_migrate()
+    recorded = dict(Source.objects.values_list("path", "chunking"))
+    assert recorded == {"bus.md": DEFAULTS + " table_rows=cut", "sheet.csv": DEFAULTS, "short.txt": DEFAULTS}
+    (warning,) = index_check().warnings
+    assert "table_rows cut → whole (1 source)" in warning
+    assert reasons(ingest_jobs.knowledge_base_ingest(target=kb)) == {
+        "bus.md": ("ingested", "re-chunked: chunking settings changed (table_rows cut → whole)"),
+        "sheet.csv": ("unchanged", ""),
+        "short.txt": ("unchanged", ""),
+    }
+    assert [c.text for c in Chunk.objects.filter(source__path="bus.md").order_by("ordinal")] == stored
+    assert reasons(ingest_jobs.knowledge_base_ingest(target=kb))["bus.md"] == ("unchanged", "")
     index_agrees()
 
 
