@@ -4,7 +4,7 @@ chunk is no longer cut inside a table's row.
 The chunker took a PDF table's rows (0013), or a Markdown table's in a text file, for one long sentence, and cut a
 block that did not fit a chunk between words or at the "." of "Number of sensors | max. 8": a row's value went to
 the next chunk without its name. Now a table stays in one piece when it fits and is otherwise cut between rows. The
-PDF, Markdown and text sources with a chunk holding `` | `` get ``table_rows=cut`` in their recorded chunking settings,
+PDF, Markdown and text sources with a chunk holding a ``|`` get ``table_rows=cut`` in their recorded chunking settings,
 a key the configured settings do not have, so the next ingest re-chunks them (as 0006 and 0010–0013 did); a table of
 an Office file, an HTML page or a sheet is a block a row and is unchanged. Nothing is deleted: the old chunks stay
 searchable until then.
@@ -24,7 +24,7 @@ ROWS_MARK = " table_rows=cut"
 def mark_sources(apps: Any, schema_editor: Any) -> None:
     Source = apps.get_model("sources", "Source")
     Chunk = apps.get_model("sources", "Chunk")
-    with_rows = Chunk.objects.filter(text__contains=" | ").values("source_id")
+    with_rows = Chunk.objects.filter(text__contains="|").values("source_id")
     (
         Source.objects.filter(kind__in=("pdf", "md", "txt"), pk__in=with_rows)
         .exclude(chunking="")

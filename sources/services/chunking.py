@@ -19,8 +19,9 @@ from sources.services.extract import Block
 # run of n newlines (possible inside one JSON value) cost n² steps.
 _SENTENCE_END = re.compile(r"(?<=[.!?;:])\s+(?=[\"'(\[]?[A-Z0-9À-Ý])|\n(?=[^\S\n]*[-*•\d])")
 # A table written as cells (a PDF's, or a Markdown table in a paragraph) stays in one piece of a block when it fits,
-# else opens a piece and is cut between rows: never inside a row, nor at the "." of "max. | 8".
-_ROW = rf"[^\n]*{re.escape(CELL_SEPARATOR)}[^\n]*"
+# else opens a piece and is cut between rows: never inside a row, nor at the "." of "max. | 8". A row is a line holding
+# cells joined by `` | ``, or one between pipes ("|---|---|", "|a|b|").
+_ROW = rf"(?:[^\n]*{re.escape(CELL_SEPARATOR)}[^\n]*|[^\S\n]*\|[^\n]*\|[^\S\n]*)"
 _ROW_LINE = re.compile(rf"^{_ROW}$", re.MULTILINE)
 _TABLE_LINES = re.compile(rf"^{_ROW}(?:\n{_ROW})*$", re.MULTILINE)
 
@@ -189,7 +190,9 @@ def _fit(
 
     buf_start = buf_end = -1
     used = 0
-    for start, sentence, opens in _tables_and_sentences(block.text, lambda text: count(text) <= max_tokens):
+    for start, sentence, opens in _tables_and_sentences(
+        block.text, lambda text: len(text) <= max_chars and count(text) <= max_tokens
+    ):
         for sub_start, sub, size in _split_long(
             sentence, start, max_tokens=max_tokens, max_chars=max_chars, count=count
         ):

@@ -61,6 +61,13 @@ def test_a_table_of_cells_starts_a_piece_whole_or_is_cut_between_its_rows() -> N
     assert [(c.line_start, c.line_end) for c in chunks] == [(4, 4), (5, 7), (8, 8)]
 
 
+def test_a_markdown_table_is_cut_between_rows_its_rule_under_its_header() -> None:
+    table = ["|Sensor|Address|", "|---|---|", *[f"|S{n}|{n}|" for n in range(1, 9)]]  # a word a line
+    text = "\n".join(["Each sensor has an address.", *table])
+    chunks = chunk_blocks([Block(text, (), None, 1, 11)], max_tokens=8, count=words)
+    assert [c.text for c in chunks] == ["Each sensor has an address.", "\n".join(table[:8]), "\n".join(table[8:])]
+
+
 def test_overlap_repeats_the_last_sentences_of_the_same_section() -> None:
     lines = [f"Fact {i} is short." for i in range(8)]  # 4 words each, one per line
     blocks = [Block("\n".join(lines), ("H",), None, 1, 8), Block("Other part.", ("K",), None, 10, 10)]
