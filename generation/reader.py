@@ -192,15 +192,18 @@ class Reading:
     def text(self) -> str:
         """The answer: each quote verbatim, followed by its passage label; a line per passage, on which its
         sentences run on, a line per list item, so that an item stays an item, and a table's rows under its header
-        row, so that their columns are named (Markdown)."""
+        row, so that their columns are named (Markdown: a list or a table stands a blank line apart from the text
+        around it, or it is read as that text's lines)."""
         lines: list[str] = []
         previous = None
         for label in dict.fromkeys(q.passage.label for q in self.quotes):
             for q in (q for q in self.quotes if q.passage.label == label):
                 kinds = {q.unit.kind} | ({previous.unit.kind} if previous else set())
                 same_table = kinds == {"row"} and previous is not None and previous.unit.context == q.unit.context
-                if "row" in kinds and previous is not None and not same_table:
-                    lines.append("")  # a table starts or ends: a blank line apart from what stands before
+                if previous is not None and (
+                    ("row" in kinds and not same_table) or ("item" in kinds and len(kinds) > 1)
+                ):
+                    lines.append("")  # a table or a list starts or ends: a blank line apart from what stands before
                 if q.unit.kind == "row" and q.unit.context and not same_table:
                     lines += [q.unit.context, table_rule(q.unit.context)]
                 if previous is not None and previous.passage.label == label and not kinds & {"item", "row"}:

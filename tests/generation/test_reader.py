@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from foundry_site.core import llm
+from foundry_site.core.markup import markdown_html
 from generation import reader
 from foundry_site.core.units import passage_units
 from generation.reader import Passage
@@ -409,14 +410,17 @@ def test_a_question_asking_which_version_quotes_the_label_numbering_it_over_a_qu
     assert reader.read(plain, found, embedding_model="m", max_units=1).text == f"{banks} [S1]"
 
 
-def test_a_quoted_list_item_starts_its_own_line(embed: dict) -> None:
+def test_quoted_list_items_are_a_list_apart_from_the_sentences_around_them(embed: dict) -> None:
     q = "anything"
-    text = "The LEDs show the state.\n\n- **NET** green: link up.\n- **NET** off: no link."
+    text = "The LEDs show the state.\n\n- **NET** green: link up.\n- **NET** off: no link.\n\nRUN blinks at start."
     embed[q] = [0.0, 0.0, 1.0]  # every unit scores the same
-    reading = reader.read(q, [Passage("S1", text, 1, 4)], embedding_model="m", max_units=3)
+    reading = reader.read(q, [Passage("S1", text, 1, 6)], embedding_model="m", max_units=4)
     assert reading.text == (
-        "The LEDs show the state. [S1]\n- **NET** green: link up. [S1]\n- **NET** off: no link. [S1]"
+        "The LEDs show the state. [S1]\n\n- **NET** green: link up. [S1]\n- **NET** off: no link. [S1]\n\n"
+        "RUN blinks at start. [S1]"
     )
+    html = markdown_html(reading.text, line_breaks=True)  # as the ask page renders it
+    assert html.count("<li>") == 2 and "RUN blinks" not in html.split("</ul>")[0]
 
 
 def test_max_units_caps_the_quotes(embed: dict) -> None:
