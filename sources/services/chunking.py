@@ -193,13 +193,12 @@ def _fit(
     for start, sentence, opens in _tables_and_sentences(
         block.text, lambda text: len(text) <= max_chars and count(text) <= max_tokens
     ):
-        for sub_start, sub, size in _split_long(
-            sentence, start, max_tokens=max_tokens, max_chars=max_chars, count=count
+        for k, (sub_start, sub, size) in enumerate(
+            _split_long(sentence, start, max_tokens=max_tokens, max_chars=max_chars, count=count)
         ):
             sub_end = sub_start + len(sub)
             full = used + size > max_tokens or sub_end - buf_start > max_chars
-            if buf_end >= 0 and (sentences or opens or full):
-                opens = False
+            if buf_end >= 0 and (sentences or (opens and k == 0) or full):
                 cut(buf_start, buf_end, used)
                 buf_end, used = -1, 0
             if buf_end < 0:
