@@ -315,7 +315,8 @@ def _cut_point(text: str, start: int, end: int, n: int) -> int:
 
 
 def chunk_windows(text: str, *, sentences: int, limit: int) -> list[str]:
-    """Every run of ``sentences`` consecutive sentences of a chunk (stride 1), to embed beside the chunk.
+    """Every run of ``sentences`` consecutive sentences of a chunk (stride 1), to embed beside the chunk; a table's rows
+    count as sentences, so a fact in one row of a long table is found by its row ("Terminals | … torque 0.5 Nm").
 
     A chunk is then found by its best window as well as by its whole text (the dense
     channel scores a chunk by the best of its vectors; docs/decisions.md, "Sentence windows").
@@ -326,7 +327,7 @@ def chunk_windows(text: str, *, sentences: int, limit: int) -> list[str]:
     """
     if sentences <= 0:
         return []
-    parts = [sentence.strip() for _, sentence in _sentences(text)]
+    parts = [part.strip() for _, part, _ in _tables_and_sentences(text, fits=lambda _: False)]  # a row a part
     if len(parts) <= sentences:
         return []
     starts = range(len(parts) - sentences + 1)

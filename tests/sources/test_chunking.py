@@ -128,6 +128,23 @@ def test_windows_are_every_run_of_consecutive_sentences() -> None:
     ]
 
 
+def test_a_tables_rows_are_sentences_of_the_windows() -> None:
+    # A table holds no sentence end: read as one sentence, a row's fact was embedded only inside the whole table.
+    rows = "Parameter | Value\nWeight | 210 g\nTerminals | Screw terminals, torque 0.5 Nm"
+    text = f"3 Environmental\n{rows}\nMount it. Done."
+    assert chunk_windows(text, sentences=2, limit=100) == [
+        "3 Environmental Parameter | Value",
+        "Parameter | Value Weight | 210 g",
+        "Weight | 210 g Terminals | Screw terminals, torque 0.5 Nm",
+        "Terminals | Screw terminals, torque 0.5 Nm Mount it.",
+        "Mount it. Done.",
+    ]
+    assert chunk_windows("| a | b |\n|---|---|\n| 1 | 2 |", sentences=2, limit=100) == [
+        "| a | b | |---|---|",
+        "|---|---| | 1 | 2 |",
+    ]
+
+
 def test_a_chunk_no_longer_than_a_window_has_none_and_zero_switches_windows_off() -> None:
     assert chunk_windows("Just one sentence. And a second.", sentences=2, limit=100) == []
     assert chunk_windows("A. B. C. D.", sentences=0, limit=100) == []

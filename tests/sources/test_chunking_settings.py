@@ -413,10 +413,10 @@ def _running_lines_pdf(path: Path) -> None:
             "VCC is 5 V.",
             ("Datasheet", "Page"),
         ),
-        (  # 0013: tables in cells (0014 marks the PDF too: its chunks hold rows)
+        (  # 0013: tables in cells (0014 and 0015 mark the PDF too: its chunks hold rows)
             "0012_txt_title",
             make_table_pdf,
-            {"pdf_tables": ("lines", "cells"), "table_rows": ("cut", "whole")},
+            {"pdf_tables": ("lines", "cells"), "table_rows": ("cut", "whole"), "table_windows": ("whole", "rows")},
             "Power consumption | - | 4.0 | W",
             ("Power consumption - 4.0 W",),
         ),
@@ -449,12 +449,12 @@ def test_migrations_0011_and_0013_make_the_next_ingest_read_pdfs_anew(
 
 
 @pytest.mark.django_db(transaction=True)
-def test_migration_0014_makes_the_next_ingest_keep_table_rows_whole(kb: Path) -> None:
+def test_migrations_0014_and_0015_make_the_next_ingest_keep_table_rows_whole_and_window_them(kb: Path) -> None:
     vectors_dropped()
     rows = ["| Sensor | Address | Value |"]
     rows += [f"| Sensor {n} | address {n}, polled every 60 s | last value {n}.5 mA |" for n in range(1, 41)]
     (kb / "bus.md").write_text("# Bus\n\nEach sensor has one row.\n" + "\n".join(rows) + "\n")
-    (kb / "sheet.csv").write_text("Sensor,Address\nS1,1\nS2,2\n")  # a row a block: never cut, not marked
+    (kb / "sheet.csv").write_text("Sensor,Address\nS1,1\nS2,2\n")  # a row a block: never cut
     (kb / "short.txt").write_text("Firmware 2.4.1 fixes the alarm hysteresis bug.\n")
     ingest_jobs.knowledge_base_ingest(target=kb)
     stored = [c.text for c in Chunk.objects.filter(source__path="bus.md").order_by("ordinal")]
@@ -463,12 +463,20 @@ def test_migration_0014_makes_the_next_ingest_keep_table_rows_whole(kb: Path) ->
     sources_migrate("0013_pdf_tables")
     sources_migrate()
     recorded = dict(Source.objects.values_list("path", "chunking"))
-    assert recorded == {"bus.md": DEFAULTS + " table_rows=cut", "sheet.csv": DEFAULTS, "short.txt": DEFAULTS}
+    assert recorded == {
+        "bus.md": DEFAULTS + " table_rows=cut table_windows=whole",
+        "sheet.csv": DEFAULTS + " table_windows=whole",  # 0015: its rows were one sentence of its windows
+        "short.txt": DEFAULTS,
+    }
     (warning,) = index_check().warnings
-    assert "table_rows cut → whole (1 source)" in warning
+    assert "table_rows cut → whole, table_windows whole → rows (1 source)" in warning  # bus.md
+    assert warning.count("table_windows whole → rows (1 source)") == 2  # and sheet.csv
     assert reasons(ingest_jobs.knowledge_base_ingest(target=kb)) == {
-        "bus.md": ("ingested", "re-chunked: chunking settings changed (table_rows cut → whole)"),
-        "sheet.csv": ("unchanged", ""),
+        "bus.md": (
+            "ingested",
+            "re-chunked: chunking settings changed (table_rows cut → whole, table_windows whole → rows)",
+        ),
+        "sheet.csv": ("ingested", "re-chunked: chunking settings changed (table_windows whole → rows)"),
         "short.txt": ("unchanged", ""),
     }
     assert [c.text for c in Chunk.objects.filter(source__path="bus.md").order_by("ordinal")] == stored
