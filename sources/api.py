@@ -16,6 +16,7 @@ from foundry_site.core.schemas import RowId
 from sources import selectors
 from sources.models import Chunk, Collection, Source
 from sources.schemas import ChunkOut, ErrorOut, SourceFilter, SourceOut, UploadOut
+from sources.services.ingest import DEFAULT_COLLECTION
 from sources.services.uploads import source_remove, source_upload
 
 router = Router(tags=["sources"])
@@ -39,13 +40,16 @@ def list_sources(request: ApiRequest, filters: Query[SourceFilter]) -> QuerySet[
 
 @router.post("/sources", response={201: UploadOut, 400: ErrorOut, 409: ErrorOut, 413: ErrorOut, **ERRORS})
 def upload_source(
-    request: ApiRequest, file: File[UploadedFile], collection: Form[str], replace: Form[bool] = False
+    request: ApiRequest,
+    file: File[UploadedFile],
+    collection: Form[str] = DEFAULT_COLLECTION,
+    replace: Form[bool] = False,
 ) -> tuple[int, dict]:
     """Upload one file into a collection and ingest it: .txt .md .markdown .pdf .json .docx .html .htm .pptx .xlsx
     .csv, or an image to OCR (.png .jpg .jpeg .tif .tiff).
 
-    400: bad type or content, 409: the name exists (send replace=true for a new version),
-    413: larger than ingest.max_file_mb.
+    ``collection`` defaults to ``default``, as on the upload page. 400: bad type or content, 404: no such collection
+    you can read, 409: the name exists (send replace=true for a new version), 413: larger than ingest.max_file_mb.
     """
     coll = _upload_collection(request, collection)
     upload = source_upload(collection=coll, upload=file, replace=replace)
@@ -65,7 +69,7 @@ def _upload_collection(request: ApiRequest, name: str) -> Collection:
         return coll
     if selectors.readable_collections(request.auth).filter(name=name).exists():
         raise HttpError(403, "You can read this collection but not upload to it.")
-    raise HttpError(404, "Not Found")
+    raise HttpError(404, f"No collection {name!r} that you can read.")  # one answer for missing and unreadable
 
 
 @router.delete("/sources/{source_id}", response={204: None, **ERRORS})

@@ -11,7 +11,10 @@ from sources.services.uploads import ALLOWED_SUFFIXES
 
 
 class UploadForm(forms.Form):
-    file = forms.FileField(widget=forms.ClearableFileInput(attrs={"accept": ",".join(ALLOWED_SUFFIXES)}))
+    # an empty file is refused by ``upload_check``, with the file's name, as every other bad upload is
+    file = forms.FileField(
+        allow_empty_file=True, widget=forms.ClearableFileInput(attrs={"accept": ",".join(ALLOWED_SUFFIXES)})
+    )
     collection: forms.ModelChoiceField[Collection] = forms.ModelChoiceField(
         queryset=None, to_field_name="name", empty_label=None
     )

@@ -66,7 +66,7 @@ def source_upload_view(request: HttpRequest) -> HttpResponse:
             replace=form.cleaned_data["replace"],
         )
     except UploadRejected as exc:
-        form.add_error("file", str(exc))
+        form.add_error("file", f"{form.cleaned_data['file'].name}: {exc}")
         return _render_list(request, form, status=exc.status_code)
     result = upload.result
     chunks = f"{result.chunks} chunk{'' if result.chunks == 1 else 's'}"

@@ -27,7 +27,7 @@ from specs.selectors import spec_for_generation
 def add_parsers(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("generate", help="write a cited Markdown document following an approved feature spec")
     p.add_argument("--topic", required=True, help="what the document is about (also the retrieval query)")
-    p.add_argument("--output", required=True, help="path of the Markdown file to write")
+    p.add_argument("--output", help="path of the Markdown file to write (not needed with --dry-run)")
     p.add_argument("--feature", default=None, help="approved feature spec to follow (needed when several exist)")
     p.add_argument("--collection", action="append", default=None, help="limit sources to these collections")
     p.add_argument("--dry-run", action="store_true", help="show retrieval and the prompt; call no generation model")
@@ -48,6 +48,8 @@ def generate_command(opts: argparse.Namespace, out: TextIO) -> int:
             return _dry_run(opts.topic, spec, scope, out)
         except GenerationError as exc:
             raise CommandError(str(exc)) from None
+    if not opts.output:
+        raise CommandError("--output is required: the path of the Markdown file to write (or --dry-run)")
     output = Path(opts.output).expanduser().resolve()
     _confirm_overwrite(output, yes=opts.yes)
     try:

@@ -104,12 +104,14 @@ def ingest_command(opts: argparse.Namespace, out: TextIO) -> int:
     finally:
         bar.close()
     report = ingest_jobs.ingest_job_report(job)
+    stored = report.count("ingested") + report.count("unchanged")
     if opts.json:
         out.write(safe_json(report.as_dict()) + "\n")
     else:
         out.write(format_report(report, target=target, collection=opts.collection))
-        out.write(next_step())
-    return 1 if report.count("failed") else 0  # a script sees that a file is missing; the others stay stored
+        out.write(next_step() if stored else f"\nNothing from {safe(str(target))} is stored: see each file's reason.\n")
+    # a script sees that a file is missing (the others stay stored), or that nothing it named could be ingested
+    return 1 if report.count("failed") or (report.count("skipped") and not stored) else 0
 
 
 def _progress_bar(bar: tqdm) -> Callable[[FileResult], None]:

@@ -128,10 +128,16 @@ def test_no_approved_spec_says_how(kb: Path, db: None, tmp_path: Path) -> None:
 
 
 def test_dry_run_makes_no_generation_call(ready: ScriptedLLM, tmp_path: Path) -> None:
-    text = run("generate", "--topic", "sensors on the RS-485 bus", "--output", str(tmp_path / "x.md"), "--dry-run")
+    text = run("generate", "--topic", "sensors on the RS-485 bus", "--dry-run")  # writes nothing: no --output
     assert "--- system prompt ---" in text and "<context>" in text and "[S1]" in text
     assert "fused" in text and "bm25 #" in text and "--- user ---\nTopic: sensors on the RS-485 bus\n\nWrite" in text
-    assert ready.calls == [] and not (tmp_path / "x.md").exists() and not GenerationRun.objects.exists()
+    assert ready.calls == [] and not GenerationRun.objects.exists()
+
+
+def test_a_document_needs_an_output_path(ready: ScriptedLLM) -> None:
+    with pytest.raises(CommandError, match="--output is required: the path of the Markdown file to write"):
+        run("generate", "--topic", "sensors on the RS-485 bus")
+    assert ready.calls == [] and not GenerationRun.objects.exists()
 
 
 def test_existing_file_without_terminal_is_refused(

@@ -304,6 +304,16 @@ def test_symlinks_are_never_followed_and_say_where_they_point(stocked_kb: Path, 
     good_files_intact()
 
 
+def test_a_file_named_that_cannot_be_ingested_fails_the_command(stocked_kb: Path) -> None:
+    (stocked_kb / "notes.xyz").write_text("Not a document type Foundry reads.")
+    code, out = ingest_exit(stocked_kb / "notes.xyz")
+    assert code == 1 and "skipped" in out and "notes.xyz" in out
+    assert "Nothing from " in out and "is stored: see each file's reason." in out and "Next: ask" not in out
+    code, out = ingest_exit(stocked_kb)  # in a folder, a file of another kind is passed over
+    assert code == 0 and "Next: ask a question" in out
+    good_files_intact()
+
+
 def test_named_pipe_is_skipped_not_read(stocked_kb: Path) -> None:
     """Reading a FIFO blocks forever: it must be skipped before anything opens it."""
     os.mkfifo(stocked_kb / "pipe.txt")

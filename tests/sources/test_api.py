@@ -8,7 +8,7 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import Client
 
 from foundry_site.services.tokens import token_create, token_revoke
-from sources.models import Source
+from sources.models import Collection, Source
 from tests.conftest import World
 
 pytestmark = pytest.mark.django_db
@@ -136,6 +136,9 @@ def test_upload_creates_and_ingests(world: World, api: Callable[[str], Api]) -> 
     assert again.status_code == 409 and "already exists" in again.json()["detail"]
     replaced = upload(api("alice"), "relay.md", b"# Relay\n\nChanged.\n", collection="alpha", replace="true")
     assert replaced.status_code == 201 and replaced.json()["replaced"] is True
+    Collection.objects.create(name="default").readers.add(world.users["alice"])
+    unnamed = upload(api("alice"), "pump.md", b"# Pump\n\nThe pump runs at 3 bar.\n")  # as the upload page does
+    assert unnamed.status_code == 201 and unnamed.json()["source"]["collection"] == "default"
 
 
 def test_upload_errors(world: World, api: Callable[[str], Api], foundry_config: Callable[..., Any]) -> None:
@@ -143,8 +146,13 @@ def test_upload_errors(world: World, api: Callable[[str], Api], foundry_config: 
     bad_type = upload(alice, "tool.exe", b"MZ", collection="alpha")
     assert bad_type.status_code == 400 and "unsupported file type" in bad_type.json()["detail"]
     assert upload(alice, "fake.pdf", b"hello", collection="alpha").status_code == 400
-    assert upload(alice, "x.txt", b"hi", collection="beta").status_code == 404  # not readable: 404
-    assert upload(alice, "x.txt", b"hi", collection="nope").status_code == 404
+    hidden = upload(alice, "x.txt", b"hi", collection="beta")  # not readable: 404, as one that does not exist
+    missing = upload(alice, "x.txt", b"hi", collection="nope")
+    assert hidden.status_code == missing.status_code == 404
+    assert hidden.json() == {"detail": "No collection 'beta' that you can read."}
+    assert missing.json() == {"detail": "No collection 'nope' that you can read."}
+    no_default = upload(alice, "x.txt", b"hi")  # no collection named: "default", which this world does not have
+    assert no_default.json() == {"detail": "No collection 'default' that you can read."}
     public = upload(alice, "x.txt", b"hi", collection="handbook")  # readable, but not a reader
     assert public.status_code == 403
     assert alice.post("/sources", {"collection": "alpha"}).status_code == 422  # no file

@@ -76,7 +76,9 @@ def test_upload_page_rejects_bad_type_too_large_and_other_collections(
 ) -> None:
     login(client, world, "alice")
     bad = client.post("/sources/upload", {"collection": "alpha", "file": SimpleUploadedFile("x.exe", b"MZ")})
-    assert bad.status_code == 400 and "unsupported file type" in bad.content.decode()
+    assert bad.status_code == 400 and "x.exe: unsupported file type" in bad.content.decode()
+    empty = client.post("/sources/upload", {"collection": "alpha", "file": SimpleUploadedFile("notes.txt", b"")})
+    assert empty.status_code == 400 and "notes.txt: the file is empty" in empty.content.decode()
     other = client.post("/sources/upload", {"collection": "beta", "file": SimpleUploadedFile("x.txt", b"hi")})
     assert other.status_code == 400 and "Select a valid choice" in other.content.decode()
     foundry_config(ingest={"max_file_mb": 0.001})
