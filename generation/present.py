@@ -107,7 +107,7 @@ def found_passages(row: QueryLog, viewer: Any) -> tuple[str, list[FoundPassage]]
     for part in listing.rstrip(".").split("; "):
         match = _LABELLED.match(part.strip())
         chunk = _listed_chunk(match.group(2), chunks) if match else None
-        url = f"{reverse('sources:detail', args=[chunk.source_id])}?chunk={chunk.pk}#chunk-{chunk.pk}" if chunk else ""
+        url = viewer_url(chunk.source_id, chunk.pk) if chunk else ""
         found.append(FoundPassage(label=match.group(1) if match else "", text=part.strip(), url=url))
     return lead.strip(), found
 
@@ -122,6 +122,12 @@ class SourceEntry:
     url: str  # the source viewer at this chunk; "" if the viewer may no longer read it
 
 
+def viewer_url(source_id: int, chunk_id: int, lines: list[int] | None = None) -> str:
+    """The source viewer at a chunk, with a citation's ``lines`` ([first, last]) highlighted."""
+    cited = f"&lines={lines[0]}-{lines[1]}" if lines and len(lines) == 2 else ""
+    return f"{reverse('sources:detail', args=[source_id])}?chunk={chunk_id}{cited}#chunk-{chunk_id}"
+
+
 def source_entries(citations: list[dict], viewer: Any) -> list[SourceEntry]:
     """The cited chunks, each with a link to the viewer when ``viewer`` can still read that source."""
     ids = [c.get("chunk_id") for c in citations]
@@ -134,11 +140,7 @@ def source_entries(citations: list[dict], viewer: Any) -> list[SourceEntry]:
         source_id = readable.get(chunk_id) if chunk_id is not None else None
         if "page_end" not in c and c.get("chunk_id") in page_ends:
             c = {**c, "page_end": page_ends[c["chunk_id"]]}
-        url = (
-            f"{reverse('sources:detail', args=[source_id])}?chunk={c['chunk_id']}#chunk-{c['chunk_id']}"
-            if source_id
-            else ""
-        )
+        url = viewer_url(source_id, c["chunk_id"], c.get("lines")) if source_id else ""
         entries.append(
             SourceEntry(
                 label=str(c.get("id", "")),
@@ -301,7 +303,7 @@ def footnote_links(document: str, chunk_ids: list[int], viewer: Any) -> dict[str
         ]
         if holding:
             pk, source_id = min(holding, key=lambda r: (r[2] != place["source"], r[5] - r[4], r[0]))[:2]
-            links[number] = f"{reverse('sources:detail', args=[source_id])}?chunk={pk}#chunk-{pk}"
+            links[number] = viewer_url(source_id, pk, [start, end])
     return links
 
 

@@ -32,7 +32,15 @@ import snowballstemmer
 from foundry_site.core import llm
 from foundry_site.core.grounding import content_tokens
 from foundry_site.core.text import code_shape, is_code_or_name
-from foundry_site.core.units import KEY_PARTS, Unit, item_sentences, paragraph_lead, passage_units, table_rule
+from foundry_site.core.units import (
+    KEY_PARTS,
+    Unit,
+    item_sentences,
+    maps_line_by_line,
+    paragraph_lead,
+    passage_units,
+    table_rule,
+)
 
 # Weight of the question's words in the unit score, fitted on SQuAD 2.0 dev (bench/reader_calibration.py,
 # docs/decisions.md, "The extractive reader"): they tell the sentence that names the asked-for thing
@@ -157,14 +165,10 @@ class Quote:
 
     @property
     def lines(self) -> tuple[int, int]:
-        """The unit's own lines in the source; the passage's whole span when its text does not map line by line.
-
-        A chunk's text keeps its paragraphs' line breaks and one blank line between them, so its
-        n-th line is source line ``line_start + n`` exactly when its line count matches its span
-        (a PDF chunk across pages, or paragraphs further apart, do not: those cite the whole chunk).
-        """
+        """The unit's own lines in the source; the passage's whole span when its text does not map line by line
+        (``maps_line_by_line``)."""
         p = self.passage
-        if p.text.count("\n") != p.line_end - p.line_start or p.page_start != p.page_end:
+        if not maps_line_by_line(p.text, p.line_start, p.line_end, p.page_start, p.page_end):
             return p.line_start, p.line_end
         return p.line_start + self.unit.line_first, p.line_start + self.unit.line_last
 

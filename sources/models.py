@@ -8,6 +8,8 @@ from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
+from foundry_site.core.units import maps_line_by_line
+
 
 def cited_names(path: str, roots: list[str]) -> dict[str, str]:
     """How citations name the sources at ``path`` under each of ``roots``: the path alone when one folder has
@@ -226,6 +228,13 @@ class Chunk(models.Model):
     def kind(self) -> str:
         """The kind of file the chunk comes from ("" for a chunk not yet attached to a source)."""
         return self.source.kind if self.source_id else ""
+
+    def numbered_lines(self) -> list[tuple[int, str]]:
+        """Each line of the text with its line in the source (as citations count them); [] when the text does not
+        map line by line (``maps_line_by_line``)."""
+        if not maps_line_by_line(self.text, self.line_start, self.line_end, self.page_start, self.page_end):
+            return []
+        return list(enumerate(self.text.split("\n"), start=self.line_start))
 
 
 def location_fields(chunk: Chunk, lines: list[int] | None = None) -> dict:

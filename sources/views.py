@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from urllib.parse import urlencode
 
@@ -19,10 +20,11 @@ from django.views.decorators.http import require_GET, require_POST
 from foundry_site.core.markup import markdown_html
 from sources import selectors
 from sources.forms import UploadForm
-from sources.models import Source
+from sources.models import LINE_UNITS, Chunk, Source
 from sources.services.uploads import ALLOWED_SUFFIXES, UploadRejected, source_remove, source_upload
 
 PAGE_SIZE = 50
+_LINES = re.compile(r"(\d{1,9})(?:-(\d{1,9}))?")  # a citation's lines: "52-60" or "5"
 
 
 @require_GET
@@ -93,8 +95,26 @@ def source_detail(request: HttpRequest, source_id: int) -> HttpResponse:
     rendered = [(c, markdown_html(c.text, links=True) if source.kind == Source.Kind.MD else None) for c in chunks]
     # A link to a passage the source no longer holds (it was ingested again since) shows the source as it is now.
     missing = wanted if wanted is not None and target is None else None
-    context = {"source": source, "chunks": rendered, "target": target, "missing": missing}
+    context = {
+        "source": source,
+        "chunks": rendered,
+        "target": target,
+        "missing": missing,
+        "lines": _cited_lines(target, request.GET.get("lines", "")) if target else [],
+        "line_unit": LINE_UNITS.get(source.kind, "lines"),
+    }
     return render(request, "sources/detail.html", context, status=404 if missing is not None else 200)
+
+
+def _cited_lines(chunk: Chunk, cited: str) -> list[tuple[int, str, bool]]:
+    """The chunk's lines, numbered as citations count them, each marked when it is within ``cited`` (``52-60``, or
+    ``5``: a citation's lines); [] when ``cited`` names none of them or the text does not map line by line."""
+    match = _LINES.fullmatch(cited)
+    if not match:
+        return []
+    first, last = int(match[1]), int(match[2] or match[1])
+    lines = [(n, text, first <= n <= last) for n, text in chunk.numbered_lines()]
+    return lines if any(marked for *_, marked in lines) else []
 
 
 @require_GET

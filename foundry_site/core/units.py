@@ -75,6 +75,13 @@ class Unit:
         return f"{self.context}\n{self.text}" if self.context else self.text
 
 
+def maps_line_by_line(text: str, line_start: int, line_end: int, page_start: int | None, page_end: int | None) -> bool:
+    """Whether a passage's n-th line is source line ``line_start + n``. A chunk's text keeps its paragraphs' line
+    breaks and one blank line between them, so it does exactly when its line count matches its span on one page (a
+    PDF chunk across pages, or paragraphs further apart, do not: those are cited whole)."""
+    return text.count("\n") == line_end - line_start and page_start == page_end
+
+
 def passage_units(text: str) -> list[Unit]:
     """The units of ``text`` in order: sentences, list items and labelled values, table rows; headings,
     table rules and blank lines are none."""

@@ -46,7 +46,8 @@ def test_answer_cites_only_the_askers_collections(scoped: dict, scripted_llm: Sc
     assert row.citations and {c["source"] for c in row.citations} == {"alpha-notes.md"}
     assert all("32 sensors" not in m["content"] for call in scripted_llm.calls for m in call)
     chunk = Chunk.objects.get(pk=row.citations[0]["chunk_id"])
-    link = f"/sources/{chunk.source_id}/?chunk={chunk.pk}#chunk-{chunk.pk}"
+    first, last = row.citations[0]["lines"]  # the viewer highlights the cited lines
+    link = f"/sources/{chunk.source_id}/?chunk={chunk.pk}&amp;lines={first}-{last}#chunk-{chunk.pk}"
     assert link in page and 'href="#source-S1"' in page and 'id="source-S1"' in page
     assert "32 sensors" not in page and "alpha-notes.md" in page
     assert 'data-answer-class="' + row.answer_class in page

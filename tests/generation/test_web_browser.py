@@ -108,9 +108,15 @@ def test_ask_audit_and_generate(browser_page: Any, live_server: Any, site: Scrip
     first = row.citations[0]
     page.click(f"#source-{first['id']} a")
     chunk = Chunk.objects.get(pk=first["chunk_id"])
-    expect(page).to_have_url(f"{live_server.url}/sources/{chunk.source_id}/?chunk={chunk.pk}#chunk-{chunk.pk}")
+    first_line, last_line = first["lines"]
+    viewer = f"/sources/{chunk.source_id}/?chunk={chunk.pk}&lines={first_line}-{last_line}#chunk-{chunk.pk}"
+    expect(page).to_have_url(live_server.url + viewer)
     expect(page.locator(f"#chunk-{chunk.pk}")).to_have_class("chunk target")
     expect(page.locator(f"#chunk-{chunk.pk}")).to_be_in_viewport()
+    assert chunk.numbered_lines(), chunk.text  # a Markdown chunk maps line by line: its cited lines are marked
+    cited = page.locator(f"#chunk-{chunk.pk} .line.cited")
+    expect(cited).to_have_count(last_line - first_line + 1)
+    expect(cited.first).to_be_in_viewport()
     shot(page, "web-2-viewer")
     page.go_back()
 

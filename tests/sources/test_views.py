@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from collections.abc import Callable
 from typing import Any
@@ -8,7 +9,7 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import Client
 
-from sources.models import Source
+from sources.models import Chunk, Source
 from tests.conftest import World
 
 pytestmark = pytest.mark.django_db
@@ -134,6 +135,26 @@ def test_viewer_shows_chunks_with_target_highlighted(client: Client, world: Worl
     assert f'class="chunk" id="chunk-{chunks[0].pk}"' in html
     assert "§ Alpha" in html and "line 3" in html
     assert f"/sources/{source.pk}/download" in html
+
+
+def test_viewer_numbers_the_cited_chunk_and_highlights_the_cited_lines(client: Client, world: World) -> None:
+    source = world.sources["alpha"]
+    text = "Wiring:\nUse shielded <twisted-pair> cable.\nTerminate with 120 Ω.\nKeep stubs short."
+    chunk = Chunk.objects.create(source=source, ordinal=2, text=text, line_start=10, line_end=13, token_count=9)
+    viewer = login(client, world, "alice")
+    html = viewer.get(f"/sources/{source.pk}/?chunk={chunk.pk}&lines=11-12").content.decode()
+    assert "the cited lines are highlighted" in html
+    lines = re.findall(r'<span class="line( cited)?"><span class="n" aria-hidden="true">(\d+)</span>', html)
+    assert lines == [("", "10"), (" cited", "11"), (" cited", "12"), ("", "13")]
+    assert "<mark>Use shielded &lt;twisted-pair&gt; cable.</mark>" in html  # escaped, as all document text
+    assert "<mark>Keep stubs short.</mark>" not in html and "Keep stubs short." in html
+    for cited in ("99", "x", "11-"):  # lines the chunk does not hold, or no lines: the chunk as before, unnumbered
+        other = viewer.get(f"/sources/{source.pk}/?chunk={chunk.pk}&lines={cited}").content.decode()
+        assert 'class="numbered"' not in other and "highlighted" not in other and "Keep stubs short." in other
+    # a chunk whose text does not map line by line (paragraphs further apart than its lines) is not numbered
+    spread = world.chunks["alpha"][0]  # "# Alpha\n\nAlpha power is 24 V." on line 1
+    html = viewer.get(f"/sources/{source.pk}/?chunk={spread.pk}&lines=1-1").content.decode()
+    assert 'class="numbered"' not in html and f'class="chunk target" id="chunk-{spread.pk}"' in html
 
 
 def test_viewer_escapes_document_text(client: Client, world: World) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import json
 import os
 from pathlib import Path
@@ -86,8 +88,11 @@ def test_generate_form_lists_approved_specs_and_runs_one(
     assert '<article class="document" id="document">' in page and "<h1>Sensor bus</h1>" in page
     assert 'href="#fn:1"' in page and "manual.md" in page and "Download .md" in page
     chunk = Chunk.objects.get(source__name="manual.md", text__contains="Up to 8 sensors")
-    viewer = f"/sources/{chunk.source_id}/?chunk={chunk.pk}#chunk-{chunk.pk}"
-    assert f'<a href="{viewer}">manual.md' in page  # the footnote links to the source viewer at its chunk
+    found = re.search(
+        rf'<a href="(/sources/{chunk.source_id}/\?chunk={chunk.pk}&amp;lines=\d+-\d+)#chunk-{chunk.pk}">', page
+    )
+    assert found and "manual.md" in page[found.end() : found.end() + 20]  # the footnote: the viewer at its lines
+    viewer = found[1].replace("&amp;", "&")
     download = client.get(f"/runs/{run.pk}/download")
     assert download["Content-Disposition"] == 'attachment; filename="wiring-guide-sensors-on-the-rs-485-bus.md"'
     assert b"".join(download.streaming_content).decode() == Path(run.output_path).read_text()
