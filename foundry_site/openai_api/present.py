@@ -1,7 +1,7 @@
 """An ``Answer`` as OpenAI chat-completion bodies: the whole message, or ``chat.completion.chunk`` events.
 
-The content is the answer with ``[1]``-style markers and a "Sources:" list (after "Low confidence: …" when
-the answer is), so any chat client shows the citations and the warning without knowing Foundry; the
+The content is the answer with ``[1]``-style markers and a "Sources:" list ("Low confidence: …" between the two
+when the answer is), so any chat client shows the citations and the warning without knowing Foundry; the
 ``foundry`` object carries them as data (chunk URL, lines, answer class, refusal reason, ``query_id``).
 A refusal is an ordinary assistant message.
 """
