@@ -35,6 +35,7 @@ from foundry_site.core.text import code_shape, is_code_or_name
 from foundry_site.core.units import (
     KEY_PARTS,
     Unit,
+    field_parts,
     item_sentences,
     maps_line_by_line,
     paragraph_lead,
@@ -379,7 +380,7 @@ def _in_words(quote: Quote, scored: list[Quote], chosen: list[Quote]) -> Quote:
     """``quote``, or when it is a labelled value (``max_bus_length_m_at_9600_baud: 1000``) the sentence, list item
     or table row of ``scored`` within ``COVER_MARGIN`` of it, not chosen yet, that states its value's numbers and
     names a word of its key ("The maximum bus length is 1,000 m at 9600 baud."): the same value, as people write it."""
-    key, _, value = quote.unit.text.partition(":")
+    key, value = field_parts(quote.unit.text)
     numbers = _values(value)
     if quote.unit.kind != "field" or not numbers:
         return quote
@@ -615,7 +616,7 @@ def _echoes(unit: Unit, asked: set[str]) -> bool:
     ("Fixed: alarm hysteresis bug." under "Version 2.4.1")."""
     if unit.kind != "field":
         return False
-    said = unit.text.partition(":")[2]
+    said = field_parts(unit.text)[1]
     words = stems(said) | _numbers(said)
     letters = re.findall(r"\b[A-Za-z]\b", said)  # "Class A": a letter is no stop word in a value
     return bool(words) and words <= asked and not letters

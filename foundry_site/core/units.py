@@ -37,6 +37,9 @@ _FIELD = re.compile(r"^\s*(?:[a-z_][\w-]*|[A-Za-z_][\w-]*[.\[][\w.\[\]-]*):\s+\S
 # value of the record's naming key (``interfaces[1].protocols[4].name: NTP client``), as a table row with its header.
 _RECORD = re.compile(r"^(.*\])\.(.+)$")  # a key path: its record (the last list item in it), the key within
 _NAMING_KEYS = ("name", "title", "label", "id")
+# The keys of a range's ends or points (``storage_temperature_c.min`` and ``.max``): an object holding only these is one
+# value, read and quoted whole, as a table row is ("-40 … 85"); one end alone answers half the question.
+BOUNDS = frozenset("min max minimum maximum typ typical nom nominal low high lower upper from to".split())
 _HEADING = re.compile(r"^\s{0,3}#{1,6}\s")
 _TABLE_ROW = re.compile(r"^\s*\|.*\|\s*$")
 CELL_SEPARATOR = " | "  # between the cells of a table row extracted from a PDF, an Office file, HTML or a sheet
@@ -69,7 +72,7 @@ class Unit:
         in words (``storage_temperature_c.min`` as ``storage temperature c min``), as an embedder reads words, and
         its record's name after it (``interfaces 1 protocols 4 port: 123 (NTP client)``)."""
         if self.kind == "field":
-            key, _, value = self.text.partition(":")
+            key, value = field_parts(self.text)
             named = f" ({self.context})" if self.context else ""
             return f"{' '.join(KEY_PARTS.split(key)).strip()}:{value}{named}"
         return f"{self.context}\n{self.text}" if self.context else self.text
@@ -123,7 +126,44 @@ def passage_units(text: str) -> list[Unit]:
         else:
             paragraph.append((i, start))
         i += 1
-    return _records_named(units + _paragraph_units(text, lines, paragraph))
+    return _records_named(_ranges_joined(text, lines, units + _paragraph_units(text, lines, paragraph)))
+
+
+def field_parts(text: str) -> tuple[str, str]:
+    """A labelled value's key path and value; of a range (``a.b.min: 1`` over ``a.b.max: 247``), the path of the
+    range and its ends (``a.b``, ``min: 1, max: 247``)."""
+    lines = text.split("\n")
+    if len(lines) == 1:
+        key, _, value = text.partition(":")
+        return key, value
+    pairs = [line.strip().partition(":") for line in lines]
+    parent = pairs[0][0].rpartition(".")[0]
+    return parent, " " + ", ".join(f"{key.rpartition('.')[2]}:{value}" for key, _, value in pairs)
+
+
+def _ranges_joined(text: str, lines: list[tuple[int, int]], units: list[Unit]) -> list[Unit]:
+    """``units`` with each run of labelled values on consecutive lines that are the ends of one range (keys of
+    ``BOUNDS`` under one key path) made one unit."""
+    out: list[Unit] = []
+    for unit in units:
+        last = out[-1] if out and out[-1].kind == "field" == unit.kind else None
+        end = _range_of(text[slice(*lines[unit.line_first])]) if unit.line_first == unit.line_last else None
+        if (
+            last
+            and end
+            and unit.line_first == last.line_last + 1
+            and end == _range_of(text[slice(*lines[last.line_last])])
+        ):
+            out[-1] = _unit(text, lines, last.line_first, unit.line_last, "field")
+        else:
+            out.append(unit)
+    return out
+
+
+def _range_of(line: str) -> str | None:
+    """The range's key path of a labelled value that is one of its ends (``a.b`` of ``a.b.min: 1``), else None."""
+    parent, _, key = line.partition(":")[0].strip().rpartition(".")
+    return parent if parent and key.lower() in BOUNDS else None
 
 
 def _cells(line: str) -> int:
@@ -150,11 +190,11 @@ def table_rule(header: str) -> str:
 def _records_named(units: list[Unit]) -> list[Unit]:
     """``units`` with each labelled value of a record given the record's name (its ``_NAMING_KEYS`` value, when the
     text holds it) as context: ``interfaces[1].protocols[4].port: 123`` is the port of "NTP client"."""
-    records = [_RECORD.match(u.text.partition(":")[0].strip()) if u.kind == "field" else None for u in units]
+    records = [_RECORD.match(field_parts(u.text)[0].strip()) if u.kind == "field" else None for u in units]
     names: dict[str, str] = {}
     for unit, record in zip(units, records):
         if record and record[2] in _NAMING_KEYS:
-            names.setdefault(record[1], unit.text.partition(":")[2].strip())
+            names.setdefault(record[1], field_parts(unit.text)[1].strip())
     named = [record and record[2] not in _NAMING_KEYS and names.get(record[1]) for record in records]
     return [replace(unit, context=name) if name else unit for unit, name in zip(units, named)]
 

@@ -186,6 +186,26 @@ def test_labelled_values_are_units_of_their_own() -> None:
     assert units[2].scored_text == "product: Aurora AX-200"
 
 
+def test_the_ends_of_a_range_are_one_labelled_value() -> None:
+    text = (
+        "environmental.storage_temperature_c.min: -40\nenvironmental.storage_temperature_c.max: 85\n"
+        "environmental.humidity_percent: 95\ninterfaces[0].modbus_address_range.min: 1\n"
+        "interfaces[0].modbus_address_range.max: 247\ninterfaces[0].name: RS-485 sensor bus\nlimits.min: 3"
+    )
+    units = passage_units(text)
+    assert [(u.text, u.line_first, u.line_last) for u in units] == [
+        ("environmental.storage_temperature_c.min: -40\nenvironmental.storage_temperature_c.max: 85", 0, 1),
+        ("environmental.humidity_percent: 95", 2, 2),
+        ("interfaces[0].modbus_address_range.min: 1\ninterfaces[0].modbus_address_range.max: 247", 3, 4),
+        ("interfaces[0].name: RS-485 sensor bus", 5, 5),
+        ("limits.min: 3", 6, 6),  # another range's end on the next line is not this one's
+    ]
+    assert all(u.kind == "field" for u in units)
+    # read as the range's key path with both ends, and with the name of the record it stands in
+    assert units[0].scored_text == "environmental storage temperature c: min: -40, max: 85"
+    assert units[2].scored_text == "interfaces 0 modbus address range: min: 1, max: 247 (RS-485 sensor bus)"
+
+
 def test_a_value_of_a_record_is_read_with_the_name_of_its_record() -> None:
     text = (
         "interfaces[1].protocols[4].name: NTP client\ninterfaces[1].protocols[4].port: 123\n"
