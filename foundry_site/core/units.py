@@ -133,12 +133,12 @@ def field_parts(text: str) -> tuple[str, str]:
     """A labelled value's key path and value; of a range (``a.b.min: 1`` over ``a.b.max: 247``), the path of the
     range and its ends (``a.b``, ``min: 1, max: 247``)."""
     lines = text.split("\n")
-    if len(lines) == 1:
-        key, _, value = text.partition(":")
+    parent = _range_of(lines[0])
+    if len(lines) == 1 or parent is None or any(_range_of(line) != parent for line in lines):
+        key, _, value = text.partition(":")  # one value, on a line or going on below it
         return key, value
-    pairs = [line.strip().partition(":") for line in lines]
-    parent = pairs[0][0].rpartition(".")[0]
-    return parent, " " + ", ".join(f"{key.rpartition('.')[2]}:{value}" for key, _, value in pairs)
+    ends = [line.strip().partition(":") for line in lines]
+    return parent, " " + ", ".join(f"{key.rpartition('.')[2]}:{value}" for key, _, value in ends)
 
 
 def _ranges_joined(text: str, lines: list[tuple[int, int]], units: list[Unit]) -> list[Unit]:

@@ -204,6 +204,8 @@ def test_the_ends_of_a_range_are_one_labelled_value() -> None:
     # read as the range's key path with both ends, and with the name of the record it stands in
     assert units[0].scored_text == "environmental storage temperature c: min: -40, max: 85"
     assert units[2].scored_text == "interfaces 0 modbus address range: min: 1, max: 247 (RS-485 sensor bus)"
+    wrapped = passage_units("limits.note: read the manual\n  before wiring")[0]  # a value going on below its line
+    assert wrapped.kind == "field" and wrapped.scored_text == "limits note: read the manual\n  before wiring"
 
 
 def test_a_value_of_a_record_is_read_with_the_name_of_its_record() -> None:
