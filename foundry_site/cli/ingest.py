@@ -109,9 +109,15 @@ def ingest_command(opts: argparse.Namespace, out: TextIO) -> int:
         out.write(safe_json(report.as_dict()) + "\n")
     else:
         out.write(format_report(report, target=target, collection=opts.collection))
-        out.write(next_step() if stored else f"\nNothing from {safe(str(target))} is stored: see each file's reason.\n")
+        out.write(next_step() if stored else _nothing_stored(report, target))
     # a script sees that a file is missing (the others stay stored), or that nothing it named could be ingested
     return 1 if report.count("failed") or (report.count("skipped") and not stored) else 0
+
+
+def _nothing_stored(report: IngestReport, target: Path) -> str:
+    if not report.files:
+        return f"\nNo files found in {safe(str(target))}.\n"
+    return f"\nNothing from {safe(str(target))} is stored: see each file's reason.\n"
 
 
 def _progress_bar(bar: tqdm) -> Callable[[FileResult], None]:

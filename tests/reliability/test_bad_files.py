@@ -309,6 +309,9 @@ def test_a_file_named_that_cannot_be_ingested_fails_the_command(stocked_kb: Path
     code, out = ingest_exit(stocked_kb / "notes.xyz")
     assert code == 1 and "skipped" in out and "notes.xyz" in out
     assert "Nothing from " in out and "is stored: see each file's reason." in out and "Next: ask" not in out
+    (stocked_kb.parent / "empty").mkdir()
+    code, out = ingest_exit(stocked_kb.parent / "empty")
+    assert code == 0 and "No files found in " in out and "Next: ask" not in out
     code, out = ingest_exit(stocked_kb)  # in a folder, a file of another kind is passed over
     assert code == 0 and "Next: ask a question" in out
     good_files_intact()
