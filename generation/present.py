@@ -303,7 +303,8 @@ def footnote_links(document: str, chunk_ids: list[int], viewer: Any) -> dict[str
         ]
         if holding:
             pk, source_id = min(holding, key=lambda r: (r[2] != place["source"], r[5] - r[4], r[0]))[:2]
-            links[number] = viewer_url(source_id, pk, [start, end])
+            across = place["first"] is not None or start > end  # a page break: no line numbers to mark
+            links[number] = viewer_url(source_id, pk, None if across else [start, end])
     return links
 
 

@@ -187,8 +187,11 @@ def test_passages_found_in_a_refusal_link_to_slides_and_sheet_rows(world: World)
     assert "S2 alpha.md, sheet Pumps, rows 1-2 <span" in page  # no such chunk retrieved: named, not linked
 
 
-def assert_linked(world: World, chunk: Chunk, listed: tuple[str, ...], notes: tuple[str, ...]) -> None:
-    """A refusal listing ``chunk`` as each of ``listed``, and a footnote naming it as each of ``notes``, link to it."""
+def assert_linked(
+    world: World, chunk: Chunk, listed: tuple[str, ...], notes: tuple[str, ...], lines: str | None = None
+) -> None:
+    """A refusal listing ``chunk`` as each of ``listed``, and a footnote naming it as each of ``notes``, link to it;
+    the footnote with its ``lines`` marked (none across a page break)."""
     from generation.present import footnote_links
 
     source, alice = chunk.source, world.users["alice"]
@@ -204,7 +207,8 @@ def assert_linked(world: World, chunk: Chunk, listed: tuple[str, ...], notes: tu
         assert link in login(alice).get(f"/ask/{row.pk}/").content.decode(), place
     for note in notes:
         links = footnote_links(f"Text [^1].\n\n[^1]: {note}\n", [chunk.pk], alice)
-        assert links == {"1": f"/sources/{source.pk}/?chunk={chunk.pk}#chunk-{chunk.pk}"}, note
+        marked = f"&lines={lines}" if lines else ""
+        assert links == {"1": f"/sources/{source.pk}/?chunk={chunk.pk}{marked}#chunk-{chunk.pk}"}, note
 
 
 @pytest.mark.django_db
@@ -237,4 +241,5 @@ def test_a_one_line_passage_links_in_its_format_and_in_the_one_before(world: Wor
         chunk,
         ("§ Wiring, p. 3, line 52", "p. 3, lines 52-52"),
         ("alpha.md §Wiring, p. 3, line 52", "alpha.md §Wiring, p. 3, lines 52-52"),
+        lines="52-52",
     )
