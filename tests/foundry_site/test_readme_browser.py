@@ -175,9 +175,10 @@ def browse(
     expect(source).to_be_visible()
     shot(page, "readme-2-answer", full=True)
     source.click()
-    expect(page).to_have_url(re.compile(r"/sources/\d+/\?chunk=\d+#chunk-\d+$"))
+    expect(page).to_have_url(re.compile(r"/sources/\d+/\?chunk=\d+&lines=\d+-\d+#chunk-\d+$"))
     chunk = re.search(r"chunk=(\d+)", page.url).group(1)
     expect(page.locator(f"#chunk-{chunk}.target")).to_be_visible()
+    expect(page.locator(f"#chunk-{chunk} .line.cited").first).to_be_visible()  # the quoted lines, marked
     shot(page, "readme-3-source-viewer")
 
     # 3. Generate from the example spec; the run page follows the stages, then shows the document.
@@ -194,7 +195,7 @@ def browse(
     expect(notes.first).to_be_visible()
     shot(page, "readme-5-document", full=True)
     href = notes.first.get_attribute("href")
-    assert re.fullmatch(r"/sources/\d+/\?chunk=\d+#chunk-\d+", href), href
+    assert re.fullmatch(r"/sources/\d+/\?chunk=\d+(&lines=\d+-\d+)?#chunk-\d+", href), href
     with page.expect_download() as download:
         page.click("#run-download")
     assert download.value.suggested_filename == filename
