@@ -1,0 +1,129 @@
+"""The language layer: which language a text is in, and how its words are read.
+
+One analyzer per supported language (Dutch, German, English): a tokenizer, a Snowball stemmer and
+the language's stop words and question words, read from ``data/<code>.json`` (language data never
+lives in code). Every consumer that reads words (keyword search, grounding, condensing, the reader)
+goes through this module, so a Dutch question is stemmed the way a Dutch passage was indexed.
+
+Detection uses py3langid (BSD-3, its model ships in the wheel) restricted to the supported
+languages: Foundry reads those three, and restricting keeps short questions from being taken for a
+language nobody here writes. A text with no letters is given ``DEFAULT``; so is an empty one.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+import snowballstemmer
+
+DATA = Path(__file__).with_name("data")
+SUPPORTED = ("en", "nl", "de")
+DEFAULT = "en"  # a text with no letters to tell by (a code, a number)
+# A word: letters (any script), digits inside it, and inner hyphens or apostrophes ("IRC-Netzwerk", "don't").
+_WORD = re.compile(r"[^\W\d_](?:[\w'’-]*\w)?")
+_LETTER = re.compile(r"[^\W\d_]")
+# Detection reads at most this many characters: a chunk's first few sentences tell its language.
+DETECT_CHARS = 2000
+
+
+@dataclass(frozen=True)
+class Analyzer:
+    """How one language's words are read: lower-cased tokens, stop words dropped, Snowball stems."""
+
+    code: str
+    name: str
+    snowball: str
+    stop_words: frozenset[str]
+    question_words: frozenset[str]
+
+    def tokens(self, text: str) -> list[str]:
+        """The words of ``text``, lower-cased, in order."""
+        return [w.lower() for w in _WORD.findall(text)]
+
+    def content_tokens(self, text: str) -> list[str]:
+        """The words of ``text`` that are not stop words, lower-cased, in order."""
+        return [w for w in self.tokens(text) if w not in self.stop_words]
+
+    def stem(self, word: str) -> str:
+        """The Snowball stem of a lower-cased word."""
+        return _stemmer(self.snowball).stemWord(word)
+
+    def stems(self, text: str) -> list[str]:
+        """The stems of the content words of ``text``, in order (a hyphenated compound also gives its parts)."""
+        out: list[str] = []
+        for word in self.content_tokens(text):
+            out.append(self.stem(word))
+            if "-" in word:
+                out += [self.stem(p) for p in word.split("-") if p and p not in self.stop_words]
+        return out
+
+
+@lru_cache(maxsize=None)
+def analyzer(code: str) -> Analyzer:
+    """The analyzer of a supported language; ``ValueError`` naming the supported ones otherwise."""
+    if code not in SUPPORTED:
+        raise ValueError(f"language {code!r} is not supported; supported: {', '.join(SUPPORTED)}")
+    data = json.loads((DATA / f"{code}.json").read_text(encoding="utf-8"))
+    return Analyzer(
+        code=code,
+        name=data["name"],
+        snowball=data["snowball"],
+        stop_words=frozenset(data["stop_words"]),
+        question_words=frozenset(data["question_words"]),
+    )
+
+
+def all_stop_words() -> frozenset[str]:
+    """Every supported language's stop words: for text whose language is not known."""
+    return _all_stop_words()
+
+
+@lru_cache(maxsize=1)
+def _all_stop_words() -> frozenset[str]:
+    return frozenset().union(*(analyzer(code).stop_words for code in SUPPORTED))
+
+
+def detect(text: str) -> str:
+    """The supported language ``text`` is most likely written in; ``DEFAULT`` when it has no letters."""
+    sample = text[:DETECT_CHARS]
+    if not _LETTER.search(sample):
+        return DEFAULT
+    code, _ = _identifier().classify(sample)
+    return str(code)
+
+
+def analyzer_for(text: str) -> Analyzer:
+    """The analyzer of the language ``text`` is written in."""
+    return analyzer(detect(text))
+
+
+_lock = threading.Lock()
+
+
+@lru_cache(maxsize=1)
+def _identifier():  # type: ignore[no-untyped-def]
+    # Loading the model decompresses ~5 MB once per process; the lock keeps two threads from doing it twice.
+    with _lock:
+        from py3langid.langid import MODEL_FILE, LanguageIdentifier
+
+        identifier = LanguageIdentifier.from_pickled_model(MODEL_FILE, norm_probs=True)
+        identifier.set_languages(list(SUPPORTED))
+        return identifier
+
+
+_local = threading.local()
+
+
+def _stemmer(name: str):  # type: ignore[no-untyped-def]
+    # A Snowball stemmer keeps state while it works: one per thread and language, never shared.
+    cache = getattr(_local, "stemmers", None)
+    if cache is None:
+        cache = _local.stemmers = {}
+    if name not in cache:
+        cache[name] = snowballstemmer.stemmer(name)
+    return cache[name]
