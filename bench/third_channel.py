@@ -40,7 +40,7 @@ from django.db import connection
 from heldout import bootstrap, halving, per_claim
 
 from foundry_site.core import llm
-from foundry_site.core.text import STOPWORDS
+from foundry_site.core import language
 from retrieval.fusion import Hit, reciprocal_rank_fusion
 from sources.models import Chunk
 from sources.services.prepare import _with_context
@@ -52,7 +52,7 @@ WORD = re.compile(r"\w+", re.UNICODE)
 
 def proximity_query(text: str, near: int) -> str:
     """``NEAR("a" "b", near) OR ...`` over consecutive topical words of ``text``; "" when fewer than two."""
-    words = [w for w in WORD.findall(text.lower()) if w not in STOPWORDS]
+    words = [w for w in WORD.findall(text.lower()) if w not in language.analyzer("en").stop_words]
     return " OR ".join(f"NEAR({_quoted(a)} {_quoted(b)}, {near})" for a, b in dict.fromkeys(zip(words, words[1:])))
 
 

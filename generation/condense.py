@@ -65,7 +65,8 @@ from django.conf import settings
 
 from foundry_site.core import llm, prompts
 from foundry_site.core.config import CONDENSE_RULE
-from foundry_site.core.text import STOPWORDS, code_shape, is_code_or_name
+from foundry_site.core import language
+from foundry_site.core.text import code_shape, is_code_or_name
 from retrieval.models import ChunkSearch
 
 SHORT_WORDS = 1
@@ -376,11 +377,16 @@ def _bare(low: str) -> str:
     return unapostrophed or _CONTRACTED.sub("", low)
 
 
+# The rule condenser reads English follow-ups (its word classes below are English); a follow-up in another language
+# is made standalone by ``retrieval.condense_model`` (an LLM) where one is configured.
+_STOP_WORDS = language.analyzer("en").stop_words
+
+
 def _topic(token: str) -> bool:
     """A topic word: not a stop word, question word, filler, auxiliary, pronoun or demonstrative."""
     low = _bare(token.lower().rstrip("."))
     return not (
-        low in STOPWORDS
+        low in _STOP_WORDS
         or low in NON_TOPIC
         or low in AUXILIARIES
         or low in PRONOUNS

@@ -23,13 +23,15 @@ runs next to the database and on a compute worker.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import lru_cache, wraps
 from itertools import takewhile
+from typing import Any, TypeVar
 
-import snowballstemmer
-
-from foundry_site.core import llm
+from foundry_site.core import language, llm
 from foundry_site.core.grounding import content_tokens
 from foundry_site.core.text import code_shape, is_code_or_name
 from foundry_site.core.units import (
@@ -228,6 +230,32 @@ class Reading:
         }
 
 
+# The language a question is read in: the question's and the passages' words are stemmed, and their stop words
+# dropped, with that language's analyzer, so both sides of every comparison are read alike.
+_READING: ContextVar[str] = ContextVar("reading_language", default=language.DEFAULT)
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+@contextmanager
+def reading(question: str) -> Iterator[str]:
+    """Read in the language of ``question`` (``language.detect``) while the block runs."""
+    token = _READING.set(language.detect(question))
+    try:
+        yield _READING.get()
+    finally:
+        _READING.reset(token)
+
+
+def _in_question_language(function: _F) -> _F:
+    @wraps(function)
+    def wrapper(question: str, *args: Any, **kwargs: Any) -> Any:
+        with reading(question):
+            return function(question, *args, **kwargs)
+
+    return wrapper  # type: ignore[return-value]
+
+
+@_in_question_language
 def units_score(
     question: str,
     passages: list[Passage],
@@ -302,6 +330,7 @@ def units_score(
     return sorted(quotes, key=lambda q: (-q.score, q.passage.rank, q.unit.start))
 
 
+@_in_question_language
 def read(
     question: str,
     passages: list[Passage],
@@ -485,16 +514,17 @@ def unit_key(text: str) -> str:
 
 
 def stems(text: str) -> set[str]:
-    """The stems of ``text``'s content words (Snowball English): "weighs" meets "weigh", "stored" "store"; and its
+    """The stems of ``text``'s content words (Snowball, in the language being read, ``reading``): "weighs" meets
+    "weigh", "stored" "store"; and its
     versions and decimals ("2.4.1", "10.8"), which name what a question asks about as a code does: "When was 2.4.1
     released?" is answered by "Version 2.4.1 - released …", not by "Version 2.4.0 - released …"."""
-    return {_stem(word) for word in content_tokens(text)} | set(_DOTTED.findall(text))
+    code = _READING.get()
+    return {_stem(word, code) for word in content_tokens(text, code)} | set(_DOTTED.findall(text))
 
 
 @lru_cache(maxsize=1 << 16)
-def _stem(word: str) -> str:
-    # A stemmer keeps state while it works: one per word, never shared between threads (it costs ~0.3 µs).
-    return snowballstemmer.stemmer("english").stemWord(word)
+def _stem(word: str, code: str = language.DEFAULT) -> str:
+    return language.analyzer(code).stem(word)
 
 
 # A measure asked by its adjective or verb is stated by its noun ("how heavy", "weighs" by "Weight 210 g"), a

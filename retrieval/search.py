@@ -13,7 +13,7 @@ from collections.abc import Iterator, Sequence
 import numpy as np
 from django.db import connection, models
 
-from foundry_site.core.text import STOPWORDS
+from foundry_site.core import language
 from retrieval.fusion import Hit
 from sources import vectorstore
 
@@ -27,11 +27,13 @@ VEC0_MAX_K = 4096  # the largest k sqlite-vec 0.1.9 accepts
 _TERM = re.compile(r"\w+", re.UNICODE)
 
 
-def query_terms(text: str) -> list[str]:
-    """The distinct topical words of ``text`` (lower case, stop words dropped), at most 64."""
+def query_terms(text: str, code: str | None = None) -> list[str]:
+    """The distinct topical words of ``text`` (lower case, the stop words of its language ``code`` dropped; detected
+    when not given), at most 64."""
+    stop_words = language.analyzer(code or language.detect(text)).stop_words
     seen: dict[str, None] = {}
     for term in _TERM.findall(text.lower()):
-        if term not in STOPWORDS and term not in seen:
+        if term not in stop_words and term not in seen:
             seen[term] = None
         if len(seen) >= MAX_QUERY_TERMS:
             break
@@ -49,7 +51,21 @@ def match_expression(terms: Sequence[str]) -> str:
 
 def fts_query(text: str) -> str:
     """An FTS5 query matching any topical term of ``text``; "" when there is none."""
-    return match_expression(query_terms(text))
+    code = language.detect(text)
+    return keyword_expression(query_terms(text, code), code)
+
+
+def keyword_expression(terms: Sequence[str], code: str) -> str:
+    """An FTS5 query matching any of ``terms`` as written, or, in a language the index's tokenizer does not stem
+    (``language.PORTER_STEMMED``), any of their stems in that language in the ``stems`` column; "" for no terms."""
+    written = match_expression(terms)
+    if not written or code in language.PORTER_STEMMED:
+        return written
+    analyzer = language.analyzer(code)
+    stems = list(dict.fromkeys(stem for term in terms for stem in analyzer.stems(term)))
+    if not stems:
+        return written
+    return f"{{text heading title}} : ({written}) OR stems : ({match_expression(stems)})"
 
 
 def rare_terms(cursor, terms: Sequence[str], max_df: float, max_postings: float = NO_POSTINGS_CAP) -> list[str]:
@@ -139,7 +155,8 @@ class ChunkSearchManager(models.Manager):
         if collection_ids is not None and not collection_ids:
             return []
         with connection.cursor() as cur:
-            query = match_expression(rare_terms(cur, query_terms(text), max_df, max_postings))
+            code = language.detect(text)
+            query = keyword_expression(rare_terms(cur, query_terms(text, code), max_df, max_postings), code)
             if not query:
                 return []
             fetch = limit if collection_ids is None else limit * SCOPE_OVERFETCH

@@ -192,6 +192,15 @@ class Chunk(models.Model):
         help_text="Read by OCR from an image: the lowest mean word confidence "
         "(0-100) of its pages. Empty for text the file holds as text.",
     )
+    language = models.CharField(
+        max_length=8, default="en", editable=False, help_text="The language the text is written in (en, nl, de)."
+    )
+    stems = models.TextField(
+        blank=True,
+        editable=False,
+        help_text="The text's content words stemmed in its language, for keyword search; empty for English, "
+        "which the keyword index stems itself.",
+    )
     created_at = models.DateTimeField(default=timezone.now, editable=False)
 
     class Meta:

@@ -24,7 +24,7 @@ from typing import Protocol
 from django.conf import settings
 
 from foundry_site.core import llm
-from foundry_site.core.text import STOPWORDS
+from foundry_site.core import language
 
 
 REFUSAL = "The indexed documentation does not contain this information."
@@ -125,13 +125,15 @@ def citation_ids(text: str) -> list[str]:
     return list(dict.fromkeys(ids))
 
 
-def content_tokens(text: str) -> list[str]:
-    """The words of ``text`` that are not stop words, lower-cased, in order."""
-    return [low for low in (w.lower() for w in _WORD.findall(text)) if low not in STOPWORDS]
+def content_tokens(text: str, code: str | None = None) -> list[str]:
+    """The words of ``text`` that are not stop words of its language ``code`` (detected when not given),
+    lower-cased, in order."""
+    stop_words = language.analyzer(code or language.detect(text)).stop_words
+    return [low for low in (w.lower() for w in _WORD.findall(text)) if low not in stop_words]
 
 
-def content_words(text: str) -> set[str]:
-    return {w[:6] for w in content_tokens(text)}
+def content_words(text: str, code: str | None = None) -> set[str]:
+    return {w[:6] for w in content_tokens(text, code)}
 
 
 def _number(token: str) -> str:
@@ -142,12 +144,13 @@ def number_contexts(text: str) -> dict[str, list[set[str]]]:
     """Each number of ``text`` with, per occurrence, the words within NUMBER_REACH tokens of it
     (lower-cased, cut to 6 letters like ``content_words``; units such as V or mA count, stop words do not)."""
     tokens = _TOKEN.findall(text)
+    stop_words = language.analyzer_for(text).stop_words
     out: dict[str, list[set[str]]] = {}
     for i, token in enumerate(tokens):
         if token[0].isdigit():
             near = tokens[max(0, i - NUMBER_REACH) : i] + tokens[i + 1 : i + 1 + NUMBER_REACH]
             out.setdefault(_number(token), []).append(
-                {t.lower()[:6] for t in near if not t[0].isdigit() and t.lower() not in STOPWORDS}
+                {t.lower()[:6] for t in near if not t[0].isdigit() and t.lower() not in stop_words}
             )
     return out
 

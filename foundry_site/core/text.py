@@ -1,4 +1,4 @@
-"""Free text: the words that carry no topic, and checks on what users type (questions, topics, notes)."""
+"""Free text: checks on what users type (questions, topics, notes). Words by language: ``core.language``."""
 
 from __future__ import annotations
 
@@ -7,16 +7,6 @@ import unicodedata
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
 _CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")  # control characters but tab and line breaks
-
-
-# Words that carry no topic: dropping them keeps BM25 from ranking on "what is the".
-STOPWORDS = frozenset(
-    """
-a an and are as at be but by can could did do does for from had has have how i if in into is it its
-me my no not of on or our shall should so than that the their them then there these they this to
-was we were what when where which who whom why will with would you your
-""".split()
-)
 
 
 # Words of chat typed in capitals that never name anything in the sources ("OK, and how do I fix it?").

@@ -28,6 +28,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from foundry_site.core import language
 from sources import vectorstore
 from sources.models import Chunk, Collection, Source, SourceSummary, cited_names
 from sources.services import collections, prepare
@@ -212,6 +213,8 @@ def _store(
     """Replace the source's chunks, vectors and summary in one transaction."""
     model = settings.FOUNDRY.embedding.model
     now = timezone.now()
+    languages = language.texts_languages([d.text for d in prepared.drafts])
+    stems = [language.keyword_stems(d.text, code) for d, code in zip(prepared.drafts, languages)]
     with transaction.atomic():
         vectorstore.ensure_table(model, len(prepared.vectors[0]))
         vectorstore.ensure_windows_table(model, len(prepared.vectors[0]))
@@ -234,6 +237,8 @@ def _store(
                     token_count=d.token_count,
                     context=ctx,
                     ocr_confidence=d.ocr_confidence,
+                    language=languages[i],
+                    stems=stems[i],
                     created_at=now,
                 )
                 for i, (d, ctx) in enumerate(zip(prepared.drafts, prepared.contexts))

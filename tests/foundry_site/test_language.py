@@ -59,3 +59,10 @@ def test_a_hyphenated_compound_also_gives_its_parts() -> None:
 def test_stop_words_of_every_language_for_text_of_no_known_language() -> None:
     words = language.all_stop_words()
     assert {"the", "de", "der", "und", "het"} <= words
+
+
+def test_a_text_too_short_to_tell_takes_the_prior() -> None:
+    assert language.detect("Und E04?") == language.DEFAULT
+    assert language.detect("Und E04?", prior="nl") == "nl"
+    assert language.detect("Reset?", prior="de") == "de"
+    assert language.detect("Was bedeutet der Fehler E04 auf der Anzeige?", prior="nl") == "de"

@@ -599,3 +599,17 @@ def test_a_count_is_answered_only_by_a_unit_that_states_one(embed: dict) -> None
     assert reader.units_score("Which terminal is the sensor bus on?", found, embedding_model="m")[0].unit.text == label
     assert reader._counts("Both relays switch.") and reader._counts("up to eight sensors")
     assert not reader._counts("two-wire, half-duplex, on X2")
+
+
+def test_a_question_is_read_in_its_own_language() -> None:
+    from generation.reader import reading, stems
+
+    with reading("Welche Einstellungen speichert das Gerät?") as code:
+        assert code == "de"
+        assert stems("die Einstellung") == stems("den Einstellungen") == {"einstell"}
+    with reading("Welke aansluitingen heeft de behuizing?") as code:
+        assert code == "nl"
+        assert stems("de aansluiting") == stems("aansluitingen") == {"aansluit"}
+    with reading("Which settings does the device store?") as code:
+        assert code == "en"
+        assert stems("the stored settings") == {"store", "set"}

@@ -348,8 +348,9 @@ def test_keyword_tokenizer_is_the_index_tokenizer() -> None:
 
     from retrieval.search import TOKENIZER
 
-    migration = import_module("retrieval.migrations.0001_chunks_fts")
-    assert f"tokenize = '{TOKENIZER}'" in migration.CREATE[0]
+    created = import_module("retrieval.migrations.0001_chunks_fts").CREATE[0]
+    latest = next(sql for sql in import_module("retrieval.migrations.0010_chunks_fts_stems").FORWARD if "fts5(" in sql)
+    assert f"tokenize = '{TOKENIZER}'" in created and f"tokenize = '{TOKENIZER}'" in latest
 
 
 @pytest.mark.django_db
@@ -364,3 +365,41 @@ def test_retrieve_counts_its_query_embedding_in_the_call_record(kb: Path, mode: 
         found = retrieve(question="When does the pump valve open?", collection_ids=None, mode=mode)
     assert record.embedding_calls == 1
     assert found.timings["embed"] > 0 and found.timings["search"] >= found.timings["embed"]
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("document", "question", "code"),
+    [
+        (
+            "# Netzwerk\n\nAlle Einstellungen des Geräts werden im Speicher abgelegt und beim Neustart geladen.\n",
+            "Was geschieht mit der Einstellung?",
+            "de",
+        ),
+        (
+            "# Aansluiten\n\nDe aansluitingen van de sensoren zitten aan de onderkant van de behuizing.\n",
+            "Waar bevindt zich een aansluiting?",
+            "nl",
+        ),
+    ],
+)
+def test_keyword_search_matches_an_inflected_form_in_the_chunks_language(
+    kb: Path, document: str, question: str, code: str
+) -> None:
+    from django.db import connection
+
+    from retrieval.search import match_expression, query_terms
+
+    (kb / "manual.md").write_text(document)
+    (kb / "other.md").write_text("# Other\n\nThe pump valve opens at 2 bar.\n")
+    knowledge_base_ingest(target=kb)
+    chunk = Chunk.objects.get(source__path="manual.md")
+    assert chunk.language == code and chunk.stems
+    assert Chunk.objects.get(source__path="other.md").stems == ""  # English: the index's porter stems it
+    hits = ChunkSearch.search.keyword(question)
+    assert hits and hits[0].chunk_id == chunk.pk
+    # The words as written (stemmed as English by the index) do not meet: the stems column found it.
+    written = "{text heading title} : (" + match_expression(query_terms(question, code)) + ")"
+    with connection.cursor() as cur:
+        cur.execute("SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH %s", [written])
+        assert chunk.pk not in {rowid for (rowid,) in cur.fetchall()}

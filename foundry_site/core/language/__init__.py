@@ -7,7 +7,7 @@ goes through this module, so a Dutch question is stemmed the way a Dutch passage
 
 Detection uses py3langid (BSD-3, its model ships in the wheel) restricted to the supported
 languages: Foundry reads those three, and restricting keeps short questions from being taken for a
-language nobody here writes. A text with no letters is given ``DEFAULT``; so is an empty one.
+language nobody here writes. A text too short to tell takes the caller's prior, else ``DEFAULT``.
 """
 
 from __future__ import annotations
@@ -16,8 +16,9 @@ import json
 import re
 import threading
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import lru_cache, cache
 from pathlib import Path
+from typing import Any
 
 import snowballstemmer
 
@@ -29,6 +30,8 @@ _WORD = re.compile(r"[^\W\d_](?:[\w'’-]*\w)?")
 _LETTER = re.compile(r"[^\W\d_]")
 # Detection reads at most this many characters: a chunk's first few sentences tell its language.
 DETECT_CHARS = 2000
+# The languages the keyword index's tokenizer stems itself (FTS5 ``porter``): they need no stems column.
+PORTER_STEMMED = ("en",)
 
 
 @dataclass(frozen=True)
@@ -63,7 +66,7 @@ class Analyzer:
         return out
 
 
-@lru_cache(maxsize=None)
+@cache
 def analyzer(code: str) -> Analyzer:
     """The analyzer of a supported language; ``ValueError`` naming the supported ones otherwise."""
     if code not in SUPPORTED:
@@ -88,13 +91,37 @@ def _all_stop_words() -> frozenset[str]:
     return frozenset().union(*(analyzer(code).stop_words for code in SUPPORTED))
 
 
-def detect(text: str) -> str:
-    """The supported language ``text`` is most likely written in; ``DEFAULT`` when it has no letters."""
+def detect(text: str, *, prior: str | None = None) -> str:
+    """The supported language ``text`` is most likely written in.
+
+    A text too short or mixed to tell ("And E04?": the detector's probability under ``min_probability`` of
+    ``data/detection.json``), or with no letters at all, is taken to be in ``prior`` (the conversation's or the
+    interface's language) when one is given, else in ``DEFAULT``.
+    """
+    fallback = prior if prior in SUPPORTED else DEFAULT
     sample = text[:DETECT_CHARS]
     if not _LETTER.search(sample):
-        return DEFAULT
-    code, _ = _identifier().classify(sample)
-    return str(code)
+        return fallback
+    code, probability = _identifier().classify(sample)
+    return str(code) if probability >= _detection()["min_probability"] else fallback
+
+
+@lru_cache(maxsize=1)
+def _detection() -> dict:
+    return json.loads((DATA / "detection.json").read_text(encoding="utf-8"))
+
+
+def texts_languages(texts: list[str]) -> list[str]:
+    """The language of each of a document's ``texts`` (its chunks), with the document's own language (read from
+    its first ``DETECT_CHARS`` characters) as the prior of a text too short to tell."""
+    document = detect(" ".join(texts)[:DETECT_CHARS])
+    return [detect(text, prior=document) for text in texts]
+
+
+def keyword_stems(text: str, code: str) -> str:
+    """What the keyword index's stems column holds for ``text`` in language ``code``: its content words' Snowball
+    stems, space-separated; "" for English, which the index's own tokenizer (FTS5 porter) stems already."""
+    return "" if code in PORTER_STEMMED else " ".join(analyzer(code).stems(text))
 
 
 def analyzer_for(text: str) -> Analyzer:
@@ -106,12 +133,12 @@ _lock = threading.Lock()
 
 
 @lru_cache(maxsize=1)
-def _identifier():  # type: ignore[no-untyped-def]
+def _identifier() -> Any:
     # Loading the model decompresses ~5 MB once per process; the lock keeps two threads from doing it twice.
     with _lock:
         from py3langid.langid import MODEL_FILE, LanguageIdentifier
 
-        identifier = LanguageIdentifier.from_pickled_model(MODEL_FILE, norm_probs=True)
+        identifier = LanguageIdentifier.from_model_file(MODEL_FILE, norm_probs=True)
         identifier.set_languages(list(SUPPORTED))
         return identifier
 
@@ -119,7 +146,7 @@ def _identifier():  # type: ignore[no-untyped-def]
 _local = threading.local()
 
 
-def _stemmer(name: str):  # type: ignore[no-untyped-def]
+def _stemmer(name: str) -> Any:
     # A Snowball stemmer keeps state while it works: one per thread and language, never shared.
     cache = getattr(_local, "stemmers", None)
     if cache is None:
