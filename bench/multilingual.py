@@ -2,7 +2,7 @@
 guide pages Debian ships translated (bench/data/multilingual/, MPL-2.0; docs/benchmarks.md).
 
     PYTHONPATH=. .venv/bin/python bench/multilingual.py [--lang en nl de] [--split dev|blind]
-        [--embedding-model local/all-minilm-l6-v2] [--json bench/results/multilingual-dev-DATE.json]
+        [--embedding-model local/all-minilm-l6-v2] [--json docs/results/multilingual-dev-DATE.json]
     PYTHONPATH=. .venv/bin/python bench/multilingual.py --check      # the data only: no model, no ingest
 
 Per language, the 31 pages of ``<lang>/docs/`` are ingested into a fresh FOUNDRY_HOME (one child process
@@ -32,11 +32,12 @@ import sys
 import tempfile
 import time
 import unicodedata
+from collections.abc import Iterable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "bench" / "data" / "multilingual"
-RESULTS = ROOT / "bench" / "results"
+RESULTS = ROOT / "docs" / "results"
 LANGUAGES = ("en", "nl", "de")
 _DASHES = re.compile(r"[\u2010-\u2015\u2212]")
 _SPACE = re.compile(r"\s+")
@@ -90,7 +91,9 @@ def child(lang: str, split: str, embedding_model: str | None, out: Path) -> None
 
     conf = settings.FOUNDRY
     if embedding_model:
-        settings.FOUNDRY = conf.model_copy(update={"embedding": conf.embedding.model_copy(update={"model": embedding_model})})
+        settings.FOUNDRY = conf.model_copy(
+            update={"embedding": conf.embedding.model_copy(update={"model": embedding_model})}
+        )
     call_command("migrate", verbosity=0)
     questions = load_split(lang, split)
     began = time.perf_counter()
@@ -137,7 +140,9 @@ def _asked(case: dict, kind: str, answer_question, retrieve) -> dict:
     }
     if kind == "answerable":
         found = None if answer.refusal else holds(answer.answer, case["expected"])
-        ranked = [Path(c.chunk.source.name).name for c in retrieve(question=case["question"], collection_ids=None).ranked]
+        ranked = [
+            Path(c.chunk.source.name).name for c in retrieve(question=case["question"], collection_ids=None).ranked
+        ]
         ranks = [i for i, name in enumerate(ranked, 1) if name in case["sources"]]
         row |= {
             "expected": case["expected"],
@@ -164,7 +169,11 @@ def run_language(lang: str, split: str, embedding_model: str | None) -> dict:
     command = [sys.executable, str(Path(__file__).resolve()), "--child", lang, "--split", split, "--out", str(out)]
     if embedding_model:
         command += ["--embedding-model", embedding_model]
-    env = {**os.environ, "FOUNDRY_HOME": home, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    env = {
+        **os.environ,
+        "FOUNDRY_HOME": home,
+        "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+    }
     subprocess.run(command, env=env, check=True)
     return json.loads(out.read_text())
 
@@ -177,8 +186,12 @@ def summary(result: dict) -> dict:
 
     def rate(rows: list[dict], key: str) -> dict:
         hits = sum(bool(r[key]) for r in rows)
-        return {"hits": hits, "of": len(rows), "rate": round(hits / len(rows), 4) if rows else None,
-                "ci95": rounded(proportion_interval(hits, len(rows)))}
+        return {
+            "hits": hits,
+            "of": len(rows),
+            "rate": round(hits / len(rows), 4) if rows else None,
+            "ci95": rounded(proportion_interval(hits, len(rows))),
+        }
 
     ms = sorted(r["ms"] for r in result["rows"])
     return {
@@ -188,8 +201,30 @@ def summary(result: dict) -> dict:
         "retrieved": rate([{**r, "in": r["retrieved_rank"] is not None} for r in answerable], "in"),
         "retrieved_first": rate([{**r, "in": r["retrieved_rank"] == 1} for r in answerable], "in"),
         "unanswerable_refused": rate(unanswerable, "refused"),
+        "answer_classes": {
+            kind: _counts(r["answer_class"] for r in rows)
+            for kind, rows in (("answerable", answerable), ("unanswerable", unanswerable))
+        },
+        "refusals": {
+            kind: _counts(r["refusal"] for r in rows if r["refused"])
+            for kind, rows in (("answerable", answerable), ("unanswerable", unanswerable))
+        },
         "answer_p50_ms": ms[len(ms) // 2] if ms else None,
     }
+
+
+def _counts(values: Iterable[str]) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for value in values:
+        counts[value] = counts.get(value, 0) + 1
+    return dict(sorted(counts.items()))
+
+
+def _cell(rate: dict) -> str:
+    if not rate["of"]:
+        return "–"
+    low, high = rate["ci95"]
+    return f"{rate['hits']}/{rate['of']} {100 * rate['rate']:.0f} % [{100 * low:.0f}–{100 * high:.0f}]"
 
 
 def table(results: list[dict]) -> str:
@@ -203,8 +238,7 @@ def table(results: list[dict]) -> str:
     lines = [" | ".join(["lang", *(title for _, title in columns)]), " | ".join(["---"] * (len(columns) + 1))]
     for result in results:
         s = result["summary"]
-        cells = [f"{s[k]['hits']}/{s[k]['of']} {100 * s[k]['rate']:.0f} % [{100 * s[k]['ci95'][0]:.0f}–{100 * s[k]['ci95'][1]:.0f}]"
-                 if s[k]["of"] else "–" for k, _ in columns]
+        cells = [_cell(s[k]) for k, _ in columns]
         lines.append(" | ".join([result["language"], *cells]))
     return "\n".join(lines)
 
@@ -250,7 +284,9 @@ def main() -> None:
     parser.add_argument("--lang", nargs="+", choices=LANGUAGES, default=list(LANGUAGES))
     parser.add_argument("--split", choices=("dev", "blind"), default="dev")
     parser.add_argument("--embedding-model", help="embedding.model to ingest and ask with (default: foundry.yaml's)")
-    parser.add_argument("--json", type=Path, help="where to write the result (default: bench/results/multilingual-SPLIT-DATE.json)")
+    parser.add_argument(
+        "--json", type=Path, help="where to write the result (default: docs/results/multilingual-SPLIT-DATE.json)"
+    )
     parser.add_argument("--check", action="store_true", help="check the data against the pages' text and stop")
     parser.add_argument("--child", choices=LANGUAGES, help=argparse.SUPPRESS)
     parser.add_argument("--out", type=Path, help=argparse.SUPPRESS)
