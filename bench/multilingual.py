@@ -101,7 +101,9 @@ def child(lang: str, split: str, embedding_model: str | None, out: Path) -> None
     ingest_s = time.perf_counter() - began
     stored = report.count("ingested") + report.count("unchanged")
     if report.count("failed") or not stored:
-        raise SystemExit(f"{lang}: ingest failed: {report.as_dict()}")
+        failed = [f for f in report.as_dict()["files"] if f["status"] == "failed"]
+        reason = f"{failed[0]['path']}: {failed[0]['reason']}" if failed else "no file stored"
+        raise SystemExit(f"{lang}: ingest failed for {len(failed)} of the pages ({reason})")
     rows = []
     for kind in ("answerable", "unanswerable"):
         for case in questions[kind]:
@@ -174,7 +176,8 @@ def run_language(lang: str, split: str, embedding_model: str | None) -> dict:
         "FOUNDRY_HOME": home,
         "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
     }
-    subprocess.run(command, env=env, check=True)
+    if subprocess.run(command, env=env, check=False).returncode:
+        raise SystemExit(f"{lang}: the run failed (above); nothing written")
     return json.loads(out.read_text())
 
 
