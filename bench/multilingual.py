@@ -14,8 +14,10 @@ calls. An answerable question *holds* when the answer is not a refusal and its t
 stand as a word, so "dt" is not found in "width"); *right source*
 when it also cites one of ``sources``. *Retrieved* (a diagnostic): a chunk of an expected source is
 among the ``retrieval.top_k`` chunks ``retrieve()`` ranks for the question. An unanswerable question
-(about the same software, answered by no page) counts when it is refused. Rates carry Wilson 95 %
-intervals.
+(about the same software, answered by no page) counts when it is refused. A follow-up pair (``followups``):
+its second turn asked after the first as the product asks a follow-up (made standalone by the condensing
+rule, read with the first turn's answer), scored like an answerable question; ``typed_holds``: asked alone,
+as typed. Rates carry Wilson 95 % intervals.
 
 The blind split is run once, at the end, to report: never to choose a setting or a rule on.
 """
@@ -86,6 +88,7 @@ def child(lang: str, split: str, embedding_model: str | None, out: Path) -> None
     from django.core.management import call_command
 
     from generation.answers import answer_question
+    from generation.condense import question_standalone
     from retrieval.services.retrieve import retrieve
     from sources.services.ingest_jobs import knowledge_base_ingest
 
@@ -109,6 +112,9 @@ def child(lang: str, split: str, embedding_model: str | None, out: Path) -> None
         for case in questions[kind]:
             rows.append(_asked(case, kind, answer_question, retrieve))
             print(f"{lang} {case['id']:8} {_marks(rows[-1])}  {case['question'][:70]}", file=sys.stderr, flush=True)
+    for case in questions.get("followups", []):
+        rows.append(_followup(case, answer_question, question_standalone))
+        print(f"{lang} {case['id']:8} {_marks(rows[-1])}  {rows[-1]['question'][:70]}", file=sys.stderr, flush=True)
     out.write_text(
         json.dumps(
             {
@@ -156,6 +162,42 @@ def _asked(case: dict, kind: str, answer_question, retrieve) -> dict:
     return row
 
 
+def _followup(case: dict, answer_question, question_standalone) -> dict:
+    """The second turn asked as the product asks a follow-up: made standalone by ``retrieval.condense_model``'s
+    rule and read with the answer of the turn whose terms it carries (as bench/followups.py does); and as typed."""
+    first, message = case["turns"]
+    condensed = question_standalone(message=message, history=[first])
+    began = time.perf_counter()
+    if condensed.rewritten:
+        earlier = answer_question(question=first).answer if condensed.carried else ""
+        answer = answer_question(
+            question=condensed.question, message=condensed.message, follows=condensed.follows([earlier])
+        )
+    else:
+        answer = answer_question(question=message)
+    ms = (time.perf_counter() - began) * 1000
+    typed = answer if not condensed.rewritten else answer_question(question=message)
+    cited = sorted({Path(c["source"]).name for c in answer.citations})
+    found = None if answer.refusal else holds(answer.answer, case["expected"])
+    return {
+        "id": case["id"],
+        "kind": "followup",
+        "question": condensed.question,
+        "rewritten": condensed.rewritten,
+        "refused": bool(answer.refusal),
+        "refusal": answer.refusal,
+        "answer_class": answer.answer_class,
+        "cited": cited,
+        "answer": answer.answer[:400],
+        "ms": round(ms, 1),
+        "expected": case["expected"],
+        "sources": case["sources"],
+        "holds": found is not None,
+        "right_source": found is not None and bool(set(cited) & set(case["sources"])),
+        "typed_holds": not typed.refusal and holds(typed.answer, case["expected"]) is not None,
+    }
+
+
 def _marks(row: dict) -> str:
     if row["kind"] == "unanswerable":
         return "refused " if row["refused"] else "ANSWERED"
@@ -186,6 +228,7 @@ def summary(result: dict) -> dict:
 
     answerable = [r for r in result["rows"] if r["kind"] == "answerable"]
     unanswerable = [r for r in result["rows"] if r["kind"] == "unanswerable"]
+    followups = [r for r in result["rows"] if r["kind"] == "followup"]
 
     def rate(rows: list[dict], key: str) -> dict:
         hits = sum(bool(r[key]) for r in rows)
@@ -196,7 +239,7 @@ def summary(result: dict) -> dict:
             "ci95": rounded(proportion_interval(hits, len(rows))),
         }
 
-    ms = sorted(r["ms"] for r in result["rows"])
+    ms = sorted(r["ms"] for r in answerable + unanswerable)
     return {
         "holds": rate(answerable, "holds"),
         "right_source": rate(answerable, "right_source"),
@@ -204,6 +247,8 @@ def summary(result: dict) -> dict:
         "retrieved": rate([{**r, "in": r["retrieved_rank"] is not None} for r in answerable], "in"),
         "retrieved_first": rate([{**r, "in": r["retrieved_rank"] == 1} for r in answerable], "in"),
         "unanswerable_refused": rate(unanswerable, "refused"),
+        "followup_holds": rate(followups, "holds"),
+        "followup_typed_holds": rate(followups, "typed_holds"),
         "answer_classes": {
             kind: _counts(r["answer_class"] for r in rows)
             for kind, rows in (("answerable", answerable), ("unanswerable", unanswerable))
@@ -237,6 +282,7 @@ def table(results: list[dict]) -> str:
         ("answerable_refused", "answerable refused"),
         ("retrieved", "source in top-k"),
         ("unanswerable_refused", "unanswerable refused"),
+        ("followup_holds", "follow-ups holding (rule)"),
     ]
     lines = [" | ".join(["lang", *(title for _, title in columns)]), " | ".join(["---"] * (len(columns) + 1))]
     for result in results:
@@ -270,7 +316,9 @@ def check(languages: list[str]) -> int:
             extracted = extract_html(path.read_bytes(), fallback_title=path.stem)
             text[path.name] = "\n".join([extracted.title, *(b.text for b in extracted.blocks)])
         for split in ("dev", "blind"):
-            for case in load_split(lang, split)["answerable"]:
+            questions = load_split(lang, split)
+            turns = [{**c, "question": c["turns"][-1]} for c in questions.get("followups", [])]
+            for case in questions["answerable"] + turns:
                 if holds(case["question"], case["expected"]):
                     problems += 1
                     print(f"{lang} {split} {case['id']}: the question itself holds an expected string")
