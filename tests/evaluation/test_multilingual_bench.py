@@ -50,5 +50,7 @@ def test_each_language_has_enough_questions_split_two_to_one(bench: ModuleType, 
     assert answerable >= 30
     assert len(dev["unanswerable"]) >= 8
     assert abs(len(dev["answerable"]) - 2 * len(blind["answerable"])) <= 2
-    ids = [q["id"] for split in (dev, blind) for kind in ("answerable", "unanswerable") for q in split[kind]]
+    assert all(len(pair["turns"]) == 2 for split in (dev, blind) for pair in split["followups"])
+    kinds = ("answerable", "unanswerable", "followups")
+    ids = [q["id"] for split in (dev, blind) for kind in kinds for q in split[kind]]
     assert len(ids) == len(set(ids))
