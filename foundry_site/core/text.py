@@ -19,11 +19,12 @@ def code_shape(code: str) -> str:
 
 
 def is_code_or_name(word: str) -> bool:
-    """A code or a name ("E04", "AX-200", "MQTT", "RESET", "QoS"): a digit, or more than one capital letter;
-    not a word of chat in capitals ("OK", "FYI")."""
+    """A code or a name ("E04", "AX-200", "MQTT", "RESET", "QoS", "IRC-Netzwerk"): a digit, or a part between
+    hyphens with more than one capital letter; not a word of chat in capitals ("OK", "FYI"). A capital that only
+    opens each part is spelling, not a name: German writes every noun so ("Duplex-Einstellung")."""
     if word.lower() in CHAT_CAPITALS:
         return False
-    return any(ch.isdigit() for ch in word) or sum(ch.isupper() for ch in word) > 1
+    return any(ch.isdigit() for ch in word) or any(sum(ch.isupper() for ch in part) > 1 for part in word.split("-"))
 
 
 class TextRejected(ValueError):

@@ -225,6 +225,7 @@ def test_chat_in_capitals_is_not_a_name() -> None:
     condensed = condense("OK, and how do I get my settings back?", ["What does E06 mean?"])
     assert condensed.question == "OK, and how do I get my settings back? (E06)"
     assert not is_code_or_name("OK") and is_code_or_name("QoS")
+    assert is_code_or_name("IRC-Netzwerk") and not is_code_or_name("Duplex-Einstellung")
 
 
 def test_the_configured_condenser_rule_none_or_an_llm(foundry_config: Any, scripted_llm: ScriptedLLM) -> None:
