@@ -473,3 +473,23 @@ def test_the_ingest_report_says_one_chunk_in_the_singular() -> None:
     assert "ingested       1  (1 chunk)\n" in format_report(one, target=Path("kb"), collection="default")
     one.files.append(FileResult("c.md", "ingested", chunks=2))
     assert "ingested       2  (3 chunks)\n" in format_report(one, target=Path("kb"), collection="default")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_migration_reads_the_language_of_chunks_already_ingested() -> None:
+    from retrieval.models import ChunkSearch
+
+    def make(apps: Any) -> None:
+        collection = apps.get_model("sources", "Collection").objects.create(name="old")
+        source = apps.get_model("sources", "Source").objects.create(collection=collection, root="/kb", path="a.md")
+        Chunk_ = apps.get_model("sources", "Chunk")
+        for ordinal, text in enumerate(
+            ["Alle Einstellungen des Geräts werden beim Neustart geladen.", "The pump valve opens at 2 bar."]
+        ):
+            Chunk_.objects.create(source=source, ordinal=ordinal, text=text, line_start=1, line_end=1, token_count=9)
+
+    made_before("0015_table_windows", make)
+    german, english = Chunk.objects.order_by("ordinal")
+    assert (german.language, english.language) == ("de", "en")
+    assert "einstell" in german.stems.split() and english.stems == ""
+    assert [h.chunk_id for h in ChunkSearch.search.keyword("Was geschieht mit der Einstellung?")] == [german.pk]
