@@ -1,4 +1,5 @@
-"""Pages: the sources list with upload, the source viewer and the original-file download."""
+"""Pages: the sources list with upload, the source viewer, the original file (download, and inline for the
+viewer's pdf.js page)."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from foundry_site.core.markup import markdown_html
 from sources import selectors
 from sources.forms import UploadForm
 from sources.models import LINE_UNITS, Chunk, Source
+from sources.viewer import ORIGINAL_TYPES, original_quote
 from sources.services.uploads import ALLOWED_SUFFIXES, UploadRejected, source_remove, source_upload
 
 PAGE_SIZE = 50
@@ -103,6 +105,8 @@ def source_detail(request: HttpRequest, source_id: int) -> HttpResponse:
         "lines": _cited_lines(target, request.GET.get("lines", "")) if target else [],
         "line_unit": LINE_UNITS.get(source.kind, "lines"),
     }
+    if target is not None and source.kind in ORIGINAL_TYPES:
+        context["original"] = original_quote(target, context["lines"])
     return render(request, "sources/detail.html", context, status=404 if missing is not None else 200)
 
 
@@ -120,13 +124,32 @@ def _cited_lines(chunk: Chunk, cited: str) -> list[tuple[int, str, bool]]:
 @require_GET
 def source_download(request: HttpRequest, source_id: int) -> FileResponse:
     source = get_object_or_404(selectors.readable_sources(request.user), pk=source_id)
+    path = _original_path(source)
+    return FileResponse(path.open("rb"), as_attachment=True, filename=path.name)
+
+
+@require_GET
+def source_original(request: HttpRequest, source_id: int) -> FileResponse:
+    """The original file inline, for the viewer's pdf.js page: only kinds whose type a browser cannot run as a
+    page (a PDF; an HTML source would be a page of the site), to readers of its collection (404 otherwise)."""
+    source = get_object_or_404(selectors.readable_sources(request.user), pk=source_id)
+    if source.kind not in ORIGINAL_TYPES:
+        raise Http404("This kind of source has no original page to show; download it instead.")
+    path = _original_path(source)
+    response = FileResponse(path.open("rb"), filename=path.name, content_type=ORIGINAL_TYPES[source.kind])
+    response["X-Content-Type-Options"] = "nosniff"
+    response["Cache-Control"] = "private, no-cache"  # a reader who loses access must not read it from a cache
+    return response
+
+
+def _original_path(source: Source) -> Path:
     root = Path(os.path.realpath(source.root))
     path = Path(os.path.realpath(source.absolute_path))
     # realpath resolves symbolic links and "..": a path stored in the database
     # (or a link swapped in on disk) must not reach a file outside the root.
     if not path.is_relative_to(root) or not path.is_file():
         raise Http404("The original file is not available.")
-    return FileResponse(path.open("rb"), as_attachment=True, filename=path.name)
+    return path
 
 
 @require_POST

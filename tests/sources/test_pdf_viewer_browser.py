@@ -1,0 +1,125 @@
+"""A PDF citation opens its original page (pdf.js) with the quote marked, in Chromium, at desktop and phone width.
+
+A three-page PDF is ingested with the real embedding model and the default extractive reader; the question's
+answer stands on page 2 only, so the citation must open that page, not the first.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from generation.models import QueryLog
+from sources.models import Chunk
+from sources.services.collections import collection_create, collection_grant
+from sources.services.ingest_jobs import knowledge_base_ingest
+from tests.conftest import make_pdf
+from tests.generation.test_web_browser import shot, sign_in
+
+pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
+
+PAGES = [
+    ("Installation", "Mount the controller on a DIN rail inside a closed cabinet. Keep 20 mm of free space on each side."),
+    (
+        "Relay output",
+        "The relay output switches at most 2 A at 30 V DC. Fit a flyback diode across inductive loads such as "
+        "solenoid valves, or the contacts wear out early.",
+    ),
+    ("Maintenance", "Replace the backup battery every five years. Clean the ventilation slots once a year."),
+]
+QUESTION = "What current can the relay output switch?"
+
+# Of the canvas's pixels, how many are not white: a blank (unrendered) canvas has none.
+INKED = """canvas => {
+  const data = canvas.getContext("2d").getImageData(0, 0, canvas.width, canvas.height).data;
+  let inked = 0;
+  for (let i = 0; i < data.length; i += 4) if (data[i] < 200 || data[i + 1] < 200 || data[i + 2] < 200) inked++;
+  return inked;
+}"""
+
+
+@pytest.fixture
+def controller_pdf(tmp_path: Path, foundry_config: Callable[..., Any], make_user: Callable[..., Any]) -> Path:
+    foundry_config(
+        ingest={"summary_model": "none"},
+        embedding={"context_model": "none"},
+        generation={"model": "extractive", "cache_answers": False},
+    )
+    make_user("alice")
+    collection_create(name="manuals")
+    collection_grant(collection="manuals", username="alice")
+    folder = tmp_path / "manuals"
+    folder.mkdir()
+    path = make_pdf(folder / "controller.pdf", PAGES, title="Controller manual", footer_line="Page {page}")
+    report = knowledge_base_ingest(target=folder, collection="manuals")
+    assert report.count("failed") == 0, report.as_dict()
+    return path
+
+
+def test_a_pdf_citation_opens_its_page_with_the_quote_marked(
+    browser_page: Any, live_server: Any, controller_pdf: Path
+) -> None:
+    from playwright.sync_api import expect
+
+    expect.set_options(timeout=90_000)  # two shared cores; the first question loads the embedder
+    page = browser_page
+    console: list[str] = []
+    page.on("console", lambda message: console.append(message.text))
+    errors = sign_in(page, live_server.url)
+    page.fill("#id_question", QUESTION)
+    page.click("#ask-form button[type=submit]")
+    link = page.locator("#answer li.source a").first
+    expect(link).to_be_visible()
+    row = QueryLog.objects.get()
+    citation = row.citations[0]
+    chunk = Chunk.objects.get(pk=citation["chunk_id"])
+    assert chunk.page_start == 2, (chunk.page_start, chunk.text)
+    link.click()
+
+    rendered = page.locator("#original [data-page='2']")
+    expect(rendered.locator("canvas")).to_be_visible()
+    marks = rendered.locator("mark")
+    expect(marks.first).to_be_visible()
+    marked = " ".join(marks.all_text_contents())
+    assert "2 A at 30 V DC" in marked, marked
+    assert rendered.locator("canvas").evaluate(INKED) > 500
+    expect(page.locator("#original .pdf-status")).to_have_text("The quoted passage is highlighted on this page.")
+    # The mark lies over the quoted words on the canvas: inside the page's box.
+    page_box, mark_box = rendered.bounding_box(), marks.first.bounding_box()
+    assert page_box["y"] <= mark_box["y"] < page_box["y"] + page_box["height"]
+    assert page_box["x"] <= mark_box["x"] < page_box["x"] + page_box["width"]
+    shot(page, "pdf-viewer-page-2")
+
+    # The text layer is selectable text (what a screen reader reads), and the controls are buttons.
+    text = rendered.locator(".textLayer").inner_text()
+    assert "flyback diode" in text, text
+    next_page = page.get_by_role("button", name="Next ›")
+    next_page.focus()
+    page.keyboard.press("Enter")
+    expect(page.locator("#original [data-page='3'] canvas")).to_be_visible()
+    expect(page.locator("#original [data-page='3'] mark")).to_have_count(0)  # the quote is not on page 3
+    expect(page.locator("#original .pdf-where")).to_contain_text("Page 3 of 3")
+    page.locator("#original .pdf-frame").focus()
+    page.keyboard.press("ArrowLeft")
+    expect(page.locator("#original [data-page='2'] mark").first).to_be_visible()
+    width = rendered.bounding_box()["width"]
+    page.get_by_role("button", name="Zoom in").click()
+    expect(page.locator("#original [data-page='2']")).not_to_have_attribute("style", re.compile(rf"width: {int(width)}px"))
+    assert page.locator("#original [data-page='2']").bounding_box()["width"] > width * 1.2
+    page.get_by_role("button", name="Fit width").click()
+    expect(page.locator("#original .pdf-where")).to_contain_text("Page 2 of 3")
+
+    # At phone width the page fits the screen and the page does not scroll sideways.
+    page.set_viewport_size({"width": 390, "height": 844})
+    page.reload()
+    expect(page.locator("#original [data-page='2'] mark").first).to_be_visible()
+    assert page.evaluate("document.documentElement.scrollWidth") <= 390
+    assert page.locator("#original [data-page='2']").bounding_box()["width"] <= 390
+    shot(page, "pdf-viewer-phone")
+
+    assert not errors, errors
+    assert not [m for m in console if "Content Security Policy" in m or "Content-Security-Policy" in m], console
