@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Sequence
 from pathlib import Path
 from urllib.parse import urlencode
 
@@ -18,7 +19,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
-from foundry_site.core.markup import markdown_html
+from foundry_site.core.markup import markdown_html, markdown_lines_html
 from sources import selectors
 from sources.forms import UploadForm
 from sources.models import LINE_UNITS, Chunk, Source
@@ -102,7 +103,9 @@ def source_detail(request: HttpRequest, source_id: int) -> HttpResponse:
         "chunks": rendered,
         "target": target,
         "missing": missing,
-        "lines": _cited_lines(target, request.GET.get("lines", "")) if target else [],
+        "lines": _cited_lines(target, request.GET.get("lines", ""), markdown=source.kind == Source.Kind.MD)
+        if target
+        else [],
         "line_unit": LINE_UNITS.get(source.kind, "lines"),
     }
     if target is not None and source.kind in ORIGINAL_TYPES:
@@ -110,14 +113,19 @@ def source_detail(request: HttpRequest, source_id: int) -> HttpResponse:
     return render(request, "sources/detail.html", context, status=404 if missing is not None else 200)
 
 
-def _cited_lines(chunk: Chunk, cited: str) -> list[tuple[int, str, bool]]:
+def _cited_lines(chunk: Chunk, cited: str, *, markdown: bool = False) -> list[tuple[int, str, bool]]:
     """The chunk's lines, numbered as citations count them, each marked when it is within ``cited`` (``52-60``, or
-    ``5``: a citation's lines); [] when ``cited`` names none of them or the text does not map line by line."""
+    ``5``: a citation's lines); [] when ``cited`` names none of them or the text does not map line by line.
+    ``markdown``: each line's text is its Markdown as safe HTML, line for line, so the numbers still hold."""
     match = _LINES.fullmatch(cited)
     if not match:
         return []
     first, last = int(match[1]), int(match[2] or match[1])
-    lines = [(n, text, first <= n <= last) for n, text in chunk.numbered_lines()]
+    numbered = chunk.numbered_lines()
+    texts: Sequence[str] = [text for _, text in numbered]
+    if markdown:
+        texts = markdown_lines_html(texts)
+    lines = [(n, text, first <= n <= last) for (n, _), text in zip(numbered, texts, strict=True)]
     return lines if any(marked for *_, marked in lines) else []
 
 

@@ -127,3 +127,18 @@ def test_pdfjs_is_installed_into_the_static_files() -> None:
         assert finders.find(f"foundry/pdfjs/{name}"), f"foundry/pdfjs/{name} missing: run make install"
     lock = json.loads((Path(__file__).resolve().parents[2] / "frontend" / "package-lock.json").read_text())
     assert lock["packages"][""]["dependencies"]["pdfjs-dist"] == lock["packages"]["node_modules/pdfjs-dist"]["version"]
+
+
+def test_a_cited_markdown_chunk_is_rendered_line_for_line(client: Client, world: World) -> None:
+    source = world.sources["alpha"]  # a Markdown source
+    text = "## Wiring\nUse **shielded** cable, see [the guide](https://example.com/g).\n- Keep `stubs` short.\n<b>x</b>"
+    chunk = Chunk.objects.create(source=source, ordinal=2, text=text, line_start=10, line_end=13, token_count=9)
+    client.force_login(world.users["alice"])
+    html = client.get(f"/sources/{source.pk}/?chunk={chunk.pk}&lines=11-12").content.decode()
+    lines = re.findall(r'<span class="line( cited)?"><span class="n" aria-hidden="true">(\d+)</span>', html)
+    assert lines == [("", "10"), (" cited", "11"), (" cited", "12"), ("", "13")]  # the numbers kept
+    assert '<strong class="md-h">Wiring</strong>' in html and "## Wiring" not in html
+    assert "<mark>Use <strong>shielded</strong> cable, see <a" in html and "**" not in html
+    assert 'href="https://example.com/g" rel="nofollow noopener noreferrer">the guide</a>' in html
+    assert "<mark>• Keep <code>stubs</code> short.</mark>" in html
+    assert "&lt;b&gt;x&lt;/b&gt;" in html  # raw HTML in a source stays text
