@@ -11,12 +11,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from django.utils import timezone
 
 from generation.models import QueryLog
-from sources.models import Chunk
+from sources.models import Chunk, Source
 from sources.services.collections import collection_create, collection_grant
 from sources.services.ingest_jobs import knowledge_base_ingest
-from tests.conftest import make_pdf
+from tests.conftest import World, make_pdf
 from tests.generation.test_web_browser import shot, sign_in
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
@@ -122,3 +123,65 @@ def test_a_pdf_citation_opens_its_page_with_the_quote_marked(
 
     assert not errors, errors
     assert not [m for m in console if "Content Security Policy" in m or "Content-Security-Policy" in m], console
+
+
+def pdf_source(world: World, path: Path, text: str, *, page: int) -> Chunk:
+    """A PDF source of alice's collection with one chunk of ``text`` on ``page``, written straight to the tables."""
+    source = Source.objects.create(
+        collection=world.collections["alpha"],
+        root=str(path.parent),
+        path=path.name,
+        title=path.stem,
+        kind="pdf",
+        status=Source.Status.INGESTED,
+        chunk_count=1,
+        ingested_at=timezone.now(),
+    )
+    lines = text.count("\n")
+    return Chunk.objects.create(
+        source=source,
+        ordinal=0,
+        text=text,
+        page_start=page,
+        page_end=page,
+        line_start=3,
+        line_end=3 + lines,
+        token_count=9,
+    )
+
+
+def test_a_hostile_pdf_runs_no_script_and_an_unfound_quote_is_said(
+    browser_page: Any, live_server: Any, world: World
+) -> None:
+    from playwright.sync_api import expect
+    from pypdf import PdfReader, PdfWriter
+    from pypdf.actions import JavaScript
+
+    root = Path(world.sources["alpha"].root)
+    plain = make_pdf(root / "plain.pdf", PAGES)
+    writer = PdfWriter(clone_from=PdfReader(plain))
+    # Run on opening, in a viewer that runs a PDF's JavaScript: it would leave a dialog and a changed title.
+    writer.add_open_action(JavaScript("app.alert('pdf script ran'); this.title = 'pdf script ran';"))
+    with (root / "hostile.pdf").open("wb") as out:
+        writer.write(out)
+    hostile = pdf_source(world, root / "hostile.pdf", PAGES[1][1].split(". ")[0] + ".", page=2)
+    elsewhere = pdf_source(world, plain, "A sentence this document does not hold anywhere.", page=2)
+
+    page = browser_page
+    dialogs: list[str] = []
+    page.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))
+    errors = sign_in(page, live_server.url)
+    page.goto(f"{live_server.url}/sources/{hostile.source_id}/?chunk={hostile.pk}")
+    expect(page.locator("#original [data-page='2'] mark").first).to_be_visible()
+    expect(page.locator("#original [data-page='2'] mark").first).to_contain_text("The relay output switches")
+    page.wait_for_timeout(1000)
+    assert not dialogs and "pdf script ran" not in page.title()
+
+    page.goto(f"{live_server.url}/sources/{elsewhere.source_id}/?chunk={elsewhere.pk}")
+    rendered = page.locator("#original [data-page='2']")
+    expect(rendered.locator("canvas")).to_be_visible()  # the page is shown all the same
+    expect(page.locator("#original .pdf-status")).to_contain_text("could not be located on this page")
+    expect(rendered).to_have_attribute("data-located", "none")
+    expect(rendered.locator("mark")).to_have_count(0)
+    assert rendered.locator("canvas").evaluate(INKED) > 500
+    assert not errors, errors

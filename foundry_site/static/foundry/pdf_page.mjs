@@ -14,7 +14,7 @@ const quote = JSON.parse(document.getElementById("original-quote").textContent);
 const MIN_CHARS = 6; // a shorter line ("1", "V DC") is found anywhere: it is marked only as part of a longer run
 const ZOOM_STEP = 1.25;
 
-const state = { lib: null, doc: null, page: quote.page, zoom: "fit", scale: 1, shown: 0, width: 0 };
+const state = { lib: null, doc: null, page: quote.page, zoom: "fit", scale: 1, shown: 0, width: 0, opened: false };
 
 // Page text without white space, lower case, NFKC (ligatures apart): extraction and the text layer space words
 // differently, so only the letters are compared. ``at[i]`` is the [item, offset] that flat character i came from.
@@ -148,6 +148,8 @@ async function render(n) {
   buttons.next.disabled = n >= state.doc.numPages;
   const first = holder.querySelector("mark");
   if (first) first.scrollIntoView({ block: "center", inline: "nearest" });
+  else if (!state.opened) root.scrollIntoView({ block: "start" }); // over the #chunk-N the link scrolled to
+  state.opened = true;
 }
 
 function failed(error) {
@@ -184,7 +186,11 @@ function wire() {
 }
 
 async function main() {
-  state.lib = await import(root.dataset.lib);
+  try {
+    state.lib = await import(root.dataset.lib);
+  } catch (error) {
+    throw new Error(`pdf.js is not installed on this server (make install copies it): ${error.message}`);
+  }
   state.lib.GlobalWorkerOptions.workerSrc = root.dataset.worker;
   state.doc = await state.lib.getDocument({
     url: root.dataset.url,
