@@ -17,13 +17,15 @@ from django.db.models import Count, Max
 from django.http import FileResponse, Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
+from django.utils.http import content_disposition_header
 from django.views.decorators.http import require_GET, require_POST
 
 from foundry_site.core.markup import markdown_html, markdown_lines_html
 from sources import selectors
 from sources.forms import UploadForm
 from sources.models import LINE_UNITS, Chunk, Source
-from sources.viewer import ORIGINAL_TYPES, original_quote
+from sources.services.extract.blocks import ExtractionError
+from sources.viewer import IMAGE_TYPES, ORIGINAL_TYPES, OcrMarks, image_png, ocr_marks, original_quote
 from sources.services.uploads import ALLOWED_SUFFIXES, UploadRejected, source_remove, source_upload
 
 PAGE_SIZE = 50
@@ -110,7 +112,17 @@ def source_detail(request: HttpRequest, source_id: int) -> HttpResponse:
     }
     if target is not None and source.kind in ORIGINAL_TYPES:
         context["original"] = original_quote(target, context["lines"])
+    if target is not None and source.kind == Source.Kind.IMAGE:
+        context["ocr"] = _ocr_marks(source, target, context["lines"])
     return render(request, "sources/detail.html", context, status=404 if missing is not None else 200)
+
+
+def _ocr_marks(source: Source, target: Chunk, lines: list) -> OcrMarks:
+    try:
+        path = _original_path(source)
+    except Http404 as exc:  # the page still shows the text it holds, and says the image is gone
+        return OcrMarks(target.page_start or 1, 0, 0, [], 0, 0, problem=str(exc), shown=False)
+    return ocr_marks(path, target, lines)
 
 
 def _cited_lines(chunk: Chunk, cited: str, *, markdown: bool = False) -> list[tuple[int, str, bool]]:
@@ -137,14 +149,26 @@ def source_download(request: HttpRequest, source_id: int) -> FileResponse:
 
 
 @require_GET
-def source_original(request: HttpRequest, source_id: int) -> FileResponse:
-    """The original file inline, for the viewer's pdf.js page: only kinds whose type a browser cannot run as a
-    page (a PDF; an HTML source would be a page of the site), to readers of its collection (404 otherwise)."""
+def source_original(request: HttpRequest, source_id: int) -> HttpResponse:
+    """The original file inline, for the viewer's page: only kinds whose type a browser cannot run as a page (a
+    PDF, an image; an HTML source would be a page of the site), to readers of its collection (404 otherwise).
+    An image browsers cannot show (TIFF) comes as a PNG of its ``page``."""
     source = get_object_or_404(selectors.readable_sources(request.user), pk=source_id)
-    if source.kind not in ORIGINAL_TYPES:
+    if source.kind not in ORIGINAL_TYPES and source.kind != Source.Kind.IMAGE:
         raise Http404("This kind of source has no original page to show; download it instead.")
     path = _original_path(source)
-    response = FileResponse(path.open("rb"), filename=path.name, content_type=ORIGINAL_TYPES[source.kind])
+    response: HttpResponse
+    if source.kind == Source.Kind.IMAGE and path.suffix.lower() not in IMAGE_TYPES:
+        page = request.GET.get("page", "1")
+        try:
+            png = image_png(path, int(page) if page.isdigit() and int(page) > 0 else 1)
+        except ExtractionError as exc:
+            raise Http404(f"The original image cannot be shown: {exc}") from None
+        response = HttpResponse(png, content_type="image/png")
+        response["Content-Disposition"] = content_disposition_header(False, f"{path.stem}.png")
+    else:
+        kind = ORIGINAL_TYPES.get(source.kind) or IMAGE_TYPES[path.suffix.lower()]
+        response = FileResponse(path.open("rb"), filename=path.name, content_type=kind)
     response["X-Content-Type-Options"] = "nosniff"
     response["Cache-Control"] = "private, no-cache"  # a reader who loses access must not read it from a cache
     return response

@@ -1,4 +1,5 @@
-"""A PDF citation opens its original page (pdf.js) with the quote marked, in Chromium, at desktop and phone width.
+"""A PDF citation opens its original page (pdf.js) with the quote marked, in Chromium, at desktop and phone width;
+an OCR'd image's citation boxes the quoted words on the image.
 
 A three-page PDF is ingested with the real embedding model and the default extractive reader; the question's
 answer stands on page 2 only, so the citation must open that page, not the first.
@@ -19,6 +20,7 @@ from sources.services.collections import collection_create, collection_grant
 from sources.services.ingest_jobs import knowledge_base_ingest
 from tests.conftest import World, make_pdf
 from tests.generation.test_web_browser import shot, sign_in
+from tests.sources.test_ocr import encoded, needs_tesseract, scanned_page
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
@@ -184,4 +186,53 @@ def test_a_hostile_pdf_runs_no_script_and_an_unfound_quote_is_said(
     expect(rendered).to_have_attribute("data-located", "none")
     expect(rendered.locator("mark")).to_have_count(0)
     assert rendered.locator("canvas").evaluate(INKED) > 500
+    assert not errors, errors
+
+
+@needs_tesseract
+def test_an_ocr_citation_boxes_the_quoted_words_on_the_image(
+    browser_page: Any,
+    live_server: Any,
+    tmp_path: Path,
+    foundry_config: Callable[..., Any],
+    make_user: Callable[..., Any],
+) -> None:
+    from playwright.sync_api import expect
+
+    expect.set_options(timeout=90_000)
+    foundry_config(
+        ingest={"summary_model": "none"},
+        embedding={"context_model": "none"},
+        generation={"model": "extractive", "cache_answers": False},
+    )
+    make_user("alice")
+    collection_create(name="scans")
+    collection_grant(collection="scans", username="alice")
+    folder = tmp_path / "scans"
+    folder.mkdir()
+    (folder / "pump.png").write_bytes(encoded(scanned_page(), "PNG"))
+    assert knowledge_base_ingest(target=folder, collection="scans").count("failed") == 0
+
+    page = browser_page
+    errors = sign_in(page, live_server.url)
+    page.fill("#id_question", "How often should the relief valve be serviced?")
+    page.click("#ask-form button[type=submit]")
+    link = page.locator("#answer li.source a").first
+    expect(link).to_be_visible()
+    link.click()
+    scan = page.locator("#original [data-page='1']")
+    expect(scan.locator("img")).to_be_visible()
+    assert scan.locator("img").evaluate("img => img.complete && img.naturalWidth") > 0
+    boxes = scan.locator("mark")
+    expect(boxes.first).to_be_attached()
+    words = boxes.all_text_contents()
+    assert {"relief", "valve", "500"} <= set(words), words
+    expect(page.locator("#original .pdf-status")).to_have_text(
+        "The quoted words, as OCR read them, are boxed on the image."
+    )
+    image, box = scan.locator("img").bounding_box(), boxes.first.bounding_box()
+    assert (
+        image["x"] <= box["x"] < image["x"] + image["width"] and image["y"] <= box["y"] < image["y"] + image["height"]
+    )
+    shot(page, "ocr-viewer")
     assert not errors, errors
