@@ -142,3 +142,56 @@ def test_a_cited_markdown_chunk_is_rendered_line_for_line(client: Client, world:
     assert 'href="https://example.com/g" rel="nofollow noopener noreferrer">the guide</a>' in html
     assert "<mark>• Keep <code>stubs</code> short.</mark>" in html
     assert "&lt;b&gt;x&lt;/b&gt;" in html  # raw HTML in a source stays text
+
+
+def image_source(world: World, name: str, data: bytes) -> Source:
+    root = Path(world.sources["alpha"].root)
+    (root / name).write_bytes(data)
+    return Source.objects.create(
+        collection=world.collections["alpha"],
+        root=str(root),
+        path=name,
+        title=name,
+        kind="image",
+        status=Source.Status.INGESTED,
+        ingested_at=timezone.now(),
+    )
+
+
+def test_an_image_is_served_inline_and_a_tiff_as_png(client: Client, world: World) -> None:
+    from PIL import Image
+
+    from tests.sources.test_ocr import encoded
+
+    page = Image.new("L", (40, 20), 255)
+    png, tiff = (
+        image_source(world, "scan.png", encoded(page, "PNG")),
+        image_source(world, "scan.tif", encoded(page, "TIFF")),
+    )
+    client.force_login(world.users["alice"])
+    response = client.get(f"/sources/{png.pk}/original")
+    assert response.status_code == 200 and response["Content-Type"] == "image/png"
+    assert response["Content-Disposition"] == 'inline; filename="scan.png"'
+    assert response["X-Content-Type-Options"] == "nosniff"
+    converted = client.get(f"/sources/{tiff.pk}/original?page=1")  # Chromium shows no TIFF
+    assert converted.status_code == 200 and converted["Content-Type"] == "image/png"
+    assert (
+        converted.content.startswith(b"\x89PNG") and converted["Content-Disposition"] == 'inline; filename="scan.png"'
+    )
+    client.force_login(world.users["bob"])
+    assert client.get(f"/sources/{png.pk}/original").status_code == 404
+    assert client.get(f"/sources/{tiff.pk}/original").status_code == 404
+
+
+def test_an_ocr_citation_without_its_image_says_so(client: Client, world: World) -> None:
+    from PIL import Image
+
+    from tests.sources.test_ocr import encoded
+
+    source = image_source(world, "gone.png", encoded(Image.new("L", (40, 20), 255), "PNG"))
+    chunk = Chunk.objects.create(source=source, ordinal=0, text="A line.", line_start=1, line_end=1, token_count=2)
+    (Path(source.root) / "gone.png").unlink()
+    client.force_login(world.users["alice"])
+    html = client.get(f"/sources/{source.pk}/?chunk={chunk.pk}&lines=1-1").content.decode()
+    assert "The quoted words cannot be boxed: The original file is not available." in html
+    assert "<img" not in html and "A line." in html  # the text is still shown
