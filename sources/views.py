@@ -100,24 +100,24 @@ def source_detail(request: HttpRequest, source_id: int) -> HttpResponse:
     rendered = [(c, markdown_html(c.text, links=True) if source.kind == Source.Kind.MD else None) for c in chunks]
     # A link to a passage the source no longer holds (it was ingested again since) shows the source as it is now.
     missing = wanted if wanted is not None and target is None else None
-    context = {
+    cited = request.GET.get("lines", "")
+    lines = _cited_lines(target, cited, markdown=source.kind == Source.Kind.MD) if target else []
+    context: dict[str, object] = {
         "source": source,
         "chunks": rendered,
         "target": target,
         "missing": missing,
-        "lines": _cited_lines(target, request.GET.get("lines", ""), markdown=source.kind == Source.Kind.MD)
-        if target
-        else [],
+        "lines": lines,
         "line_unit": LINE_UNITS.get(source.kind, "lines"),
     }
     if target is not None and source.kind in ORIGINAL_TYPES:
-        context["original"] = original_quote(target, context["lines"])
+        context["original"] = original_quote(target, lines)
     if target is not None and source.kind == Source.Kind.IMAGE:
-        context["ocr"] = _ocr_marks(source, target, context["lines"])
+        context["ocr"] = _ocr_marks(source, target, lines)
     return render(request, "sources/detail.html", context, status=404 if missing is not None else 200)
 
 
-def _ocr_marks(source: Source, target: Chunk, lines: list) -> OcrMarks:
+def _ocr_marks(source: Source, target: Chunk, lines: list[tuple[int, str, bool]]) -> OcrMarks:
     try:
         path = _original_path(source)
     except Http404 as exc:  # the page still shows the text it holds, and says the image is gone
@@ -149,7 +149,7 @@ def source_download(request: HttpRequest, source_id: int) -> FileResponse:
 
 
 @require_GET
-def source_original(request: HttpRequest, source_id: int) -> HttpResponse:
+def source_original(request: HttpRequest, source_id: int) -> HttpResponse | FileResponse:
     """The original file inline, for the viewer's page: only kinds whose type a browser cannot run as a page (a
     PDF, an image; an HTML source would be a page of the site), to readers of its collection (404 otherwise).
     An image browsers cannot show (TIFF) comes as a PNG of its ``page``."""
@@ -157,7 +157,7 @@ def source_original(request: HttpRequest, source_id: int) -> HttpResponse:
     if source.kind not in ORIGINAL_TYPES and source.kind != Source.Kind.IMAGE:
         raise Http404("This kind of source has no original page to show; download it instead.")
     path = _original_path(source)
-    response: HttpResponse
+    response: HttpResponse | FileResponse
     if source.kind == Source.Kind.IMAGE and path.suffix.lower() not in IMAGE_TYPES:
         page = request.GET.get("page", "1")
         try:
@@ -165,7 +165,7 @@ def source_original(request: HttpRequest, source_id: int) -> HttpResponse:
         except ExtractionError as exc:
             raise Http404(f"The original image cannot be shown: {exc}") from None
         response = HttpResponse(png, content_type="image/png")
-        response["Content-Disposition"] = content_disposition_header(False, f"{path.stem}.png")
+        response["Content-Disposition"] = content_disposition_header(False, f"{path.stem}.png") or "inline"
     else:
         kind = ORIGINAL_TYPES.get(source.kind) or IMAGE_TYPES[path.suffix.lower()]
         response = FileResponse(path.open("rb"), filename=path.name, content_type=kind)

@@ -9,6 +9,7 @@ Content-Security-Policy is the third.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
 import markdown
 import nh3
@@ -86,7 +87,7 @@ _MARKER = re.compile(r"(\s*)([-*+]|\d{1,9}[.)]|>)\s+(.*)$")
 _TABLE_RULE = re.compile(r"\s*\|?\s*:?-+:?\s*(\|\s*:?-+:?\s*)+\|?\s*$")
 
 
-def markdown_lines_html(lines: list[str]) -> list[SafeString]:
+def markdown_lines_html(lines: Sequence[str]) -> list[SafeString]:
     """Each line of a Markdown passage as safe inline HTML, one for one, so a viewer can keep numbering lines.
 
     A line's inline Markdown is rendered (emphasis, code, links) by ``markdown_html``; its block marker is shown
