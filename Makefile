@@ -28,7 +28,19 @@ $(STAMP): $(PY) requirements/base.txt requirements/dev.txt requirements/lock.txt
 	$(PIP) install --no-deps --no-build-isolation -e .
 	touch $(STAMP)
 
-install: $(STAMP)
+# pdf.js (npm pdfjs-dist, the exact version in frontend/package-lock.json) for the source viewer's original
+# pages, copied into the static files: served by Foundry itself, nothing is fetched from a CDN at run time.
+PDFJS := foundry_site/static/foundry/pdfjs
+PDFJS_DIST := frontend/node_modules/pdfjs-dist
+$(PDFJS)/.installed: frontend/package.json frontend/package-lock.json
+	@command -v npm >/dev/null || (apt-get update -qq && apt-get install -y -qq npm >/dev/null)
+	cd frontend && npm ci --omit=optional --ignore-scripts --no-audit --no-fund
+	rm -rf $(PDFJS) && mkdir -p $(PDFJS)
+	cp $(PDFJS_DIST)/legacy/build/pdf.min.mjs $(PDFJS_DIST)/legacy/build/pdf.worker.min.mjs $(PDFJS_DIST)/LICENSE $(PDFJS)/
+	cp -r $(PDFJS_DIST)/standard_fonts $(PDFJS_DIST)/cmaps $(PDFJS)/
+	touch $@
+
+install: $(STAMP) $(PDFJS)/.installed
 
 migrate: install
 	$(PY) manage.py migrate --noinput

@@ -87,10 +87,12 @@ MIDDLEWARE = [
 # nh3). Scripts run only from our own static files or from <script nonce="{{ request.csp_nonce }}">
 # blocks, so a document, note or answer that slipped through as live markup still cannot run.
 # Inline style attributes stay allowed: our templates and the admin use them, and CSS cannot run script.
+# The viewer's pdf.js parses PDFs in a worker from our static files (worker-src, never blob:), without eval.
 CONTENT_SECURITY_POLICY = {
     "DIRECTIVES": {
         "default-src": [SELF],
         "script-src": [SELF, NONCE],
+        "worker-src": [SELF],
         "style-src": [SELF, "'unsafe-inline'"],
         "img-src": [SELF, "data:"],
         "object-src": [NONE],

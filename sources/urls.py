@@ -10,5 +10,6 @@ urlpatterns = [
     path("upload", views.source_upload_view, name="upload"),
     path("<int:source_id>/", views.source_detail, name="detail"),
     path("<int:source_id>/download", views.source_download, name="download"),
+    path("<int:source_id>/original", views.source_original, name="original"),
     path("<int:source_id>/delete", views.source_delete_view, name="delete"),
 ]

@@ -1,9 +1,11 @@
-"""Pages: the sources list with upload, the source viewer and the original-file download."""
+"""Pages: the sources list with upload, the source viewer, the original file (download, and inline for the
+viewer's pdf.js page)."""
 
 from __future__ import annotations
 
 import os
 import re
+from collections.abc import Sequence
 from pathlib import Path
 from urllib.parse import urlencode
 
@@ -15,12 +17,15 @@ from django.db.models import Count, Max
 from django.http import FileResponse, Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
+from django.utils.http import content_disposition_header
 from django.views.decorators.http import require_GET, require_POST
 
-from foundry_site.core.markup import markdown_html
+from foundry_site.core.markup import markdown_html, markdown_lines_html
 from sources import selectors
 from sources.forms import UploadForm
 from sources.models import LINE_UNITS, Chunk, Source
+from sources.services.extract.blocks import ExtractionError
+from sources.viewer import IMAGE_TYPES, ORIGINAL_TYPES, OcrMarks, image_png, ocr_marks, original_quote
 from sources.services.uploads import ALLOWED_SUFFIXES, UploadRejected, source_remove, source_upload
 
 PAGE_SIZE = 50
@@ -95,38 +100,88 @@ def source_detail(request: HttpRequest, source_id: int) -> HttpResponse:
     rendered = [(c, markdown_html(c.text, links=True) if source.kind == Source.Kind.MD else None) for c in chunks]
     # A link to a passage the source no longer holds (it was ingested again since) shows the source as it is now.
     missing = wanted if wanted is not None and target is None else None
-    context = {
+    cited = request.GET.get("lines", "")
+    lines = _cited_lines(target, cited, markdown=source.kind == Source.Kind.MD) if target else []
+    context: dict[str, object] = {
         "source": source,
         "chunks": rendered,
         "target": target,
         "missing": missing,
-        "lines": _cited_lines(target, request.GET.get("lines", "")) if target else [],
+        "lines": lines,
         "line_unit": LINE_UNITS.get(source.kind, "lines"),
     }
+    if target is not None and source.kind in ORIGINAL_TYPES:
+        context["original"] = original_quote(target, lines)
+    if target is not None and source.kind == Source.Kind.IMAGE:
+        context["ocr"] = _ocr_marks(source, target, lines)
     return render(request, "sources/detail.html", context, status=404 if missing is not None else 200)
 
 
-def _cited_lines(chunk: Chunk, cited: str) -> list[tuple[int, str, bool]]:
+def _ocr_marks(source: Source, target: Chunk, lines: list[tuple[int, str, bool]]) -> OcrMarks:
+    try:
+        path = _original_path(source)
+    except Http404 as exc:  # the page still shows the text it holds, and says the image is gone
+        return OcrMarks(target.page_start or 1, 0, 0, [], 0, 0, problem=str(exc), shown=False)
+    return ocr_marks(path, target, lines)
+
+
+def _cited_lines(chunk: Chunk, cited: str, *, markdown: bool = False) -> list[tuple[int, str, bool]]:
     """The chunk's lines, numbered as citations count them, each marked when it is within ``cited`` (``52-60``, or
-    ``5``: a citation's lines); [] when ``cited`` names none of them or the text does not map line by line."""
+    ``5``: a citation's lines); [] when ``cited`` names none of them or the text does not map line by line.
+    ``markdown``: each line's text is its Markdown as safe HTML, line for line, so the numbers still hold."""
     match = _LINES.fullmatch(cited)
     if not match:
         return []
     first, last = int(match[1]), int(match[2] or match[1])
-    lines = [(n, text, first <= n <= last) for n, text in chunk.numbered_lines()]
+    numbered = chunk.numbered_lines()
+    texts: Sequence[str] = [text for _, text in numbered]
+    if markdown:
+        texts = markdown_lines_html(texts)
+    lines = [(n, text, first <= n <= last) for (n, _), text in zip(numbered, texts, strict=True)]
     return lines if any(marked for *_, marked in lines) else []
 
 
 @require_GET
 def source_download(request: HttpRequest, source_id: int) -> FileResponse:
     source = get_object_or_404(selectors.readable_sources(request.user), pk=source_id)
+    path = _original_path(source)
+    return FileResponse(path.open("rb"), as_attachment=True, filename=path.name)
+
+
+@require_GET
+def source_original(request: HttpRequest, source_id: int) -> HttpResponse | FileResponse:
+    """The original file inline, for the viewer's page: only kinds whose type a browser cannot run as a page (a
+    PDF, an image; an HTML source would be a page of the site), to readers of its collection (404 otherwise).
+    An image browsers cannot show (TIFF) comes as a PNG of its ``page``."""
+    source = get_object_or_404(selectors.readable_sources(request.user), pk=source_id)
+    if source.kind not in ORIGINAL_TYPES and source.kind != Source.Kind.IMAGE:
+        raise Http404("This kind of source has no original page to show; download it instead.")
+    path = _original_path(source)
+    response: HttpResponse | FileResponse
+    if source.kind == Source.Kind.IMAGE and path.suffix.lower() not in IMAGE_TYPES:
+        page = request.GET.get("page", "1")
+        try:
+            png = image_png(path, int(page) if page.isdigit() and int(page) > 0 else 1)
+        except ExtractionError as exc:
+            raise Http404(f"The original image cannot be shown: {exc}") from None
+        response = HttpResponse(png, content_type="image/png")
+        response["Content-Disposition"] = content_disposition_header(False, f"{path.stem}.png") or "inline"
+    else:
+        kind = ORIGINAL_TYPES.get(source.kind) or IMAGE_TYPES[path.suffix.lower()]
+        response = FileResponse(path.open("rb"), filename=path.name, content_type=kind)
+    response["X-Content-Type-Options"] = "nosniff"
+    response["Cache-Control"] = "private, no-cache"  # a reader who loses access must not read it from a cache
+    return response
+
+
+def _original_path(source: Source) -> Path:
     root = Path(os.path.realpath(source.root))
     path = Path(os.path.realpath(source.absolute_path))
     # realpath resolves symbolic links and "..": a path stored in the database
     # (or a link swapped in on disk) must not reach a file outside the root.
     if not path.is_relative_to(root) or not path.is_file():
         raise Http404("The original file is not available.")
-    return FileResponse(path.open("rb"), as_attachment=True, filename=path.name)
+    return path
 
 
 @require_POST

@@ -8,8 +8,12 @@ Content-Security-Policy is the third.
 
 from __future__ import annotations
 
+import re
+from collections.abc import Sequence
+
 import markdown
 import nh3
+from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
 
 TEXT_TAGS = {
@@ -75,3 +79,46 @@ def markdown_html(text: str, *, links: bool = False, line_breaks: bool = False) 
         url_schemes={"http", "https"},
     )
     return mark_safe(clean)  # noqa: S308 (raw HTML escaped by Markdown, then sanitised by nh3)
+
+
+_FENCE = re.compile(r"\s*(```|~~~)")
+_HEADING = re.compile(r"(\s*)#{1,6}\s+(.*?)\s*#*\s*$")
+_MARKER = re.compile(r"(\s*)([-*+]|\d{1,9}[.)]|>)\s+(.*)$")
+_TABLE_RULE = re.compile(r"\s*\|?\s*:?-+:?\s*(\|\s*:?-+:?\s*)+\|?\s*$")
+
+
+def markdown_lines_html(lines: Sequence[str]) -> list[SafeString]:
+    """Each line of a Markdown passage as safe inline HTML, one for one, so a viewer can keep numbering lines.
+
+    A line's inline Markdown is rendered (emphasis, code, links) by ``markdown_html``; its block marker is shown
+    in its place: a heading in bold, a bullet as •, a table row's cells between bars. Lines inside a fenced code
+    block, and anything a single line cannot render inline, stay as the escaped text."""
+    shown: list[SafeString] = []
+    fenced = False
+    for line in lines:
+        if _FENCE.match(line):
+            fenced = not fenced
+        if fenced or _FENCE.match(line) or _TABLE_RULE.match(line):
+            shown.append(SafeString(f'<code class="md-raw">{escape(line)}</code>' if line.strip() else ""))
+        elif line.lstrip().startswith("|"):
+            cells = line.strip().strip("|").split("|")
+            bar = '<span class="md-bar">|</span>'
+            shown.append(SafeString(bar + bar.join(f" {_inline(cell.strip())} " for cell in cells) + bar))
+        elif heading := _HEADING.fullmatch(line):
+            shown.append(SafeString(f'{escape(heading[1])}<strong class="md-h">{_inline(heading[2])}</strong>'))
+        elif marker := _MARKER.fullmatch(line):
+            symbol = "•" if marker[2] in "-*+" else "│" if marker[2] == ">" else escape(marker[2])
+            shown.append(SafeString(f"{escape(marker[1])}{symbol} {_inline(marker[3])}"))
+        else:
+            indent = line[: len(line) - len(line.lstrip())]
+            shown.append(SafeString(escape(indent) + _inline(line.strip())))
+    return shown
+
+
+def _inline(text: str) -> str:
+    """``text`` rendered as one paragraph's inline HTML, without the paragraph; escaped text when it is not one."""
+    if not text:
+        return ""
+    html = str(markdown_html(text, links=True)).strip()
+    inner = html.removeprefix("<p>").removesuffix("</p>")
+    return inner if html.startswith("<p>") and html.endswith("</p>") and "<p>" not in inner else escape(text)

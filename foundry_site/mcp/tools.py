@@ -24,6 +24,7 @@ from generation import audit
 from generation.answers import MAX_QUESTION_CHARS, question_clean
 from generation.asking import NO_COLLECTIONS, query_answer
 from generation.models import QueryLog
+from generation.present import viewer_url
 from retrieval.services.retrieve import Candidate, retrieve
 from sources.models import Chunk, Source, location_fields
 from sources.selectors import query_scope, readable_chunks, readable_collections, readable_sources
@@ -103,12 +104,23 @@ def ask(user: Any, *, question: str, collection: str | None = None) -> dict[str,
         "answer": answer.answer,
         "refusal": answer.refusal,
         "hint": answer.hint,
-        "citations": answer.citations,
+        "citations": cited_in_viewer(answer.citations),
         "conflicts": answer.conflicts,
         "coverage": answer.coverage,
         "gate": answer.gate,
         "cached": answer.cached,
     }
+
+
+def cited_in_viewer(citations: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each citation with ``viewer_url``, the web viewer at its quoted lines: the link the ask page gives it."""
+    sources = dict(Chunk.objects.filter(pk__in=[c["chunk_id"] for c in citations]).values_list("pk", "source_id"))
+    return [
+        {**c, "viewer_url": viewer_url(sources[c["chunk_id"]], c["chunk_id"], c.get("lines"))}
+        if c["chunk_id"] in sources
+        else c
+        for c in citations
+    ]
 
 
 def query_clean(query: str) -> str:
@@ -169,6 +181,8 @@ def location(chunk: Chunk) -> dict[str, Any]:
         "lines": [chunk.line_start, chunk.line_end],
         **location_fields(chunk),
         "where": chunk.location,
+        # The web viewer at this passage (a path on the Foundry site: over stdio there is no host to name).
+        "viewer_url": viewer_url(chunk.source_id, chunk.pk),
     }
 
 

@@ -17,7 +17,7 @@ from typing import Any
 from generation.answers import Answer
 from generation.condense import Condensed
 from generation.models import QueryLog
-from generation.present import BADGES
+from generation.present import BADGES, viewer_url
 from sources.models import Chunk
 
 _LABEL = re.compile(r"\[(S\d+)\]")
@@ -41,8 +41,9 @@ class Reply:
         return "".join(self.sentences) + self.sources
 
 
-def reply_build(answer: Answer, *, query_id: int, condensed: Condensed, chunk_url: str) -> Reply:
-    """``chunk_url`` is a template with ``{source_id}`` and ``{chunk_id}`` (the API's chunk endpoint)."""
+def reply_build(answer: Answer, *, query_id: int, condensed: Condensed, chunk_url: str, site_url: str = "") -> Reply:
+    """``chunk_url`` is a template with ``{source_id}`` and ``{chunk_id}`` (the API's chunk endpoint); ``site_url``
+    (``https://host``) goes in front of each citation's ``viewer_url``, the web viewer at its quoted lines."""
     numbers = {c["id"]: n for n, c in enumerate(answer.citations, start=1)}
     text = _LABEL.sub(lambda m: f"[{numbers[m.group(1)]}]" if m.group(1) in numbers else m.group(0), answer.answer)
     if answer.hint:
@@ -64,6 +65,9 @@ def reply_build(answer: Answer, *, query_id: int, condensed: Condensed, chunk_ur
             "ocr_confidence": c["ocr_confidence"],
             "location": c["location"],
             "url": chunk_url.format(source_id=sources_of.get(c["chunk_id"], 0), chunk_id=c["chunk_id"]),
+            "viewer_url": site_url + viewer_url(sources_of[c["chunk_id"]], c["chunk_id"], c["lines"])
+            if c["chunk_id"] in sources_of
+            else "",
         }
         for c in answer.citations
     ]

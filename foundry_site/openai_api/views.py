@@ -130,6 +130,7 @@ def chat_completions(request: ApiRequest) -> HttpResponse | StreamingHttpRespons
         query_id=answered.query_id,
         condensed=answered.condensed,
         chunk_url=request.build_absolute_uri("/api/v1/") + CHUNK_PATH,
+        site_url=request.build_absolute_uri("/").rstrip("/"),
     )
     return JsonResponse(completion_body(reply, completion_id=completion_id, model=chat.model))
 
@@ -156,6 +157,7 @@ def _events(request: ApiRequest, chat: ChatRequest, prepared: Prepared, completi
                 query_id=answered.query_id,
                 condensed=answered.condensed,
                 chunk_url=request.build_absolute_uri("/api/v1/") + CHUNK_PATH,
+                site_url=request.build_absolute_uri("/").rstrip("/"),
             )
             for data in chunk_events(
                 reply,

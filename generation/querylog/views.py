@@ -19,6 +19,7 @@ from django.utils import timezone
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_POST
 
+from generation.present import viewer_url
 from generation.querylog import charts, selectors
 from generation.querylog.feedback import FeedbackError, feedback_record
 from generation.querylog.forms import FeedbackForm, QueryLogFilterForm
@@ -137,6 +138,13 @@ def _cell(value: Any) -> Any:
     return "" if value is None else value
 
 
+def _citation(citation: dict, readable: dict[int, int]) -> dict:
+    """A stored citation with its location and the viewer link every other page gives it (its lines marked)."""
+    source_id = readable.get(citation.get("chunk_id"))  # type: ignore[arg-type]
+    url = viewer_url(source_id, citation["chunk_id"], citation.get("lines")) if source_id else ""
+    return {**citation, "location": citation_location(citation), "url": url}
+
+
 @require_GET
 def querylog_detail(request: HttpRequest, query_id: int) -> HttpResponse:
     row = get_object_or_404(selectors.visible_queries(request.user), pk=query_id)
@@ -161,7 +169,7 @@ def querylog_detail(request: HttpRequest, query_id: int) -> HttpResponse:
             "channels": channels,
             "collections": collections,
             "readable": readable,
-            "citations": [{**c, "location": citation_location(c)} for c in row.citations],
+            "citations": [_citation(c, readable) for c in row.citations],
             "feedback": row.feedback.select_related("user").order_by("-created_at", "-pk"),
             "may_feedback": selectors.may_give_feedback(request.user, row),
             "show_grounding": selectors.may_review_grounding(request.user),

@@ -16,6 +16,8 @@ from foundry_site.openai_api.present import sentences_split
 from foundry_site.core.ratelimit import rate_limit_check
 from foundry_site.services.tokens import token_create
 from generation.models import QueryLog
+from generation.present import viewer_url
+from sources.models import Chunk
 from tests.conftest import ScriptedLLM
 from tests.generation.conftest import echo_reply, follows_seen, scoped, world_users  # noqa: F401 (fixtures)
 
@@ -69,6 +71,9 @@ def test_answer_has_numbered_citations_sources_and_foundry_data(scoped: dict, sc
     assert cited["id"] == 1 and cited["source"] == "alpha-notes.md"
     assert cited["url"].startswith("http://testserver/api/v1/sources/")
     assert api("alice").get(cited["url"]).json()["id"] == cited["chunk_id"]  # the URL opens the chunk
+    # ... and viewer_url the web viewer at its quoted lines, the link the ask page gives the same citation.
+    source_id = Chunk.objects.get(pk=cited["chunk_id"]).source_id
+    assert cited["viewer_url"] == "http://testserver" + viewer_url(source_id, cited["chunk_id"], cited["lines"])
     assert body["usage"]["total_tokens"] == body["usage"]["prompt_tokens"] + body["usage"]["completion_tokens"]
     row = QueryLog.objects.get(pk=foundry["query_id"])
     assert row.user == scoped["alice"] and row.question == QUESTION and row.message == ""

@@ -270,6 +270,22 @@ def _source_download(world: World) -> None:
         assert response.status_code in (200, 404) and b"alpha team" not in body
 
 
+@web_case("sources/<int:source_id>/original")
+def _source_original(world: World) -> None:
+    Source.objects.filter(pk=world.a_source.pk).update(kind="pdf")  # the one kind served inline
+    try:
+        _not_found(world.web("bob").get(f"/sources/{world.a_source.pk}/original"))
+        for url in (
+            f"/sources/{world.b_source.pk}/original/../../{world.a_source.pk}/original",
+            f"/sources/..%2f{world.a_source.pk}/original",
+        ):
+            response = world.web("bob").get(url)
+            body = b"".join(response.streaming_content) if response.streaming else response.content
+            assert response.status_code == 404 and b"alpha team" not in body
+    finally:
+        Source.objects.filter(pk=world.a_source.pk).update(kind=world.a_source.kind)
+
+
 @web_case("sources/<int:source_id>/delete")
 def _source_delete(world: World) -> None:
     _needs_csrf(world, f"/sources/{world.a_source.pk}/delete", {})

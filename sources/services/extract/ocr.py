@@ -14,7 +14,7 @@ import io
 import logging
 import shutil
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from sources.services.extract.blocks import Block, Extracted, ExtractionError, paragraphs
@@ -33,9 +33,21 @@ LANG = "eng"
 
 
 @dataclass(frozen=True)
+class WordBox:
+    """A word tesseract read and where: its box in the image's pixels."""
+
+    text: str
+    left: int
+    top: int
+    width: int
+    height: int
+
+
+@dataclass(frozen=True)
 class OcrPage:
     lines: list[str]  # the page's text, line by line (blank lines between paragraphs)
     confidence: float  # mean word confidence, 0-100
+    boxes: list[list[WordBox]] = field(default_factory=list)  # each line's words with their boxes ([] for a blank)
 
 
 def ocr_check() -> None:
@@ -104,6 +116,7 @@ def ocr_page(image: Image.Image, *, what: str) -> OcrPage:
 def _page_text(data: dict[str, list]) -> OcrPage:
     """Words grouped into lines, paragraphs separated by a blank line; confidence over real words."""
     lines: list[str] = []
+    boxes: list[list[WordBox]] = []
     confidences: list[float] = []
     current: tuple[int, int, int] | None = None
     paragraph: tuple[int, int] | None = None
@@ -113,15 +126,19 @@ def _page_text(data: dict[str, list]) -> OcrPage:
         if not word or confidence < 0:
             continue
         confidences.append(confidence)
+        box = WordBox(word, *(int(data[key][i]) for key in ("left", "top", "width", "height")))
         key = (data["block_num"][i], data["par_num"][i], data["line_num"][i])
         if key != current:
             if paragraph is not None and key[:2] != paragraph:
                 lines.append("")
+                boxes.append([])
             lines.append(word)
+            boxes.append([box])
             current, paragraph = key, key[:2]
         else:
             lines[-1] += " " + word
-    return OcrPage(lines, sum(confidences) / len(confidences) if confidences else 0.0)
+            boxes[-1].append(box)
+    return OcrPage(lines, sum(confidences) / len(confidences) if confidences else 0.0, boxes)
 
 
 def page_blocks(page: OcrPage, *, number: int | None, heading: tuple[str, ...] = ()) -> list[Block]:
