@@ -111,7 +111,7 @@ def _identifier():  # type: ignore[no-untyped-def]
     with _lock:
         from py3langid.langid import MODEL_FILE, LanguageIdentifier
 
-        identifier = LanguageIdentifier.from_pickled_model(MODEL_FILE, norm_probs=True)
+        identifier = LanguageIdentifier.from_model_file(MODEL_FILE, norm_probs=True)
         identifier.set_languages(list(SUPPORTED))
         return identifier
 
