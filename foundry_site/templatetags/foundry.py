@@ -35,7 +35,8 @@ def ms(value: Any) -> str:
 @register.filter
 def join_or(names: Any) -> str:
     """["ann", "bob"] → "ann or bob", the "or" in the active language."""
-    return f" {pgettext('between two names', 'or')} ".join(str(n) for n in names)
+    word = pgettext("between two names", "or")
+    return f" {word} ".join(str(n) for n in names)
 
 
 @register.filter
