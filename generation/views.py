@@ -14,6 +14,7 @@ from django.http import FileResponse, Http404, HttpRequest, HttpResponse, JsonRe
 from django.shortcuts import get_object_or_404, redirect, render
 from django.template.loader import render_to_string
 from django.urls import reverse
+from django.utils import translation
 from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
@@ -208,13 +209,16 @@ def _conversation_id(value: str) -> int | None:
 
 
 def _answer_events(request: HttpRequest, turn: Turn) -> Iterator[str]:
+    interface = translation.get_language()  # the worker thread answers in the request's language, as the page does
+
     def work(emit: Emit) -> int:
-        _, row = turn_answer(
-            user=request.user,
-            turn=turn,
-            progress=lambda stage: emit("stage", stage),
-            on_sentence=lambda text: emit("sentence", text),
-        )
+        with translation.override(interface):
+            _, row = turn_answer(
+                user=request.user,
+                turn=turn,
+                progress=lambda stage: emit("stage", stage),
+                on_sentence=lambda text: emit("sentence", text),
+            )
         return row.pk
 
     for event in run_streamed(work):
