@@ -122,7 +122,7 @@ def test_the_selector_keeps_the_chosen_language_over_the_browsers(make_user: Any
     assert client.cookies["django_language"].value == "nl"
     page = client.get("/ask/", HTTP_ACCEPT_LANGUAGE="de").content.decode()
     assert '<html lang="nl">' in page and "Vraag het je documenten" in page
-    assert 'value="nl" lang="nl" title="Nederlands" aria-pressed="true"' in page  # the selector marks it
+    assert 'value="nl" lang="nl" title="Nederlands" aria-current="true"' in page  # the selector marks it
 
 
 def test_the_login_page_can_be_switched_before_signing_in() -> None:

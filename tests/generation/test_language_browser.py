@@ -47,7 +47,7 @@ def test_switch_the_ask_page_to_dutch_then_german(browser_page: Any, live_server
     expect(page.locator("label[for=id_question]")).to_have_text("Vraag")
     expect(page.locator("#ask-form button[type=submit]")).to_have_text("Vragen")
     expect(page.locator("nav")).to_contain_text("Bronnen")
-    expect(page.locator("form.lang button[value=nl]")).to_have_attribute("aria-pressed", "true")
+    expect(page.locator("form.lang button[value=nl]")).to_have_attribute("aria-current", "true")
     row = ask(page, "Wie heeft in 1954 het wereldkampioenschap voetbal gewonnen?")
     assert (row.answer_class, row.refusal) == ("no_evidence", "gate")
     expect(page.locator("#answer .answer-head .badge")).to_have_text("Geen bewijs in je bronnen")

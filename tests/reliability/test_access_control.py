@@ -233,6 +233,19 @@ def _logout(world: World) -> None:
     _needs_csrf(world, "/accounts/logout/", {})
 
 
+@web_case("i18n/setlang/")
+def _set_language(world: World) -> None:
+    """Open before signing in (the login page has the language selector), but it only sets the language cookie:
+    it returns to a page of this site, never elsewhere, and a post needs the CSRF token like every form."""
+    client = Client()
+    response = client.post("/i18n/setlang/", {"language": "nl", "next": "/sources/"})
+    assert response.status_code == 302 and response["Location"] == "/sources/"
+    assert client.get("/sources/").status_code == 302  # the page itself still needs a sign-in
+    away = Client().post("/i18n/setlang/", {"language": "nl", "next": "https://evil.example/"})
+    assert away.status_code in (204, 302) and "evil.example" not in away.get("Location", "")
+    _needs_csrf(world, "/i18n/setlang/", {"language": "nl", "next": "/"})
+
+
 @web_case("sources/")
 def _sources(world: World) -> None:
     _hidden(world, world.web("bob").get("/sources/"), world.a_source.path, "a-private")
