@@ -4,14 +4,15 @@ from __future__ import annotations
 
 from django.http import HttpRequest
 from django.urls import NoReverseMatch, reverse
+from django.utils.translation import gettext_lazy as _
 
 # (label, URL name, names of further pages it is active on). Ask, Query log and Generate appear as links
 # as soon as a URL with that name exists.
 NAV = [
-    ("Ask", "ask", ("conversations",)),  # a conversation is the ask page's
-    ("Sources", "sources:list", ()),
-    ("Query log", "querylog", ()),
-    ("Generate", "generate", ("runs",)),  # a run is what the generate page started
+    (_("Ask"), "ask", ("conversations",)),  # a conversation is the ask page's
+    (_("Sources"), "sources:list", ()),
+    (_("Query log"), "querylog", ()),
+    (_("Generate"), "generate", ("runs",)),  # a run is what the generate page started
 ]
 
 
@@ -31,5 +32,5 @@ def navigation(request: HttpRequest) -> dict:
         items.append({"label": label, "url": url, "active": active})
     user = getattr(request, "user", None)
     if user is not None and user.is_active and user.is_staff:
-        items.append({"label": "Admin", "url": reverse("admin:index"), "active": False})
+        items.append({"label": _("Admin"), "url": reverse("admin:index"), "active": False})
     return {"nav_items": items}

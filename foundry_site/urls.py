@@ -4,6 +4,7 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_not_required
 from django.urls import URLPattern, URLResolver, include, path
+from django.views.i18n import set_language
 
 from foundry_site import views
 from foundry_site.api import api
@@ -25,6 +26,8 @@ urlpatterns = [
     path("favicon.ico", views.favicon),
     path("accounts/login/", auth_views.LoginView.as_view(redirect_authenticated_user=True), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
+    # The language selector posts here; open before signing in too, so the login page can be read in it.
+    path("i18n/setlang/", login_not_required(set_language), name="set_language"),
     path("sources/", include("sources.urls")),
     path("", include("generation.urls")),
     path("", include("generation.querylog.urls")),

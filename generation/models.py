@@ -11,6 +11,7 @@ from typing import Any
 from django.conf import settings
 from django.db import models
 from django.utils import timezone
+from django.utils.translation import gettext_noop  # choice labels: translated where a page shows them
 
 
 def collection_ids_field() -> models.JSONField:
@@ -26,12 +27,12 @@ def collection_ids_field() -> models.JSONField:
 
 class GenerationRun(models.Model):
     class Status(models.TextChoices):
-        PENDING = "pending", "Pending"
-        RUNNING = "running", "Running"
-        SUCCEEDED = "succeeded", "Succeeded"
+        PENDING = "pending", gettext_noop("Pending")
+        RUNNING = "running", gettext_noop("Running")
+        SUCCEEDED = "succeeded", gettext_noop("Succeeded")
         # The document was written, but with low confidence (``low_confidence``): check it before use.
-        NEEDS_REVIEW = "needs_review", "Needs review"
-        FAILED = "failed", "Failed"
+        NEEDS_REVIEW = "needs_review", gettext_noop("Needs review")
+        FAILED = "failed", gettext_noop("Failed")
 
     topic = models.TextField()
     spec_name = models.CharField(max_length=100, help_text="The approved feature spec the document follows.")
@@ -158,17 +159,17 @@ class Conversation(models.Model):
 
 class QueryLog(models.Model):
     class AnswerClass(models.TextChoices):
-        NORMAL = "normal", "Normal"
-        LOW_CONFIDENCE = "low_confidence", "Low confidence"
-        NO_EVIDENCE = "no_evidence", "No evidence"
+        NORMAL = "normal", gettext_noop("Normal")
+        LOW_CONFIDENCE = "low_confidence", gettext_noop("Low confidence")
+        NO_EVIDENCE = "no_evidence", gettext_noop("No evidence")
 
     class Status(models.TextChoices):
-        OK = "ok", "Answered"
-        FAILED = "failed", "Failed"
+        OK = "ok", gettext_noop("Answered")
+        FAILED = "failed", gettext_noop("Failed")
 
     class Kind(models.TextChoices):
-        ANSWER = "answer", "Answer"
-        SEARCH = "search", "Search (passages only, no answer)"
+        ANSWER = "answer", gettext_noop("Answer")
+        SEARCH = "search", gettext_noop("Search (passages only, no answer)")
 
     run_id = models.CharField(max_length=40, unique=True, editable=False)
     kind = models.CharField(
@@ -266,8 +267,8 @@ class QueryFeedback(models.Model):
     """A reader's verdict on an answer; kept beside the immutable log row, newest wins."""
 
     class Verdict(models.TextChoices):
-        CORRECT = "correct", "Correct"
-        INCORRECT = "incorrect", "Incorrect"
+        CORRECT = "correct", gettext_noop("Correct")
+        INCORRECT = "incorrect", gettext_noop("Incorrect")
 
     query = models.ForeignKey(QueryLog, on_delete=models.PROTECT, related_name="feedback")
     user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL)

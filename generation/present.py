@@ -10,27 +10,37 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import markdown
 import nh3
+from django.conf import settings
 from django.urls import reverse
+from django.utils import translation
 from django.utils.html import format_html
 from django.utils.safestring import SafeString, mark_safe
+from django.utils.translation import gettext, gettext_lazy
 
 from foundry_site.core.markup import TEXT_TAGS, markdown_html
+from generation.answers.compose import PASSAGES_FOUND as PASSAGES_FOUND_MESSAGE
+from generation.answers.language import question_language
 from generation.models import QueryLog
 from sources.models import Chunk, Source, citation_location
 from sources.selectors import access_contacts, readable_chunks, readable_collections, uploadable_collections
 
+if TYPE_CHECKING:  # django-stubs' type of a lazy translation; a dev requirement only
+    from django_stubs_ext import StrOrPromise
+
 _MARKER = re.compile(r"\[(S\d+)\]")
 _FOOTNOTE_ID = re.compile(r"^fn(?:ref\d*)?:\d+$")  # fnref2:1 is the second reference to footnote 1
 
-BADGES: dict[str, tuple[str, str]] = {
-    QueryLog.AnswerClass.NORMAL: ("normal", "Normal answer"),
-    QueryLog.AnswerClass.LOW_CONFIDENCE: ("low", "Low confidence: the sources match the question only loosely"),
-    QueryLog.AnswerClass.NO_EVIDENCE: ("none", "No evidence in your sources"),
+_ = gettext_lazy  # the labels are read when shown, in the language active there (the answer's: _answer.html)
+BADGES: dict[str, tuple[str, StrOrPromise]] = {
+    QueryLog.AnswerClass.NORMAL: ("normal", _("Normal answer")),
+    QueryLog.AnswerClass.LOW_CONFIDENCE: ("low", _("Low confidence: the sources match the question only loosely")),
+    QueryLog.AnswerClass.NO_EVIDENCE: ("none", _("No evidence in your sources")),
 }
+FAILED_BADGE = ("failed", _("Failed"))
 
 
 @dataclass(frozen=True)
@@ -38,8 +48,8 @@ class Outcome:
     """How the page names a withheld answer: its badge and what happened, in words for a web user."""
 
     badge_class: str
-    badge_label: str
-    explanation: str
+    badge_label: StrOrPromise
+    explanation: StrOrPromise
     upload_hint: bool = False  # offer the sources page's upload (the web's "run foundry ingest")
     replaces_text: bool = False  # the explanation says all the stored text says (shown whole in the audit record)
 
@@ -50,36 +60,53 @@ class Outcome:
 REFUSALS = {
     "gate": Outcome(
         "none",
-        "No evidence in your sources",
-        "Nothing in the collections you can read matched the question closely enough, so no answer was written.",
+        _("No evidence in your sources"),
+        _("Nothing in the collections you can read matched the question closely enough, so no answer was written."),
         upload_hint=True,
         replaces_text=True,
     ),
     "relevance": Outcome(
         "none",
-        "No evidence in your sources",
-        "The passages the search found were judged not relevant to the question, so no answer was written.",
+        _("No evidence in your sources"),
+        _("The passages the search found were judged not relevant to the question, so no answer was written."),
         upload_hint=True,
         replaces_text=True,
     ),
     "grounding": Outcome(
         "unverified",
-        "Found, but could not verify",
-        "Passages were found, but no sentence the model wrote could be verified against them, "
-        "so nothing was shown. Read the passages yourself:",
+        _("Found, but could not verify"),
+        _(
+            "Passages were found, but no sentence the model wrote could be verified against them, "
+            "so nothing was shown. Read the passages yourself:"
+        ),
         replaces_text=True,
     ),
     # The stored text of these two says why (the name never mentioned, the reader's best score): the line
     # under it only introduces the passages.
-    "absent": Outcome("none", "Not mentioned in your sources", "The closest passages:"),
-    "reader": Outcome("unverified", "Found, but nothing close enough to quote", "The closest passages:"),
+    "absent": Outcome("none", _("Not mentioned in your sources"), _("The closest passages:")),
+    "reader": Outcome("unverified", _("Found, but nothing close enough to quote"), _("The closest passages:")),
     "model": Outcome(
         "declined",
-        "Not in your sources",
-        "The model read the passages found and said they do not contain the answer, so nothing else was shown.",
+        _("Not in your sources"),
+        _("The model read the passages found and said they do not contain the answer, so nothing else was shown."),
     ),
 }
-PASSAGES_FOUND = " Passages found: "
+
+
+def _passages_markers() -> list[str]:
+    """`` Passages found: `` in every interface language: a refusal names its passages in its question's."""
+    markers = []
+    for code, _name in settings.LANGUAGES:
+        with translation.override(code):
+            markers.append(f" {gettext(PASSAGES_FOUND_MESSAGE)} ")
+    return list(dict.fromkeys(markers))
+
+
+def passages_marker(answer: str) -> str | None:
+    """The `` Passages found: `` (in whichever language) that ``answer`` lists its passages after, if any."""
+    return next((m for m in _passages_markers() if m in answer), None)
+
+
 _LABELLED = re.compile(r"^(S\d+) (.+)$")
 
 
@@ -98,9 +125,10 @@ def found_passages(row: QueryLog, viewer: Any) -> tuple[str, list[FoundPassage]]
     that the answer names that way. Answers recorded before locations named the section and the kind
     (``S1 manual.md, p. 2, lines 4-15``) are matched in that form.
     """
-    if PASSAGES_FOUND not in row.answer:
+    marker = passages_marker(row.answer)
+    if marker is None:
         return row.answer, []
-    lead, listing = row.answer.split(PASSAGES_FOUND, 1)
+    lead, listing = row.answer.split(marker, 1)
     retrieved = {int(hit[0]) for hits in (row.channels or {}).values() for hit in hits if hit}
     chunks = list(readable_chunks(viewer).filter(pk__in=retrieved).select_related("source"))
     found = []
@@ -173,12 +201,12 @@ def _withheld(row: QueryLog) -> Outcome | None:
     return REFUSALS.get(row.refusal) if row.answer_class == QueryLog.AnswerClass.NO_EVIDENCE else None
 
 
-def row_badge(row: QueryLog) -> tuple[str, str]:
+def row_badge(row: QueryLog) -> tuple[str, StrOrPromise]:
     """A query-log row's badge (CSS class, label): its answer class, a withheld answer by why (``REFUSALS``)."""
     outcome = _withheld(row)
     if outcome is not None:
         return outcome.badge_class, outcome.badge_label
-    return BADGES.get(row.answer_class, ("failed", "Failed"))
+    return BADGES.get(row.answer_class, FAILED_BADGE)
 
 
 def answer_context(row: QueryLog, viewer: Any, *, anchor: str = "") -> dict[str, Any]:
@@ -190,11 +218,11 @@ def answer_context(row: QueryLog, viewer: Any, *, anchor: str = "") -> dict[str,
     badge_class, badge_label = row_badge(row)
     outcome = _withheld(row)
     lead, passages = found_passages(row, viewer) if outcome is not None else (row.answer, [])
-    if outcome is not None and outcome.replaces_text and (passages or PASSAGES_FOUND not in row.answer):
+    if outcome is not None and outcome.replaces_text and (passages or passages_marker(row.answer) is None):
         lead = ""  # said in the page's own words; a "Passages found" that could not be read stays as text
     # A source without a link is one the viewer cannot read now. Only the asker could read it when
     # the question was asked; an auditor looking at someone else's answer perhaps never could.
-    unreadable = "no longer readable" if row.user_id == getattr(viewer, "pk", None) else "not readable by you"
+    unreadable = _("no longer readable") if row.user_id == getattr(viewer, "pk", None) else _("not readable by you")
     shown = row.status == QueryLog.Status.OK and row.answer_class in (
         QueryLog.AnswerClass.NORMAL,
         QueryLog.AnswerClass.LOW_CONFIDENCE,
@@ -215,6 +243,8 @@ def answer_context(row: QueryLog, viewer: Any, *, anchor: str = "") -> dict[str,
         "answer_html": answer_html(lead, {e.label for e in entries}, anchor),
         "anchor": anchor,
         "answer_id": f"{anchor}answer",
+        # The badge, the refusal's explanation and its hint speak the question's language (answers/language.py).
+        "answer_language": question_language(row.message or row.question),
         "feedback": list(row.feedback.select_related("user").order_by("-created_at", "-pk")),
     }
 

@@ -14,6 +14,9 @@ from django.http import FileResponse, Http404, HttpRequest, HttpResponse, JsonRe
 from django.shortcuts import get_object_or_404, redirect, render
 from django.template.loader import render_to_string
 from django.urls import reverse
+from django.utils import translation
+from django.utils.translation import gettext
+from django.utils.translation import gettext_lazy as _
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from foundry_site.core.config import EXTRACTIVE
@@ -39,16 +42,17 @@ from sources.vectorstore import MissingEmbeddings
 logger = logging.getLogger(__name__)
 
 STAGES = {
-    "retrieving": "Retrieving sources",
-    "generating": "Writing the answer",
-    "checking": "Checking every sentence against the sources",
+    "retrieving": _("Retrieving sources"),
+    "generating": _("Writing the answer"),
+    "checking": _("Checking every sentence against the sources"),
 }
-READER_STAGES = {"retrieving": "Retrieving sources", "reading": "Choosing the sentences to quote"}
+READER_STAGES = {"retrieving": _("Retrieving sources"), "reading": _("Choosing the sentences to quote")}
 
 
 def stages() -> dict[str, str]:
     """The stages an answer goes through with the configured ``generation.model``."""
-    return READER_STAGES if settings.FOUNDRY.generation.model == EXTRACTIVE else STAGES
+    chosen = READER_STAGES if settings.FOUNDRY.generation.model == EXTRACTIVE else STAGES
+    return {key: str(label) for key, label in chosen.items()}  # in the active language
 
 
 @require_http_methods(["GET", "POST"])
@@ -205,13 +209,16 @@ def _conversation_id(value: str) -> int | None:
 
 
 def _answer_events(request: HttpRequest, turn: Turn) -> Iterator[str]:
+    interface = translation.get_language()  # the worker thread answers in the request's language, as the page does
+
     def work(emit: Emit) -> int:
-        _, row = turn_answer(
-            user=request.user,
-            turn=turn,
-            progress=lambda stage: emit("stage", stage),
-            on_sentence=lambda text: emit("sentence", text),
-        )
+        with translation.override(interface):
+            _, row = turn_answer(
+                user=request.user,
+                turn=turn,
+                progress=lambda stage: emit("stage", stage),
+                on_sentence=lambda text: emit("sentence", text),
+            )
         return row.pk
 
     for event in run_streamed(work):
@@ -263,12 +270,12 @@ def run_list(request: HttpRequest) -> HttpResponse:
 
 # The stages a run goes through, as the run page lists them (``stage`` on the run; "" is queued).
 RUN_STAGES = {
-    "queued": "Queued",
-    "retrieval": "Retrieving sources",
-    "reading": "Choosing the passages to quote",
-    "generate": "Writing the document",
-    "grounding": "Checking every sentence",
-    "done": "Done",
+    "queued": _("Queued"),
+    "retrieval": _("Retrieving sources"),
+    "reading": _("Choosing the passages to quote"),
+    "generate": _("Writing the document"),
+    "grounding": _("Checking every sentence"),
+    "done": _("Done"),
 }
 
 
@@ -276,7 +283,7 @@ def run_stages(run: GenerationRun) -> dict[str, str]:
     """The stages of ``run``'s writer, in order: the extractive writer reads; a model writes, then is checked."""
     writer = (run.models_used or {}).get("generation") or settings.FOUNDRY.generation.model
     names = ["queued", "retrieval", *(["reading"] if writer == EXTRACTIVE else ["generate", "grounding"]), "done"]
-    return {name: RUN_STAGES[name] for name in names}
+    return {name: str(RUN_STAGES[name]) for name in names}
 
 
 def review_reason(run: GenerationRun) -> str:
@@ -330,7 +337,7 @@ def run_status(request: HttpRequest, run_id: int) -> JsonResponse:
         {
             "id": run.pk,
             "status": run.status,
-            "label": run.get_status_display(),
+            "label": gettext(run.get_status_display()),  # as the page shows it
             "stage": run.stage,
             "done": run.is_finished,
         }

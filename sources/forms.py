@@ -4,6 +4,7 @@ from typing import Any
 
 from django import forms
 from django.contrib.auth.models import AnonymousUser, User
+from django.utils.translation import gettext_lazy as _
 
 from sources import selectors
 from sources.models import Collection
@@ -13,12 +14,14 @@ from sources.services.uploads import ALLOWED_SUFFIXES
 class UploadForm(forms.Form):
     # an empty file is refused by ``upload_check``, with the file's name, as every other bad upload is
     file = forms.FileField(
-        allow_empty_file=True, widget=forms.ClearableFileInput(attrs={"accept": ",".join(ALLOWED_SUFFIXES)})
+        label=_("File"),
+        allow_empty_file=True,
+        widget=forms.ClearableFileInput(attrs={"accept": ",".join(ALLOWED_SUFFIXES)}),
     )
     collection: forms.ModelChoiceField[Collection] = forms.ModelChoiceField(
-        queryset=None, to_field_name="name", empty_label=None
+        queryset=None, to_field_name="name", empty_label=None, label=_("Collection")
     )
-    replace = forms.BooleanField(required=False, label="Replace a file with the same name (new version)")
+    replace = forms.BooleanField(required=False, label=_("Replace a file with the same name (new version)"))
 
     def __init__(self, *args: Any, user: User | AnonymousUser, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

@@ -7,6 +7,7 @@ from pathlib import PurePosixPath
 from django.conf import settings
 from django.db import models
 from django.utils import timezone
+from django.utils.translation import gettext_noop  # choice labels: translated where a page shows them
 
 from foundry_site.core.units import maps_line_by_line
 
@@ -67,10 +68,10 @@ class Source(models.Model):
         IMAGE = "image", "Image"
 
     class Status(models.TextChoices):
-        PENDING = "pending", "Pending"
-        INGESTED = "ingested", "Ingested"
-        SKIPPED = "skipped", "Skipped"
-        FAILED = "failed", "Failed"
+        PENDING = "pending", gettext_noop("Pending")
+        INGESTED = "ingested", gettext_noop("Ingested")
+        SKIPPED = "skipped", gettext_noop("Skipped")
+        FAILED = "failed", gettext_noop("Failed")
 
     collection = models.ForeignKey(Collection, on_delete=models.PROTECT, related_name="sources")
     root = models.CharField(max_length=1024, editable=False, help_text="Absolute folder the path is relative to.")
@@ -306,17 +307,17 @@ class IngestJob(models.Model):
     """
 
     class Status(models.TextChoices):
-        PENDING = "pending", "Pending"
-        RUNNING = "running", "Running"
-        SUCCEEDED = "succeeded", "Succeeded"
-        FAILED = "failed", "Failed"
+        PENDING = "pending", gettext_noop("Pending")
+        RUNNING = "running", gettext_noop("Running")
+        SUCCEEDED = "succeeded", gettext_noop("Succeeded")
+        FAILED = "failed", gettext_noop("Failed")
 
     class Stage(models.TextChoices):
-        QUEUED = "queued", "Queued"
-        CHECKING = "checking", "Checking files for changes"
-        PROCESSING = "processing", "Extracting, embedding and storing"
-        REMOVING = "removing", "Removing sources whose file is gone"
-        DONE = "done", "Done"
+        QUEUED = "queued", gettext_noop("Queued")
+        CHECKING = "checking", gettext_noop("Checking files for changes")
+        PROCESSING = "processing", gettext_noop("Extracting, embedding and storing")
+        REMOVING = "removing", gettext_noop("Removing sources whose file is gone")
+        DONE = "done", gettext_noop("Done")
 
     collection = models.ForeignKey(Collection, on_delete=models.PROTECT, related_name="ingest_jobs")
     target = models.CharField(max_length=1024, editable=False, help_text="Folder or file that was asked for.")

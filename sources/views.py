@@ -18,6 +18,8 @@ from django.http import FileResponse, Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils.http import content_disposition_header
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy, ngettext
 from django.views.decorators.http import require_GET, require_POST
 
 from foundry_site.core.markup import markdown_html, markdown_lines_html
@@ -29,6 +31,8 @@ from sources.viewer import IMAGE_TYPES, ORIGINAL_TYPES, OcrMarks, image_png, ocr
 from sources.services.uploads import ALLOWED_SUFFIXES, UploadRejected, source_remove, source_upload
 
 PAGE_SIZE = 50
+# The viewer's "the cited lines are highlighted", per what a kind of source counts (LINE_UNITS).
+UNIT_WORDS = {"lines": gettext_lazy("lines"), "paragraphs": gettext_lazy("paragraphs"), "rows": gettext_lazy("rows")}
 _LINES = re.compile(r"(\d{1,9})(?:-(\d{1,9}))?")  # a citation's lines: "52-60" or "5"
 
 
@@ -76,15 +80,21 @@ def source_upload_view(request: HttpRequest) -> HttpResponse:
         form.add_error("file", f"{form.cleaned_data['file'].name}: {exc}")
         return _render_list(request, form, status=exc.status_code)
     result = upload.result
-    chunks = f"{result.chunks} chunk{'' if result.chunks == 1 else 's'}"
+    chunks = ngettext("%(count)d chunk", "%(count)d chunks", result.chunks) % {"count": result.chunks}
     detail = f" ({chunks})" if result.status == "ingested" else ""
     reason = f": {result.reason}" if result.reason else ""
     level = messages.ERROR if result.status in ("failed", "skipped") else messages.SUCCESS
     if result.status == "unchanged":
-        text = f"{upload.name} is unchanged: the same content is already indexed ({chunks} kept)"
+        text = _("%(name)s is unchanged: the same content is already indexed (%(chunks)s kept)") % {
+            "name": upload.name,
+            "chunks": chunks,
+        }
     else:
-        version = "new version of " if upload.replaced else ""
-        text = f"Uploaded {version}{upload.name}: {result.status}{detail}{reason}"
+        done = {"name": upload.name, "status": result.status}  # the status stays its code, as the badges name it
+        text = (
+            _("Uploaded new version of %(name)s: %(status)s") if upload.replaced else _("Uploaded %(name)s: %(status)s")
+        ) % done
+        text += detail + reason
     messages.add_message(request, level, text)
     anchor = f"#source-{upload.source.pk}" if upload.source else ""
     return redirect(reverse("sources:list") + anchor)
@@ -108,7 +118,7 @@ def source_detail(request: HttpRequest, source_id: int) -> HttpResponse:
         "target": target,
         "missing": missing,
         "lines": lines,
-        "line_unit": LINE_UNITS.get(source.kind, "lines"),
+        "line_unit": UNIT_WORDS[LINE_UNITS.get(source.kind, "lines")],
     }
     if target is not None and source.kind in ORIGINAL_TYPES:
         context["original"] = original_quote(target, lines)
@@ -137,7 +147,7 @@ def _cited_lines(chunk: Chunk, cited: str, *, markdown: bool = False) -> list[tu
     texts: Sequence[str] = [text for _, text in numbered]
     if markdown:
         texts = markdown_lines_html(texts)
-    lines = [(n, text, first <= n <= last) for (n, _), text in zip(numbered, texts, strict=True)]
+    lines = [(n, text, first <= n <= last) for (n, _line), text in zip(numbered, texts, strict=True)]
     return lines if any(marked for *_, marked in lines) else []
 
 
@@ -190,5 +200,6 @@ def source_delete_view(request: HttpRequest, source_id: int) -> HttpResponse:
     if not request.user.is_staff:
         raise PermissionDenied("Only staff can delete sources.")
     source_remove(source_id=source.pk)
-    messages.success(request, f"Deleted {source.path} from collection {source.collection.name}.")
+    done = {"path": source.path, "collection": source.collection.name}
+    messages.success(request, _("Deleted %(path)s from collection %(collection)s.") % done)
     return redirect("sources:list")

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from django import forms
+from django.utils.translation import gettext_lazy as _
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods
@@ -19,9 +20,10 @@ class GenerateForm(forms.Form):
     topic = forms.CharField(
         max_length=1000,
         widget=forms.Textarea(attrs={"rows": 2}),
-        help_text="What the document is about; also what the sources are searched for.",
+        label=_("Topic"),
+        help_text=_("What the document is about; also what the sources are searched for."),
     )
-    feature = forms.ChoiceField(label="Feature spec", choices=())
+    feature = forms.ChoiceField(label=_("Feature spec"), choices=())
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

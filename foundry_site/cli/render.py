@@ -6,8 +6,11 @@ line each (``safe``), the answer and snippet lines as running text (``safe_text`
 
 from __future__ import annotations
 
+from django.utils.translation import gettext
+
 from foundry_site.cli.display import safe, safe_text
 from generation.answers import LOW_CONFIDENCE_PREFIX, Answer
+from generation.answers.language import answering_in
 from generation.models import QueryLog
 from retrieval.services.conflicts import ANSWER_HINT, HINT
 
@@ -35,7 +38,10 @@ def answer_format(answer: Answer, *, snippets: bool = False) -> str:
         if answer.hint:
             lines.append(answer.hint)
         return "\n".join(lines) + "\n"
-    header = LOW_CONFIDENCE_PREFIX if answer.answer_class == QueryLog.AnswerClass.LOW_CONFIDENCE else "Answer:"
+    header = "Answer:"
+    if answer.answer_class == QueryLog.AnswerClass.LOW_CONFIDENCE:
+        with answering_in(answer.question):  # the warning in the question's language, as its refusal would be
+            header = gettext(LOW_CONFIDENCE_PREFIX)
     lines += [header, safe_text(answer.answer), "", "Sources:"]
     for c in answer.citations:
         lines.append(f"- [{c['id']}] {safe(c['source'])}, {safe(c['location'])} (score: {c['score']:.2f})")

@@ -22,12 +22,14 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from django.conf import settings
+from django.utils.translation import gettext_noop
 
 from foundry_site.core import llm
 from foundry_site.core import language
 
 
-REFUSAL = "The indexed documentation does not contain this information."
+# Marked for translation, kept in English: the model is told to answer with it; an answer shows it translated.
+REFUSAL = gettext_noop("The indexed documentation does not contain this information.")
 MIN_LEXICAL = 0.5
 _CITATION = re.compile(r"\[\s*(S?\d+(?:\s*[,;]\s*S?\d+)*)\s*\]|\(\s*(S\d+(?:\s*[,;]\s*S?\d+)*)\s*\)")
 _BARE_ID = re.compile(r"\bS(\d+)\b")

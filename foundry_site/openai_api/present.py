@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from generation.answers import Answer
+from generation.answers.language import answering_in
 from generation.condense import Condensed
 from generation.models import QueryLog
 from generation.present import BADGES, viewer_url
@@ -75,7 +76,8 @@ def reply_build(answer: Answer, *, query_id: int, condensed: Condensed, chunk_ur
     if citations:
         sources = "\n\nSources:\n" + "\n".join(f"[{c['id']}] {_where(c)}" for c in citations)
         if answer.answer_class == QueryLog.AnswerClass.LOW_CONFIDENCE:  # said in the text, as the ask page says it
-            sources = f"\n\n{BADGES[answer.answer_class][1]}.{sources}"
+            with answering_in(condensed.message or condensed.question):  # in the question's language
+                sources = f"\n\n{BADGES[answer.answer_class][1]}.{sources}"
     foundry = {
         "query_id": query_id,
         "answer_class": answer.answer_class,

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django import template
+from django.utils.translation import pgettext
 
 from generation.present import row_badge
+
+if TYPE_CHECKING:  # django-stubs' type of a lazy translation; a dev requirement only
+    from django_stubs_ext import StrOrPromise
 
 register = template.Library()
 
@@ -26,6 +30,13 @@ def ms(value: Any) -> str:
         return "—"
     value = float(value)
     return f"{value:.0f} ms" if value < 1000 else f"{value / 1000:.1f} s"
+
+
+@register.filter
+def join_or(names: Any) -> str:
+    """["ann", "bob"] → "ann or bob", the "or" in the active language."""
+    word = pgettext("between two names", "or")
+    return f" {word} ".join(str(n) for n in names)
 
 
 @register.filter
@@ -53,6 +64,6 @@ def replaced_votes(feedback: Any) -> set[int]:
 
 
 @register.filter
-def badge(row: Any) -> tuple[str, str]:
+def badge(row: Any) -> tuple[str, StrOrPromise]:
     """A query-log row's badge as the ask page shows it, (CSS class, label) (``present.row_badge``)."""
     return row_badge(row)

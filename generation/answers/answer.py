@@ -8,10 +8,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from django.utils.translation import gettext_noop
+
 from foundry_site.core.text import TextRejected, user_text
 
 MAX_QUESTION_CHARS = 4000
-LOW_CONFIDENCE_PREFIX = "Answer (LOW CONFIDENCE — the sources match the question only loosely):"
+# Marked for translation, kept in English: ``foundry query`` prints it in the question's language.
+LOW_CONFIDENCE_PREFIX = gettext_noop("Answer (LOW CONFIDENCE — the sources match the question only loosely):")
 
 
 class QueryError(ValueError):

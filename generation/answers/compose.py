@@ -8,12 +8,14 @@ from __future__ import annotations
 import time
 
 from django.conf import settings
+from django.utils.translation import gettext, gettext_noop
 
 from foundry_site.core import llm, prompts
 from foundry_site.core.config import EXTRACTIVE
 from foundry_site.core.grounding import REFUSAL, Grounded, Grounder, reply_text
 from generation import reader
 from generation.answers.answer import Answer, Progress, Sentences, answer_pieces
+from generation.answers.language import answering_in
 from generation.context import chunk_budget, context_build
 from generation.live import SentenceGate
 from generation.models import QueryLog
@@ -22,18 +24,21 @@ from retrieval.services.gate import NO_EVIDENCE_ANSWER, NO_EVIDENCE_HINT
 from retrieval.services.retrieve import Candidate, Retrieval
 from sources.models import location_fields
 
-WITHHELD = (
+# The refusals' words, translated where an answer is composed: into its question's language (``answering_in``).
+WITHHELD = gettext_noop(
     "No answer could be verified: the model's sentences were not supported by the passages found, "
     "so they were withheld. Read the passages, or ask again in other words."
 )
-UNMENTIONED = (
+UNMENTIONED = gettext_noop(
     "The passages found do not mention {names}, so they cannot answer this. Read the passages, "
     "or ask again in other words."
 )
-BELOW_READER = (
+BELOW_READER = gettext_noop(
     "No sentence of the passages found answers this closely enough to quote (best {best:.3f}, "
     "below the reader's threshold {threshold:.2f}). Read the passages, or ask again in other words."
 )
+# Introduces the list of passages a refusal names; ``generation.present`` finds it in every language.
+PASSAGES_FOUND = gettext_noop("Passages found:")
 
 
 def answer_compose(
@@ -52,15 +57,17 @@ def answer_compose(
     as typed when the question was made standalone from it (the names the asker used are the message's; the
     extractive reader reads the passages its earlier turn quoted too, ``followed``, and ranks their units higher).
     The answer carries the conflicts between the passages found that concern it (``conflicts_concerning``).
+    A refusal's text and hint are in the question's language (``answering_in``), whatever the interface's.
     """
-    answer = _compose(
-        retrieval,
-        run_id=run_id,
-        model=model,
-        progress=progress,
-        on_sentence=on_sentence,
-        message=message,
-    )
+    with answering_in(message or retrieval.question):
+        answer = _compose(
+            retrieval,
+            run_id=run_id,
+            model=model,
+            progress=progress,
+            on_sentence=on_sentence,
+            message=message,
+        )
     answer.conflicts = conflicts_concerning(
         answer.conflicts,
         question=message or retrieval.question,
@@ -83,7 +90,7 @@ def _compose(
         run_id=run_id,
         question=retrieval.question,
         answer_class=QueryLog.AnswerClass.NO_EVIDENCE,
-        answer=NO_EVIDENCE_ANSWER,
+        answer=gettext(NO_EVIDENCE_ANSWER),
         gate=retrieval.gate.as_dict(),
         timings=retrieval.timings,
         mode=retrieval.mode,
@@ -92,7 +99,7 @@ def _compose(
     )
     if not retrieval.gate.passed or not retrieval.candidates:
         answer.refusal = "gate" if not retrieval.gate.passed else "relevance"
-        answer.hint = NO_EVIDENCE_HINT
+        answer.hint = gettext(NO_EVIDENCE_HINT)
         return answer
     answer.model = model
     if model == EXTRACTIVE:
@@ -165,13 +172,12 @@ def _read(
         answer.grounding["unmentioned"] = missing
         answer.refusal = "absent"
         names = ", ".join(f"“{name}”" for name in missing)
-        answer.answer = UNMENTIONED.format(names=names) + f" Passages found: {passages_found(included)}."
+        answer.answer = gettext(UNMENTIONED).format(names=names) + listed(included)
         return answer
     if not reading.quotes or reading.best < conf.reader_min_score:
         answer.refusal = "reader"
-        answer.answer = (
-            BELOW_READER.format(best=reading.best, threshold=conf.reader_min_score)
-            + f" Passages found: {passages_found(included)}."
+        answer.answer = gettext(BELOW_READER).format(best=reading.best, threshold=conf.reader_min_score) + listed(
+            included
         )
         return answer
     by_label = {c.label: c for c in included}
@@ -218,7 +224,7 @@ def _classify(answer: Answer, grounded: Grounded, included: list[Candidate]) -> 
     answer.coverage = grounded.coverage
     if grounded.refused or not grounded.text:
         answer.refusal = "model" if grounded.refused else "grounding"
-        answer.answer = REFUSAL if grounded.refused else withheld_text(included)
+        answer.answer = gettext(REFUSAL) if grounded.refused else withheld_text(included)
         return answer
     by_label = {c.label: c for c in included}
     answer.citations = [citation(by_label[label]) for label in grounded.cited_ids]
@@ -232,7 +238,12 @@ def _classify(answer: Answer, grounded: Grounded, included: list[Candidate]) -> 
 def withheld_text(included: list[Candidate]) -> str:
     """The answer when grounding removed every sentence: the sources held passages, the model's
     reading of them was not supported, so say that (not "no information") and name the passages."""
-    return f"{WITHHELD} Passages found: {passages_found(included)}."
+    return gettext(WITHHELD) + listed(included)
+
+
+def listed(included: list[Candidate]) -> str:
+    """`` Passages found: S1 manual.md, p. 2, lines 4-15; ….`` in the active language, appended to a refusal."""
+    return f" {gettext(PASSAGES_FOUND)} {passages_found(included)}."
 
 
 def passages_found(included: list[Candidate]) -> str:

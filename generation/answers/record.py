@@ -11,10 +11,12 @@ from pathlib import Path
 from typing import Any
 
 from django.conf import settings
+from django.utils.translation import gettext
 
 from foundry_site.core import prompts
 from generation import audit
 from generation.answers.answer import Answer, elapsed_ms
+from generation.answers.language import answering_in
 from generation.models import Conversation, QueryLog
 from retrieval.services.gate import NO_EVIDENCE_HINT
 from sources.models import Chunk
@@ -118,10 +120,18 @@ def answer_cached(
         cached=True,
         tokens={"prompt": 0, "completion": 0},
         refusal=hit.refusal,
-        hint=NO_EVIDENCE_HINT if hit.refusal == "gate" else "",
+        hint=_cached_hint(hit.refusal, question),
     )
     answer.timings = {"total": elapsed_ms(started)}
     return answer, answer_record(answer, asked=asked, channels=hit.channels, cache_key=key)
+
+
+def _cached_hint(refusal: str, question: str) -> str:
+    """The hint a cached refusal by the gate carries, in its question's language, as ``compose`` wrote it."""
+    if refusal != "gate":
+        return ""
+    with answering_in(question):
+        return gettext(NO_EVIDENCE_HINT)
 
 
 def answer_record(

@@ -3,6 +3,7 @@ from __future__ import annotations
 from typing import Any
 
 from django import forms
+from django.utils.translation import gettext_lazy as _
 
 from generation.models import QueryFeedback, QueryLog
 from generation.querylog.selectors import QueryFilters, sees_every_query
@@ -10,20 +11,27 @@ from sources.models import Collection
 from sources.selectors import readable_collections
 
 
+def _translated(choices: list[tuple[str, str]]) -> list[tuple[str, Any]]:
+    """A model's choices with their labels (marked in the model) translated when the form is shown."""
+    return [(value, _(label)) for value, label in choices]
+
+
 class QueryLogFilterForm(forms.Form):
     """The query-log browser's filters, read from the query string."""
 
     user = forms.CharField(required=False, max_length=150)
-    date_from = forms.DateField(required=False, widget=forms.DateInput(attrs={"type": "date"}), label="From")
-    date_to = forms.DateField(required=False, widget=forms.DateInput(attrs={"type": "date"}), label="To")
+    date_from = forms.DateField(required=False, widget=forms.DateInput(attrs={"type": "date"}), label=_("From"))
+    date_to = forms.DateField(required=False, widget=forms.DateInput(attrs={"type": "date"}), label=_("To"))
     answer_class = forms.ChoiceField(
-        required=False, choices=[("", "any")] + QueryLog.AnswerClass.choices, label="Answer"
+        required=False, choices=[("", _("any")), *_translated(QueryLog.AnswerClass.choices)], label=_("Answer")
     )
-    collection = forms.ModelChoiceField(queryset=Collection.objects.none(), required=False, empty_label="any")
+    collection = forms.ModelChoiceField(queryset=Collection.objects.none(), required=False, empty_label=_("any"))
     feedback = forms.ChoiceField(
-        required=False, choices=[("", "any"), *QueryFeedback.Verdict.choices, ("none", "No feedback")]
+        required=False,
+        choices=[("", _("any")), *_translated(QueryFeedback.Verdict.choices), ("none", _("No feedback"))],
+        label=_("Feedback"),
     )
-    q = forms.CharField(required=False, max_length=200, label="Text")
+    q = forms.CharField(required=False, max_length=200, label=_("Text"))
 
     def __init__(self, *args: Any, viewer: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

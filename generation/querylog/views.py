@@ -16,6 +16,7 @@ from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils import timezone
+from django.utils.translation import gettext as _
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_POST
 
@@ -191,7 +192,7 @@ def querylog_feedback(request: HttpRequest, query_id: int) -> HttpResponse:
         target = reverse("querylog-detail", args=[row.pk])
     if not form.is_valid():
         messages.error(
-            request, "Feedback needs a verdict (correct or incorrect); the note has at most 4000 characters."
+            request, _("Feedback needs a verdict (correct or incorrect); the note has at most 4000 characters.")
         )
         return redirect(target)
     try:
@@ -201,7 +202,7 @@ def querylog_feedback(request: HttpRequest, query_id: int) -> HttpResponse:
     except FeedbackError as exc:
         messages.error(request, str(exc))
         return redirect(target)
-    messages.success(request, "Thank you: your feedback is recorded.")
+    messages.success(request, _("Thank you: your feedback is recorded."))
     return redirect(target)
 
 

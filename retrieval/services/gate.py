@@ -4,8 +4,14 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-NO_EVIDENCE_ANSWER = "No supporting documentation found in indexed sources."
-NO_EVIDENCE_HINT = "Nothing relevant is indexed for this question; add documents that cover it and run foundry ingest."
+from django.utils.translation import gettext_noop
+
+# Marked for translation, kept in English: the answer translates them into the question's language
+# where it is written (generation/answers/language.py).
+NO_EVIDENCE_ANSWER = gettext_noop("No supporting documentation found in indexed sources.")
+NO_EVIDENCE_HINT = gettext_noop(
+    "Nothing relevant is indexed for this question; add documents that cover it and run foundry ingest."
+)
 
 
 @dataclass(frozen=True)

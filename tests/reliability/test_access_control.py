@@ -233,6 +233,19 @@ def _logout(world: World) -> None:
     _needs_csrf(world, "/accounts/logout/", {})
 
 
+@web_case("i18n/setlang/")
+def _set_language(world: World) -> None:
+    """Open before signing in (the login page has the language selector), but it only sets the language cookie:
+    it returns to a page of this site, never elsewhere, and a post needs the CSRF token like every form."""
+    client = Client()
+    response = client.post("/i18n/setlang/", {"language": "nl", "next": "/sources/"})
+    assert response.status_code == 302 and response["Location"] == "/sources/"
+    assert client.get("/sources/").status_code == 302  # the page itself still needs a sign-in
+    away = Client().post("/i18n/setlang/", {"language": "nl", "next": "https://evil.example/"})
+    assert away.status_code in (204, 302) and "evil.example" not in away.get("Location", "")
+    _needs_csrf(world, "/i18n/setlang/", {"language": "nl", "next": "/"})
+
+
 @web_case("sources/")
 def _sources(world: World) -> None:
     _hidden(world, world.web("bob").get("/sources/"), world.a_source.path, "a-private")
@@ -477,6 +490,7 @@ def test_anonymous_visitor_is_sent_to_login(world: World) -> None:
             assert response.status_code == 302 and response["Location"].startswith("/accounts/login/"), method
 
     # /mcp and /v1/ answer 401 (APIs for agents and chat clients, like /api/v1/): their cases check that.
+    # The language selector is open by design (it only sets a cookie): its case checks that.
     each(
         WEB_CASES,
         world,
@@ -484,7 +498,7 @@ def test_anonymous_visitor_is_sent_to_login(world: World) -> None:
         keys=sorted(
             r
             for r in WEB_CASES
-            if r not in ("accounts/login/", "admin/", "mcp", "favicon.ico") and not r.startswith("v1/")
+            if r not in ("accounts/login/", "i18n/setlang/", "admin/", "mcp", "favicon.ico") and not r.startswith("v1/")
         ),
     )
 
