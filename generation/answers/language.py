@@ -18,13 +18,6 @@ from django.utils import translation
 
 from foundry_site.core import language
 
-# The detector's probability a question must reach before its language overrides the interface's.
-# Measured (tests/generation/data/questions_language.json and SQuAD 2.0 dev): 25 Dutch and 25 German
-# questions all reach 0.84 or more; of 2,365 English questions (SQuAD dev's first 2,000 and the tests'),
-# none taken for Dutch or German reaches 0.6. Misread short ones ("sensors" → de) stay below 0.56.
-MIN_PROBABILITY = 0.75
-
-
 def interface_language() -> str:
     """The active interface language as one of ``settings.LANGUAGES``' codes (``en`` outside a request)."""
     active = (translation.get_language() or settings.LANGUAGE_CODE).split("-")[0]
@@ -34,12 +27,8 @@ def interface_language() -> str:
 
 def question_language(question: str) -> str:
     """The language ``question``'s answer speaks: the question's when the detector is sure of it
-    (``MIN_PROBABILITY``), else the interface's."""
-    code, probability = _detect(question)
-    codes = {c for c, _ in settings.LANGUAGES}
-    if code in codes and probability >= MIN_PROBABILITY:
-        return code
-    return interface_language()
+    (``core.language.detect``), else the interface's."""
+    return language.detect(question, prior=interface_language())
 
 
 @contextmanager
@@ -48,12 +37,3 @@ def answering_in(question: str) -> Iterator[str]:
     code = question_language(question)
     with translation.override(code):
         yield code
-
-
-def _detect(text: str) -> tuple[str, float]:
-    # The language layer's ``detect`` gives the code only; its identifier also gives the probability.
-    sample = text[: language.DETECT_CHARS]
-    if not any(ch.isalpha() for ch in sample):
-        return language.DEFAULT, 0.0
-    code, probability = language._identifier().classify(sample)
-    return str(code), float(probability)
