@@ -19,8 +19,10 @@ TOPICS = "power wiring mounting network alarms buffer firmware disposal storage"
 
 
 def test_running_header_naming_a_short_chapter_and_its_page_is_left_out(tmp_path: Path) -> None:
-    """Chapter 1's header stands on two pages, chapter 2's on one: each is like chapter 3's, which repeats."""
+    """Chapter 1's header stands on two pages, chapter 2's on one: each is like chapter 3's, which repeats. The
+    chapter's last page says little more than its header and number, and loses them too."""
     pages = [(f"About {t}", f"The {t} comes first.\nThen {t} again.\nLast on {t}.") for t in TOPICS]
+    pages.append(("Closing remarks", "Done."))
     pdf = make_pdf(tmp_path / "c.pdf", pages, header_line=_chapters, footer_line="{page}")
     blocks = extract(pdf, pdf.read_bytes()).blocks
     assert [b.text for b in blocks] == [f"{heading}\n{text}" for heading, text in pages]

@@ -11,7 +11,9 @@ longer document, two of one of up to ``RUNNING_PAGES``. Like it is first the sam
 its first and last words, ``TEMPLATE_WORDS`` or more and one with letters, with such repeated lines ("Chapter #:
 Arrays and matrices #", on the one page of a short chapter that has a header). A lone number is furniture only
 where it counts the pages: at the same height on as many pages, as far from the page's index each time (a page
-number); any other could as well be a value. A page of no more rows than its bands has none.
+number); any other could as well be a value. A page of no more rows than its bands (the end of a chapter, an
+image and its caption) repeats nothing: only its first and last rows, and only where they are like furniture of
+fuller pages, are left out.
 """
 
 from __future__ import annotations
@@ -90,6 +92,7 @@ class _Candidate:
     y: float | None
     words: tuple[str, ...]  # the line's words, numbers as "#"
     number: int | None  # the line's value when it is a lone number
+    short: bool  # on a page of no more rows than its bands
 
 
 def running_lines(pages: dict[int, list[Line]]) -> dict[int, set[int]]:
@@ -97,17 +100,20 @@ def running_lines(pages: dict[int, list[Line]]) -> dict[int, set[int]]:
     least = 2 if len(pages) <= RUNNING_PAGES else 3
     candidates = [c for number, lines in pages.items() for c in _band(number, lines)]
     slots = {c: [p for p in candidates if p.page != c.page and _same_slot(c, p)] for c in candidates}
-    repeated = {c for c in candidates if len({p.page for p in slots[c] if _same(c, p)}) >= least - 1}
+    full = [c for c in candidates if not c.short]
+    repeated = {c for c in full if len({p.page for p in slots[c] if not p.short and _same(c, p)}) >= least - 1}
     found: dict[int, set[int]] = {number: set() for number in pages}
     for c in candidates:
-        if c in repeated or len({p.page for p in slots[c] if p in repeated and _template(c, p)}) >= least - 1:
+        like = {p.page for p in slots[c] if p in repeated and (_same(c, p) or _template(c, p))}
+        if c in repeated or len(like) >= least - 1:
             found[c.page].add(c.index)
     return found
 
 
 def _band(number: int, lines: list[Line]) -> Iterable[_Candidate]:
     """The lines of a page's top and bottom bands: its first and last ``RUNNING_EDGE`` rows by height (by order
-    where heights are not known); none on a page of no more rows than that."""
+    where heights are not known). On a page of no more rows than that (the end of a chapter, a page of images with
+    a caption) only its first and last rows, and those only count where they are like furniture of fuller pages."""
     filled = [i for i, line in enumerate(lines) if line.text.strip()]
     heights = [lines[i].y for i in filled]
     if all(y is not None for y in heights):
@@ -116,16 +122,18 @@ def _band(number: int, lines: list[Line]) -> Iterable[_Candidate]:
     else:
         places = [-float(k) for k in range(len(filled))]  # each line its own row, in reading order
         rows = places
-    if len(rows) <= 2 * RUNNING_EDGE:
+    if not rows:
         return
-    top, bottom = rows[RUNNING_EDGE - 1] - ROW_POINTS / 2, rows[-RUNNING_EDGE] + ROW_POINTS / 2
+    short = len(rows) <= 2 * RUNNING_EDGE
+    edge = 1 if short else RUNNING_EDGE
+    top, bottom = rows[edge - 1] - ROW_POINTS / 2, rows[-edge] + ROW_POINTS / 2
     for i, place in zip(filled, places, strict=True):
-        if bottom < place < top:
+        if bottom < place < top or (short and len(rows) == 1):
             continue
         text = lines[i].text.strip()
         words = tuple(_DIGITS.sub("#", text).split())
         number_only = int(text) if text.isdigit() and len(text) <= 5 else None
-        yield _Candidate(number, i, place >= top, lines[i].y, words, number_only)
+        yield _Candidate(number, i, place >= top, lines[i].y, words, number_only, short)
 
 
 def _rows(heights: list[float]) -> list[float]:
