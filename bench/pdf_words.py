@@ -37,7 +37,12 @@ def main() -> None:
         for mode in ("reference", "plain", "layout"):
             c: Counter[str] = Counter()
             for page, wanted in zip(reader.pages, ref, strict=True):
-                words = wanted if mode == "reference" else (page.extract_text(extraction_mode=mode) or "").split()
+                if mode == "reference":
+                    words = wanted
+                elif mode == "layout":
+                    words = (page.extract_text(extraction_mode="layout") or "").split()
+                else:
+                    words = (page.extract_text() or "").split()
                 matcher = difflib.SequenceMatcher(None, wanted, words, autojunk=False)
                 c["ref"] += len(wanted)
                 c["hit"] += sum(block.size for block in matcher.get_matching_blocks())

@@ -71,8 +71,8 @@ def page_lines(page: PageObject) -> list[Line]:
         end = offset + len(raw)
         while k < len(marks) and marks[k][0] < offset:
             k += 1
-        y = marks[k][1] if k < len(marks) and marks[k][0] < end and line.strip() else None
-        lines.append(Line(line, y))
+        height = marks[k][1] if k < len(marks) and marks[k][0] < end and line.strip() else None
+        lines.append(Line(line, height))
         offset = end
     return lines
 
