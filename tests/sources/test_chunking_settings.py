@@ -398,6 +398,21 @@ def test_migration_0010_makes_the_next_ingest_rechunk_sources_whose_pieces_lost_
     index_agrees()
 
 
+LAYOUT = ("lines", "positions")
+
+
+def _chapter_headers_pdf(path: Path) -> None:
+    """Chapter 1's running header stands on two pages only, the page's number at the foot of each."""
+    pages = [(f"About {t}", f"The {t} comes first.\nThen {t} again.\nLast on {t}.") for t in ("power", "wiring")]
+    pages += [(f"Part {n}", f"Step {n} comes first.\nThen step {n} again.\nLast of {n}.") for n in range(3, 7)]
+    make_pdf(
+        path,
+        pages,
+        header_line=lambda page: f"Chapter {1 if page <= 2 else 2}: {'Basics' if page <= 2 else 'Wiring'} {page}",
+        footer_line="{page}",
+    )
+
+
 def _running_lines_pdf(path: Path) -> None:
     pages = [("1 Overview", "The gateway collects data.\nIt sends them on."), ("2 Power", "VCC is 5 V.\nIn: 24 V.")]
     make_pdf(path, pages, header_line="ACME Datasheet - Rev. 2", footer_line="Page {page} of 2")
@@ -406,24 +421,36 @@ def _running_lines_pdf(path: Path) -> None:
 @pytest.mark.parametrize(
     ("back_to", "write", "changed", "kept", "dropped"),
     [
-        (  # 0011: running headers and footers left out (0013 marks the PDF too)
+        (  # 0011: running headers and footers left out (0013 and 0016 mark the PDF too)
             "0010_split_text",
             _running_lines_pdf,
-            {"pdf_running": ("kept", "dropped"), "pdf_tables": ("lines", "cells")},
+            {"pdf_running": ("kept", "dropped"), "pdf_tables": ("lines", "cells"), "pdf_layout": LAYOUT},
             "VCC is 5 V.",
             ("Datasheet", "Page"),
         ),
-        (  # 0013: tables in cells (0014 and 0015 mark the PDF too: its chunks hold rows)
+        (  # 0013: tables in cells (0014 and 0015 mark the PDF too: its chunks hold rows; 0016 as a PDF)
             "0012_txt_title",
             make_table_pdf,
-            {"pdf_tables": ("lines", "cells"), "table_rows": ("cut", "whole"), "table_windows": ("whole", "rows")},
+            {
+                "pdf_tables": ("lines", "cells"),
+                "table_rows": ("cut", "whole"),
+                "table_windows": ("whole", "rows"),
+                "pdf_layout": LAYOUT,
+            },
             "Power consumption | - | 4.0 | W",
             ("Power consumption - 4.0 W",),
+        ),
+        (  # 0016: a short chapter's running header and the page numbers left out
+            "0015_table_windows",
+            _chapter_headers_pdf,
+            {"pdf_layout": LAYOUT},
+            "Then wiring again.",
+            ("Chapter 1", "Basics"),
         ),
     ],
 )
 @pytest.mark.django_db(transaction=True)
-def test_migrations_0011_and_0013_make_the_next_ingest_read_pdfs_anew(
+def test_migrations_0011_0013_and_0016_make_the_next_ingest_read_pdfs_anew(
     kb: Path, back_to: str, write: Callable[[Path], object], changed: dict, kept: str, dropped: tuple[str, ...]
 ) -> None:
     vectors_dropped()

@@ -1,9 +1,8 @@
-"""PDF text per page with pypdf; the outline gives each page its heading path.
+"""PDF text per page with pypdf; the outline gives each line its heading path (``pdf_outline``).
 
-A running header or footer (the document's name, "Page 2 of 3", the chapter's title) is no part of what the page
-says: a line with a letter among the first or last ``RUNNING_EDGE`` lines of three pages with text (two in a
-document of up to ``RUNNING_PAGES``), numbers aside, is left out where it stands at that edge, on a page that says
-more than its edges. It is blanked, so every other line keeps its number on the page.
+A running header or footer (the document's name, "Page 2 of 3", the chapter's title and the page's number) is no
+part of what the page says: found by where it stands and what it repeats (``pdf_furniture``), it is blanked, so
+every other line keeps its number on the page.
 
 A table's lines lose their columns in the page's text ("Power consumption (gateway only) - 2.5 4.0 W"). Read again
 in pypdf's layout mode, which keeps each word where it stands, a header of short cells of words (``names_columns``)
@@ -17,21 +16,19 @@ from __future__ import annotations
 import io
 import logging
 import re
-from collections import Counter
 
 from pypdf import PageObject, PdfReader
 from pypdf.errors import DependencyError, FileNotDecryptedError, PdfReadError
 
-from foundry_site.core.units import LETTER, names_columns
+from foundry_site.core.units import names_columns
 from sources.services.extract import ocr
 from sources.services.extract.blocks import Block, Extracted, ExtractionError, paragraphs
+from sources.services.extract.pdf_furniture import Line, page_lines, running_lines
+from sources.services.extract.pdf_outline import outline_starts, section_starts, sections
 from sources.services.extract.tables import row_text
 
 logger = logging.getLogger(__name__)
 
-RUNNING_EDGE = 2  # a running header or footer stands among a page's first or last lines
-RUNNING_PAGES = 4  # ... of two pages of a document of up to this many pages, of three of a longer one
-_DIGITS = re.compile(r"\d+")
 _CELL = re.compile(r"\S+(?: {1,2}\S+)*")  # in layout mode, cells stand three or more spaces apart
 COLUMN_SLACK = 1  # characters a cell may start off its header's column
 ROW_GAP = 1  # blank layout lines between a table's rows (padded rows); a wider gap ends the table
@@ -40,7 +37,7 @@ ROW_GAP = 1  # blank layout lines between a table's rows (padded rows); a wider 
 def extract_pdf(data: bytes, *, fallback_title: str) -> Extracted:
     """Blocks per page; lines are counted within each page's extracted text."""
     reader = _open(data)
-    starts = _outline_starts(reader)
+    starts = outline_starts(reader)
     blocks: list[Block] = []
     try:
         pages = list(reader.pages)
@@ -49,22 +46,22 @@ def extract_pdf(data: bytes, *, fallback_title: str) -> Extracted:
     heading: tuple[str, ...] = ()
     scanned = _Scans()
     texts = {number: _page_text(page, number) for number, page in enumerate(pages, start=1)}
-    read = _without_running({number: text.splitlines() for number, text in texts.items() if text and text.strip()})
+    read = {number: lines for number, lines in texts.items() if lines and any(line.text.strip() for line in lines)}
+    furniture = running_lines(read)
     for number, page in enumerate(pages, start=1):
-        text = texts[number]
-        if text is None:
-            continue
-        if not text.strip():
-            blocks += scanned.page_blocks(page, number=number, heading=starts.get(number, [("", heading)])[-1][1])
-            continue
         entries = starts.get(number, [])
-        lines = read[number]
-        if entries and not any(_title_line(line, entries) for line in lines):
-            heading = entries[-1][1]  # the outline says a section starts here, the text does not show where
-        for segment_start, segment in _sections(lines, entries):
-            heading = _title_line(segment[0], entries) or heading
+        if texts[number] is None:
+            continue
+        if number not in read:
+            page_heading = entries[-1].path if entries else heading
+            blocks += scanned.page_blocks(page, number=number, heading=page_heading)
+            continue
+        lines = [Line("", None) if i in furniture[number] else line for i, line in enumerate(read[number])]
+        page_starts = section_starts(lines, entries)
+        for segment_start, segment, path in sections(lines, page_starts, heading):
             for para, start, end in paragraphs(segment, segment_start):
-                blocks.append(Block(para, heading, number, start, end))
+                blocks.append(Block(para, path, number, start, end))
+        heading = page_starts[-1][1] if page_starts else heading
     if not any(b.text.strip() for b in blocks):
         if scanned.unread:
             raise ExtractionError(f"PDF page {scanned.unread[0]} is a scanned image and {scanned.no_ocr}")
@@ -76,22 +73,23 @@ def extract_pdf(data: bytes, *, fallback_title: str) -> Extracted:
     return Extracted(title=_title(reader) or fallback_title, blocks=blocks, notes=scanned.notes())
 
 
-def _page_text(page: PageObject, number: int) -> str | None:
-    """The page's text, its tables' lines in cells; None when pypdf cannot read it (many types on damaged content
-    streams: logged, skipped)."""
+def _page_text(page: PageObject, number: int) -> list[Line] | None:
+    """The page's lines with their heights, its tables' lines in cells; None when pypdf cannot read it (many types
+    on damaged content streams: logged, skipped)."""
     try:
-        text = page.extract_text() or ""
+        lines = page_lines(page)
     except Exception as exc:
         logger.warning("pdf page %s not extracted: %s", number, type(exc).__name__)
         return None
-    if not text.strip():
-        return text
+    if not any(line.text.strip() for line in lines):
+        return lines
     try:
         layout = page.extract_text(extraction_mode="layout")
     except Exception as exc:  # the text is read; only its tables' columns are lost
         logger.warning("pdf page %s: tables not read (layout mode failed: %s)", number, type(exc).__name__)
-        return text
-    return "\n".join(_tables_in_cells(text.splitlines(), layout.splitlines()))
+        return lines
+    cells = _tables_in_cells([line.text for line in lines], layout.splitlines())
+    return [Line(text, line.y) for text, line in zip(cells, lines, strict=True)]
 
 
 def _tables_in_cells(lines: list[str], layout: list[str]) -> list[str]:
@@ -154,33 +152,6 @@ def _row_cells(line: str, columns: list[int]) -> list[str]:
             return []
         cells[column] = m[0]
     return cells if len(found) >= 2 and cells[0] else []
-
-
-def _edges(lines: list[str]) -> list[int]:
-    """The indexes of a page's first and last ``RUNNING_EDGE`` lines that hold text; none on a page of no more
-    lines than that (its edges are all it says: "Background" on every page of a set of images)."""
-    filled = [i for i, line in enumerate(lines) if line.strip()]
-    if len(filled) <= 2 * RUNNING_EDGE:
-        return []
-    return sorted({*filled[:RUNNING_EDGE], *filled[-RUNNING_EDGE:]})
-
-
-def _shape(line: str) -> str:
-    """A line with its numbers as "#" and its spaces collapsed: "Page 2 of 3" is "Page 1 of 3"."""
-    return _DIGITS.sub("#", " ".join(line.split()))
-
-
-def _without_running(pages: dict[int, list[str]]) -> dict[int, list[str]]:
-    """The lines of the pages that hold text (by page number), their running headers and footers blanked."""
-    edges = {number: {i: _shape(lines[i]) for i in _edges(lines)} for number, lines in pages.items()}
-    seen = Counter(shape for shapes in edges.values() for shape in set(shapes.values()))
-    least = 2 if len(pages) <= RUNNING_PAGES else 3
-    # a lone page number is left: it could as well be a value
-    running = {shape for shape, count in seen.items() if count >= least and LETTER.search(shape)}
-    return {
-        number: ["" if edges[number].get(i) in running else line for i, line in enumerate(lines)]
-        for number, lines in pages.items()
-    }
 
 
 class _Scans:
@@ -264,57 +235,6 @@ def _title(reader: PdfReader) -> str:
     except Exception:  # broken info dictionaries are common; the file name will do
         return ""
     return title.strip() if isinstance(title, str) else ""
-
-
-def _title_line(line: str, entries: list[tuple[str, tuple[str, ...]]]) -> tuple[str, ...] | None:
-    """The heading path of the outline entry whose title this line is, if any."""
-    text = " ".join(line.split()).casefold()
-    for title, path in entries:
-        wanted = " ".join(title.split()).casefold()
-        if text == wanted or (text.startswith(wanted) and len(text) <= len(wanted) + 3):
-            return path
-    return None
-
-
-def _sections(lines: list[str], entries: list[tuple[str, tuple[str, ...]]]) -> list[tuple[int, list[str]]]:
-    """Split a page's lines where a line is an outline title: (first line number, lines)."""
-    out: list[tuple[int, list[str]]] = []
-    start = 1
-    for number, line in enumerate(lines, start=1):
-        if number > start and _title_line(line, entries):
-            out.append((start, lines[start - 1 : number - 1]))
-            start = number
-    out.append((start, lines[start - 1 :]))
-    return [(first, seg) for first, seg in out if seg]
-
-
-def _outline_starts(reader: PdfReader) -> dict[int, list[tuple[str, tuple[str, ...]]]]:
-    """Page number -> outline entries (title, heading path) that start on it, in outline order."""
-    starts: dict[int, list[tuple[str, tuple[str, ...]]]] = {}
-
-    def walk(items: list, path: tuple[str, ...]) -> None:
-        last: tuple[str, ...] = path
-        for item in items:
-            if isinstance(item, list):
-                walk(item, last)
-                continue
-            try:
-                number = reader.get_destination_page_number(item)
-                title = str(item.title).strip()
-            except Exception:  # outlines pointing nowhere are common; skip that entry
-                continue
-            if number is None:  # a destination on no page of this document: skipped the same way
-                continue
-            page = number + 1
-            last = path + (title,)
-            starts.setdefault(page, []).append((title, last))
-
-    try:
-        walk(reader.outline, ())
-    except Exception:  # a broken outline must not cost the text
-        logger.info("pdf outline unreadable")
-        return {}
-    return starts
 
 
 def _image_sizes_check(page: PageObject, *, number: int, limit: int) -> None:
