@@ -24,7 +24,7 @@ UNKNOWN = "unknown"
 # 0006 marks JSON sources built before values were labelled with their keys, 0010 sources with
 # a block cut into pieces joined by spaces, 0011 PDFs read with their running headers and footers, 0012 text
 # files titled by their file name, 0013 PDFs whose tables' lines lost their columns, 0014 sources whose blocks were cut
-# inside a table's row, 0015 sources whose tables were embedded whole in their sentence windows, 0016 PDFs whose
+# inside a table's row, 0015 sources whose tables were embedded whole in their sentence windows, 0017 PDFs whose
 # furniture and sections were found from line order alone); the value is what every source is built with now.
 RETIRED = {
     "json_values": "labelled",

@@ -421,14 +421,14 @@ def _running_lines_pdf(path: Path) -> None:
 @pytest.mark.parametrize(
     ("back_to", "write", "changed", "kept", "dropped"),
     [
-        (  # 0011: running headers and footers left out (0013 and 0016 mark the PDF too)
+        (  # 0011: running headers and footers left out (0013 and 0017 mark the PDF too)
             "0010_split_text",
             _running_lines_pdf,
             {"pdf_running": ("kept", "dropped"), "pdf_tables": ("lines", "cells"), "pdf_layout": LAYOUT},
             "VCC is 5 V.",
             ("Datasheet", "Page"),
         ),
-        (  # 0013: tables in cells (0014 and 0015 mark the PDF too: its chunks hold rows; 0016 as a PDF)
+        (  # 0013: tables in cells (0014 and 0015 mark the PDF too: its chunks hold rows; 0017 as a PDF)
             "0012_txt_title",
             make_table_pdf,
             {
@@ -440,8 +440,8 @@ def _running_lines_pdf(path: Path) -> None:
             "Power consumption | - | 4.0 | W",
             ("Power consumption - 4.0 W",),
         ),
-        (  # 0016: a short chapter's running header and the page numbers left out
-            "0015_table_windows",
+        (  # 0017: a short chapter's running header and the page numbers left out
+            "0016_chunk_language",
             _chapter_headers_pdf,
             {"pdf_layout": LAYOUT},
             "Then wiring again.",
@@ -450,7 +450,7 @@ def _running_lines_pdf(path: Path) -> None:
     ],
 )
 @pytest.mark.django_db(transaction=True)
-def test_migrations_0011_0013_and_0016_make_the_next_ingest_read_pdfs_anew(
+def test_migrations_0011_0013_and_0017_make_the_next_ingest_read_pdfs_anew(
     kb: Path, back_to: str, write: Callable[[Path], object], changed: dict, kept: str, dropped: tuple[str, ...]
 ) -> None:
     vectors_dropped()

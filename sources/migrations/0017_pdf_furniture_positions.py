@@ -37,7 +37,7 @@ def unmark_pdfs(apps: Any, schema_editor: Any) -> None:
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("sources", "0015_table_windows"),
+        ("sources", "0016_chunk_language"),
     ]
 
     operations = [migrations.RunPython(mark_pdfs, unmark_pdfs)]
