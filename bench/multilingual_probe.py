@@ -31,6 +31,8 @@ from django.core.management import call_command  # noqa: E402
 
 from generation.answers import answer_question  # noqa: E402
 from retrieval.services.retrieve import retrieve  # noqa: E402
+from sources import vectorstore  # noqa: E402
+from sources.models import Chunk  # noqa: E402
 from sources.services.ingest_jobs import knowledge_base_ingest  # noqa: E402
 from tests.conftest import config_with  # noqa: E402
 
@@ -105,6 +107,8 @@ def main() -> None:
     start = time.perf_counter()
     knowledge_base_ingest(target=folder)
     ingest_s = time.perf_counter() - start
+    model = settings.FOUNDRY.embedding.model
+    vectors = vectorstore.vector_count(model) + vectorstore.window_count(model)
     rows = [ask(*q) for q in QUESTIONS]
     for r in rows:
         print(json.dumps(r, ensure_ascii=False), flush=True)
@@ -119,6 +123,9 @@ def main() -> None:
             "generation.reader_min_score": conf.generation.reader_min_score,
         },
         "ingest_s": round(ingest_s, 1),
+        "chunks": Chunk.objects.count(),
+        "vectors": vectors,
+        "ingest_chunks_per_s": round(Chunk.objects.count() / ingest_s, 2),
         "summary": summary(rows),
         "questions": rows,
     }
