@@ -2,6 +2,7 @@
 retrieval only (no LLM call), every question of the file.
 
     /work/main/.venv/bin/python bench/gate_calibration.py [--squad FILE] [--kb-articles 5] [--seed 0]
+        [--thresholds 0.10:0.60:0.025]   (another embedding model's scale, e.g. e5: 0.70:0.95:0.01)
 
 The knowledge base is the one ``foundry eval answers`` builds for the same file,
 article count and seed (cached under FOUNDRY_HOME/eval-cache). Each question runs
@@ -49,10 +50,16 @@ def scores_by_kind(squad: Path, kb_articles: int, seed: int, limit: int) -> dict
     return out
 
 
-def sweep(scores: dict[str, list[list[float]]]) -> list[dict]:
+def threshold_range(text: str) -> list[float]:
+    """``low:high:step`` as the thresholds it names, both ends included."""
+    low, high, step = (float(part) for part in text.split(":"))
+    return [round(low + step * i, 4) for i in range(int(round((high - low) / step)) + 1)]
+
+
+def sweep(scores: dict[str, list[list[float]]], thresholds: list[float] = THRESHOLDS) -> list[dict]:
     rows = []
     for min_chunks in (1, 2, 3):
-        for min_score in THRESHOLDS:
+        for min_score in thresholds:
             row = {"min_score": min_score, "min_chunks": min_chunks}
             for kind, lists in scores.items():
                 passed = sum(gate_decide(s, min_score=min_score, min_chunks=min_chunks).passed for s in lists)
@@ -68,10 +75,11 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--limit", type=int, default=100000, help="questions per kind at most")
     parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument("--thresholds", type=threshold_range, default=THRESHOLDS, help="low:high:step")
     args = parser.parse_args()
     start = time.perf_counter()
     scores = scores_by_kind(args.squad, args.kb_articles, args.seed, args.limit)
-    rows = sweep(scores)
+    rows = sweep(scores, args.thresholds)
     conf = settings.FOUNDRY.retrieval
     print(
         f"machine: {_common.machine_line()}; {time.perf_counter() - start:.0f} s; current gate "
@@ -84,7 +92,16 @@ def main() -> None:
             f"                 {r['pass_answerable']:.3f}               {r['pass_impossible']:.3f}"
         )
     if args.json:
-        args.json.write_text(json.dumps({"rows": rows, "scores": scores, "machine": _common.machine_line()}))
+        args.json.write_text(
+            json.dumps(
+                {
+                    "embedding_model": settings.FOUNDRY.embedding.model,
+                    "rows": rows,
+                    "scores": scores,
+                    "machine": _common.machine_line(),
+                }
+            )
+        )
 
 
 if __name__ == "__main__":

@@ -62,8 +62,9 @@ def main(folders: list[Path], window_sentences: int | None) -> dict:
         for w in chunk_windows(c.text, sentences=windows, limit=vectorstore.WINDOW_SLOTS - 1)
     ]
     embedder = local._local.embedder(model.split("/", 1)[1])
+    texts = [llm.embedding_prefix(model, "passage") + t for t in texts]  # as llm.embed sends them
     start = time.perf_counter()
-    embedder.encode(texts, batch_size=settings.FOUNDRY.embedding.batch_size, normalize_embeddings=True)
+    embedder.encode(texts, batch_size=settings.FOUNDRY.embedding.batch_size)
     encode_s = time.perf_counter() - start
     statuses = {s: sum(1 for f in files if f.status == s) for s in {f.status for f in files}}
     return {

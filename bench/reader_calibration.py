@@ -2,7 +2,8 @@
 ``foundry eval answers`` does not ask (its sampled questions are left out, so the eval stays a test).
 
     /work/main/.venv/bin/python bench/reader_calibration.py [--squad FILE] [--kb-articles 5] [--seed 0]
-        [--limit 400] [--json out.json]
+        [--limit 400] [--json out.json] [--gates 0.3,0.325,0.35,0.375,0.4] [--thresholds 0.40:1.10:0.025]
+    (another embedding model's scale, e.g. e5: --gates 0.80,0.82,0.84,0.86 --thresholds 0.80:1.40:0.025)
 
 Each question runs through the real ``retrieve()`` (gate included); for the passages the reader
 would get, every unit's features are kept: cosine to the question, lexical overlap, its
@@ -26,6 +27,8 @@ from pathlib import Path
 import _common  # noqa: F401  (Django set-up)
 from django.conf import settings
 from django.test.utils import override_settings
+
+from gate_calibration import threshold_range
 
 from foundry_site.evaluation.answers import sample, squad_index
 from foundry_site.evaluation.squad import load_squad, normalize_answer
@@ -127,13 +130,19 @@ def quoted_hit(item: dict, weights: tuple[float, ...], margin: float, max_units:
     return any(r["gold"] for r in ranked[:max_units] if score(r, *weights) >= best - margin)
 
 
-def threshold_curve(data: dict[str, list[dict | None]], weights: tuple[float, ...], max_units: int) -> list[dict]:
+def threshold_curve(
+    data: dict[str, list[dict | None]],
+    weights: tuple[float, ...],
+    max_units: int,
+    gates: tuple[float, ...] = GATES,
+    thresholds: list[float] = THRESHOLDS,
+) -> list[dict]:
     """Gate (min_score) x reader threshold x quoting margin, replayed on the features: a question is
     answered when a passage reaches the gate and the best unit of the passages that do reaches the threshold."""
     rows = []
-    for gate in GATES:
+    for gate in gates:
         for margin in MARGINS:
-            for t in THRESHOLDS:
+            for t in thresholds:
                 row: dict = {"gate": gate, "margin": margin, "threshold": t}
                 for kind, items in data.items():
                     kept = [_above_gate(x, gate) for x in items]
@@ -161,6 +170,8 @@ def main() -> None:
     parser.add_argument("--limit", type=int, default=400, help="calibration questions per kind at most")
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument("--features", type=Path, default=None, help="also write every unit's features here")
+    parser.add_argument("--gates", type=lambda t: tuple(float(g) for g in t.split(",")), default=GATES)
+    parser.add_argument("--thresholds", type=threshold_range, default=THRESHOLDS, help="low:high:step")
     args = parser.parse_args()
     start = time.perf_counter()
     articles = load_squad(args.squad)
@@ -183,7 +194,7 @@ def main() -> None:
     answerable = [x for x in (_above_gate(x, settings.FOUNDRY.retrieval.min_score) for x in data["answerable"]) if x]
     weights = weight_sweep(answerable, args.seed)
     shipped = (reader.LEXICAL_WEIGHT, 0.0, 0.0, 0.0)  # the reader's own score: cosine + lexical
-    curve = threshold_curve(data, shipped, settings.FOUNDRY.generation.reader_max_units)
+    curve = threshold_curve(data, shipped, settings.FOUNDRY.generation.reader_max_units, args.gates, args.thresholds)
     passed = len(answerable) / len(data["answerable"])  # at the configured gate
     in_passages = sum(x["passage_gold"] for x in answerable) / len(data["answerable"])
     print(f"machine: {_common.machine_line()}; {time.perf_counter() - start:.0f} s")
@@ -208,6 +219,7 @@ def main() -> None:
         args.json.write_text(
             json.dumps(
                 {
+                    "embedding_model": settings.FOUNDRY.embedding.model,
                     "weights": weights,
                     "thresholds": curve,
                     "gate_passed": passed,

@@ -13,7 +13,9 @@ from typing import TYPE_CHECKING, Annotated, Literal
 
 import yaml
 from django.core.exceptions import ImproperlyConfigured
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
+
+from foundry_site.core import model_thresholds
 
 if TYPE_CHECKING:
     from pydantic_core import ErrorDetails
@@ -262,13 +264,32 @@ class FoundryConfig(_Section):
     llm: LLMConfig = LLMConfig()
     sync: SyncConfig = SyncConfig()
     prompts: PromptsConfig = PromptsConfig()
+    # Threshold keys ("section.key") taken from the embedding model's calibrated row, not from foundry.yaml.
+    _model_defaults: frozenset[str] = PrivateAttr(default=frozenset())
+
+    @classmethod
+    def build(cls, data: dict) -> FoundryConfig:
+        """Validate ``data``, each threshold it leaves out taken from its embedding model's row
+        (``model_thresholds``); raises ValidationError."""
+        embedding = data.get("embedding")
+        model = embedding.get("model", LOCAL_EMBEDDER) if isinstance(embedding, dict) else LOCAL_EMBEDDER
+        filled, taken = model_thresholds.fill(data, model if isinstance(model, str) else LOCAL_EMBEDDER)
+        conf = cls.model_validate(filled)
+        conf._model_defaults = taken
+        return conf
 
     def with_overrides(self, **sections: dict) -> FoundryConfig:
-        """A validated copy with some keys of some sections replaced, e.g. ``ingest={"summary_model": "none"}``."""
+        """A validated copy with some keys of some sections replaced, e.g. ``ingest={"summary_model": "none"}``.
+
+        Thresholds that came from the embedding model's row follow a new ``embedding.model``.
+        """
         data = self.model_dump()
+        for key in self._model_defaults:
+            section, name = key.split(".")
+            data[section].pop(name, None)
         for name, values in sections.items():
             data[name] = {**data[name], **values}
-        return FoundryConfig.model_validate(data)
+        return FoundryConfig.build(data)
 
     def model_roles(self) -> dict[str, tuple[str, str]]:
         """Each configured model by its key: ``{"generation.model": ("local/smollm2-135m", "chat"), …}``.
@@ -316,7 +337,7 @@ def parse_config(data: object, *, origin: str = "foundry.yaml") -> FoundryConfig
     if not isinstance(data, dict):
         raise ImproperlyConfigured(f"{origin}: expected a mapping of sections, got {type(data).__name__}")
     try:
-        return FoundryConfig.model_validate(data)
+        return FoundryConfig.build(data)
     except ValidationError as exc:
         lines = "\n  ".join(_describe(e) for e in exc.errors())
         raise ImproperlyConfigured(f"{origin} is invalid:\n  {lines}") from None
@@ -325,7 +346,7 @@ def parse_config(data: object, *, origin: str = "foundry.yaml") -> FoundryConfig
 def load_config(path: Path) -> FoundryConfig:
     """Read and validate ``path``; a missing file means all defaults."""
     if not path.exists():
-        return FoundryConfig()
+        return FoundryConfig.build({})
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
     except yaml.YAMLError as exc:

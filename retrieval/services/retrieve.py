@@ -211,7 +211,7 @@ def _search(
 
     def embed_and_scan() -> tuple[list[list[float]], list[Hit] | None]:
         start = time.perf_counter()
-        vectors = llm.embed(texts, model=conf.embedding.model)
+        vectors = llm.embed(texts, model=conf.embedding.model, kind="query")  # the question (and HyDE answer) searches
         timings["embed"] = round((time.perf_counter() - start) * 1000, 1)
         if matrix is None:
             return vectors, None

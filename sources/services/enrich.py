@@ -32,11 +32,9 @@ class ChunkSizing:
 
     @classmethod
     def for_model(cls, model: str, chunk_tokens: int) -> ChunkSizing:
-        tokenizer = llm.embedding_tokenizer(model)
-        if tokenizer is not None:
-
-            def count(text: str) -> int:
-                return len(tokenizer(text, add_special_tokens=False, truncation=False)["input_ids"])
+        local_count = llm.embedding_token_counter(model)
+        if local_count is not None:
+            count = local_count
         else:
 
             def count(text: str) -> int:

