@@ -294,8 +294,10 @@ def units_score(
     both = [question, typed] if typed and typed != question else [question]
     goes_on = [f"{' '.join(quoted)} {typed}"] if typed and quoted else []
     parts = [(k, s) for k, (_, u) in enumerate(units) for s in item_sentences(u)]
-    texts = both + goes_on + [u.scored_text for _, u in units] + [s for _, s in parts]
-    vectors = llm.embed(texts, model=embedding_model, batch_size=EMBED_BATCH)
+    # What is asked is embedded as a query, what is read as passages (e5's "query: " / "passage: "; one for MiniLM).
+    vectors = llm.embed(both + goes_on, model=embedding_model, batch_size=EMBED_BATCH, kind="query") + llm.embed(
+        [u.scored_text for _, u in units] + [s for _, s in parts], model=embedding_model, batch_size=EMBED_BATCH
+    )
     asked_vectors, start = vectors[: len(both)], len(both) + len(goes_on)
     unit_vectors = vectors[start : start + len(units)]
     own = _own_words(question, typed)

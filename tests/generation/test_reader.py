@@ -21,7 +21,7 @@ def embed(monkeypatch: pytest.MonkeyPatch) -> dict[str, list[float]]:
     """Vectors by text; an unknown text gets a vector orthogonal to every question."""
     table: dict[str, list[float]] = {}
 
-    def fake(texts: list[str], *, model: str, batch_size: int = 64) -> list[list[float]]:
+    def fake(texts: list[str], *, model: str, batch_size: int = 64, kind: str = "passage") -> list[list[float]]:
         return [table.get(t, [0.0, 0.0, 1.0]) for t in texts]
 
     monkeypatch.setattr(llm, "embed", fake)
