@@ -18,6 +18,7 @@ from django.utils import translation
 
 from foundry_site.core import language
 
+
 def interface_language() -> str:
     """The active interface language as one of ``settings.LANGUAGES``' codes (``en`` outside a request)."""
     active = (translation.get_language() or settings.LANGUAGE_CODE).split("-")[0]
