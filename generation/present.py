@@ -69,10 +69,10 @@ REFUSALS = {
         "so nothing was shown. Read the passages yourself:",
         replaces_text=True,
     ),
-    # The stored text of these two says why (the name never mentioned, the reader's best score): the line
+    # The stored text of these two says why (the name never mentioned, no sentence answering it): the line
     # under it only introduces the passages.
     "absent": Outcome("none", "Not mentioned in your sources", "The closest passages:"),
-    "reader": Outcome("unverified", "Found, but nothing close enough to quote", "The closest passages:"),
+    "reader": Outcome("unverified", "Found, but no sentence answers it", "The closest passages:"),
     "model": Outcome(
         "declined",
         "Not in your sources",

@@ -30,9 +30,11 @@ UNMENTIONED = (
     "The passages found do not mention {names}, so they cannot answer this. Read the passages, "
     "or ask again in other words."
 )
+# The scores behind this (the best sentence's and the reader's threshold) are the audit record's
+# (``grounding``: ``best``, ``threshold``), not the asker's: they mean nothing to someone reading an answer.
 BELOW_READER = (
-    "No sentence of the passages found answers this closely enough to quote (best {best:.3f}, "
-    "below the reader's threshold {threshold:.2f}). Read the passages, or ask again in other words."
+    "The passages found are about this, but none of their sentences answers the question closely "
+    "enough to quote as the answer. Read the passages, or ask again in other words."
 )
 
 
@@ -159,7 +161,7 @@ def _read(
         near=frozenset(c.label for c in included if c.followed),
     )
     answer.timings["read"] = round((time.perf_counter() - start) * 1000, 1)
-    answer.grounding = reading.audit()
+    answer.grounding = reading.audit() | {"threshold": conf.reader_min_score}
     missing = reader.unmentioned(message or retrieval.question, passages)
     if missing:
         answer.grounding["unmentioned"] = missing
@@ -169,10 +171,7 @@ def _read(
         return answer
     if not reading.quotes or reading.best < conf.reader_min_score:
         answer.refusal = "reader"
-        answer.answer = (
-            BELOW_READER.format(best=reading.best, threshold=conf.reader_min_score)
-            + f" Passages found: {passages_found(included)}."
-        )
+        answer.answer = f"{BELOW_READER} Passages found: {passages_found(included)}."
         return answer
     by_label = {c.label: c for c in included}
     answer.citations = [

@@ -315,11 +315,11 @@ def test_grounding_refusal_says_found_but_unverified_and_links_each_passage(worl
 def test_reader_refusal_says_why_once_then_lists_the_passages(world: World) -> None:
     alpha = world.chunks["alpha"]
     answer = (
-        "No sentence of the passages found answers this closely enough to quote (best 0.712, below the reader's "
-        "threshold 0.80). Read the passages, or ask again in other words. Passages found: S1 alpha.md, lines 1-1."
+        "The passages found are about this, but none of their sentences answers the question closely enough to "
+        "quote as the answer. Read the passages, or ask again in other words. Passages found: S1 alpha.md, lines 1-1."
     )
     page = refusal_page(world, "reader", answer, channels={"bm25": [[alpha[0].pk, 1.0]]})
-    assert page.count("best 0.712") == 1 and "with enough confidence" not in page
+    assert page.count("none of their sentences answers") == 1 and "with enough confidence" not in page
     assert '<p class="outcome" data-refusal="reader">The closest passages:</p>' in page
     assert f"chunk={alpha[0].pk}" in page
 
@@ -356,7 +356,7 @@ def test_grounding_refusal_never_links_a_chunk_the_viewer_cannot_read(world: Wor
     ("refusal", "badge"),
     [
         ("model", "Not in your sources"),
-        ("reader", "Found, but nothing close enough to quote"),
+        ("reader", "Found, but no sentence answers it"),
         ("absent", "Not mentioned in your sources"),
         ("relevance", "No evidence in your sources"),
     ],
