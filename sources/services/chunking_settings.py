@@ -24,8 +24,8 @@ UNKNOWN = "unknown"
 # 0006 marks JSON sources built before values were labelled with their keys, 0010 sources with
 # a block cut into pieces joined by spaces, 0011 PDFs read with their running headers and footers, 0012 text
 # files titled by their file name, 0013 PDFs whose tables' lines lost their columns, 0014 sources whose blocks were cut
-# inside a table's row, 0015 sources whose tables were embedded whole in their sentence windows); the value is what
-# every source is built with now.
+# inside a table's row, 0015 sources whose tables were embedded whole in their sentence windows, 0016 text and
+# Markdown sources titled or headed by a decoration line); the value is what every source is built with now.
 RETIRED = {
     "json_values": "labelled",
     "split_text": "verbatim",
@@ -34,6 +34,7 @@ RETIRED = {
     "pdf_tables": "cells",
     "table_rows": "whole",
     "table_windows": "rows",
+    "title_decoration": "skipped",
 }
 
 
