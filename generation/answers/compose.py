@@ -14,6 +14,7 @@ from foundry_site.core.config import EXTRACTIVE
 from foundry_site.core.grounding import REFUSAL, Grounded, Grounder, reply_text
 from generation import reader
 from generation.answers.answer import Answer, Progress, Sentences, answer_pieces
+from generation.answers.labels import answer_relabel, streamed
 from generation.context import chunk_budget, context_build
 from generation.live import SentenceGate
 from generation.models import QueryLog
@@ -53,14 +54,16 @@ def answer_compose(
     total time are the caller's to fill in. ``on_sentence`` as in ``answer_logged``. ``message``: the follow-up
     as typed when the question was made standalone from it (the names the asker used are the message's; the
     extractive reader reads the passages its earlier turn quoted too, ``followed``, and ranks their units higher).
-    The answer carries the conflicts between the passages found that concern it (``conflicts_concerning``).
+    The answer carries the conflicts between the passages found that concern it (``conflicts_concerning``). Its
+    labels run S1…Sn in reading order (``answer_relabel``; the pieces streamed to ``on_sentence`` alike).
     """
+    send, _ = streamed(on_sentence)
     answer = _compose(
         retrieval,
         run_id=run_id,
         model=model,
         progress=progress,
-        on_sentence=on_sentence,
+        on_sentence=send,
         message=message,
     )
     answer.conflicts = conflicts_concerning(
@@ -69,7 +72,7 @@ def answer_compose(
         answer=answer.answer,
         cited={c["id"] for c in answer.citations},
     )
-    return answer
+    return answer_relabel(answer)
 
 
 def _compose(
