@@ -18,7 +18,10 @@ def test_labels_are_numbered_by_first_appearance() -> None:
     relabel = Relabel()
     assert relabel.text("A [S3]. B [S10][S3]. C [S11].") == "A [S1]. B [S2][S1]. C [S3]."
     listed = "Nothing to quote. Passages found: S2 a.md, lines 1-2; S7 b.md, § S4 wiring, lines 3-4."
-    assert Relabel().text(listed) == "Nothing to quote. Passages found: S1 a.md, lines 1-2; S2 b.md, § S4 wiring, lines 3-4."
+    assert (
+        Relabel().text(listed)
+        == "Nothing to quote. Passages found: S1 a.md, lines 1-2; S2 b.md, § S4 wiring, lines 3-4."
+    )
 
 
 def test_streamed_pieces_get_the_labels_of_the_whole() -> None:
@@ -53,9 +56,7 @@ def test_an_answer_citing_a_later_passage_calls_it_s1(indexed: Path, scripted_ll
         labels = [line.split("]")[0][1:] for line in context.splitlines() if line.startswith("[S")]
         seen.extend(labels)
         bus = next(
-            line.split("]")[0][1:]
-            for line in context.splitlines()
-            if line.startswith("[S") and "datasheet.md" in line
+            line.split("]")[0][1:] for line in context.splitlines() if line.startswith("[S") and "datasheet.md" in line
         )
         return f"The internal logic supply is VCC = 5 V [{bus}]."
 
