@@ -19,6 +19,7 @@ from django.utils.html import format_html
 from django.utils.safestring import SafeString, mark_safe
 
 from foundry_site.core.markup import TEXT_TAGS, markdown_html
+from generation.conflict_boxes import conflict_boxes
 from generation.models import QueryLog
 from sources.models import Chunk, Source, citation_location
 from sources.selectors import access_contacts, readable_chunks, readable_collections, uploadable_collections
@@ -202,6 +203,7 @@ def answer_context(row: QueryLog, viewer: Any, *, anchor: str = "") -> dict[str,
     hint = outcome is not None and outcome.upload_hint
     return {
         "row": row,
+        "conflicts": conflict_boxes(row.conflicts or [], viewer),
         "sources": entries,
         # Who may add the missing document: the viewer (an upload link) or, failing that, whom to ask.
         "may_upload": hint and uploadable_collections(viewer).exists(),

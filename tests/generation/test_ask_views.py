@@ -369,3 +369,30 @@ def test_each_refusal_has_its_own_badge(world: World, refusal: str, badge: str) 
 def test_an_answer_that_was_shown_says_it_was_checked(world: World) -> None:
     row = record(world.users["alice"], answer="Alpha power is 24 V. [S1]")
     assert "before it was shown" in login(world.users["alice"]).get(f"/ask/{row.pk}/").content.decode()
+
+
+def test_a_three_way_conflict_is_one_box_naming_every_side(world: World) -> None:
+    alpha = world.chunks["alpha"]
+    beta = world.chunks["beta"][0]  # alice cannot read beta: named, not linked
+
+    def side(label: str, chunk: Chunk, quote: str) -> dict:
+        return {
+            "label": label,
+            "source": chunk.source.name,
+            "where": "",
+            "quote": quote,
+            "chunk_id": chunk.pk,
+            "lines": [chunk.line_start, chunk.line_start],
+        }
+
+    a, b, c = side("S1", alpha[0], "VCC = 3.3 V"), side("S2", alpha[1], "VCC = 5 V"), side("S3", beta, "VCC = 12 V")
+    pairs = [{"quantity": "VCC", "detector": "rule", "a": x, "b": y} for x, y in ((a, b), (a, c), (b, c))]
+    row = record(world.users["alice"], answer="VCC is 3.3 V. [S1]", conflicts=pairs)
+    page = login(world.users["alice"]).get(f"/ask/{row.pk}/").content.decode()
+    assert page.count('class="conflict"') == 1 and page.count('class="conflict-side"') == 3
+    for letter, quote in (("A", "3.3 V"), ("B", "5 V"), ("C", "12 V")):
+        assert f"Source {letter} (" in page and f"VCC = {quote}" in page
+    for chunk in alpha[:2]:
+        line = chunk.line_start
+        assert f'href="/sources/{chunk.source_id}/?chunk={chunk.pk}&amp;lines={line}-{line}#chunk-{chunk.pk}"' in page
+    assert f"chunk={beta.pk}" not in page
