@@ -56,6 +56,7 @@ def _render_list(request: HttpRequest, form: UploadForm, *, status: int = 200) -
         "upload_contacts": [n for n in selectors.access_contacts() if n != request.user.get_username()],
         "public_names": list(collections.filter(public=True).values_list("name", flat=True)),
     }
+    context["grant_collection"] = (context["public_names"] or ["COLLECTION"])[0]
     return render(request, "sources/list.html", context, status=status)
 
 
