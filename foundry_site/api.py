@@ -15,12 +15,12 @@ from typing import Any
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from ninja import NinjaAPI
-from ninja.errors import ValidationError
+from ninja.errors import AuthenticationError, ValidationError
 
 from foundry_site.core import llm
 from foundry_site.auth import BearerTokenAuth, SessionCsrfAuth
 from foundry_site.core.ratelimit import RateLimited
-from foundry_site.services.tokens import token_authenticate
+from foundry_site.services.tokens import GET_TOKEN, NEEDS_TOKEN, bearer_authenticate
 from generation.answers import QueryError, QueryFailed
 from generation.asking import ConversationNotFound
 from generation.api import router as generation_router
@@ -34,18 +34,30 @@ from specs.api import generate_router, router as specs_router
 from specs.errors import SpecError
 
 
+# /api/v1 also takes the browser's session, so a caller with no credentials is told both ways in.
+NEEDS_AUTH = (
+    f"Authentication required: send Authorization: Bearer <token> ({GET_TOKEN}), "
+    "or call from a browser signed in to Foundry."
+)
+
+
+def unauthorized(response: HttpResponse) -> HttpResponse:
+    response["WWW-Authenticate"] = 'Bearer realm="foundry"'
+    return response
+
+
 def docs_access(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
     """The docs page and openapi.json: for a bearer token (as every API call), else a signed-in session."""
     session_view = login_required(view)
 
     @wraps(view)
     def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
-        scheme, _, token = request.headers.get("Authorization", "").partition(" ")
-        if scheme.lower() != "bearer":
+        authorization = request.headers.get("Authorization", "")
+        if authorization.partition(" ")[0].lower() != "bearer":
             return session_view(request, *args, **kwargs)
-        user = token_authenticate(token.strip())
+        user, refused = bearer_authenticate(authorization)
         if user is None:
-            return JsonResponse({"detail": "Unauthorized"}, status=401)
+            return unauthorized(JsonResponse({"detail": refused}, status=401))
         request.user = user
         return view(request, *args, **kwargs)
 
@@ -67,6 +79,15 @@ def field_location(loc: list[Any]) -> list[Any]:
     if len(loc) >= 3 and loc[0] == "body":
         return [loc[0], *loc[2:]]
     return list(loc)
+
+
+@api.exception_handler(AuthenticationError)
+def authentication_failed(request: HttpRequest, exc: AuthenticationError) -> HttpResponse:
+    """Neither a valid bearer token nor a signed-in session: say which, and what was wrong with the token."""
+    refused = bearer_authenticate(request.headers.get("Authorization", ""))[1]
+    if refused in ("", NEEDS_TOKEN):  # no token sent (or a session without one that failed): both ways in
+        refused = NEEDS_AUTH
+    return unauthorized(api.create_response(request, {"detail": refused}, status=401))
 
 
 @api.exception_handler(ValidationError)

@@ -24,6 +24,7 @@ from django.utils.translation import gettext, gettext_lazy
 from foundry_site.core.markup import TEXT_TAGS, markdown_html
 from generation.answers.compose import PASSAGES_FOUND as PASSAGES_FOUND_MESSAGE
 from generation.answers.language import question_language
+from generation.conflict_boxes import conflict_boxes
 from generation.models import QueryLog
 from sources.models import Chunk, Source, citation_location
 from sources.selectors import access_contacts, readable_chunks, readable_collections, uploadable_collections
@@ -81,10 +82,10 @@ REFUSALS = {
         ),
         replaces_text=True,
     ),
-    # The stored text of these two says why (the name never mentioned, the reader's best score): the line
+    # The stored text of these two says why (the name never mentioned, no sentence answering it): the line
     # under it only introduces the passages.
     "absent": Outcome("none", _("Not mentioned in your sources"), _("The closest passages:")),
-    "reader": Outcome("unverified", _("Found, but nothing close enough to quote"), _("The closest passages:")),
+    "reader": Outcome("unverified", _("Found, but no sentence answers it"), _("The closest passages:")),
     "model": Outcome(
         "declined",
         _("Not in your sources"),
@@ -230,6 +231,7 @@ def answer_context(row: QueryLog, viewer: Any, *, anchor: str = "") -> dict[str,
     hint = outcome is not None and outcome.upload_hint
     return {
         "row": row,
+        "conflicts": conflict_boxes(row.conflicts or [], viewer),
         "sources": entries,
         # Who may add the missing document: the viewer (an upload link) or, failing that, whom to ask.
         "may_upload": hint and uploadable_collections(viewer).exists(),

@@ -23,7 +23,7 @@ from foundry_site.core.config import EXTRACTIVE
 from foundry_site.core.ratelimit import RateLimited
 from generation import selectors
 from foundry_site.core import llm
-from generation.answers import QueryError, QueryFailed
+from generation.answers import MAX_QUESTION_CHARS, QueryError, QueryFailed
 from generation.asking import ConversationNotFound, Turn, query_answer, turn_admit, turn_answer
 from generation.forms import AskForm
 from generation.models import Conversation, GenerationRun, QueryLog
@@ -140,6 +140,7 @@ def _render_ask(
     conversations = own_conversations(request.user)[:6]
     context: dict[str, Any] = {
         "form": form,
+        "max_question_chars": f"{MAX_QUESTION_CHARS:,}",
         "error": error,
         "recent": recent,
         "stages": stages(),

@@ -61,7 +61,11 @@ def _render_list(request: HttpRequest, form: UploadForm, *, status: int = 200) -
         "pending": any(s.status == Source.Status.PENDING for s in page),
         "max_file_mb": f"{settings.FOUNDRY.ingest.max_file_mb:g}",
         "accepted_formats": " ".join(ALLOWED_SUFFIXES),
+        # Who may upload, when the viewer may not: the administrators who grant it, the public collections read.
+        "upload_contacts": [n for n in selectors.access_contacts() if n != request.user.get_username()],
+        "public_names": list(collections.filter(public=True).values_list("name", flat=True)),
     }
+    context["grant_collection"] = (context["public_names"] or ["COLLECTION"])[0]
     return render(request, "sources/list.html", context, status=status)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from pathlib import Path
 from typing import TextIO
 
 from django.conf import settings
@@ -81,13 +82,31 @@ def serve_argv(opts: argparse.Namespace) -> list[str]:
         "-",
         "--error-logfile",
         "-",
+        *control_socket_args(settings.FOUNDRY_HOME),
     ]
+
+
+# The longest path a Unix socket may have (sun_path is 108 bytes on Linux, with its NUL).
+SOCKET_PATH_MAX = 107
+
+
+def control_socket_args(home: Path) -> list[str]:
+    """gunicorn's control socket inside ``home``: its default (``~/.gunicorn/gunicorn.ctl``) is one per user,
+    so a second server on another home took it over, and stopping either deleted the other's. A home whose
+    path is too long for a socket gets none (gunicorn runs without it; ``foundry serve`` says so)."""
+    path = home / "gunicorn.ctl"
+    if len(os.fsencode(path)) > SOCKET_PATH_MAX:
+        return ["--no-control-socket"]
+    return ["--control-socket", str(path)]
 
 
 def serve_command(opts: argparse.Namespace, out: TextIO) -> int:
     # Static files need no collectstatic step: WhiteNoise serves them from the apps (WHITENOISE_USE_FINDERS).
     argv = serve_argv(opts)
-    out.write(f"Serving on http://{opts.host}:{opts.port}/ with {opts.workers} gunicorn workers\n")
+    workers = f"{opts.workers} gunicorn worker{'' if opts.workers == 1 else 's'}"
+    out.write(f"Serving on http://{opts.host}:{opts.port}/ with {workers}\n")
+    if "--no-control-socket" in argv:
+        out.write(f"No control socket: FOUNDRY_HOME ({settings.FOUNDRY_HOME}) is too long a path for one.\n")
     out.flush()
     os.execv(argv[0], argv)
     return 0  # not reached: exec replaces this process

@@ -122,3 +122,31 @@ def _inline(text: str) -> str:
     html = str(markdown_html(text, links=True)).strip()
     inner = html.removeprefix("<p>").removesuffix("</p>")
     return inner if html.startswith("<p>") and html.endswith("</p>") and "<p>" not in inner else escape(text)
+
+
+# Elements whose content is code or styling, never words of a question: dropped with what they hold.
+_CODE_ELEMENTS = r"script|style|template|noscript|iframe|object|textarea|svg|math"
+_CODE_BLOCK = re.compile(rf"<({_CODE_ELEMENTS})\b[^>]*>.*?(?:</\1\s*>|$)", re.IGNORECASE | re.DOTALL)
+_COMMENT = re.compile(r"<!--.*?(?:-->|$)", re.DOTALL)
+_TAG = re.compile(r"</?([a-zA-Z][a-zA-Z0-9-]*)((?:\s[^<>]*)?)(/?)>")
+
+
+def markup_strip(text: str) -> str:
+    """``text`` with HTML markup taken out and its words kept: a question pasted from a web page or
+    carrying a ``<script>`` is asked as if typed plainly.
+
+    Dropped with their content: comments and code elements (``script``, ``style``, ``iframe`` …).
+    A tag is dropped (its text kept) when it is markup beyond doubt: it is closed (``<b>…</b>``),
+    closes itself (``<br/>``), or carries attributes with values (``<img src=x>``). A bare ``<name>`` with none
+    of these is kept, since technical questions write placeholders that way (``set ip <address>``).
+    """
+    text = _COMMENT.sub(" ", _CODE_BLOCK.sub(" ", text))
+    closed = {m.group(1).lower() for m in _TAG.finditer(text) if m.group(0).startswith("</")}
+
+    def markup(match: re.Match[str]) -> str:
+        name, attributes = match.group(1).lower(), match.group(2).strip()
+        self_closing = match.group(3) or attributes.endswith("/")
+        is_markup = match.group(0).startswith("</") or name in closed or "=" in attributes or self_closing
+        return " " if is_markup else match.group(0)
+
+    return _TAG.sub(markup, text)

@@ -230,6 +230,25 @@ def title_line(text: str) -> str:
     return first.strip() if is_label(first) and (not rest.strip() or _starts_anew(rest)) else ""
 
 
+def is_decoration(line: str) -> bool:
+    """Whether ``line`` only draws: rules and frames of punctuation (``# =====``, ``-----``, ``*****``), with no
+    letter or digit. Such a line is neither a title nor a heading."""
+    return bool(line.strip()) and not any(ch.isalnum() for ch in line)
+
+
+def text_title(text: str) -> str:
+    """The title a plain-text document opens with: its first line that is not a decoration (``title_line``), a
+    heading's name when it is written as one (``# Name``, under a ``# =====`` frame as configuration files and
+    scripts write it); else ""."""
+    lines = text.lstrip("\n").split("\n")
+    while lines and (is_decoration(lines[0]) or not lines[0].strip()):
+        lines.pop(0)
+    if lines and _HEADING.match(lines[0]):
+        name = lines[0].strip().lstrip("#").strip()
+        return name if is_label(name) else ""
+    return title_line("\n".join(lines))
+
+
 def _starts_anew(line: str) -> bool:
     """Whether ``line`` opens with a capital or a digit, as a new line does, rather than going on with the one above."""
     head = line.lstrip()[:1]

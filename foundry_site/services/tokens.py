@@ -25,15 +25,18 @@ TOKEN_PREFIX = "fdy_"
 LAST_USED_RESOLUTION = timedelta(minutes=1)
 
 
-# Why a request with ``Authorization: Bearer`` was refused (401), for the /v1/ and MCP endpoints.
-NEEDS_TOKEN = (
-    "Authentication required: send Authorization: Bearer <token> "
-    "(an administrator creates one with `foundry tokens create USER`)."
+# Why a request was refused (401), for /api/v1/, /v1/ and MCP: the caller learns what to fix. Telling a revoked
+# token from an unknown one tells nothing to a guesser: only the holder of the real token can see "revoked".
+GET_TOKEN = "an administrator creates one with `foundry tokens create USER`"
+NEEDS_TOKEN = f"Authentication required: send Authorization: Bearer <token> ({GET_TOKEN})."
+TOKEN_MALFORMED = (
+    f"The bearer token sent is malformed: a Foundry token starts with {TOKEN_PREFIX} and is at most "
+    f"{{limit}} characters; send the whole token as printed when it was created ({GET_TOKEN})."
 )
-TOKEN_REFUSED = (
-    "The bearer token sent is not valid: it is unknown or revoked, or its user is deactivated "
-    "(an administrator creates one with `foundry tokens create USER`)."
-)
+TOKEN_UNKNOWN = f"The bearer token sent is unknown: no Foundry token has that value ({GET_TOKEN})."
+TOKEN_REVOKED = f"The bearer token sent was revoked; ask for a new one ({GET_TOKEN})."
+TOKEN_USER_INACTIVE = "The bearer token sent belongs to a deactivated user; an administrator can reactivate them."
+TOKEN_MAX_CHARS = 200
 
 
 class TokenError(ValueError):
@@ -79,24 +82,32 @@ def token_revoke(*, token_id: int) -> ApiToken:
 
 
 def bearer_authenticate(authorization: str) -> tuple[User | None, str]:
-    """The user of an ``Authorization`` header's bearer token, or None and why (``NEEDS_TOKEN``, ``TOKEN_REFUSED``)."""
+    """The user of an ``Authorization`` header's bearer token, or None and why (``NEEDS_TOKEN`` when there is
+    none; see ``token_check``)."""
     scheme, _, token = authorization.partition(" ")
     if scheme.lower() != "bearer" or not token.strip():
         return None, NEEDS_TOKEN
-    user = token_authenticate(token.strip())
-    return user, "" if user else TOKEN_REFUSED
+    return token_check(token.strip())
 
 
-def token_authenticate(plain: str) -> User | None:
-    """The active user owning the unrevoked token ``plain``, else None."""
-    if not plain or not plain.startswith(TOKEN_PREFIX) or len(plain) > 200:
-        return None
-    token = (
-        ApiToken.objects.select_related("user").filter(token_hash=token_hash(plain), revoked_at__isnull=True).first()
-    )
-    if token is None or not token.user.is_active:
-        return None
+def token_check(plain: str) -> tuple[User | None, str]:
+    """The active user owning the unrevoked token ``plain`` and "", else None and why: the token is malformed,
+    unknown, revoked, or its user deactivated. Records the use (at most once a minute)."""
+    if not plain.startswith(TOKEN_PREFIX) or len(plain) > TOKEN_MAX_CHARS:
+        return None, TOKEN_MALFORMED.format(limit=TOKEN_MAX_CHARS)
+    token = ApiToken.objects.select_related("user").filter(token_hash=token_hash(plain)).first()
+    if token is None:
+        return None, TOKEN_UNKNOWN
+    if token.revoked_at is not None:
+        return None, TOKEN_REVOKED
+    if not token.user.is_active:
+        return None, TOKEN_USER_INACTIVE
     now = timezone.now()
     if token.last_used_at is None or now - token.last_used_at > LAST_USED_RESOLUTION:
         ApiToken.objects.filter(pk=token.pk).update(last_used_at=now)
-    return token.user
+    return token.user, ""
+
+
+def token_authenticate(plain: str) -> User | None:
+    """The active user owning the unrevoked token ``plain``, else None (``token_check`` says why)."""
+    return token_check(plain)[0] if plain else None

@@ -10,6 +10,7 @@ from typing import Any
 
 from django.utils.translation import gettext_noop
 
+from foundry_site.core.markup import markup_strip
 from foundry_site.core.text import TextRejected, user_text
 
 MAX_QUESTION_CHARS = 4000
@@ -58,11 +59,17 @@ class Answer:
 
 
 def question_clean(question: str) -> str:
-    """The question with NULs and runs of whitespace made single spaces; QueryError when unusable."""
+    """The question with HTML markup taken out (its words kept), NULs and runs of whitespace made single
+    spaces; QueryError when unusable. The limit counts the question as sent, markup included."""
     try:
-        return user_text(question, what="question", max_chars=MAX_QUESTION_CHARS)
+        user_text(question, what="question", max_chars=MAX_QUESTION_CHARS)
     except TextRejected as exc:
         raise QueryError(str(exc)) from None
+    try:
+        return user_text(markup_strip(question), what="question", max_chars=MAX_QUESTION_CHARS)
+    except TextRejected:
+        # The question as sent was usable, so only the markup's removal emptied it.
+        raise QueryError("the question holds only markup (HTML tags), no words to search for") from None
 
 
 Progress = Callable[[str], None]

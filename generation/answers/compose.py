@@ -15,6 +15,7 @@ from foundry_site.core.config import EXTRACTIVE
 from foundry_site.core.grounding import REFUSAL, Grounded, Grounder, reply_text
 from generation import reader
 from generation.answers.answer import Answer, Progress, Sentences, answer_pieces
+from generation.answers.labels import answer_relabel, streamed
 from generation.answers.language import answering_in
 from generation.context import chunk_budget, context_build
 from generation.live import SentenceGate
@@ -33,9 +34,11 @@ UNMENTIONED = gettext_noop(
     "The passages found do not mention {names}, so they cannot answer this. Read the passages, "
     "or ask again in other words."
 )
+# The scores behind this (the best sentence's and the reader's threshold) are the audit record's
+# (``grounding``: ``best``, ``threshold``), not the asker's: they mean nothing to someone reading an answer.
 BELOW_READER = gettext_noop(
-    "No sentence of the passages found answers this closely enough to quote (best {best:.3f}, "
-    "below the reader's threshold {threshold:.2f}). Read the passages, or ask again in other words."
+    "The passages found are about this, but none of their sentences answers the question closely "
+    "enough to quote as the answer. Read the passages, or ask again in other words."
 )
 # Introduces the list of passages a refusal names; ``generation.present`` finds it in every language.
 PASSAGES_FOUND = gettext_noop("Passages found:")
@@ -56,16 +59,18 @@ def answer_compose(
     total time are the caller's to fill in. ``on_sentence`` as in ``answer_logged``. ``message``: the follow-up
     as typed when the question was made standalone from it (the names the asker used are the message's; the
     extractive reader reads the passages its earlier turn quoted too, ``followed``, and ranks their units higher).
-    The answer carries the conflicts between the passages found that concern it (``conflicts_concerning``).
+    The answer carries the conflicts between the passages found that concern it (``conflicts_concerning``). Its
+    labels run S1…Sn in reading order (``answer_relabel``; the pieces streamed to ``on_sentence`` alike).
     A refusal's text and hint are in the question's language (``answering_in``), whatever the interface's.
     """
+    send, _ = streamed(on_sentence)
     with answering_in(message or retrieval.question):
         answer = _compose(
             retrieval,
             run_id=run_id,
             model=model,
             progress=progress,
-            on_sentence=on_sentence,
+            on_sentence=send,
             message=message,
         )
     answer.conflicts = conflicts_concerning(
@@ -74,7 +79,7 @@ def answer_compose(
         answer=answer.answer,
         cited={c["id"] for c in answer.citations},
     )
-    return answer
+    return answer_relabel(answer)
 
 
 def _compose(
@@ -166,7 +171,7 @@ def _read(
         near=frozenset(c.label for c in included if c.followed),
     )
     answer.timings["read"] = round((time.perf_counter() - start) * 1000, 1)
-    answer.grounding = reading.audit()
+    answer.grounding = reading.audit() | {"threshold": conf.reader_min_score}
     missing = reader.unmentioned(message or retrieval.question, passages)
     if missing:
         answer.grounding["unmentioned"] = missing
@@ -176,9 +181,7 @@ def _read(
         return answer
     if not reading.quotes or reading.best < conf.reader_min_score:
         answer.refusal = "reader"
-        answer.answer = gettext(BELOW_READER).format(best=reading.best, threshold=conf.reader_min_score) + listed(
-            included
-        )
+        answer.answer = gettext(BELOW_READER) + listed(included)
         return answer
     by_label = {c.label: c for c in included}
     answer.citations = [

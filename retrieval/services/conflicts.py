@@ -61,6 +61,8 @@ class Passage:
     source: str  # path relative to the knowledge base
     where: str  # section / page
     text: str
+    chunk_id: int = 0  # the chunk the passage is, so a side of a conflict can be shown at its lines
+    line_start: int = 0  # the chunk's first line in its source
 
 
 @dataclass(frozen=True)
@@ -96,7 +98,20 @@ def statements(text: str) -> list[Statement]:
 
 
 def _side(p: Passage, quote: str) -> dict:
-    return {"label": p.label, "source": p.source, "where": p.where, "quote": quote}
+    side = {"label": p.label, "source": p.source, "where": p.where, "quote": quote}
+    lines = _quote_lines(p, quote)
+    return side | {"chunk_id": p.chunk_id, "lines": lines} if p.chunk_id else side
+
+
+def _quote_lines(p: Passage, quote: str) -> list[int]:
+    """The source lines [first, last] ``quote`` (white space made single) spans in ``p``; the chunk's first when
+    it cannot be found."""
+    words = quote.split()
+    found = re.search(r"\s+".join(map(re.escape, words)), p.text, re.I) if words else None
+    if found is None:
+        return [p.line_start, p.line_start]
+    first = p.line_start + p.text.count("\n", 0, found.start())
+    return [first, first + found.group(0).count("\n")]
 
 
 def conflicts_by_rule(passages: list[Passage]) -> list[Conflict]:

@@ -324,4 +324,7 @@ def _apply_relevance(result: Retrieval, model: str, threshold: float) -> None:
 
 
 def passages(candidates: list[Candidate]) -> list[Passage]:
-    return [Passage(c.label, c.chunk.source.name, c.where, c.chunk.text) for c in candidates]
+    return [
+        Passage(c.label, c.chunk.source.name, c.where, c.chunk.text, chunk_id=c.chunk.pk, line_start=c.chunk.line_start)
+        for c in candidates
+    ]

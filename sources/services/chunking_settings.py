@@ -25,7 +25,8 @@ UNKNOWN = "unknown"
 # a block cut into pieces joined by spaces, 0011 PDFs read with their running headers and footers, 0012 text
 # files titled by their file name, 0013 PDFs whose tables' lines lost their columns, 0014 sources whose blocks were cut
 # inside a table's row, 0015 sources whose tables were embedded whole in their sentence windows, 0017 PDFs whose
-# furniture and sections were found from line order alone); the value is what every source is built with now.
+# furniture and sections were found from line order alone, 0018 text and Markdown sources titled or headed by a
+# decoration line); the value is what every source is built with now.
 RETIRED = {
     "json_values": "labelled",
     "split_text": "verbatim",
@@ -35,6 +36,7 @@ RETIRED = {
     "table_rows": "whole",
     "table_windows": "rows",
     "pdf_layout": "positions",
+    "title_decoration": "skipped",
 }
 
 

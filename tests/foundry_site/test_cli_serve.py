@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 import argparse
-import sys
+import io
+import os
+import signal
 import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 from django.conf import settings
 
-from foundry_site.cli.serve import serve_argv, worker_argv
+from foundry_site.cli.serve import control_socket_args, serve_argv, serve_command, worker_argv
+from tests.reliability.test_load import foundry_argv, free_port, server_env, wait_until_up
 
 
 def worker_opts(queues: str, *, no_beat: bool = False) -> argparse.Namespace:
@@ -56,3 +61,50 @@ def test_serve_preloads_every_page_before_the_workers_fork() -> None:
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=settings.BASE_DIR)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
+
+
+def test_serve_keeps_its_control_socket_in_foundry_home(tmp_path: Path) -> None:
+    argv = serve_argv(argparse.Namespace(host="127.0.0.1", port=8000, workers=1, threads=4, timeout=120))
+    assert argv[argv.index("--control-socket") + 1] == str(settings.FOUNDRY_HOME / "gunicorn.ctl")
+    assert control_socket_args(tmp_path / ("x" * 120)) == ["--no-control-socket"]
+
+
+def test_serve_says_one_worker_in_the_singular(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(os, "execv", lambda *a: None)
+    out = io.StringIO()
+    serve_command(argparse.Namespace(host="127.0.0.1", port=8000, workers=1, threads=4, timeout=120), out)
+    assert "with 1 gunicorn worker\n" in out.getvalue()
+    out = io.StringIO()
+    serve_command(argparse.Namespace(host="127.0.0.1", port=8000, workers=3, threads=4, timeout=120), out)
+    assert "with 3 gunicorn workers\n" in out.getvalue()
+
+
+@pytest.mark.integration
+def test_two_servers_on_two_homes_keep_their_own_control_sockets(tmp_path: Path) -> None:
+    """Before, both used ~/.gunicorn/gunicorn.ctl: the second took it over, and stopping it deleted the socket."""
+    procs = []
+    try:
+        for name in ("one", "two"):
+            home = tmp_path / name
+            home.mkdir()
+            port = free_port()
+            log = (home / "serve.log").open("w")
+            proc = subprocess.Popen(
+                foundry_argv("serve", "--port", str(port), "--workers", "1"),
+                env=server_env(home),
+                cwd=settings.BASE_DIR,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
+            procs.append(proc)
+            wait_until_up(f"http://127.0.0.1:{port}", proc)
+            assert (home / "gunicorn.ctl").is_socket()
+        procs[1].send_signal(signal.SIGTERM)
+        procs[1].wait(timeout=60)
+        assert (tmp_path / "one" / "gunicorn.ctl").is_socket() and not (tmp_path / "two" / "gunicorn.ctl").exists()
+        assert "with 1 gunicorn worker\n" in (tmp_path / "one" / "serve.log").read_text()
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+                proc.wait(timeout=60)

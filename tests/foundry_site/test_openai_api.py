@@ -180,7 +180,7 @@ def test_errors_have_openai_shape_and_status(scoped: dict, settings: Any) -> Non
         assert i not in params or error["param"] == params[i], (i, error)
     assert cases[0][0]["WWW-Authenticate"].startswith("Bearer")
     assert cases[0][0].json()["error"]["message"].startswith("Authentication required: send Authorization: Bearer")
-    assert cases[1][0].json()["error"]["message"].startswith("The bearer token sent is not valid")
+    assert cases[1][0].json()["error"]["message"].startswith("The bearer token sent is unknown")
     assert "Invalid URL (POST /v1/nothing/else)" in cases[13][0].json()["error"]["message"]
     assert cases[10][0]["Allow"] == "POST"
     content = api("alice").post(

@@ -17,6 +17,7 @@ from tests.specs.test_generate_web import make_run
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
 PHONE = {"width": 390, "height": 844}
+DESKTOP = {"width": 1280, "height": 860}
 LONG = "RS485_TERMINATION_RESISTOR_" * 12  # one unbroken word, far wider than a phone
 # The widest the document gets, and how many rows the header's links take.
 LAYOUT = """() => {
@@ -24,6 +25,13 @@ LAYOUT = """() => {
   const rows = new Set(links.map(el => Math.round(el.getBoundingClientRect().top)));
   return {scroll: document.documentElement.scrollWidth, inner: window.innerWidth, navRows: rows.size};
 }"""
+
+
+# Each table wider than its box: whether it scrolls inside itself (its own scroll width beyond its box).
+TABLES = """() => [...document.querySelectorAll("main table")].map(t => ({
+  wide: t.scrollWidth > t.clientWidth ? t.scrollWidth : 0,
+  scrolls: getComputedStyle(t).overflowX === "auto" || getComputedStyle(t.parentElement).overflowX === "auto",
+}))"""
 
 
 def phone_pages(world: World) -> list[str]:
@@ -60,8 +68,28 @@ def phone_pages(world: World) -> list[str]:
         citations=row.citations,
         channels={"bm25": [[1, 0.5]]},
     )
+    # An answer quoting a wide table (a datasheet's): its cells are short words, so it cannot wrap to fit.
+    table = (
+        "| "
+        + " | ".join(f"Column {i}" for i in range(12))
+        + " |\n|"
+        + "---|" * 12
+        + "\n| "
+        + " | ".join(f"{i}.5 V" for i in range(12))
+        + " |\n"
+    )
+    tabled = conversation_start(owner=alice, question="Which supply voltages?")
+    record_query(
+        alice,
+        question="Which supply voltages?",
+        conversation=tabled,
+        answer=f"{table}\n[S1]",
+        citations=row.citations,
+        channels={"bm25": [[1, 0.5]]},
+    )
     source = world.sources["alpha"]
     return [
+        f"/conversations/{tabled.pk}/",
         "/ask/",
         f"/ask/{row.pk}/",
         "/conversations/",
@@ -78,7 +106,8 @@ def phone_pages(world: World) -> list[str]:
     ]
 
 
-def test_every_page_fits_a_phone(browser_page: Any, live_server: Any, world: World) -> None:
+@pytest.mark.parametrize("viewport", [PHONE, DESKTOP], ids=["phone", "desktop"])
+def test_every_page_fits_a_phone(browser_page: Any, live_server: Any, world: World, viewport: dict) -> None:
     # A long unbroken file name and question, as real uploads have.
     from sources.models import Source
 
@@ -86,7 +115,7 @@ def test_every_page_fits_a_phone(browser_page: Any, live_server: Any, world: Wor
     User.objects.filter(pk=world.users["alice"].pk).update(is_staff=True)
     urls = phone_pages(world)
     page = browser_page
-    page.set_viewport_size(PHONE)
+    page.set_viewport_size(viewport)
     page.goto(f"{live_server.url}/accounts/login/")
     page.fill("#id_username", "alice")
     page.fill("#id_password", PASSWORD)
@@ -104,7 +133,10 @@ def test_every_page_fits_a_phone(browser_page: Any, live_server: Any, world: Wor
             )
         if layout["scroll"] > layout["inner"]:
             problems.append(f"{url}: page is {layout['scroll']} px wide in a {layout['inner']} px window")
+        for box in page.evaluate(TABLES):
+            if box["wide"] and not box["scrolls"]:
+                problems.append(f"{url}: a table {box['wide']} px wide does not scroll inside its box")
         if layout["navRows"] > 2:
             problems.append(f"{url}: the navigation takes {layout['navRows']} rows")
-    assert QueryLog.objects.count() == 2
+    assert QueryLog.objects.count() == 3
     assert not problems, "\n".join(problems)

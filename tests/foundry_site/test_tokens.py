@@ -9,7 +9,14 @@ from django.core.management import CommandError, call_command
 from django.utils import timezone
 
 from foundry_site.models import ApiToken
-from foundry_site.services.tokens import TokenError, token_authenticate, token_create, token_hash, token_revoke
+from foundry_site.services.tokens import (
+    TokenError,
+    token_authenticate,
+    token_check,
+    token_create,
+    token_hash,
+    token_revoke,
+)
 
 pytestmark = pytest.mark.django_db
 
@@ -35,6 +42,22 @@ def test_wrong_revoked_and_inactive_tokens_do_not_authenticate(make_user: object
     alice.save()
     token_revoke(token_id=new.token.pk)
     assert token_authenticate(new.plain) is None
+
+
+def test_a_refused_token_says_why(make_user: object) -> None:
+    alice = make_user("alice")
+    new = token_create(username="alice")
+    assert token_check(new.plain) == (alice, "")
+    assert token_check("not-a-token")[1].startswith(
+        "The bearer token sent is malformed: a Foundry token starts with fdy_"
+    )
+    assert "malformed" in token_check("fdy_" + "x" * 300)[1]
+    assert token_check(new.plain + "x")[1].startswith("The bearer token sent is unknown")
+    alice.is_active = False
+    alice.save()
+    assert token_check(new.plain)[1].startswith("The bearer token sent belongs to a deactivated user")
+    token_revoke(token_id=new.token.pk)
+    assert token_check(new.plain)[1].startswith("The bearer token sent was revoked")
 
 
 def test_revoke_twice_or_unknown_is_an_error(make_user: object) -> None:

@@ -314,3 +314,14 @@ def test_feedback_is_validated_and_kept(indexed: Path) -> None:
         feedback_record(query=row, user=None, verdict="meh")
     with pytest.raises(FeedbackError, match="limit is 4000"):
         feedback_record(query=row, user=None, verdict="incorrect", note="x" * 4001)
+
+
+def test_markup_in_a_question_is_taken_out_before_retrieval(indexed: Path, scripted_llm: ScriptedLLM) -> None:
+    scripted_llm.reply = lambda m: "Up to 8 sensors can be connected to the RS-485 bus [S1]."
+    plain = answer_question(question="How many sensors can the RS-485 bus take?")
+    marked = answer_question(question="<script>alert(1)</script> How many sensors can the <b>RS-485 bus</b> take?")
+    assert marked.question == plain.question
+    assert marked.answer_class == plain.answer_class and marked.refusal == plain.refusal == ""
+    assert [c["chunk_id"] for c in marked.citations] == [c["chunk_id"] for c in plain.citations]
+    with pytest.raises(QueryError, match="only markup"):
+        answer_question(question="<script>alert(1)</script>")

@@ -53,9 +53,11 @@ def test_below_the_reader_threshold_is_a_refusal_naming_the_passages(extractive:
     foundry_config(generation={"model": "extractive", "reader_min_score": 1.9, "reader_low_score": 1.9})
     answer = answer_question(question=QUESTION)
     assert answer.answer_class == "no_evidence" and answer.refusal == "reader" and answer.citations == []
-    assert "below the reader's threshold 1.90" in answer.answer and "Passages found: S1" in answer.answer
+    assert "none of their sentences answers the question" in answer.answer and "Passages found: S1" in answer.answer
+    assert "threshold" not in answer.answer and f"{answer.grounding['best']:.3f}" not in answer.answer  # no scores
     row = QueryLog.objects.get(run_id=answer.run_id)
     assert row.refusal == "reader" and row.llm_calls == 0 and row.grounding["reader"] == "extractive"
+    assert row.grounding["threshold"] == 1.9 and row.grounding["best"] < 1.9  # the scores are the audit's
     assert row.grounding["top_units"] and row.grounding["quoted"]
 
 

@@ -315,11 +315,11 @@ def test_grounding_refusal_says_found_but_unverified_and_links_each_passage(worl
 def test_reader_refusal_says_why_once_then_lists_the_passages(world: World) -> None:
     alpha = world.chunks["alpha"]
     answer = (
-        "No sentence of the passages found answers this closely enough to quote (best 0.712, below the reader's "
-        "threshold 0.80). Read the passages, or ask again in other words. Passages found: S1 alpha.md, lines 1-1."
+        "The passages found are about this, but none of their sentences answers the question closely enough to "
+        "quote as the answer. Read the passages, or ask again in other words. Passages found: S1 alpha.md, lines 1-1."
     )
     page = refusal_page(world, "reader", answer, channels={"bm25": [[alpha[0].pk, 1.0]]})
-    assert page.count("best 0.712") == 1 and "with enough confidence" not in page
+    assert page.count("none of their sentences answers") == 1 and "with enough confidence" not in page
     assert '<p class="outcome" data-refusal="reader">The closest passages:</p>' in page
     assert f"chunk={alpha[0].pk}" in page
 
@@ -356,7 +356,7 @@ def test_grounding_refusal_never_links_a_chunk_the_viewer_cannot_read(world: Wor
     ("refusal", "badge"),
     [
         ("model", "Not in your sources"),
-        ("reader", "Found, but nothing close enough to quote"),
+        ("reader", "Found, but no sentence answers it"),
         ("absent", "Not mentioned in your sources"),
         ("relevance", "No evidence in your sources"),
     ],
@@ -369,3 +369,30 @@ def test_each_refusal_has_its_own_badge(world: World, refusal: str, badge: str) 
 def test_an_answer_that_was_shown_says_it_was_checked(world: World) -> None:
     row = record(world.users["alice"], answer="Alpha power is 24 V. [S1]")
     assert "before it was shown" in login(world.users["alice"]).get(f"/ask/{row.pk}/").content.decode()
+
+
+def test_a_three_way_conflict_is_one_box_naming_every_side(world: World) -> None:
+    alpha = world.chunks["alpha"]
+    beta = world.chunks["beta"][0]  # alice cannot read beta: named, not linked
+
+    def side(label: str, chunk: Chunk, quote: str) -> dict:
+        return {
+            "label": label,
+            "source": chunk.source.name,
+            "where": "",
+            "quote": quote,
+            "chunk_id": chunk.pk,
+            "lines": [chunk.line_start, chunk.line_start],
+        }
+
+    a, b, c = side("S1", alpha[0], "VCC = 3.3 V"), side("S2", alpha[1], "VCC = 5 V"), side("S3", beta, "VCC = 12 V")
+    pairs = [{"quantity": "VCC", "detector": "rule", "a": x, "b": y} for x, y in ((a, b), (a, c), (b, c))]
+    row = record(world.users["alice"], answer="VCC is 3.3 V. [S1]", conflicts=pairs)
+    page = login(world.users["alice"]).get(f"/ask/{row.pk}/").content.decode()
+    assert page.count('class="conflict"') == 1 and page.count('class="conflict-side"') == 3
+    for letter, quote in (("A", "3.3 V"), ("B", "5 V"), ("C", "12 V")):
+        assert f"Source {letter} (" in page and f"VCC = {quote}" in page
+    for chunk in alpha[:2]:
+        line = chunk.line_start
+        assert f'href="/sources/{chunk.source_id}/?chunk={chunk.pk}&amp;lines={line}-{line}#chunk-{chunk.pk}"' in page
+    assert f"chunk={beta.pk}" not in page

@@ -188,6 +188,13 @@ def test_detail_shows_a_follow_up_as_typed_beside_the_question_answered(world: W
     assert "Asked as" in page and "And E04?</pre>" in page and "And E04? (error code)</pre>" in page
 
 
+def test_a_reader_refusal_keeps_its_scores_in_the_query_log(world: World) -> None:
+    grounding = {"reader": "extractive", "best": 0.6704, "threshold": 0.8, "quoted": [], "top_units": []}
+    row = record(world.users["alice"], answer_class="no_evidence", refusal="reader", grounding=grounding)
+    page = login(world.users["alice"]).get(f"/query-log/{row.pk}/").content.decode()
+    assert '<dd id="reader-score">best sentence 0.670; the reader quotes from 0.80</dd>' in page
+
+
 def test_grounding_verdicts_are_shown_to_staff_and_auditors_only(world: World) -> None:
     grounding = {
         "model_output": f"Alpha power is 48 V {XSS_SCRIPT}.",
@@ -307,6 +314,6 @@ def test_a_withheld_answer_is_labelled_as_the_ask_page_labels_it(world: World, r
     client = login(alice)
     listing, detail = client.get("/query-log/").content.decode(), client.get(f"/query-log/{read.pk}/").content.decode()
     for page in (listing, detail):
-        assert '<span class="badge unverified" data-answer-class="no_evidence">Found, but nothing close' in page
+        assert '<span class="badge unverified" data-answer-class="no_evidence">Found, but no sentence' in page
     assert '<span class="badge none" data-answer-class="no_evidence">No evidence in your sources</span>' in listing
     assert '<span class="badge normal" data-answer-class="normal">Normal answer</span>' in listing

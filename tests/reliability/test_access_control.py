@@ -652,11 +652,13 @@ def test_api_operations_need_a_valid_token(world: World) -> None:
         method, path = operation.split(" ", 1)
         url = _api_url(world, path)
         anonymous = getattr(Client(enforce_csrf_checks=True), method.lower())(url)
-        assert anonymous.status_code == 401 and anonymous.json() == {"detail": "Unauthorized"}, "anonymous"
+        assert anonymous.status_code == 401 and anonymous.json()["detail"].startswith("Authentication required"), (
+            "anonymous"
+        )
         forged = getattr(Client(HTTP_AUTHORIZATION="Bearer fdy_" + "x" * 43), method.lower())(url)
-        assert forged.status_code == 401, "forged"
+        assert forged.status_code == 401 and "unknown" in forged.json()["detail"], "forged"
         after = getattr(Client(HTTP_AUTHORIZATION=f"Bearer {revoked.plain}"), method.lower())(url)
-        assert after.status_code == 401, "revoked"
+        assert after.status_code == 401 and "revoked" in after.json()["detail"], "revoked"
 
     each(API_CASES, world, check)
 

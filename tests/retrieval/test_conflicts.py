@@ -83,3 +83,13 @@ def test_an_answer_shows_only_the_conflicts_about_it() -> None:
     # A conflict the LLM found names no quantity: shown when the answer cites either side's passage.
     assert conflicts_concerning([llm_found], question="weight?", answer="210 g [S1]", cited={"S1"}) == [llm_found]
     assert conflicts_concerning([llm_found], question="weight?", answer="210 g [S3]", cited={"S3"}) == []
+
+
+def test_a_side_knows_its_chunk_and_the_lines_of_its_quote() -> None:
+    from retrieval.services.conflicts import Passage, conflicts_by_rule
+
+    a = Passage("S1", "manual.md", "", "Intro line.\nThe logic supply is\nVCC = 3.3 V here.", chunk_id=7, line_start=10)
+    b = Passage("S2", "datasheet.md", "", "VCC = 5 V", chunk_id=9, line_start=4)
+    (conflict,) = conflicts_by_rule([a, b])
+    assert conflict.a["chunk_id"] == 7 and conflict.a["lines"] == [12, 12]
+    assert conflict.b["chunk_id"] == 9 and conflict.b["lines"] == [4, 4]

@@ -36,15 +36,29 @@ def api(world: World) -> Callable[[str], Api]:
     return Api
 
 
-def test_no_bad_or_revoked_token_is_401(world: World, api: Callable[[str], Api]) -> None:
-    assert Client().get("/api/v1/sources").json() == {"detail": "Unauthorized"}
-    assert Client().get("/api/v1/sources").status_code == 401
-    assert Client(HTTP_AUTHORIZATION="Bearer fdy_nope").get("/api/v1/sources").status_code == 401
-    assert Client(HTTP_AUTHORIZATION="Basic YWxpY2U6eA==").get("/api/v1/sources").status_code == 401
+def refused(client: Client) -> str:
+    response = client.get("/api/v1/sources")
+    assert response.status_code == 401 and response["WWW-Authenticate"] == 'Bearer realm="foundry"'
+    return response.json()["detail"]
+
+
+def test_no_bad_or_revoked_token_is_401_saying_why(world: World, api: Callable[[str], Api]) -> None:
+    missing = refused(Client())
+    assert missing.startswith("Authentication required: send Authorization: Bearer <token>")
+    assert "foundry tokens create USER" in missing and "signed in" in missing
+    assert refused(Client(HTTP_AUTHORIZATION="Basic YWxpY2U6eA==")) == missing
+    assert refused(Client(HTTP_AUTHORIZATION="Bearer ")) == missing
+    assert refused(Client(HTTP_AUTHORIZATION="Bearer abc123")).startswith("The bearer token sent is malformed")
+    assert refused(Client(HTTP_AUTHORIZATION="Bearer fdy_nope")).startswith("The bearer token sent is unknown")
     alice = api("alice")
     assert alice.get("/sources").status_code == 200
     token_revoke(token_id=alice.token.token.pk)
     assert alice.get("/sources").status_code == 401
+    assert alice.get("/sources").json()["detail"].startswith("The bearer token sent was revoked")
+    bob = api("bob")
+    bob.token.token.user.is_active = False
+    bob.token.token.user.save()
+    assert bob.get("/sources").json()["detail"].startswith("The bearer token sent belongs to a deactivated user")
     # Unsafe methods without credentials are 401 too, not a CSRF 403.
     assert Client(enforce_csrf_checks=True).post("/api/v1/sources", {}).status_code == 401
     assert Client(enforce_csrf_checks=True).delete(f"/api/v1/sources/{world.sources['alpha'].pk}").status_code == 401

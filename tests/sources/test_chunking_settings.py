@@ -563,3 +563,44 @@ def test_migration_0006_makes_the_next_ingest_rechunk_json_sources_with_labelled
             "chunks_fts_update",
         ]
     index_agrees()
+
+
+FRAME = "# " + "=" * 76
+
+
+@pytest.mark.django_db(transaction=True)
+def test_migration_0018_makes_the_next_ingest_title_framed_files_by_their_heading(kb: Path) -> None:
+    vectors_dropped()
+    framed = f"{FRAME}\n# Pump Controller Requirements\n{FRAME}\n\n## Objective\n\nThe pump must stop on a dry run.\n"
+    (kb / "framed.txt").write_text(framed)
+    (kb / "framed.md").write_text(framed)
+    (kb / "notes.txt").write_text("Firmware 2.4.1 fixes the alarm hysteresis bug.\n")
+    ingest_jobs.knowledge_base_ingest(target=kb)
+    titles = dict(Source.objects.values_list("path", "title"))
+    assert titles == {
+        "framed.txt": "Pump Controller Requirements",
+        "framed.md": "Pump Controller Requirements",
+        "notes.txt": "notes",
+    }
+    assert not any("==" in h for h in Chunk.objects.values_list("heading", flat=True))
+    sources_migrate("0017_pdf_furniture_positions")
+    # As ingest titled them before: the Markdown file by its rule (and every heading under it), the text by its name.
+    Source.objects.filter(path="framed.md").update(title="=" * 76)
+    Chunk.objects.filter(source__path="framed.md").update(heading="=" * 76)
+    Source.objects.filter(path="framed.txt").update(title="framed")
+    sources_migrate()
+    recorded = dict(Source.objects.values_list("path", "chunking"))
+    marked = DEFAULTS + " title_decoration=kept"
+    assert recorded == {"framed.txt": marked, "framed.md": marked, "notes.txt": DEFAULTS}
+    (warning,) = index_check().warnings
+    assert "title_decoration kept → skipped (2 sources)" in warning
+    changed = ("ingested", "re-chunked: chunking settings changed (title_decoration kept → skipped)")
+    assert reasons(ingest_jobs.knowledge_base_ingest(target=kb)) == {
+        "framed.txt": changed,
+        "framed.md": changed,
+        "notes.txt": ("unchanged", ""),
+    }
+    assert dict(Source.objects.values_list("path", "title")) == titles
+    assert not any("==" in h for h in Chunk.objects.values_list("heading", flat=True))
+    assert reasons(ingest_jobs.knowledge_base_ingest(target=kb))["framed.md"] == ("unchanged", "")
+    index_agrees()

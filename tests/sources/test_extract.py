@@ -43,12 +43,24 @@ Keep dry.
         ("\n\n2026-06-09\nFixed: a bug.\n", "notes"),  # no letter
         ("A first line of sixty characters or more is prose that wraps on\nto the next line.\n", "notes"),
         ("This manual describes how to install\nthe gateway on a rail.\n", "notes"),  # wrapped prose
+        # A frame of decoration lines around a heading: the heading names it, not the rule.
+        ("# " + "=" * 76 + "\n# HybridRAG Requirements\n# " + "=" * 76 + "\n\nBody.\n", "HybridRAG Requirements"),
+        ("-----\n\nPump Controller Notes\n\nThe pump stops.\n", "Pump Controller Notes"),
+        ("# ====\n# ====\n\nThe pump stops on a dry run.\n", "notes"),  # no heading inside the frame
     ],
 )
 def test_a_text_file_is_titled_by_its_first_line_when_that_names_it(text: str, title: str) -> None:
     result = extract(Path("notes.txt"), text.encode())
     assert result.title == title
     assert result.blocks[0].text.startswith(text.strip().split("\n")[0])  # the line stays in the text
+
+
+def test_a_markdown_rule_drawn_as_a_heading_is_neither_title_nor_heading() -> None:
+    frame = "# " + "=" * 76
+    result = extract(Path("req.md"), f"{frame}\n# Requirements\n{frame}\n\n## Goal\n\nAnswer from sources.\n".encode())
+    assert result.title == "Requirements"
+    assert [b.heading for b in result.blocks] == [(), ("Requirements",), ("Requirements", "Goal")]
+    assert result.blocks[0].text == frame and result.blocks[1].text == frame  # kept as text
 
 
 def test_markdown_heading_paths_and_lines() -> None:

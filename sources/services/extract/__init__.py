@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from foundry_site.core.units import title_line
+from foundry_site.core.units import is_decoration, text_title
 
 from sources.services.extract.blocks import (
     KINDS,
@@ -111,13 +111,22 @@ _TEXT_FORMATS = {"html": _html, "csv": _csv}
 
 
 def extract_text(text: str, *, fallback_title: str) -> Extracted:
-    """Paragraph blocks; the title is the first line when it names the document (``title_line``: "Aurora AX-200
+    """Paragraph blocks; the title is the first line when it names the document (``text_title``: "Aurora AX-200
     Sensor Gateway - Firmware Release Notes" above "Nordlicht Instruments"), else the file's name. The line stays
     in the text."""
     lines = text.splitlines()
     blocks = [Block(t, (), None, s, e) for t, s, e in paragraphs(lines, 1)]
-    title = title_line(blocks[0].text) if blocks else ""
-    return Extracted(title=title or fallback_title, blocks=blocks)
+    return Extracted(title=text_title(_opening(blocks)) or fallback_title, blocks=blocks)
+
+
+def _opening(blocks: list[Block]) -> str:
+    """The text up to and with the first block that says something: blocks of decoration lines before it skipped."""
+    opening = []
+    for block in blocks:
+        opening.append(block.text)
+        if not all(is_decoration(line) for line in block.text.splitlines() if line.strip()):
+            break
+    return "\n\n".join(opening)
 
 
 def extract_markdown(text: str, *, fallback_title: str) -> Extracted:
@@ -167,6 +176,7 @@ def _md_heading(line: str) -> tuple[int, str] | None:
     closed = name.rstrip("#")
     if closed != name and (not closed or closed[-1] in " \t"):
         name = closed.rstrip()
-    if not name or len(name) > MAX_HEADING_CHARS:
+    # A rule drawn as a heading (``# =====``) names nothing: it stays text, and the heading under it titles.
+    if not name or len(name) > MAX_HEADING_CHARS or is_decoration(name):
         return None
     return level, name
