@@ -52,6 +52,7 @@ def _render_list(request: HttpRequest, form: UploadForm, *, status: int = 200) -
     if selected:
         sources = sources.filter(collection__name=selected)
     page = Paginator(sources, PAGE_SIZE).get_page(request.GET.get("page"))
+    public_names = list(collections.filter(public=True).values_list("name", flat=True))
     context = {
         "collections": collections,
         "page": page,
@@ -63,9 +64,9 @@ def _render_list(request: HttpRequest, form: UploadForm, *, status: int = 200) -
         "accepted_formats": " ".join(ALLOWED_SUFFIXES),
         # Who may upload, when the viewer may not: the administrators who grant it, the public collections read.
         "upload_contacts": [n for n in selectors.access_contacts() if n != request.user.get_username()],
-        "public_names": list(collections.filter(public=True).values_list("name", flat=True)),
+        "public_names": public_names,
+        "grant_collection": (public_names or ["COLLECTION"])[0],
     }
-    context["grant_collection"] = (context["public_names"] or ["COLLECTION"])[0]
     return render(request, "sources/list.html", context, status=status)
 
 
