@@ -479,7 +479,24 @@ def unmentioned(question: str, passages: list[Passage]) -> list[str]:
     under its heading path and title: passages that never name what is asked about cannot answer it. Case,
     hyphens and dots aside ("AX200" is "AX-200")."""
     read = _plain(" ".join(f"{p.under} {p.text}" for p in passages))
-    return [code for code in dict.fromkeys(_CODE.findall(question)) if _is_code(code) and _plain(code) not in read]
+    codes = dict.fromkeys(_CODE.findall(question))
+    return [code for code in codes if _is_code(_code_core(code)) and _plain(_code_core(code)) not in read]
+
+
+def _code_core(code: str) -> str:
+    """A code without the ordinary words a compound joins to it with hyphens, as Dutch and German write them
+    ("RS-485-bus", "USB-Anschluss": "RS-485", "USB"); a word is ordinary when it is in lower case, or capitalised
+    only at its start."""
+    parts = code.split("-")
+    while len(parts) > 1 and _ordinary(parts[-1]):
+        parts.pop()
+    while len(parts) > 1 and _ordinary(parts[0]):
+        parts.pop(0)
+    return "-".join(parts)
+
+
+def _ordinary(part: str) -> bool:
+    return len(part) > 1 and part.isalpha() and part[1:].islower()
 
 
 def versions(question: str) -> set[str]:

@@ -613,3 +613,11 @@ def test_a_question_is_read_in_its_own_language() -> None:
     with reading("Which settings does the device store?") as code:
         assert code == "en"
         assert stems("the stored settings") == {"store", "set"}
+
+
+def test_a_code_joined_to_a_word_by_a_hyphen_is_mentioned_where_the_code_is() -> None:
+    passage = Passage("S1", "Up to 8 sensors can be connected to the RS-485 bus.", 1, 1)
+    assert reader.unmentioned("Hoeveel sensoren kunnen op de RS-485-bus worden aangesloten?", [passage]) == []
+    assert reader.unmentioned("Wie viele Sensoren passen an den RS-485-Bus?", [passage]) == []
+    assert reader.unmentioned("Wie schließe ich den USB-Anschluss an?", [passage]) == ["USB-Anschluss"]
+    assert reader.unmentioned("Is RS-422 supported?", [passage]) == ["RS-422"]
