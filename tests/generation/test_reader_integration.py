@@ -122,7 +122,9 @@ def test_a_follow_up_is_read_where_the_turn_it_follows_was_answered(sample_kb: N
     assert "Supply voltage out of range" in first.answer, first.answer
     answer, _ = query_answer(user=user, question="How do I fix it?", conversation_id=row.conversation_id)
     assert "Check the power supply and the cable cross-section." in answer.answer, answer.answer
-    assert answer.grounding["followed"] == [answer.citations[0]["id"]] and answer.answer_class == "low_confidence"
+    # The audit record names passages by their retrieval labels; ``labels`` maps the answer's S1…Sn back to them.
+    cited = answer.grounding.get("labels", {}).get(answer.citations[0]["id"], answer.citations[0]["id"])
+    assert answer.grounding["followed"] == [cited] and answer.answer_class == "low_confidence"
 
 
 def test_a_follow_up_reads_the_passage_the_turn_before_quoted_though_its_own_words_miss_it(sample_kb: None) -> None:
@@ -134,7 +136,8 @@ def test_a_follow_up_reads_the_passage_the_turn_before_quoted_though_its_own_wor
     kept = "Are the stored measurements kept?"
     answer, _ = query_answer(user=user, question=kept, conversation_id=row.conversation_id)
     assert "Stored measurements are deleted." in answer.answer, answer.answer
-    assert answer.citations[0]["id"] in answer.grounding["followed"]
+    cited = answer.grounding.get("labels", {}).get(answer.citations[0]["id"], answer.citations[0]["id"])
+    assert cited in answer.grounding["followed"]
 
 
 def test_a_follow_up_is_read_as_going_on_from_the_answer_before_it(sample_kb: None) -> None:
