@@ -485,7 +485,7 @@ def unmentioned(question: str, passages: list[Passage]) -> list[str]:
 
 def _code_core(code: str) -> str:
     """A code without the ordinary words a compound joins to it with hyphens, as Dutch and German write them
-    ("RS-485-bus", "USB-Anschluss": "RS-485", "USB"); a word is ordinary when it is in lower case, or capitalised
+    ("M12-stekker", "USB-Anschluss": "M12", "USB"); a word is ordinary when it is in lower case, or capitalised
     only at its start."""
     parts = code.split("-")
     while len(parts) > 1 and _ordinary(parts[-1]):

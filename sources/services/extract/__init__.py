@@ -111,8 +111,8 @@ _TEXT_FORMATS = {"html": _html, "csv": _csv}
 
 
 def extract_text(text: str, *, fallback_title: str) -> Extracted:
-    """Paragraph blocks; the title is the first line when it names the document (``text_title``: "Aurora AX-200
-    Sensor Gateway - Firmware Release Notes" above "Nordlicht Instruments"), else the file's name. The line stays
+    """Paragraph blocks; the title is the first line when it names the document (``text_title``: "Pump Controller
+    - Firmware Release Notes" above the maker's name), else the file's name. The line stays
     in the text."""
     lines = text.splitlines()
     blocks = [Block(t, (), None, s, e) for t, s, e in paragraphs(lines, 1)]
