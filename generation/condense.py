@@ -26,18 +26,18 @@ see one question, so a follow-up is rewritten before retrieval by a deterministi
 3. The standalone question is the message followed by the subject terms of the antecedent (made
    standalone itself) that the message lacks
    (``subject_terms``: the words of its noun phrases, in their original spelling and order), e.g.
-   "And the storage temperature? (AX-200)" after "What is the operating temperature range of the
-   AX-200?". The verb of the thing asked about stays behind ("connected", "use" in "does the gateway use" or
+   "And the storage temperature? (PX-100)" after "What is the operating temperature range of the
+   PX-100?". The verb of the thing asked about stays behind ("connected", "use" in "does the gateway use" or
    "does it use"; the asker's own is what they do, and is carried: "delay" in "Can I delay an alarm …?"), and so
-   does the asked-for attribute of a named owner ("operating temperature range" of the AX-200; a phrase with a
-   code names a thing, and stays: "terminal X4 of the AX-200"): a follow-up
+   does the asked-for attribute of a named owner ("operating temperature range" of the PX-100; a phrase with a
+   code names a thing, and stays: "terminal X4 of the PX-100"): a follow-up
    asks something else about the same thing, and the antecedent's attribute only pulls retrieval and
    the reader back to the first answer. A code in the message replaces the antecedent's codes of its
    shape: "And how do I fix E04?" after "What does error code E03 mean?" carries "error code", not "E03". A name
    ("RESET", "MQTT") is carried unless the message holds it spelt the same way: "factory reset" does
    not name the RESET button, and a new name need not replace one ("what about with TLS?" still asks
    about MQTT). The measure after "how" ("how long", "how heavy") or "how much" ("how much power"
-   does the AX-200 consume: "what about its weight?" asks of the AX-200) and a turn's place ("the first
+   does the PX-100 consume: "what about its weight?" asks of the PX-100) and a turn's place ("the first
    one") ask; they are never carried. Nor is a plain word no source in the asker's collections holds
    ("boss", "remembers" in "Nobody on the team remembers …"): it finds no passage and is no topic of theirs, and
    the question shown tells nothing of the collections the asker cannot read. Codes and names are carried all the
@@ -310,10 +310,10 @@ def subject_terms(question: str) -> list[str]:
 
     A noun phrase is a run of topic words (``key_terms``) between stop words or punctuation. Left out:
     verbs ("connected", "use" in "does the gateway use"), and the asked-for attribute of an owner named
-    after it ("operating temperature range" in "the operating temperature range of the AX-200"): a
+    after it ("operating temperature range" in "the operating temperature range of the PX-100"): a
     follow-up asks something else about the owner. With no owner the attribute stays; capitalised
     words before "of" are part of one name ("University of Chicago"), and a phrase with a code is no
-    attribute ("terminal X4 of the AX-200").
+    attribute ("terminal X4 of the PX-100").
     """
     phrases = _phrases(question)
     kept = [words for words, followed_by_of in phrases if not followed_by_of] or [w for w, _ in phrases]
@@ -347,7 +347,7 @@ def _phrases(text: str) -> list[tuple[list[str], bool]]:
             words.pop()  # "can be connected", "is MQTT enabled": a participle ending the run is the verb
         if words:
             # "of" after a name's capitalised words continues the name ("University of Chicago"); a phrase
-            # with a code names a thing, not an attribute ("terminal X4 of the AX-200")
+            # with a code names a thing, not an attribute ("terminal X4 of the PX-100")
             owned = not all(w[:1].isupper() for w in words) and not any(_shape(w) for w in words)
             phrases.append((words, after == "of" and owned))
         run = []
@@ -363,7 +363,7 @@ def _phrases(text: str) -> list[tuple[list[str], bool]]:
                 leads = at == 0 or (at > 0 and tokens[at - 1] in ".?!")
             run.append(token.rstrip("."))
         else:
-            if run:  # the next word past an adverb: "will the AX-200's clock still be right" ends at "be"
+            if run:  # the next word past an adverb: "will the PX-100's clock still be right" ends at "be"
                 close(next((t.lower() for t in tokens[i:] if t.lower() not in ADVERBS), ""))
         previous = low
     if run:

@@ -50,8 +50,8 @@ from foundry_site.core.units import (
 # apart from its neighbours, which embed alike.
 LEXICAL_WEIGHT = 0.5
 # A question word the unit lacks but its passage's heading path or document title holds counts this much of
-# a word held: the unit is read, and cited, under them (the "AX-200" of a question stands in the title of the
-# AX-200's manual, not in each of its sentences). Measured: bench/followups.py, bench/reader_calibration.py
+# a word held: the unit is read, and cited, under them (the "PX-100" of a question stands in the title of the
+# PX-100's manual, not in each of its sentences). Measured: bench/followups.py, bench/reader_calibration.py
 # (docs/decisions.md, "The extractive reader").
 UNDER_WEIGHT = 1.0
 # Units are embedded in batches of this many (sorted by length, llm.embed): small batches pad less.
@@ -63,8 +63,8 @@ _MEANS = re.compile(r"\b((?:does|do|did)\b[^?]*?)\bmean\b|\bmeant\b", re.IGNOREC
 # A version or a decimal ("2.4.1", "10.8"): a word of its own, where a plain number is not (``stems``)
 _DOTTED = re.compile(r"(?<![\w.])\d+(?:\.\d+)+(?!\.?\w)")
 _NUMBER = re.compile(r"(?<![\w.-])\d[\d.,]*(?![\w-])")
-# "How many sensors …?" is answered by a count: a unit with no number of its own (the "485" of "RS-485" and the
-# "2" of "X2" are names) cannot answer it, however close its words ("RS-485 sensor bus (X2: A, B, COM, SH)").
+# "How many sensors …?" is answered by a count: a unit with no number of its own (the "232" of "RS-232" and the
+# "2" of "X2" are names) cannot answer it, however close its words ("RS-232 sensor bus (X2: A, B, COM, SH)").
 _HOW_MANY = re.compile(r"\bhow\s+many\b", re.IGNORECASE)
 _COUNT_WORDS = frozenset(
     """one two three four five six seven eight nine ten eleven twelve fifteen twenty thirty forty fifty hundred
@@ -85,7 +85,7 @@ _ASKS_VALUE = re.compile(
 )
 # "and the other switch?", "what else is printed on it?": a follow-up asking for another than the answer before it gave
 _ASKS_OTHER = re.compile(r"\b(?:else|other|another)\b", re.IGNORECASE)
-# A code written with hyphens ("AX-200", "RS-485", "NI-AX200-01"), and one typed without ("ax200"): letters and digits
+# A code written with hyphens ("PX-100", "RS-232", "KX-PX100-01"), and one typed without ("px100"): letters and digits
 _HYPHENED = re.compile(r"(?<![\w-])(?=[\w-]*[A-Za-z])(?=[\w-]*\d)\w+(?:-\w+)+(?![\w-])")
 _BARE_CODE = re.compile(r"(?<![\w-])(?=\w*[A-Za-z])(?=\w*\d)\w+(?![\w-])")
 _VERSIONS = re.compile(r"\d+(?:\.\d+)*\.[xX]")
@@ -437,7 +437,7 @@ def _values(text: str) -> set[str]:
 
 def _as_written(texts: list[str], passages: list[Passage]) -> list[str]:
     """``texts`` with each code of four or more characters they type without hyphens spelt as the passages write it:
-    "ax200" is "AX-200", "rs485" "RS-485"; words are matched as written."""
+    "px100" is "PX-100", "rs232" "RS-232"; words are matched as written."""
     written = {_plain(m): m for p in passages for m in _HYPHENED.findall(p.text)}
     if not written:
         return texts
@@ -477,10 +477,10 @@ def _said_before(unit: Unit, quoted: tuple[str, ...]) -> bool:
 def unmentioned(question: str, passages: list[Passage]) -> list[str]:
     """The codes and names of ``question`` ("MTBF", "QoS", "E07") that no passage mentions, in its text or
     under its heading path and title: passages that never name what is asked about cannot answer it. Case,
-    hyphens and dots aside ("AX200" is "AX-200")."""
+    hyphens and dots aside ("PX100" is "PX-100")."""
     read = _plain(" ".join(f"{p.under} {p.text}" for p in passages))
-    codes = dict.fromkeys(_CODE.findall(question))
-    return [code for code in codes if _is_code(_code_core(code)) and _plain(_code_core(code)) not in read]
+    cores = {code: _code_core(code) for code in _CODE.findall(question)}
+    return [code for code, core in cores.items() if _is_code(core) and _plain(core) not in read]
 
 
 def _code_core(code: str) -> str:
@@ -517,7 +517,7 @@ def version_order(versions: set[str], under: str, text: str) -> int:
 
 
 def _is_code(token: str) -> bool:
-    """A code or a name with a letter ("E03", "AX-200", "MTBF", "QoS"). A number is neither: a question may ask
+    """A code or a name with a letter ("E03", "PX-100", "MTBF", "QoS"). A number is neither: a question may ask
     about a value or a version the sources give in other terms ("2.1.3" is "older than 2.2.0"), nor is a series of
     versions ("2.1.x")."""
     return any(ch.isalpha() for ch in token) and is_code_or_name(token) and not _VERSIONS.fullmatch(token)
@@ -660,7 +660,7 @@ def _states_something(unit: Unit) -> bool:
 
 def _echoes(unit: Unit, asked: set[str]) -> bool:
     """Whether ``unit`` is a labelled value that tells nothing the question does not: its value holds only words
-    and numbers of the question (``model: AX-200`` for "How much does the AX-200 cost?"). ``asked``: the
+    and numbers of the question (``model: PX-100`` for "How much does the PX-100 cost?"). ``asked``: the
     question's stems and numbers. A sentence may repeat the question and still answer it where it stands
     ("Fixed: alarm hysteresis bug." under "Version 2.4.1")."""
     if unit.kind != "field":
@@ -684,7 +684,7 @@ def _counts(text: str) -> bool:
 
 
 def _numbers(text: str) -> set[str]:
-    """The numbers standing alone in ``text`` ("210", "2.4.1"; not the "200" of "AX-200")."""
+    """The numbers standing alone in ``text`` ("210", "2.4.1"; not the "200" of "PX-100")."""
     return {n.rstrip(".,") for n in _NUMBER.findall(text)}
 
 
@@ -692,7 +692,7 @@ def _overlap(own: set[str], carried: set[str], held_by_unit: set[str], around: s
     """The share of the question's words the unit holds, a word only its heading path or title holds counting
     ``UNDER_WEIGHT``; the carried-over words, when there are any, count as one word held if any is, unless the
     unit names another code of the series of one of them (``_series``): a unit about E06 says "error", and is no
-    answer about E05; the AX-200 named in its title is no other RS-485. A measure asked by its adjective or verb is
+    answer about E05; the PX-100 named in its title is no other RS-232. A measure asked by its adjective or verb is
     held by its noun (``_NAMED_BY``)."""
     held = {w for w in own if _holds(held_by_unit, w)}
     count = len(held) + UNDER_WEIGHT * len({w for w in own - held if _holds(around, w)})

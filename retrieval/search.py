@@ -187,7 +187,7 @@ class ChunkSearchManager(models.Manager):
 
     def holds(self, word: str, *, collection_ids: Sequence[int] | None = None) -> bool:
         """Whether a chunk of the collections ``collection_ids`` (None: every collection) holds ``word``, in its
-        text, heading path or title, as the keyword index reads it (its stem; "AX-200" as the phrase "ax 200")."""
+        text, heading path or title, as the keyword index reads it (its stem; "PX-100" as the phrase "ax 200")."""
         if collection_ids is not None and not collection_ids:
             return False
         query = match_expression([word])

@@ -19,7 +19,7 @@ def code_shape(code: str) -> str:
 
 
 def is_code_or_name(word: str) -> bool:
-    """A code or a name ("E04", "AX-200", "MQTT", "RESET", "QoS", "IRC-Netzwerk"): a digit, or a part between
+    """A code or a name ("E04", "PX-100", "MQTT", "RESET", "QoS", "IRC-Netzwerk"): a digit, or a part between
     hyphens with more than one capital letter; not a word of chat in capitals ("OK", "FYI"). A capital that only
     opens each part is spelling, not a name: German writes every noun so ("Duplex-Einstellung")."""
     if word.lower() in CHAT_CAPITALS:

@@ -258,7 +258,7 @@ def _starts_anew(line: str) -> bool:
 def is_label(line: str) -> bool:
     """Whether ``line`` names rather than says: short, with a letter, neither running on into the next line nor
     ending a sentence, and no heading, list item, labelled value or table row of its own kind
-    (``Version 2.4.1 - released 2026-06-09``, ``Aurora AX-200 Sensor Gateway - Firmware Release Notes``)."""
+    (``Version 2.4.1 - released 2026-06-09``, ``Pump Controller PX-100 - Firmware Release Notes``)."""
     line = line.strip()
     if len(line) >= SHORT_LINE or not any(ch.isalpha() for ch in line) or _runs_on(line) or line[-1] in ".!?":
         return False
