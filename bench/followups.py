@@ -2,7 +2,7 @@
 time to the first streamed sentence of ``/v1/chat/completions`` against the time to the full answer.
 
     PYTHONPATH=. .venv/bin/python bench/followups.py [--data FILE ...] [--squad FILE] [--no-streaming]
-        [--condense-model rule|MODEL] [--followup-passages N] [--json docs/results/followups_DATE.json]
+        [--condense-model rule|MODEL] [--followup-passages N] [--json bench/results/followups_DATE.json]
 
 Ingests knowledge_base/ into a throw-away FOUNDRY_HOME (summaries off) with the configured (default:
 extractive, offline) reader and the answer cache off. The ``--data`` files (default: all twenty):

@@ -2,7 +2,7 @@
 guide pages Debian ships translated (bench/data/multilingual/, MPL-2.0; docs/benchmarks.md).
 
     PYTHONPATH=. .venv/bin/python bench/multilingual.py [--lang en nl de] [--split dev|blind]
-        [--embedding-model local/all-minilm-l6-v2] [--json docs/results/multilingual-dev-DATE.json]
+        [--embedding-model local/all-minilm-l6-v2] [--json bench/results/multilingual-dev-DATE.json]
     PYTHONPATH=. .venv/bin/python bench/multilingual.py --check      # the data only: no model, no ingest
 
 Per language, the 31 pages of ``<lang>/docs/`` are ingested into a fresh FOUNDRY_HOME (one child process
@@ -39,7 +39,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "bench" / "data" / "multilingual"
-RESULTS = ROOT / "docs" / "results"
+RESULTS = ROOT / "bench" / "results"
 LANGUAGES = ("en", "nl", "de")
 _DASHES = re.compile(r"[\u2010-\u2015\u2212]")
 _SPACE = re.compile(r"\s+")
@@ -336,7 +336,7 @@ def main() -> None:
     parser.add_argument("--split", choices=("dev", "blind"), default="dev")
     parser.add_argument("--embedding-model", help="embedding.model to ingest and ask with (default: foundry.yaml's)")
     parser.add_argument(
-        "--json", type=Path, help="where to write the result (default: docs/results/multilingual-SPLIT-DATE.json)"
+        "--json", type=Path, help="where to write the result (default: bench/results/multilingual-SPLIT-DATE.json)"
     )
     parser.add_argument("--check", action="store_true", help="check the data against the pages' text and stop")
     parser.add_argument("--child", choices=LANGUAGES, help=argparse.SUPPRESS)
