@@ -25,7 +25,8 @@ import django  # noqa: E402
 django.setup()
 
 from foundry_site.evaluation.beir import Document, judged_queries, load_corpus, load_qrels, load_queries  # noqa: E402
-from foundry_site.evaluation.index import EvalIndex, cache_key, eval_index, file_sha256  # noqa: E402
+from foundry_site.evaluation.index import EvalIndex, cache_key, eval_index  # noqa: E402
+from sources.services.prepare import file_digest  # noqa: E402
 
 DEFAULT_DATA = Path(os.environ.get("FOUNDRY_EVAL_DATA", "/work/shared/eval")) / "scifact"
 
@@ -54,7 +55,7 @@ def scifact_files(
 @contextlib.contextmanager
 def scifact(data: Path = DEFAULT_DATA, qrels: str = "qrels/train.tsv") -> Iterator[Beir]:
     corpus, judged, relevance = scifact_files(data, qrels)
-    key = cache_key(data_sha256=file_sha256(data / "corpus.jsonl"))
+    key = cache_key(data_sha256=file_digest(data / "corpus.jsonl"))
     with eval_index(name=f"beir-{data.name}", key=key, documents=corpus.values()) as index:
         yield Beir(corpus, judged, relevance, index)
 

@@ -64,13 +64,19 @@ def _condenser_name(value: str) -> str:
 
 
 class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True)
+    # Each key's docstring is its meaning in docs/configuration.md (scripts/config_reference.py writes it).
+    model_config = ConfigDict(extra="forbid", strict=True, use_attribute_docstrings=True)
 
 
 class EmbeddingConfig(_Section):
     model: str = LOCAL_EMBEDDER
+    """The embedding model of chunks, windows and questions: `local/all-minilm-l6-v2`, `local/multilingual-e5-small`
+    or a litellm provider's; it also names the vector tables. Changing it needs a re-ingest (check E004)."""
     context_model: str = "none"
+    """D0004: an LLM that writes a situating sentence before each chunk is embedded, or `none` (the chunk is embedded
+    after its title and heading path only)."""
     batch_size: Annotated[int, Field(ge=1, le=4096)] = 64
+    """Texts sent to the embedding model in one call."""
 
     _check_model = field_validator("model", "context_model")(_model_name)
 
@@ -84,17 +90,22 @@ class EmbeddingConfig(_Section):
 
 class IngestConfig(_Section):
     summary_model: str = EXTRACTIVE
+    """D0008: the summary written per source at ingest: `extractive` (its lead and most central sentences,
+    verbatim), an LLM (grounding-checked against the chunks it read), or `none`."""
     summary_max_tokens: Annotated[int, Field(ge=16, le=4000)] = 500
+    """Length limit of a source summary, in tokens."""
     max_file_mb: Annotated[float, Field(gt=0, le=10_000)] = 25
+    """Files larger than this are skipped by ingest and refused on upload."""
     include_private: bool = False
+    """Ingest `private/` folders too (as `foundry ingest --include-private`)."""
     chunk_tokens: Annotated[int, Field(ge=32, le=8192)] = 200
-    # A chunk continuing a section repeats the last sentences/paragraphs of the previous
-    # one, up to this many tokens (docs/decisions.md, "Chunks of 200 tokens").
+    """Word pieces per chunk (MiniLM reads at most 256); D0015."""
     chunk_overlap_tokens: Annotated[int, Field(ge=0, le=4096)] = 0
-    # Each run of this many consecutive sentences of a chunk is embedded too, and the dense
-    # channel finds a chunk by the best of its vectors (0: whole chunks only). Finer units
-    # rank better with MiniLM (docs/decisions.md, "Sentence windows").
+    """A chunk continuing a section repeats the last sentences of the previous one, up to this many tokens;
+    less than half of `chunk_tokens` (D0015)."""
     window_sentences: Annotated[int, Field(ge=0, le=16)] = 2
+    """Each run of this many consecutive sentences of a chunk is embedded too, and the dense channel finds a chunk
+    by the best of its vectors; 0: whole chunks only (D0013)."""
 
     _check_model = field_validator("summary_model")(_reader_name)
 
@@ -110,76 +121,89 @@ class IngestConfig(_Section):
 
 class RetrievalConfig(_Section):
     mode: Literal["hybrid", "dense", "bm25"] = "hybrid"
+    """The search channels: BM25 (FTS5) and dense fused by RRF, or one of them alone (D0005)."""
     top_k: Annotated[int, Field(ge=1, le=100)] = 10
-    # hybrid: fuse the channels' ranks per document (a source ranks at its best chunk) or per chunk.
-    # Document fusion (k=3) ranks documents best on SciFact, but it fills the passages with
-    # one source's chunks; chunk fusion keeps answers' passages and sources varied
-    # (docs/decisions.md, "Fusion per chunk").
+    """Candidate chunks kept after fusion, before the gate."""
     rrf_k: Annotated[int, Field(ge=1, le=1000)] = 60
+    """Reciprocal Rank Fusion: a chunk scores the sum of 1 / (rrf_k + rank) over the channels (D0010)."""
     fusion: Literal["chunk", "document"] = "chunk"
-    # Dense channel: "matrix" scans a memory-mapped copy of the vectors (retrieval/dense.py,
-    # ~10x faster, same results); "vec0" scans the sqlite-vec table itself.
+    """Hybrid: fuse the channels' ranks per chunk, or per document (a source ranks at its best chunk; use rrf_k 3
+    for document search). Chunk fusion keeps the passages and their sources varied (D0010)."""
     dense_index: Literal["matrix", "vec0"] = "matrix"
-    # Matrix holding more than dense_exact_max_rows vectors: rank every row by the Hamming distance
-    # of its sign bits (48 bytes a 384-d row instead of 1,536), then score only the dense_shortlist
-    # nearest by that exactly (retrieval/dense.py; docs/decisions.md). dense_shortlist 0: exact always.
+    """Dense channel: `matrix` scans a memory-mapped copy of the vectors (exact, fast); `vec0` scans the
+    sqlite-vec table itself (D0016)."""
     dense_shortlist: Annotated[int, Field(ge=0, le=1_000_000)] = 8000
+    """Above `dense_exact_max_rows` vectors, rows scored exactly after ranking every row by its sign bits;
+    0: score every row (D0016)."""
     dense_exact_max_rows: Annotated[int, Field(ge=0)] = 200_000
-    # Hybrid mode: the BM25 query leaves out terms found in more than this share of the chunks
-    # and in more than 10,000 chunks (1 keeps every term; bm25 mode always does). ~4x faster
-    # BM25 at 1M chunks for -0.002 nDCG@10 (retrieval.search.rare_terms; docs/decisions.md).
+    """Up to this many vectors the matrix is scanned exactly; above it the sign-bit shortlist applies (D0016)."""
     bm25_max_df: Annotated[float, Field(gt=0, le=1)] = 0.05
-    # ... and, rarest first, keeps terms while their chunk counts add up to at most this many times
-    # the number of chunks (and 10,000): a long question's BM25 P95 at 1M chunks -30 %, hybrid
-    # nDCG@10 unchanged (docs/decisions.md; 64 keeps every term).
+    """Hybrid: the BM25 query leaves out terms found in more than this share of the chunks and in more than
+    10,000 chunks; 1 keeps every term, and `mode: bm25` always does (D0012)."""
     bm25_max_postings: Annotated[float, Field(gt=0, le=64)] = 0.1
+    """Hybrid: rarest first, BM25 keeps terms while their chunk counts add up to at most this many times the
+    number of chunks (and 10,000); 64 keeps every term (D0012)."""
     hyde: bool = False
+    """D0006: search the dense channel with the embedding of a short answer `hyde_model` writes (D0018)."""
     hyde_model: str = LOCAL_LLM
+    """The LLM that writes the HyDE answer, when `hyde` is on."""
     scorer_model: str = "none"
+    """D0007: an LLM that rates each passage past the gate 0-10 (passages under `relevance_threshold` are
+    dropped), or `none` (D0019)."""
     relevance_threshold: Annotated[float, Field(ge=0, le=10)] = 4
-    # Gate defaults calibrated on SQuAD 2.0 dev together with the extractive reader's thresholds
-    # (bench/reader_calibration.py, docs/decisions.md): the gate lets more answerable questions
-    # through and the reader's own threshold refuses the out-of-corpus ones that pass it.
+    """With `scorer_model`: passages rated under this are dropped."""
     min_score: Unit = 0.3
+    """The gate: no candidate chunk this similar to the question (cosine), and the answer is refused with no LLM
+    call. 0.3 with the extractive reader, 0.45 with an LLM (D0022); calibrated per embedding model."""
     min_chunks: Annotated[int, Field(ge=1, le=100)] = 1
+    """The gate: how many chunks must reach `min_score` (D0022)."""
 
     _check_model = field_validator("hyde_model", "scorer_model")(_model_name)
-    # A follow-up in a conversation is made standalone before retrieval: by the rule, an LLM, or not at all.
     condense_model: str = CONDENSE_RULE
+    """A follow-up in a conversation is made standalone before retrieval: by the deterministic `rule`, by an LLM
+    (prompt `prompts.condense`), or `none` (asked as typed; D0027)."""
     _check_condenser = field_validator("condense_model")(_condenser_name)
 
 
 class GenerationConfig(_Section):
     model: str = EXTRACTIVE
+    """Who writes answers and documents: `extractive` (quotes the passages' best units verbatim, no LLM; D0021)
+    or an LLM (`local/smollm2-135m`, `openai/gpt-4o`, …) whose every sentence is grounding-checked."""
     token_budget: Annotated[int, Field(ge=256, le=1_000_000)] = 8192
+    """Tokens of the prompt an LLM is given at most (passages and summaries are cut to fit)."""
     max_source_summaries: Annotated[int, Field(ge=0, le=1000)] = 10
+    """Source summaries given to a document prompt as "Background from sources", at most."""
     max_passages: Annotated[int, Field(ge=1, le=100)] = 5
+    """Passages given to an LLM (after the gate, best first)."""
     max_answer_tokens: Annotated[int, Field(ge=16, le=16_000)] = 160
+    """Length limit of an LLM's answer."""
     max_document_tokens: Annotated[int, Field(ge=64, le=32_000)] = 700
+    """Length limit of an LLM-written document; a reply cut off there loses its unfinished last sentence."""
     cache_answers: bool = True
+    """The same question, scope, configuration and index: serve the logged answer again (logged as a new row)."""
     temperature: Annotated[float, Field(ge=0, le=2)] = 0.0
-    # Grounding: a sentence with less support than this from any passage window is removed. 0.6 with
-    # the default model: a quarter fewer hallucinated answers than 0.45, the same correct ones
-    # (bench/grounding_sweep.py, docs/decisions.md); re-measure when changing generation.model.
+    """Sampling temperature of an LLM answer or document."""
     min_support: Unit = 0.6
-    # Between min_score and this, most questions that pass the gate are out of corpus (docs/decisions.md).
+    """Grounding: a sentence an LLM writes with less support than this from any passage window is removed (D0029);
+    re-measure when changing `generation.model`."""
     low_confidence_score: Unit = 0.45
+    """Best question-chunk similarity under this: the answer is marked low confidence (D0023)."""
     min_coverage: Unit = 0.9
-    # The extractive reader (generation.model: extractive): the best unit scoring under reader_min_score
-    # is no answer (refusal "reader"), under reader_low_score a low-confidence one; it quotes up to
-    # reader_max_units units. Calibrated on SQuAD 2.0 dev (bench/reader_calibration.py, docs/decisions.md).
+    """Share of an LLM's sentences kept by grounding under this: the answer (or document) is marked low confidence."""
     reader_min_score: Annotated[float, Field(ge=0, le=2)] = 0.8
+    """Extractive reader: best unit (cosine + 0.5 x the share of question words held) under this is no answer,
+    refusal `reader` (D0024)."""
     reader_low_score: Annotated[float, Field(ge=0, le=2)] = 1.0
+    """Extractive reader: best unit under this is a low-confidence answer; not below `reader_min_score` (D0024)."""
     reader_max_units: Annotated[int, Field(ge=1, le=10)] = 3
-    # Passages the extractive reader reads (best first): its time is embedding their units, and the
-    # 4th and 5th passage add 0.007 to the answers holding a gold answer on SQuAD 2.0 dev (docs/decisions.md).
+    """Extractive reader: sentences, list items or table rows quoted at most (D0025)."""
     reader_passages: Annotated[int, Field(ge=1, le=100)] = 3
-    # A follow-up made standalone reads more: its question, the message and the words carried over, finds its answer
-    # further down (bench/followups.py: 4 / 5 / 7 passages, 324 / 325 / 324 of 416 right against 319 with 3).
+    """Extractive reader: passages read, best first, for a question asked on its own (D0026)."""
     reader_followup_passages: Annotated[int, Field(ge=1, le=100)] = 5
-    # The extractive writer (documents) quotes a section's units scoring at least this against "topic: heading".
-    # Lower than reader_min_score: a section heading asks for a topic, not one fact (docs/decisions.md).
+    """Extractive reader: passages read for a follow-up made standalone (D0026)."""
     writer_min_score: Annotated[float, Field(ge=0, le=2)] = 0.5
+    """Extractive writer (documents): a section quotes units scoring at least this against "topic: heading";
+    lower than `reader_min_score`, since a heading asks for a topic, not one fact."""
 
     _check_model = field_validator("model")(_reader_name)
 
@@ -195,8 +219,12 @@ class GenerationConfig(_Section):
 
 class LLMConfig(_Section):
     timeout_s: Annotated[float, Field(gt=0, le=3600)] = 60
+    """Seconds an LLM or embedding call may take before it fails (and is retried)."""
     retries: Annotated[int, Field(ge=0, le=10)] = 3
+    """Retries of an LLM call after a transient error (timeout, rate limit, connection)."""
     api_base: str | None = None
+    """Base URL of an OpenAI-compatible or Ollama server for litellm, e.g. `http://127.0.0.1:11434`; `null` for
+    the provider's own."""
 
     @field_validator("api_base")
     @classmethod
@@ -227,7 +255,9 @@ def parse_duration(text: str) -> float:
 class SyncConfig(_Section):
     """Folders bound to collections (``foundry collections bind``) are synced this often by Celery beat."""
 
-    interval: str = "10m"  # a duration (30s, 10m, 1h) or "off": no scheduled sync (``foundry sync`` still works)
+    interval: str = "10m"
+    """How often Celery beat syncs the folders bound to collections: a duration (`30s`, `10m`, `1h`, `1d`) or `off`
+    (no scheduled sync; `foundry sync` still works)."""
 
     @field_validator("interval")
     @classmethod
@@ -246,14 +276,23 @@ class PromptsConfig(_Section):
     """Paths of prompt templates; relative paths are taken from the project root."""
 
     answer_system: str = "templates/prompts/answer_system.txt"
+    """System prompt of an LLM answer."""
     answer_user: str = "templates/prompts/answer_user.txt"
+    """User message of an LLM answer: `{question}`, restated after the passages (D0030)."""
     generate_system: str = "templates/prompts/generate_system.txt"
+    """System prompt of an LLM-written document (the spec body goes in it)."""
     hyde: str = "templates/prompts/hyde.txt"
+    """Prompt of the HyDE answer (`retrieval.hyde`)."""
     context_prefix: str = "templates/prompts/context_prefix.txt"
+    """Prompt of the situating sentence (`embedding.context_model`)."""
     summary: str = "templates/prompts/summary.txt"
+    """Prompt of an LLM source summary (`ingest.summary_model`)."""
     relevance: str = "templates/prompts/relevance.txt"
+    """Prompt of the relevance rating (`retrieval.scorer_model`)."""
     conflicts: str = "templates/prompts/conflicts.txt"
-    condense: str = "templates/prompts/condense.txt"  # {history} and {message}: retrieval.condense_model
+    """Prompt of the LLM conflict detector."""
+    condense: str = "templates/prompts/condense.txt"
+    """Prompt of an LLM condenser (`retrieval.condense_model`): `{history}` and `{message}`."""
 
 
 class FoundryConfig(_Section):

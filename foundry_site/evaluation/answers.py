@@ -24,7 +24,8 @@ from django.test.utils import override_settings
 
 from foundry_site.evaluation import metrics, report
 from foundry_site.evaluation.beir import Document, EvalDataError
-from foundry_site.evaluation.index import EvalIndex, cache_key, eval_index, file_sha256
+from foundry_site.evaluation.index import EvalIndex, cache_key, eval_index
+from sources.services.prepare import file_digest
 from foundry_site.evaluation.squad import Article, Question, exact_match, f1_score, load_squad, normalize_answer
 from generation.answers import answer_question
 from sources.services.ingest import ProgressFn
@@ -108,7 +109,7 @@ def squad_index(
     squad: Path, kb: list[Article], *, digest: str | None = None, progress: ProgressFn | None = None
 ) -> Iterator[EvalIndex]:
     """The cached knowledge base of ``kb``'s articles (keyed by the file and the article titles)."""
-    key = cache_key(data_sha256=digest or file_sha256(squad), extra={"articles": sorted(a.title for a in kb)})
+    key = cache_key(data_sha256=digest or file_digest(squad), extra={"articles": sorted(a.title for a in kb)})
     with eval_index(
         name=f"squad-{squad.stem}", key=key, documents=[article_document(a) for a in kb], progress=progress
     ) as index:
@@ -129,7 +130,7 @@ def answers_evaluate(
     load_start = report.machine()["loadavg"]
     articles = load_squad(squad)
     kb, questions = sample(articles, kb_articles=kb_articles, limit=limit, seed=seed)
-    digest = file_sha256(squad)
+    digest = file_digest(squad)
     titles = sorted(a.title for a in kb)
     result = AnswersEvaluation(
         dataset={"squad": str(squad), "sha256": digest, "articles": len(articles), "seed": seed, "limit": limit},

@@ -60,14 +60,6 @@ def cache_key(*, data_sha256: str, extra: dict | None = None) -> str:
     return hashlib.sha256(json.dumps(material, sort_keys=True).encode()).hexdigest()
 
 
-def file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def document_markdown(doc: Document) -> str:
     """``# title`` then the text; a text line starting with '#' is indented so it stays text."""
     title = " ".join(doc.title.split())

@@ -15,7 +15,8 @@ from pathlib import Path
 
 from foundry_site.evaluation import metrics, report
 from foundry_site.evaluation.beir import judged_queries, load_corpus, load_qrels, load_queries
-from foundry_site.evaluation.index import EvalIndex, cache_key, eval_index, file_sha256
+from foundry_site.evaluation.index import EvalIndex, cache_key, eval_index
+from sources.services.prepare import file_digest
 from retrieval.services.retrieve import retrieve
 from sources.services.ingest import ProgressFn
 
@@ -96,7 +97,7 @@ def retrieval_evaluate(
     judged = judged_queries(load_queries(queries), relevance, documents, qrels_path=qrels)
     if not judged:
         raise ValueError(f"{qrels}: no judged query is in {queries}")
-    digest = file_sha256(corpus)
+    digest = file_digest(corpus)
     dataset = {
         "corpus": str(corpus),
         "corpus_sha256": digest,

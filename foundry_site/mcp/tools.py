@@ -20,8 +20,7 @@ from django.db.models import Count
 
 from foundry_site.core.ratelimit import rate_limit_enforce
 from foundry_site.core.text import TextRejected, user_text
-from generation import audit
-from generation.answers import MAX_QUESTION_CHARS, question_clean
+from generation.answers import MAX_QUESTION_CHARS, question_clean, querylog_row
 from generation.asking import NO_COLLECTIONS, query_answer
 from generation.models import QueryLog
 from generation.present import viewer_url
@@ -62,8 +61,9 @@ def search(user: Any, *, query: str, collection: str | None = None, k: int | Non
     results = [hit_dict(c, min_score=min_score) for c in found.ranked]
     timings = {**found.timings, "total": round((time.perf_counter() - started) * 1000, 1)}
     run_id = uuid.uuid4().hex
-    row = QueryLog.objects.record(
+    row = querylog_row(
         run_id=run_id,
+        task_name="mcp_search",
         kind=QueryLog.Kind.SEARCH,
         user=user,
         question=query,
@@ -71,21 +71,8 @@ def search(user: Any, *, query: str, collection: str | None = None, k: int | Non
         collection_ids=scope,
         channels=found.channels_dict(),
         gate=found.gate.as_dict() if found.gate else {},
-        citations=[
-            {"id": f"#{rank}", **{key: value for key, value in r.items() if key != "text"}}
-            for rank, r in enumerate(results, start=1)
-        ],
+        citations=[{"id": f"#{rank}", **r} for rank, r in enumerate(results, start=1)],
         timings=timings,
-    )
-    audit.runs_append(
-        run_id=run_id,
-        task_name="mcp_search",
-        status="ok",
-        answer_class="",
-        llm_calls=0,
-        latency_ms=timings["total"],
-        model="",
-        user=user,
     )
     return {"query_id": row.pk, "query": query, "mode": found.mode, "gate": row.gate, "results": results}
 

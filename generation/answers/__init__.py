@@ -16,7 +16,7 @@ from generation.answers.answer import (
     question_clean,
 )
 from generation.answers.answering import answer_logged, answer_question
-from generation.answers.record import Asked
+from generation.answers.record import Asked, querylog_row
 
 __all__ = [
     "LOW_CONFIDENCE_PREFIX",
@@ -31,4 +31,5 @@ __all__ = [
     "answer_pieces",
     "answer_question",
     "question_clean",
+    "querylog_row",
 ]

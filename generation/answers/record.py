@@ -43,6 +43,27 @@ def answering_code() -> str:
     return code_digest(Path(__file__).resolve().parents[2])
 
 
+# The answer's fields that its query-log row holds under the same names (``answer_record``). An answer served
+# again from the log takes them back (``answer_cached``), all but RUN_COLUMNS: what belongs to the run that wrote it.
+ANSWER_COLUMNS = (
+    "answer_class",
+    "answer",
+    "conflicts",
+    "coverage",
+    "refusal",
+    "gate",
+    "model",
+    "mode",
+    "hyde_text",
+    "cost",
+    "llm_calls",
+    "timings",
+    "grounding",
+    "cached",
+)
+RUN_COLUMNS = ("cost", "llm_calls", "timings", "grounding", "cached")
+
+
 @dataclass(frozen=True)
 class Asked:
     """Who asked, in which scope and conversation: what a question's log row records beside its answer.
@@ -108,18 +129,10 @@ def answer_cached(
     answer = Answer(
         run_id=run_id,
         question=question,
-        answer_class=hit.answer_class,
-        answer=hit.answer,
+        **{name: getattr(hit, name) for name in ANSWER_COLUMNS if name not in RUN_COLUMNS},
         citations=[{**c, "text": texts[c["chunk_id"]]} for c in hit.citations],
-        conflicts=hit.conflicts,
-        coverage=hit.coverage,
-        gate=hit.gate,
-        model=hit.model,
-        mode=hit.mode,
-        hyde_text=hit.hyde_text,
         cached=True,
         tokens={"prompt": 0, "completion": 0},
-        refusal=hit.refusal,
         hint=_cached_hint(hit.refusal, question),
     )
     answer.timings = {"total": elapsed_ms(started)}
@@ -143,44 +156,49 @@ def answer_record(
     served again under (``cache_key()``). ``error``: the model failure that ended the answer; the row is then
     logged as failed, with the error's text.
     """
-    user = _user(asked.user)
-    row = QueryLog.objects.record(
+    return querylog_row(
         run_id=answer.run_id,
-        user=user,
+        task_name="rag_query",
+        user=asked.user,
         question=answer.question,
         message=asked.message,
         conversation=asked.conversation,
-        mode=answer.mode,
         collection_ids=asked.collection_ids,
-        hyde_text=answer.hyde_text,
         channels=channels,
-        gate=answer.gate,
-        answer_class=answer.answer_class,
-        answer=answer.answer,
-        citations=[{k: v for k, v in c.items() if k != "text"} for c in answer.citations],
-        conflicts=answer.conflicts,
-        coverage=answer.coverage,
-        refusal=answer.refusal,
+        citations=answer.citations,
+        **{name: getattr(answer, name) for name in ANSWER_COLUMNS},
         prompt_tokens=answer.tokens.get("prompt", 0),
         completion_tokens=answer.tokens.get("completion", 0),
-        cost=answer.cost,
-        llm_calls=answer.llm_calls,
-        model=answer.model,
-        timings=answer.timings,
-        grounding=answer.grounding,
-        cached=answer.cached,
         cache_key=cache_key,
         status=QueryLog.Status.OK if error is None else QueryLog.Status.FAILED,
         error="" if error is None else str(error),
     )
+
+
+def querylog_row(
+    *, run_id: str, task_name: str, user: Any, citations: list[dict], timings: dict[str, float], **fields: Any
+) -> QueryLog:
+    """Write one query-log row and its runs.csv line (task ``task_name``): the one place a query is logged.
+
+    ``citations`` lose their passage text (the row names chunks; the chunk holds the text). ``fields`` are
+    QueryLog's other columns; ``timings`` needs its ``total``. Every call appends: nothing is updated.
+    """
+    user = _user(user)
+    row = QueryLog.objects.record(
+        run_id=run_id,
+        user=user,
+        citations=[{k: v for k, v in c.items() if k != "text"} for c in citations],
+        timings=timings,
+        **fields,
+    )
     audit.runs_append(
-        run_id=answer.run_id,
-        task_name="rag_query",
-        status="ok" if error is None else "failed",
-        answer_class=answer.answer_class,
-        llm_calls=answer.llm_calls,
-        latency_ms=answer.timings["total"],
-        model=answer.model,
+        run_id=run_id,
+        task_name=task_name,
+        status="ok" if row.status == QueryLog.Status.OK else "failed",
+        answer_class=row.answer_class,
+        llm_calls=row.llm_calls,
+        latency_ms=timings["total"],
+        model=row.model,
         user=user,
     )
     return row

@@ -27,7 +27,7 @@ from tests.reliability.test_load import free_port, wait_until_up
 pytestmark = pytest.mark.integration
 
 REPO = Path(__file__).resolve().parents[2]
-SECTION = "### Quick start in the browser"
+SECTION = "## Quick start in the browser"
 USER, USER_PASSWORD = "newcomer", "a newcomer's long password"
 
 
