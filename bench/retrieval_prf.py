@@ -6,7 +6,7 @@ Rocchio on unit vectors: the query vector plus ``beta`` times the mean vector of
 ``m`` chunks of a feedback ranking (dense, hybrid or BM25), searched again exactly; the
 new dense ranking is fused with BM25 by chunk-level RRF (k=60, the default) and by
 document-level RRF (k=3). nDCG@10 over documents, depth 100. Not adopted
-(docs/decisions.md, "Measured and not adopted"): no setting beats the hybrid default by more than 0.006.
+(bench/results/prf_2026-11-22.json): no setting beats the hybrid default by more than 0.006.
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ chunks of the shipped chunk fusion (RRF, configured k, depth 50) holds a gold an
 whole-chunk vectors and with windows as the dense channel (ranking only, no gate).
 
 Not a product feature: it answers "would sentence vectors lift nDCG@10, and at what cost?"
-(docs/decisions.md, "Sentence windows"). The BM25 and chunk-dense channels are the product's own
+(docs/decisions.md, D0013). The BM25 and chunk-dense channels are the product's own
 (``keyword`` with every term, ``nearest``, depth 500) on the cached ``foundry eval retrieval``
 index; the sentences come from the product's chunker splitter and are embedded as the
 product embeds a chunk (its stored context, a blank line, the text) with the configured

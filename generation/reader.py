@@ -46,13 +46,13 @@ from foundry_site.core.units import (
 )
 
 # Weight of the question's words in the unit score, fitted on SQuAD 2.0 dev (bench/reader_calibration.py,
-# docs/decisions.md, "The extractive reader"): they tell the sentence that names the asked-for thing
+# docs/decisions.md, D0024): they tell the sentence that names the asked-for thing
 # apart from its neighbours, which embed alike.
 LEXICAL_WEIGHT = 0.5
 # A question word the unit lacks but its passage's heading path or document title holds counts this much of
 # a word held: the unit is read, and cited, under them (the "PX-100" of a question stands in the title of the
 # PX-100's manual, not in each of its sentences). Measured: bench/followups.py, bench/reader_calibration.py
-# (docs/decisions.md, "The extractive reader").
+# (docs/decisions.md, D0024).
 UNDER_WEIGHT = 1.0
 # Units are embedded in batches of this many (sorted by length, llm.embed): small batches pad less.
 EMBED_BATCH = 16
@@ -95,19 +95,19 @@ NEAR_BEST = 0.12  # a further unit is quoted only when it scores within this of 
 # A unit further down, within this of the best, is quoted too when it holds a question word no unit quoted holds:
 # "What happens when the buffer is full?" is best matched by the sentence naming the buffer, and answered by the
 # next ("When the buffer is full, the oldest values are overwritten."). Measured: bench/followups.py,
-# foundry eval answers (docs/decisions.md, "The extractive reader").
+# foundry eval answers (docs/decisions.md, D0024).
 COVER_MARGIN = 0.25
 # A follow-up goes on from the answer before it: "and once that's full?" asks of the buffer that answer named. A unit's
 # cosine is also taken with that answer's quotes followed by the message, less this (the quotes are not what is asked),
-# for every unit but those quotes. Measured: bench/followups.py (docs/decisions.md, "The extractive reader").
+# for every unit but those quotes. Measured: bench/followups.py (docs/decisions.md, D0024).
 CONTINUES_DISCOUNT = 0.1
 # A follow-up is read where the turn it follows was answered: a unit of a passage that holds a sentence that
 # answer quoted scores this much more ("How do I fix it?" after "What does E03 mean?" quotes the remedy listed
-# under E03). Measured: bench/followups.py (docs/decisions.md, "The extractive reader").
+# under E03). Measured: bench/followups.py (docs/decisions.md, D0024).
 FOLLOW_BONUS = 0.1
 # "What does E04 mean?" is answered where E04 is defined: a unit that opens with the code and a dash, colon or
 # "means" ("**E04 – Network error.** …") scores this much more than one that only names it ("Fixed: E04 was
-# reported falsely …"). Measured: bench/followups.py, foundry eval answers (docs/decisions.md, "The extractive reader").
+# reported falsely …"). Measured: bench/followups.py, foundry eval answers (docs/decisions.md, D0024).
 DEFINES_BONUS = 0.25
 # "How do I fix it?", "what should I do?" ask what to do, which an instruction says ("Check the power supply and the
 # cable cross-section."): such a unit scores this much more than one that only shares the question's words ("Fixed:

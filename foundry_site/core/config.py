@@ -184,7 +184,7 @@ class GenerationConfig(_Section):
     temperature: Annotated[float, Field(ge=0, le=2)] = 0.0
     """Sampling temperature of an LLM answer or document."""
     min_support: Unit = 0.6
-    """Grounding: a sentence an LLM writes with less support than this from any passage window is removed (D0029);
+    """Grounding: a sentence an LLM writes with less support than this from any passage window is removed (D0028);
     re-measure when changing `generation.model`."""
     low_confidence_score: Unit = 0.45
     """Best question-chunk similarity under this: the answer is marked low confidence (D0023)."""
@@ -278,7 +278,7 @@ class PromptsConfig(_Section):
     answer_system: str = "templates/prompts/answer_system.txt"
     """System prompt of an LLM answer."""
     answer_user: str = "templates/prompts/answer_user.txt"
-    """User message of an LLM answer: `{question}`, restated after the passages (D0030)."""
+    """User message of an LLM answer: `{question}`, restated after the passages (D0029)."""
     generate_system: str = "templates/prompts/generate_system.txt"
     """System prompt of an LLM-written document (the spec body goes in it)."""
     hyde: str = "templates/prompts/hyde.txt"

@@ -319,7 +319,7 @@ def chunk_windows(text: str, *, sentences: int, limit: int) -> list[str]:
     count as sentences, so a fact in one row of a long table is found by its row ("Terminals | … torque 0.5 Nm").
 
     A chunk is then found by its best window as well as by its whole text (the dense
-    channel scores a chunk by the best of its vectors; docs/decisions.md, "Sentence windows").
+    channel scores a chunk by the best of its vectors; docs/decisions.md, D0013).
     A chunk of no more than ``sentences`` sentences has no window: its one window would
     be the chunk itself. ``limit`` caps the windows of one chunk (the store gives each
     chunk that many slots); past it the windows are spread evenly over the chunk, its first
