@@ -29,7 +29,11 @@ FILE_SUFFIXES = {"json", "jsonl", "md", "py", "txt", "csv", "yaml"}
 
 def code_spans() -> list[tuple[str, str]]:
     """``(page name, code)`` for every code span and block of the README and docs/."""
-    return [(page.relative_to(REPO).as_posix(), m.group(0).strip("`")) for page in PAGES for m in CODE.finditer(page.read_text(encoding="utf-8"))]
+    return [
+        (page.relative_to(REPO).as_posix(), m.group(0).strip("`"))
+        for page in PAGES
+        for m in CODE.finditer(page.read_text(encoding="utf-8"))
+    ]
 
 
 def subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:

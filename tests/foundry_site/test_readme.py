@@ -1,4 +1,4 @@
-"""The spec quick start of docs/specs.md (linked from the README) runs as written, on a fresh clone's files and a new home."""
+"""The spec quick start of docs/specs.md (the README links it) runs as written: fresh clone files, a new home."""
 
 from __future__ import annotations
 
