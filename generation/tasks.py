@@ -1,6 +1,6 @@
 """Background work for generation. Tasks take ids and JSON payloads, call one service, and hold no logic.
 
-Queues (see README, "Topology"): ``generate_compute`` runs on ``compute`` and never
+Queues (see docs/operations.md, "Topology"): ``generate_compute`` runs on ``compute`` and never
 opens the database; everything else runs on ``db``, next to the SQLite file.
 """
 

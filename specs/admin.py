@@ -101,7 +101,7 @@ class InUseFilter(admin.SimpleListFilter):
 class ReviewerMayView(admin.ModelAdmin):
     """Lets a holder of the approve permission view these pages without also holding ``view_*``.
 
-    README promises that approving needs ``specs.approve_featurespec`` (and staff status for the
+    docs/specs.md promises that approving needs ``specs.approve_featurespec`` (and staff status for the
     admin). Without this Django shows such a reviewer no model at all: "You don't have permission
     to view or edit anything". Viewing is all it adds; changing still needs the change permission.
     """

@@ -21,7 +21,7 @@ def test_shipped_foundry_yaml_is_valid() -> None:
 
 
 def test_shipped_foundry_yaml_lists_every_key_with_its_default() -> None:
-    """The README promises the file in the repository shows every knob and its default."""
+    """docs/installation.md promises the file in the repository shows every knob and its default."""
     shipped = yaml.safe_load((Path(__file__).resolve().parents[2] / "foundry.yaml").read_text())
     assert shipped == FoundryConfig().model_dump(mode="json")
 

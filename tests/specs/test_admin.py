@@ -127,7 +127,7 @@ def test_approve_actions_hidden_without_permission(client: Client, author: User,
 
 
 def test_approve_permission_alone_opens_the_admin_and_approves(client: Client, reviewer: User, author: User) -> None:
-    """README: approving needs staff status and ``specs.approve_featurespec``, not also ``view_featurespec``."""
+    """docs/specs.md: approving needs staff status and ``specs.approve_featurespec``, not also ``view_featurespec``."""
     assert not reviewer.has_perm("specs.view_featurespec")
     client.force_login(reviewer)
     spec_in_review("theirs", author, body="# Wiring guide\n\nWrite wiring guides for the RS-485 bus.\n")
