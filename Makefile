@@ -76,13 +76,14 @@ ocr:
 test: install browser ocr lint
 	$(PY) -m pytest
 
-# The code's shape: ruff (pyproject.toml [tool.ruff]), the apps' types (mypy with django-stubs, [tool.mypy])
-# and the import layers ([tool.importlinter]).
+# The code's shape: ruff (pyproject.toml [tool.ruff]), the apps' types (mypy with django-stubs, [tool.mypy]),
+# the import layers ([tool.importlinter]) and no import circle between the project's modules.
 lint: install
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports
+	$(PY) scripts/import_cycles.py
 
 test-unit: install
 	$(PY) -m pytest -m "not integration"

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sources.selectors import readable_chunks
+from sources.viewer import viewer_url
 
 
 @dataclass
@@ -47,8 +48,6 @@ def _same_disagreement(box: ConflictBox, quantity: str, pair: list[dict]) -> boo
 
 
 def _link(boxes: list[ConflictBox], viewer: Any) -> None:
-    from generation.present import viewer_url  # present imports this module
-
     wanted = {s["chunk_id"] for b in boxes for s in b.sides if s.get("chunk_id")}
     readable = dict(readable_chunks(viewer).filter(pk__in=wanted).values_list("pk", "source_id")) if wanted else {}
     for box in boxes:

@@ -112,10 +112,9 @@ def generation_run_execute(*, run_id: int) -> None:
 def _dispatch(payload: dict[str, Any]) -> None:
     from celery import chain
 
-    from generation.tasks import generate_compute, generate_failed, generate_store
-
-    on_error = generate_failed.s(payload["run_id"])
-    chain(generate_compute.s(payload).on_error(on_error), generate_store.s().on_error(on_error)).apply_async()
+    compute_task, store_task = jobs.registered_task("generation.compute"), jobs.registered_task("generation.store")
+    on_error = jobs.registered_task("generation.failed").s(payload["run_id"])
+    chain(compute_task.s(payload).on_error(on_error), store_task.s().on_error(on_error)).apply_async()
 
 
 def _progress_here(payload: dict[str, Any]) -> Progress:

@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING, Any
 import markdown
 import nh3
 from django.conf import settings
-from django.urls import reverse
 from django.utils import translation
 from django.utils.html import format_html
 from django.utils.safestring import SafeString, mark_safe
@@ -28,6 +27,7 @@ from generation.conflict_boxes import conflict_boxes
 from generation.models import QueryLog
 from sources.models import Chunk, Source, citation_location
 from sources.selectors import access_contacts, readable_chunks, readable_collections, uploadable_collections
+from sources.viewer import viewer_url
 
 if TYPE_CHECKING:  # django-stubs' type of a lazy translation; a dev requirement only
     from django_stubs_ext import StrOrPromise
@@ -149,12 +149,6 @@ class SourceEntry:
     location: str  # ``§ Agenda, slide 3, lines 2-4``, ``sheet Pumps, rows 20-45`` … (sources.models.location_text)
     score: float
     url: str  # the source viewer at this chunk; "" if the viewer may no longer read it
-
-
-def viewer_url(source_id: int, chunk_id: int, lines: list[int] | None = None) -> str:
-    """The source viewer at a chunk, with a citation's ``lines`` ([first, last]) highlighted."""
-    cited = f"&lines={lines[0]}-{lines[1]}" if lines and len(lines) == 2 else ""
-    return f"{reverse('sources:detail', args=[source_id])}?chunk={chunk_id}{cited}#chunk-{chunk_id}"
 
 
 def source_entries(citations: list[dict], viewer: Any) -> list[SourceEntry]:

@@ -2,6 +2,7 @@
 
 Queues (see docs/operations.md, "Topology"): ``generate_compute`` runs on ``compute`` and never
 opens the database; everything else runs on ``db``, next to the SQLite file.
+The pipeline enqueues the registered tasks by name (``foundry_site.core.jobs.registered_task``).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from foundry_site.core.jobs import (
     Heartbeat,
     heartbeat_interval,
     is_eager,
+    register_task,
     retry_transient,
     task_failure_error,
 )
@@ -30,6 +32,7 @@ def generate_document(run_id: int) -> None:
 
 # The result reaches generate_store through the chain message; keeping the
 # document in the result store as well would only fill Redis.
+@register_task("generation.compute")
 @shared_task(base=FoundryTask, ignore_result=True)
 @retry_transient
 def generate_compute(payload: dict[str, Any]) -> dict[str, Any]:
@@ -52,6 +55,7 @@ def generate_progress(run_id: int, attempt: int, stage: str) -> None:
     pipeline.generation_run_progress(run_id=run_id, attempt=attempt, stage=stage)
 
 
+@register_task("generation.store")
 @shared_task(base=FoundryTask, ignore_result=True)
 @retry_transient
 def generate_store(result: dict[str, Any]) -> None:
@@ -59,6 +63,7 @@ def generate_store(result: dict[str, Any]) -> None:
     pipeline.generation_run_store(result=result)
 
 
+@register_task("generation.failed")
 @shared_task(base=FoundryTask, ignore_result=True)
 @retry_transient
 def generate_failed(task_id: str, run_id: int) -> None:

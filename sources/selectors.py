@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shlex
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -13,6 +12,7 @@ from django.utils import timezone
 
 from sources import vectorstore
 from sources.models import Chunk, Collection, IngestJob, Source
+from sources.reingest import ChunkingDrift, StaleEmbeddings
 
 
 def chunks_for_export(*, collection: str | None = None) -> Iterator[Chunk]:
@@ -68,30 +68,6 @@ def index_version(collection_ids: list[int] | None = None) -> str:
     return f"{agg['sources']}:{agg['latest'].isoformat() if agg['latest'] else '-'}:{chunks.count()}"
 
 
-@dataclass(frozen=True)
-class _ReingestGroup:
-    """Ingested sources of one collection and folder that one ``foundry ingest`` brings up to date."""
-
-    collection: str
-    root: str
-    sources: int
-    private: bool  # some lie under private/, so their re-ingest needs --include-private
-
-    @property
-    def reingest_command(self) -> str:
-        """The command that ingests these sources again with the configured settings (only files whose
-        settings or bytes differ are redone)."""
-        flag = " --include-private" if self.private else ""
-        return f"foundry ingest {shlex.quote(self.root)} --collection {shlex.quote(self.collection)}{flag}"
-
-
-@dataclass(frozen=True)
-class StaleEmbeddings(_ReingestGroup):
-    """Sources whose vectors come from another embedding model."""
-
-    model: str = ""  # the model they were embedded with
-
-
 def stale_embeddings(*, model: str, collection_ids: Sequence[int] | None = None) -> list[StaleEmbeddings]:
     """Ingested sources (within ``collection_ids``; None: all) embedded with a model other than ``model``.
 
@@ -126,13 +102,6 @@ def _reingest_groups(rows: QuerySet[Source], by: str) -> list[dict]:
         .annotate(sources=Count("id"), private=Count("id", filter=private))
         .order_by(by, "collection__name", "root")
     )
-
-
-@dataclass(frozen=True)
-class ChunkingDrift(_ReingestGroup):
-    """Sources whose chunks were built with other chunking settings."""
-
-    chunking: str = ""  # the settings they were chunked with (``Source.chunking``; "" if never recorded)
 
 
 def chunking_drift(*, chunking: str, model: str) -> list[ChunkingDrift]:

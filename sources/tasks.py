@@ -2,6 +2,7 @@
 
 Queues (see docs/operations.md): ``prepare_source`` runs on ``compute`` and never
 opens the database; everything else runs on ``db``, next to the SQLite file.
+The services enqueue the registered tasks by name (``foundry_site.core.jobs.registered_task``).
 """
 
 from __future__ import annotations
@@ -10,11 +11,12 @@ from typing import Any
 
 from celery import shared_task
 
-from foundry_site.core.jobs import FoundryTask, retry_transient, task_failure_reason
+from foundry_site.core.jobs import FoundryTask, register_task, retry_transient, task_failure_reason
 from sources.services import ingest_jobs
 from sources.services.sync import collections_sync
 
 
+@register_task("ingest.run")
 @shared_task(base=FoundryTask)
 @retry_transient
 def run_ingest_job(job_id: int) -> None:
@@ -24,6 +26,7 @@ def run_ingest_job(job_id: int) -> None:
 
 # The payload is handed to store_source through the chain message; keeping it in
 # the result store as well would only fill Redis with vectors.
+@register_task("ingest.prepare")
 @shared_task(base=FoundryTask, ignore_result=True)
 @retry_transient
 def prepare_source(root: str, rel: str, job_id: int | None = None) -> dict[str, Any]:
@@ -31,6 +34,7 @@ def prepare_source(root: str, rel: str, job_id: int | None = None) -> dict[str, 
     return ingest_jobs.ingest_job_file_prepare(root=root, rel=rel, job_id=job_id)
 
 
+@register_task("ingest.store")
 @shared_task(base=FoundryTask, ignore_result=True)
 @retry_transient
 def store_source(payload: dict[str, Any], job_id: int, rel: str) -> None:
@@ -38,6 +42,7 @@ def store_source(payload: dict[str, Any], job_id: int, rel: str) -> None:
     ingest_jobs.ingest_job_file_store(job_id=job_id, rel=rel, payload=payload)
 
 
+@register_task("ingest.file_failed")
 @shared_task(base=FoundryTask, ignore_result=True)
 @retry_transient
 def ingest_file_failed(task_id: str, job_id: int, rel: str) -> None:

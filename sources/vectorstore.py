@@ -19,12 +19,10 @@ from __future__ import annotations
 import re
 import struct
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 from django.db import DatabaseError, connection
 
-if TYPE_CHECKING:
-    from sources.selectors import StaleEmbeddings
+from sources.reingest import StaleEmbeddings
 
 _SLUG_OK = re.compile(r"^[a-z0-9_]+$")
 

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from django.core.cache import cache
+from django.urls import reverse
 
 from sources.models import Chunk
 from sources.services.extract.blocks import ExtractionError
@@ -17,6 +18,12 @@ from sources.services.extract.ocr import WordBox, image_open, ocr_check, ocr_pag
 ORIGINAL_TYPES = {"pdf": "application/pdf"}
 # Images a browser shows as they are; any other (TIFF) is served as a PNG of the page.
 IMAGE_TYPES = {".png": "image/png", ".jpg": "image/jpeg", ".jpeg": "image/jpeg"}
+
+
+def viewer_url(source_id: int, chunk_id: int, lines: list[int] | None = None) -> str:
+    """The source viewer at a chunk, with a citation's ``lines`` ([first, last]) highlighted."""
+    cited = f"&lines={lines[0]}-{lines[1]}" if lines and len(lines) == 2 else ""
+    return f"{reverse('sources:detail', args=[source_id])}?chunk={chunk_id}{cited}#chunk-{chunk_id}"
 
 
 @dataclass(frozen=True)

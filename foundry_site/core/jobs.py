@@ -341,3 +341,37 @@ def _error_value(model: type[models.Model], reason: str) -> Any:
     if isinstance(model._meta.get_field("error"), models.JSONField):
         return {"type": "StaleRun", "message": reason, "transient": True}
     return reason
+
+
+# --------------------------------------------------------------------------- tasks by name
+
+# An app's tasks.py imports the services its tasks call, so a service that enqueues a
+# task cannot import tasks.py back (a circle): each such task registers itself here
+# under a name, and the service asks for it by that name when it enqueues.
+_TASKS: dict[str, Any] = {}
+
+
+def register_task(name: str) -> Callable[[F], F]:
+    """Decorator over a task's ``@shared_task``: ``registered_task(name)`` returns the task."""
+
+    def register(task: F) -> F:
+        _TASKS[name] = task
+        return task
+
+    return register
+
+
+def registered_task(name: str) -> Any:
+    """The task registered as ``name``, the apps' tasks modules loaded first if it is not yet registered.
+
+    Loading them on first use (Celery's autodiscovery, which a worker runs on start) keeps
+    startup light: a tasks module imports its services, and with them the model libraries.
+    """
+    if name not in _TASKS:
+        current_app.autodiscover_tasks(force=True)
+    try:
+        return _TASKS[name]
+    except KeyError:
+        raise LookupError(
+            f"no task is registered as {name!r}: no installed app's tasks module declares @register_task({name!r})"
+        ) from None

@@ -23,10 +23,10 @@ from foundry_site.core.text import TextRejected, user_text
 from generation.answers import MAX_QUESTION_CHARS, question_clean, querylog_row
 from generation.asking import NO_COLLECTIONS, query_answer
 from generation.models import QueryLog
-from generation.present import viewer_url
 from retrieval.services.retrieve import Candidate, retrieve
 from sources.models import Chunk, Source, location_fields
 from sources.selectors import query_scope, readable_chunks, readable_collections, readable_sources
+from sources.viewer import viewer_url
 
 MAX_K = 50  # as POST /api/v1/query's top_k
 MAX_NEIGHBOURS = 5

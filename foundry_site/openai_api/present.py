@@ -18,8 +18,9 @@ from generation.answers import Answer
 from generation.answers.language import answering_in
 from generation.condense import Condensed
 from generation.models import QueryLog
-from generation.present import BADGES, viewer_url
+from generation.present import BADGES
 from sources.models import Chunk
+from sources.viewer import viewer_url
 
 _LABEL = re.compile(r"\[(S\d+)\]")
 # A sentence ends after a citation marker (and any markers right after it), or, in a text without

@@ -20,12 +20,12 @@ from django.utils.translation import gettext as _
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_POST
 
-from generation.present import viewer_url
 from generation.querylog import charts, selectors
 from generation.querylog.feedback import FeedbackError, feedback_record
 from generation.querylog.forms import FeedbackForm, QueryLogFilterForm
 from sources.models import Collection, citation_location
 from sources.selectors import readable_chunks
+from sources.viewer import viewer_url
 
 PAGE_SIZE = 50
 CSV_COLUMNS = [

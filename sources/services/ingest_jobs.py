@@ -117,9 +117,7 @@ def ingest_job_enqueue(*, job_id: int, on_file: ProgressFn | None = None) -> Non
     if jobs.is_eager():
         ingest_job_run(job_id=job_id, on_file=on_file)
         return
-    from sources.tasks import run_ingest_job
-
-    run_ingest_job.delay(job_id)
+    jobs.registered_task("ingest.run").delay(job_id)
 
 
 def ingest_job_execute(*, job_id: int, on_file: ProgressFn | None = None) -> IngestJob:
@@ -212,20 +210,19 @@ def _dispatch(job_id: int, root: str, rels: list[str]) -> None:
     """One chain per file: prepare on ``compute``, store on ``db``; a failure of either is recorded by the errback."""
     from celery import chain
 
-    from sources.tasks import ingest_file_failed, prepare_source, store_source
-
+    prepare_source, store_source, file_failed = (
+        jobs.registered_task(name) for name in ("ingest.prepare", "ingest.store", "ingest.file_failed")
+    )
     for rel in rels:
-        on_error = ingest_file_failed.s(job_id, rel)
+        on_error = file_failed.s(job_id, rel)
         chain(
             prepare_source.s(root, rel, job_id).on_error(on_error), store_source.s(job_id, rel).on_error(on_error)
         ).apply_async()
 
 
 def _process_in_process(job_id: int, root: str, rel: str, on_file: ProgressFn | None) -> None:
-    from sources.tasks import prepare_source
-
     try:
-        payload = prepare_source.delay(root, rel).get()
+        payload = jobs.registered_task("ingest.prepare").delay(root, rel).get()
     except Exception as exc:  # recorded as the file's failure, as the broker's errback would
         logger.exception("prepare failed job=%s", job_id)
         ingest_job_file_fail(job_id=job_id, rel=rel, reason=jobs.failure_reason(exc), on_file=on_file)

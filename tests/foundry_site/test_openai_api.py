@@ -16,8 +16,8 @@ from foundry_site.openai_api.present import sentences_split
 from foundry_site.core.ratelimit import rate_limit_check
 from foundry_site.services.tokens import token_create
 from generation.models import QueryLog
-from generation.present import viewer_url
 from sources.models import Chunk
+from sources.viewer import viewer_url
 from tests.conftest import ScriptedLLM
 from tests.generation.conftest import echo_reply, follows_seen, scoped, world_users  # noqa: F401 (fixtures)
 

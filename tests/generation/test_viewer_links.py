@@ -6,7 +6,7 @@ import pytest
 from django.test import Client
 
 from foundry_site.mcp import tools
-from generation.present import viewer_url
+from sources.viewer import viewer_url
 from tests.conftest import World, record_query
 
 pytestmark = pytest.mark.django_db
