@@ -112,8 +112,15 @@ def add_numbering(document: object, *, restart_at: int = 1) -> tuple[int, int]:
 
     root = document.part.numbering_part.element  # type: ignore[attr-defined]
     root.insert(0, etree.fromstring(NUMBERING))
-    for num_id, override in ((91, ""), (92, f'<w:lvlOverride w:ilvl="0"><w:startOverride w:val="{restart_at}"/></w:lvlOverride>')):
-        root.append(etree.fromstring(f'<w:num xmlns:w="{W_NS}" w:numId="{num_id}"><w:abstractNumId w:val="90"/>{override}</w:num>'))
+    for num_id, override in (
+        (91, ""),
+        (92, f'<w:lvlOverride w:ilvl="0"><w:startOverride w:val="{restart_at}"/></w:lvlOverride>'),
+    ):
+        root.append(
+            etree.fromstring(
+                f'<w:num xmlns:w="{W_NS}" w:numId="{num_id}"><w:abstractNumId w:val="90"/>{override}</w:num>'
+            )
+        )
     return 91, 92
 
 
@@ -138,7 +145,7 @@ def chart_xml(title: str, categories: list[str], series: dict[str, list[float]])
     for name, values in series.items():
         data.add_series(name, values)
     xml = ChartXmlWriter(XL_CHART_TYPE.COLUMN_CLUSTERED, data).xml
-    rich = f'<c:title><c:tx><c:rich><a:bodyPr/><a:p><a:r><a:t>{title}</a:t></a:r></a:p></c:rich></c:tx></c:title>'
+    rich = f"<c:title><c:tx><c:rich><a:bodyPr/><a:p><a:r><a:t>{title}</a:t></a:r></a:p></c:rich></c:tx></c:title>"
     return xml.replace("<c:chart>", f"<c:chart>{rich}", 1).encode()
 
 

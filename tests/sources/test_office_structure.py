@@ -231,19 +231,31 @@ def query(question: str) -> dict:
 
 
 @pytest.mark.django_db
-def test_numbers_definitions_and_charts_are_ingested_chunked_and_cited(structured_kb: Path, foundry_config: object) -> None:
+def test_numbers_definitions_and_charts_are_ingested_chunked_and_cited(
+    structured_kb: Path, foundry_config: object
+) -> None:
     foundry_config(generation={"model": "extractive"}, retrieval={"min_chunks": 1})  # type: ignore[operator]
     report = {f.path: (f.status, f.reason) for f in knowledge_base_ingest(target=structured_kb).files}
     assert set(report.values()) == {("ingested", "")}, report
     procedure = Chunk.objects.get(source__path="procedure.docx")
     assert "2. Start the pump.\n\n2.1. Wait ten seconds." in procedure.text
     sales = list(Chunk.objects.filter(source__path="sales.pptx"))
-    assert [c.text for c in sales] == ["Pump sales by region\nRegion | Sold | Returned\nNorth | 120 | 4.5\n\nSouth | 95 | 3"]
+    assert [c.text for c in sales] == [
+        "Pump sales by region\nRegion | Sold | Returned\nNorth | 120 | 4.5\n\nSouth | 95 | 3"
+    ]
     assert sales[0].location == "§ Slide 2, slide 2, lines 3-4"
     cases = [
-        ("What is the limit of a varchar?", "varchar: Almost always has a limit of 255 chars.", {"types.html", "columns.docx"}),
+        (
+            "What is the limit of a varchar?",
+            "varchar: Almost always has a limit of 255 chars.",
+            {"types.html", "columns.docx"},
+        ),
         ("Which types have no limit on their length?", "text, clob: No limit on its length.", {"types.html"}),
-        ("How many pumps were returned in the South region?", "South | 95 | 3", {"sales.pptx", "sales.xlsx", "report.docx"}),
+        (
+            "How many pumps were returned in the South region?",
+            "South | 95 | 3",
+            {"sales.pptx", "sales.xlsx", "report.docx"},
+        ),
         ("How many seconds should one wait?", "Wait ten seconds.", {"procedure.docx"}),
     ]
     for question, quoted, sources in cases:

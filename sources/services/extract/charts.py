@@ -78,9 +78,9 @@ def chart_blocks(
     if len(chart.rows) < 2:
         if not lead:
             return [], 0
-        return [Block(lead, heading, page, first_line, first_line + (0 if same_line else lead.count("\n")), "", unit)], (
-            lead.count("\n") + 1
-        )
+        return [
+            Block(lead, heading, page, first_line, first_line + (0 if same_line else lead.count("\n")), "", unit)
+        ], (lead.count("\n") + 1)
     skip = lead.count("\n") + 1
     blocks = []
     for index, cells in enumerate(chart.rows[1:]):
@@ -119,7 +119,7 @@ def _points(element: etree._Element | None, cells: Cells | None = None) -> dict[
     )
     ref = next((f.text for f in element.iter(C + "f") if f.text), None)
     if cache is None and ref and cells is not None:
-        return {i: _number(value) for i, value in enumerate(cells(ref)[:MAX_POINTS + 1])}
+        return {i: _number(value) for i, value in enumerate(cells(ref)[: MAX_POINTS + 1])}
     if cache is None:
         return {}
     out: dict[int, str] = {}
@@ -155,8 +155,8 @@ def rels(archive: zipfile.ZipFile, part: str) -> dict[str, str]:
         if rel.get("TargetMode") == "External":
             continue
         target = rel.get("Target") or ""
-        out[rel.get("Id") or ""] = target.lstrip("/") if target.startswith("/") else posixpath.normpath(
-            posixpath.join(folder, target)
+        out[rel.get("Id") or ""] = (
+            target.lstrip("/") if target.startswith("/") else posixpath.normpath(posixpath.join(folder, target))
         )
     return out
 

@@ -10,6 +10,7 @@ counts from there. A bullet level, and a format this module does not draw, reads
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -21,8 +22,10 @@ BULLET = "- "
 _W = "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}"
 MAX_LEVELS = 9  # Word's levels are 0-8
 MAX_STYLE_CHAIN = 5
-_ROMAN = ((1000, "m"), (900, "cm"), (500, "d"), (400, "cd"), (100, "c"), (90, "xc"), (50, "l"), (40, "xl"))
-_ROMAN += ((10, "x"), (9, "ix"), (5, "v"), (4, "iv"), (1, "i"))
+_ROMAN: tuple[tuple[int, str], ...] = (
+    (1000, "m"), (900, "cm"), (500, "d"), (400, "cd"), (100, "c"), (90, "xc"), (50, "l"), (40, "xl"),
+    (10, "x"), (9, "ix"), (5, "v"), (4, "iv"), (1, "i"),
+)  # fmt: skip
 
 
 class Numbering:
@@ -45,7 +48,7 @@ class Numbering:
             self.levels[num.get(_W + "numId") or ""] = levels
 
     def marker(self, paragraph: Paragraph) -> str:
-        """"1. ", "a) ", "2.1. " or "- " for a list item, '' for any other paragraph."""
+        """ "1. ", "a) ", "2.1. " or "- " for a list item, '' for any other paragraph."""
         num_id, ilvl, listed = _num_pr(paragraph)
         if num_id == "0":  # numbering taken off the paragraph
             return ""
@@ -101,7 +104,7 @@ def _letter(value: int) -> str:
     return chr(ord("a") + (value - 1) % 26) * ((value - 1) // 26 + 1)
 
 
-_FORMATS = {
+_FORMATS: dict[str, Callable[[int], str]] = {
     "decimal": str,
     "decimalZero": lambda v: f"{v:02d}",
     "lowerLetter": _letter,

@@ -59,7 +59,9 @@ def extract_xlsx(data: bytes, *, fallback_title: str) -> Extracted:
                 )
             with zipfile.ZipFile(io.BytesIO(data)) as archive:
                 for index, (name, row, chart) in enumerate(sheet_charts(archive, partial(_range, book)), start=1):
-                    found, _ = chart_blocks(chart, heading=(name,), page=None, first_line=row, unit=-index, same_line=True)
+                    found, _ = chart_blocks(
+                        chart, heading=(name,), page=None, first_line=row, unit=-index, same_line=True
+                    )
                     blocks += found
         finally:
             book.close()
@@ -137,9 +139,12 @@ def _range(book: Workbook, ref: str) -> list[str]:
     from openpyxl.utils.cell import range_to_tuple
 
     try:
-        name, (min_col, min_row, max_col, max_row) = range_to_tuple(ref)
+        name, bounds = range_to_tuple(ref)
     except (ValueError, TypeError):
         return []
+    if None in bounds:  # a whole column or row ("$B:$B"): no chart of cached values refers so
+        return []
+    min_col, min_row, max_col, max_row = (int(b or 0) for b in bounds)
     if name not in book.sheetnames or (max_row - min_row + 1) * (max_col - min_col + 1) > MAX_CELLS:
         return []
     rows = book[name].iter_rows(min_row=min_row, max_row=max_row, min_col=min_col, max_col=max_col, values_only=True)

@@ -58,8 +58,4 @@ def table_blocks(
 def _definitions(rows: list[list[str]]) -> bool:
     """Two cells in every row, a term in the first of each (none empty), and no header row over them."""
     filled = [cells for cells in rows if any(cells)]
-    return (
-        len(filled) > 1
-        and all(len(cells) == 2 and cells[0] for cells in filled)
-        and not names_columns(filled[0])
-    )
+    return len(filled) > 1 and all(len(cells) == 2 and cells[0] for cells in filled) and not names_columns(filled[0])
