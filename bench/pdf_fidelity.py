@@ -28,6 +28,9 @@ sys.path.insert(0, str(ROOT))
 
 from pypdf import PdfReader  # noqa: E402
 
+from sources.services.extract.pdf_furniture import page_rotation  # noqa: E402
+from sources.services.extract.pdf_text import pdf_page_lines  # noqa: E402
+
 from sources.services.extract import extract  # noqa: E402
 
 DATA = ROOT / "bench" / "data" / "pdf_fidelity"
@@ -36,7 +39,10 @@ _NUMBERED = re.compile(r"^(?:[\dA-Z]{1,3}(?:\.\d{1,3})*\.?)\s+")
 
 
 def page_texts(path: Path) -> list[list[str]]:
-    return [(page.extract_text() or "").splitlines() for page in PdfReader(path).pages]
+    """Each page's lines as Foundry reads them (PDFium's, ``pdf_text``), before furniture is left out."""
+    pages = PdfReader(path).pages
+    read = pdf_page_lines(path.read_bytes(), [page_rotation(page) for page in pages])
+    return [[line.text for line in lines or []] for lines in read]
 
 
 def kept_lines(path: Path) -> tuple[dict[int, set[int]], dict[tuple[int, int], tuple[str, ...]]]:

@@ -96,3 +96,77 @@ def zip_bytes(entries: dict[str, bytes], *, compression: int = zipfile.ZIP_DEFLA
         for name, data in entries.items():
             archive.writestr(name, data)
     return buffer.getvalue()
+
+
+W_NS = "http://schemas.openxmlformats.org/wordprocessingml/2006/main"
+NUMBERING = f"""<w:abstractNum xmlns:w="{W_NS}" w:abstractNumId="90">
+<w:lvl w:ilvl="0"><w:start w:val="1"/><w:numFmt w:val="decimal"/><w:lvlText w:val="%1."/></w:lvl>
+<w:lvl w:ilvl="1"><w:start w:val="1"/><w:numFmt w:val="lowerLetter"/><w:lvlText w:val="%2)"/></w:lvl>
+<w:lvl w:ilvl="2"><w:start w:val="1"/><w:numFmt w:val="decimal"/><w:lvlText w:val="%1.%3."/></w:lvl>
+</w:abstractNum>"""
+
+
+def add_numbering(document: object, *, restart_at: int = 1) -> tuple[int, int]:
+    """An outline list ("1.", "a)", "1.1.") and a second list of it that restarts at ``restart_at``: their numIds."""
+    from lxml import etree
+
+    root = document.part.numbering_part.element  # type: ignore[attr-defined]
+    root.insert(0, etree.fromstring(NUMBERING))
+    for num_id, override in (
+        (91, ""),
+        (92, f'<w:lvlOverride w:ilvl="0"><w:startOverride w:val="{restart_at}"/></w:lvlOverride>'),
+    ):
+        root.append(
+            etree.fromstring(
+                f'<w:num xmlns:w="{W_NS}" w:numId="{num_id}"><w:abstractNumId w:val="90"/>{override}</w:num>'
+            )
+        )
+    return 91, 92
+
+
+def numbered(document: object, text: str, *, num_id: int, level: int = 0) -> None:
+    from lxml import etree
+
+    paragraph = document.add_paragraph(text)  # type: ignore[attr-defined]
+    props = paragraph._p.get_or_add_pPr()
+    props.append(
+        etree.fromstring(f'<w:numPr xmlns:w="{W_NS}"><w:ilvl w:val="{level}"/><w:numId w:val="{num_id}"/></w:numPr>')
+    )
+
+
+def chart_xml(title: str, categories: list[str], series: dict[str, list[float]]) -> bytes:
+    """A bar chart's ``c:chartSpace`` part as PowerPoint writes it (python-pptx), values cached in it."""
+    from pptx.chart.data import CategoryChartData
+    from pptx.chart.xmlwriter import ChartXmlWriter
+    from pptx.enum.chart import XL_CHART_TYPE
+
+    data = CategoryChartData()
+    data.categories = categories
+    for name, values in series.items():
+        data.add_series(name, values)
+    xml = ChartXmlWriter(XL_CHART_TYPE.COLUMN_CLUSTERED, data).xml
+    rich = f"<c:title><c:tx><c:rich><a:bodyPr/><a:p><a:r><a:t>{title}</a:t></a:r></a:p></c:rich></c:tx></c:title>"
+    return xml.replace("<c:chart>", f"<c:chart>{rich}", 1).encode()
+
+
+def add_docx_chart(document: object, xml: bytes) -> None:
+    """A paragraph holding a chart drawn from the chart part ``xml``, related as Word relates it."""
+    from docx.opc.packuri import PackURI
+    from docx.opc.part import Part
+    from lxml import etree
+
+    chart_type = "http://schemas.openxmlformats.org/officeDocument/2006/relationships/chart"
+    content_type = "application/vnd.openxmlformats-officedocument.drawingml.chart+xml"
+    main = document.part  # type: ignore[attr-defined]
+    part = Part(PackURI(f"/word/charts/chart{len(main.rels) + 1}.xml"), content_type, xml, main.package)
+    rid = main.relate_to(part, chart_type)
+    paragraph = document.add_paragraph()  # type: ignore[attr-defined]
+    drawing = f"""<w:r xmlns:w="{W_NS}"><w:drawing><wp:inline
+      xmlns:wp="http://schemas.openxmlformats.org/drawingml/2006/wordprocessingDrawing"
+      xmlns:a="http://schemas.openxmlformats.org/drawingml/2006/main"><wp:extent cx="5000000" cy="3000000"/>
+      <wp:docPr id="{len(main.rels) + 100}" name="Chart"/><a:graphic><a:graphicData
+      uri="http://schemas.openxmlformats.org/drawingml/2006/chart"><c:chart
+      xmlns:c="http://schemas.openxmlformats.org/drawingml/2006/chart"
+      xmlns:r="http://schemas.openxmlformats.org/officeDocument/2006/relationships" r:id="{rid}"/>
+      </a:graphicData></a:graphic></wp:inline></w:drawing></w:r>"""
+    paragraph._p.append(etree.fromstring(drawing))

@@ -399,6 +399,7 @@ def test_migration_0010_makes_the_next_ingest_rechunk_sources_whose_pieces_lost_
 
 
 LAYOUT = ("lines", "positions")
+PDF_TEXT = ("pypdf", "pdfium")  # 0019 marks every PDF
 
 
 def _chapter_headers_pdf(path: Path) -> None:
@@ -421,14 +422,19 @@ def _running_lines_pdf(path: Path) -> None:
 @pytest.mark.parametrize(
     ("back_to", "write", "changed", "kept", "dropped"),
     [
-        (  # 0011: running headers and footers left out (0013 and 0017 mark the PDF too)
+        (  # 0011: running headers and footers left out (0013, 0017 and 0019 mark the PDF too)
             "0010_split_text",
             _running_lines_pdf,
-            {"pdf_running": ("kept", "dropped"), "pdf_tables": ("lines", "cells"), "pdf_layout": LAYOUT},
+            {
+                "pdf_running": ("kept", "dropped"),
+                "pdf_tables": ("lines", "cells"),
+                "pdf_layout": LAYOUT,
+                "pdf_text": PDF_TEXT,
+            },
             "VCC is 5 V.",
             ("Datasheet", "Page"),
         ),
-        (  # 0013: tables in cells (0014 and 0015 mark the PDF too: its chunks hold rows; 0017 as a PDF)
+        (  # 0013: tables in cells (0014 and 0015 mark the PDF too: its chunks hold rows; 0017 and 0019 as a PDF)
             "0012_txt_title",
             make_table_pdf,
             {
@@ -436,6 +442,7 @@ def _running_lines_pdf(path: Path) -> None:
                 "table_rows": ("cut", "whole"),
                 "table_windows": ("whole", "rows"),
                 "pdf_layout": LAYOUT,
+                "pdf_text": PDF_TEXT,
             },
             "Power consumption | - | 4.0 | W",
             ("Power consumption - 4.0 W",),
@@ -443,7 +450,7 @@ def _running_lines_pdf(path: Path) -> None:
         (  # 0017: a short chapter's running header and the page numbers left out
             "0016_chunk_language",
             _chapter_headers_pdf,
-            {"pdf_layout": LAYOUT},
+            {"pdf_layout": LAYOUT, "pdf_text": PDF_TEXT},
             "Then wiring again.",
             ("Chapter 1", "Basics"),
         ),
@@ -603,4 +610,28 @@ def test_migration_0018_makes_the_next_ingest_title_framed_files_by_their_headin
     assert dict(Source.objects.values_list("path", "title")) == titles
     assert not any("==" in h for h in Chunk.objects.values_list("heading", flat=True))
     assert reasons(ingest_jobs.knowledge_base_ingest(target=kb))["framed.md"] == ("unchanged", "")
+    index_agrees()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_migration_0019_makes_the_next_ingest_read_documents_anew(kb: Path) -> None:
+    from tests.sources.office_files import HTML, make_docx
+
+    vectors_dropped()
+    make_pdf(kb / "manual.pdf", [("1 Pump", "The pump stops on a dry run.")])
+    make_docx(kb / "manual.docx")
+    (kb / "valves.html").write_text(HTML)
+    (kb / "notes.txt").write_text("Firmware 2.4.1 fixes the alarm hysteresis bug.\n")
+    ingest_jobs.knowledge_base_ingest(target=kb)
+    sources_migrate("0018_decoration_titles")
+    sources_migrate()
+    recorded = dict(Source.objects.values_list("path", "chunking"))
+    assert recorded["notes.txt"] == DEFAULTS
+    assert recorded["manual.docx"] == recorded["valves.html"] == DEFAULTS + " structure=flat"
+    assert recorded["manual.pdf"] == DEFAULTS + " pdf_text=pypdf"
+    report = reasons(ingest_jobs.knowledge_base_ingest(target=kb))
+    assert report["manual.docx"] == ("ingested", "re-chunked: chunking settings changed (structure flat → drawn)")
+    assert report["manual.pdf"] == ("ingested", "re-chunked: chunking settings changed (pdf_text pypdf → pdfium)")
+    assert report["notes.txt"] == ("unchanged", "")
+    assert reasons(ingest_jobs.knowledge_base_ingest(target=kb))["manual.docx"] == ("unchanged", "")
     index_agrees()

@@ -1,8 +1,11 @@
 """Word (.docx) with python-docx: headings from paragraph styles, paragraphs, lists and tables.
 
+A list item reads as Word numbers it ("1.", "a)", "2.1."; ``docx_numbering``), a bullet as "- ".
+
 Location: the heading path, and a paragraph range in ``line_start``/``line_end``. The
 body's non-empty paragraphs other than headings are numbered from 1 in reading order and each
-table row counts as one, so "paragraphs 12-15" points to the same text in any copy of the file. Headers,
+table row counts as one (and so do a chart's title, header and each of its rows: ``charts``), so "paragraphs
+12-15" points to the same text in any copy of the file. Headers,
 footers, comments and embedded objects are not read; macros are never run; links and
 linked images are never fetched (python-docx does not resolve external relationships).
 """
@@ -14,12 +17,17 @@ import re
 from typing import TYPE_CHECKING
 
 from sources.services.extract.blocks import MAX_HEADING_CHARS, Block, Extracted, ExtractionError
+from sources.services.extract.charts import C, R, chart_blocks, chart_read
+from sources.services.extract.docx_numbering import Numbering
 from sources.services.extract.office import office_check, office_errors
 from sources.services.extract.tables import table_blocks
 
 if TYPE_CHECKING:
+    import docx.document
     from docx.table import Table
     from docx.text.paragraph import Paragraph
+
+    from sources.services.extract.charts import Chart
 
 _HEADING_STYLE = re.compile(r"^heading\s*([1-9])$", re.IGNORECASE)
 
@@ -32,6 +40,7 @@ def extract_docx(data: bytes, *, fallback_title: str) -> Extracted:
 
     with office_errors("docx"):
         document = docx.Document(io.BytesIO(data))
+        numbering = Numbering(document)
         blocks: list[Block] = []
         path: list[tuple[int, str]] = []
         first_heading = ""
@@ -44,6 +53,10 @@ def extract_docx(data: bytes, *, fallback_title: str) -> Extracted:
                 number += len(rows)
                 continue
             text = item.text.strip()
+            for chart in _charts(document, item, number=number + 1):
+                found, used = chart_blocks(chart, heading=heading, page=None, first_line=number + 1, unit=index)
+                blocks += found
+                number += used
             if not text:
                 continue
             level = _heading_level(item)
@@ -52,7 +65,7 @@ def extract_docx(data: bytes, *, fallback_title: str) -> Extracted:
                 first_heading = first_heading or path[-1][1]
                 continue
             number += 1
-            blocks.append(Block(_list_marker(item) + text, heading, None, number, number))
+            blocks.append(Block(numbering.marker(item) + text, heading, None, number, number))
         title = (document.core_properties.title or "").strip()
     if not blocks:
         raise ExtractionError("Word document has no text (only headings, images or empty paragraphs)")
@@ -75,13 +88,14 @@ def _heading_level(paragraph: object) -> int:
     return 0
 
 
-def _list_marker(paragraph: Paragraph) -> str:
-    """``- `` for a list item (a List style, or numbering set on the paragraph), else ''."""
-    style = getattr(paragraph, "style", None)
-    name = (style.name or "").lower() if style is not None else ""
-    props = paragraph._p.pPr
-    numbered = props is not None and props.numPr is not None
-    return "- " if numbered or name.startswith("list") else ""
+def _charts(document: docx.document.Document, paragraph: Paragraph, *, number: int) -> list[Chart]:
+    """The charts drawn in a paragraph, from the chart parts its drawings point to."""
+    found = []
+    for ref in paragraph._p.iter(C + "chart"):
+        part = document.part.related_parts.get(ref.get(R + "id") or "")
+        if part is not None:
+            found.append(chart_read(part.blob, where=f"paragraph {number}"))
+    return found
 
 
 def _table_rows(table: Table) -> list[list[str]]:

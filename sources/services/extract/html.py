@@ -4,7 +4,8 @@ Main content is ``<main>`` (or ``role="main"``), else the only ``<article>``, el
 navigation, scripts, styles, forms, frames and embedded objects are dropped, and so are
 the page's own ``<header>``/``<footer>`` when the whole body is read. Nothing is fetched:
 links, images, frames and data URIs are never followed, and the parser is told not to
-touch the network. Location: the heading path, and lines of the HTML file (the line each
+touch the network. A definition list's ``<dd>`` reads after its term, "term: definition", a unit that names
+what it defines. Location: the heading path, and lines of the HTML file (the line each
 block's element starts on through the last line its text reaches).
 """
 
@@ -142,6 +143,7 @@ class _Walker:
         self.buf: list[str] = []
         self.start = self.end = 1
         self.tables = 0
+        self.term, self.term_line, self.term_done = "", 1, False  # the <dt> (or <dt>s) the next <dd> defines
 
     def walk(self, el: lxml_html.HtmlElement, *, depth: int) -> None:
         tag = el.tag if isinstance(el.tag, str) else ""
@@ -154,6 +156,8 @@ class _Walker:
             self._heading(HEADINGS[tag], " ".join(el.text_content().split()))
         elif tag == "table":
             self._table(el)
+        elif tag == "dt":
+            self._term(" ".join(el.text_content().split()), line)
         elif tag == "pre":
             self.flush()
             self._add(el.text_content(), line, keep_lines=True)
@@ -162,12 +166,33 @@ class _Walker:
             block = tag in BLOCKS
             if block:
                 self.flush()
+            if tag == "dd" and self.term:  # the definition reads with its term: "varchar: Almost always …"
+                self._add(self.term + ": ", self.term_line)
+                self.term_done = True
             self._add(("- " if tag == "li" else "") + (el.text or ""), line)
             for child in el:
                 self.walk(child, depth=depth + 1)
                 self._add(child.tail or "", child.sourceline or line)
             if block:
                 self.flush()
+            if tag == "dl":
+                self._term_end()
+
+    def _term(self, term: str, line: int) -> None:
+        """A ``<dt>``: kept for the ``<dd>``s after it; terms in a row (``<dt>`` over ``<dt>``) share them."""
+        self.flush()
+        if self.term_done or not self.term:
+            self.term, self.term_line = term, line
+        elif term:
+            self.term = f"{self.term}, {term}"
+        self.term_done = False
+
+    def _term_end(self) -> None:
+        """The end of a ``<dl>``: a term no ``<dd>`` defined is kept as text of its own."""
+        if self.term and not self.term_done:
+            heading = tuple(name for _, name in self.path)
+            self.blocks.append(Block(self.term, heading, None, self.term_line, self.term_line))
+        self.term, self.term_done = "", False
 
     def _add(self, text: str, line: int, *, keep_lines: bool = False) -> None:
         if not text.strip() and not self.buf:

@@ -1,4 +1,5 @@
-"""PDF text per page with pypdf; the outline gives each line its heading path (``pdf_outline``).
+"""PDF text per page with PDFium (``pdf_text``); pypdf reads the rest: the outline, which gives each line its heading
+path (``pdf_outline``), the metadata, the tables' columns and the images of scanned pages.
 
 A running header or footer (the document's name, "Page 2 of 3", the chapter's title and the page's number) is no
 part of what the page says: found by where it stands and what it repeats (``pdf_furniture``), it is blanked, so
@@ -16,6 +17,7 @@ from __future__ import annotations
 import io
 import logging
 import re
+import unicodedata
 
 from pypdf import PageObject, PdfReader
 from pypdf.errors import DependencyError, FileNotDecryptedError, PdfReadError
@@ -23,8 +25,9 @@ from pypdf.errors import DependencyError, FileNotDecryptedError, PdfReadError
 from foundry_site.core.units import names_columns
 from sources.services.extract import ocr
 from sources.services.extract.blocks import Block, Extracted, ExtractionError, paragraphs
-from sources.services.extract.pdf_furniture import Line, page_lines, running_lines
+from sources.services.extract.pdf_furniture import Line, page_rotation, running_lines
 from sources.services.extract.pdf_outline import outline_starts, section_starts, sections
+from sources.services.extract.pdf_text import pdf_page_lines
 from sources.services.extract.tables import row_text
 
 logger = logging.getLogger(__name__)
@@ -32,6 +35,7 @@ logger = logging.getLogger(__name__)
 _CELL = re.compile(r"\S+(?: {1,2}\S+)*")  # in layout mode, cells stand three or more spaces apart
 COLUMN_SLACK = 1  # characters a cell may start off its header's column
 ROW_GAP = 1  # blank layout lines between a table's rows (padded rows); a wider gap ends the table
+_LIGATURES = {code: unicodedata.normalize("NFKC", chr(code)) for code in range(0xFB00, 0xFB07)}  # "ﬁ" -> "fi"
 
 
 def extract_pdf(data: bytes, *, fallback_title: str) -> Extracted:
@@ -45,7 +49,12 @@ def extract_pdf(data: bytes, *, fallback_title: str) -> Extracted:
         raise ExtractionError(f"damaged PDF: cannot read its pages ({exc})") from None
     heading: tuple[str, ...] = ()
     scanned = _Scans()
-    texts = {number: _page_text(page, number) for number, page in enumerate(pages, start=1)}
+    try:
+        rotations = [page_rotation(page) for page in pages]
+    except (PdfReadError, ValueError, KeyError, TypeError) as exc:
+        raise ExtractionError(f"damaged PDF: cannot read its pages ({exc})") from None
+    page_lines = pdf_page_lines(data, rotations)
+    texts = {number: _page_text(page, number, page_lines[number - 1]) for number, page in enumerate(pages, start=1)}
     read = {number: lines for number, lines in texts.items() if lines and any(line.text.strip() for line in lines)}
     furniture = running_lines(read)
     for number, page in enumerate(pages, start=1):
@@ -73,13 +82,11 @@ def extract_pdf(data: bytes, *, fallback_title: str) -> Extracted:
     return Extracted(title=_title(reader) or fallback_title, blocks=blocks, notes=scanned.notes())
 
 
-def _page_text(page: PageObject, number: int) -> list[Line] | None:
-    """The page's lines with their heights, its tables' lines in cells; None when pypdf cannot read it (many types
-    on damaged content streams: logged, skipped)."""
-    try:
-        lines = page_lines(page)
-    except Exception as exc:
-        logger.warning("pdf page %s not extracted: %s", number, type(exc).__name__)
+def _page_text(page: PageObject, number: int, lines: list[Line] | None) -> list[Line] | None:
+    """The page's lines with their heights, its tables' lines in cells; None when PDFium cannot read it (logged,
+    skipped)."""
+    if lines is None:
+        logger.warning("pdf page %s not extracted: PDFium cannot read it", number)
         return None
     if not any(line.text.strip() for line in lines):
         return lines
@@ -102,20 +109,25 @@ def _tables_in_cells(lines: list[str], layout: list[str]) -> list[str]:
     table.
     """
     out = list(lines)
-    plain = [" ".join(line.split()) for line in lines]
+    plain = [_words(line) for line in lines]
     i = after = 0  # the layout line read, the first line after the last table found
     while i < len(layout):
         table, used = _table_at(layout, i)
         if not table:
             i += 1
             continue
-        words = [" ".join(cell for cell in cells if cell) for cells in table]
+        words = [_words(" ".join(cell for cell in cells if cell)) for cells in table]
         at = next((j for j in range(after, len(plain) - len(words) + 1) if plain[j : j + len(words)] == words), None)
         if at is not None:
-            out[at : at + len(table)] = [row_text(cells) for cells in table]
+            out[at : at + len(table)] = [row_text([cell.translate(_LIGATURES) for cell in cells]) for cells in table]
             after = at + len(table)
         i += used
     return out
+
+
+def _words(line: str) -> str:
+    """A line's words, ligatures written out as PDFium writes them (pypdf's layout mode keeps "ﬁ")."""
+    return " ".join(line.translate(_LIGATURES).split())
 
 
 def _table_at(layout: list[str], i: int) -> tuple[list[list[str]], int]:

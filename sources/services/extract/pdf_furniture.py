@@ -1,8 +1,7 @@
 """A PDF page's lines with where they stand, and its furniture (running headers and footers) found from that.
 
-pypdf hands each piece of text it reads to a visitor with the text and text-space matrices in force; the pieces,
-joined, are the page's text. So each line of the text gets the height of its first piece on the page (``Line.y``,
-in PDF points from the bottom; ``None`` for a blank line, or when the page's text and its pieces disagree).
+Each line of a page's text (``pdf_text``) has the height of its first character on the page (``Line.y``, in PDF
+points from the bottom; ``None`` for a blank line, or on a page turned sideways).
 
 Furniture is what stands in the page's top or bottom band (its first or last ``RUNNING_EDGE`` rows of text, by
 height) at the same height, give or take ``SLOT_POINTS``, as lines like it on other pages: on three pages of a
@@ -18,7 +17,6 @@ fuller pages, are left out.
 
 from __future__ import annotations
 
-import logging
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -27,15 +25,12 @@ from pypdf import PageObject
 
 from foundry_site.core.units import LETTER
 
-logger = logging.getLogger(__name__)
-
 RUNNING_EDGE = 2  # a running header or footer stands among a page's first or last rows of text
 RUNNING_PAGES = 4  # ... alike on two pages of a document of up to this many pages, on three of a longer one
 SLOT_POINTS = 2.0  # furniture stands at one height on every page it is on, give or take this (PDF points)
 ROW_POINTS = 1.0  # lines at heights this close stand on one row
 TEMPLATE_WORDS = 2  # first and last words two lines must share to be one template
 _DIGITS = re.compile(r"\d+")
-_TEXT = re.compile(r"[^\s]+")  # a piece's text, the newlines pypdf put in it aside
 
 
 @dataclass(frozen=True)
@@ -44,40 +39,8 @@ class Line:
     y: float | None  # height of the line's first text above the page's bottom (points); None when not known
 
 
-def page_lines(page: PageObject) -> list[Line]:
-    """The lines of the page's text (``extract_text`` in plain mode), each with its height on the page."""
-    pieces: list[tuple[str, float]] = []
-
-    def visit(text: str, cm: list[float], tm: list[float], font: object, size: float) -> None:
-        pieces.append((text, tm[4] * cm[1] + tm[5] * cm[3] + cm[5]))
-
-    text = page.extract_text(visitor_text=visit) or ""
-    if "".join(piece for piece, _ in pieces) != text:  # never seen; the lines are then kept without heights
-        logger.info("pdf page text and its pieces differ: heights not read")
-        return [Line(line, None) for line in text.splitlines()]
-    rotation = _rotation(page)
-    if rotation in (90, 270):  # the page's top is a side of its text space: heights say nothing of the bands
-        return [Line(line, None) for line in text.splitlines()]
-    upright = -1.0 if rotation == 180 else 1.0
-    marks: list[tuple[int, float]] = []  # (offset in the text, height) of the first character of each run of text
-    offset = 0
-    for piece, y in pieces:
-        for run in _TEXT.finditer(piece):
-            marks.append((offset + run.start(), y * upright))
-        offset += len(piece)
-    lines: list[Line] = []
-    offset = k = 0
-    for line, raw in zip(text.splitlines(), text.splitlines(keepends=True), strict=True):
-        end = offset + len(raw)
-        while k < len(marks) and marks[k][0] < offset:
-            k += 1
-        height = marks[k][1] if k < len(marks) and marks[k][0] < end and line.strip() else None
-        lines.append(Line(line, height))
-        offset = end
-    return lines
-
-
-def _rotation(page: PageObject) -> int:
+def page_rotation(page: PageObject) -> int:
+    """The page's /Rotate in degrees, 0 to 359 (0 when unreadable)."""
     try:
         return int(page.rotation) % 360
     except (TypeError, ValueError):

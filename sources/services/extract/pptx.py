@@ -1,8 +1,9 @@
-"""PowerPoint (.pptx) with python-pptx: one unit per slide (title, text frames, tables, notes).
+"""PowerPoint (.pptx) with python-pptx: one unit per slide (title, text frames, tables, charts, notes).
 
 Location: the slide number as the page (shown like a page: "slide 3") and lines within
 the slide's text, numbered in the order it is read: title, then shapes top to bottom and
-left to right (groups opened), each table row one line, then the speaker notes. The
+left to right (groups opened), each table row one line, a chart's title, header and rows a line each
+(``charts``), then the speaker notes. The
 slide's title is its heading; a slide's blocks never share a chunk with another slide's.
 Media, embedded objects and links are not read, fetched or run.
 """
@@ -14,6 +15,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from sources.services.extract.blocks import MAX_HEADING_CHARS, Block, Extracted, ExtractionError
+from sources.services.extract.charts import chart_blocks, chart_read
 from sources.services.extract.office import office_check, office_errors
 from sources.services.extract.tables import table_blocks
 
@@ -39,7 +41,7 @@ def extract_pptx(data: bytes, *, fallback_title: str) -> Extracted:
             blocks += _slide_blocks(slide, number=number, title=title)
         core_title = (deck.core_properties.title or "").strip()
     if not blocks:
-        raise ExtractionError("PowerPoint presentation has no text (no titles, text boxes, tables or notes)")
+        raise ExtractionError("PowerPoint presentation has no text (no titles, text boxes, tables, charts or notes)")
     return Extracted(title=core_title or first_title or fallback_title, blocks=blocks)
 
 
@@ -66,6 +68,11 @@ def _slide_blocks(slide: Slide, *, number: int, title: str) -> list[Block]:
             rows = [[" ".join(cell.text.split()) for cell in row.cells] for row in shape.table.rows]
             blocks += table_blocks(rows, heading=heading, first_line=line + 1, unit=number, page=number)
             line += len(rows)
+        elif isinstance(shape, GraphicFrame) and shape.has_chart:
+            chart = chart_read(shape.chart_part.blob, where=f"slide {number}")
+            found, used = chart_blocks(chart, heading=heading, page=number, first_line=line + 1, unit=number)
+            blocks += found
+            line += used
         elif isinstance(shape, Shape) and shape.has_text_frame:
             for paragraph in shape.text_frame.paragraphs:
                 text = " ".join(paragraph.text.split())

@@ -3,7 +3,8 @@
 Each row is a block led by its sheet's header row (the first non-empty row), so every
 chunk of rows starts with the header. Location: the sheet name as the heading (none for
 a CSV) and the row range in ``line_start``/``line_end`` (spreadsheet row numbers; for a
-CSV, record numbers as a spreadsheet program shows them). Formulas are never evaluated: a cell shows the value Excel
+CSV, record numbers as a spreadsheet program shows them). A chart is a table of its own (``charts``) under its
+sheet's name, at the row it is anchored at. Formulas are never evaluated: a cell shows the value Excel
 saved with it, and a formula cell that was never calculated is empty.
 """
 
@@ -12,11 +13,18 @@ from __future__ import annotations
 import csv
 import datetime as dt
 import io
+import zipfile
 from collections.abc import Iterator
+from functools import partial
+from typing import TYPE_CHECKING
 
 from sources.services.extract.blocks import Block, Extracted, ExtractionError
+from sources.services.extract.charts import chart_blocks, sheet_charts
 from sources.services.extract.office import office_check, office_errors
 from sources.services.extract.tables import row_text
+
+if TYPE_CHECKING:
+    from openpyxl import Workbook
 
 # Rows read (empty or not) across the workbook. A sheet whose used range claims a million
 # rows is read row by row in constant memory, but a run must still end in bounded time.
@@ -49,11 +57,17 @@ def extract_xlsx(data: bytes, *, fallback_title: str) -> Extracted:
                 cells = _rows_blocks(
                     rows, blocks, heading=(sheet.title,), unit=unit, cells=cells, where=f"sheet {sheet.title!r}"
                 )
+            with zipfile.ZipFile(io.BytesIO(data)) as archive:
+                for index, (name, row, chart) in enumerate(sheet_charts(archive, partial(_range, book)), start=1):
+                    found, _ = chart_blocks(
+                        chart, heading=(name,), page=None, first_line=row, unit=-index, same_line=True
+                    )
+                    blocks += found
         finally:
             book.close()
     if not blocks:
         raise ExtractionError(
-            "Excel workbook has no cell values (empty sheets, or formulas never calculated: "
+            "Excel workbook has no cell values or charts (empty sheets, or formulas never calculated: "
             "open and save it in Excel to store their values)"
         )
     return Extracted(title=title or fallback_title, blocks=blocks)
@@ -117,6 +131,24 @@ def _rows_blocks(
     if header and not any(b.unit == unit and b.heading == heading for b in blocks[-1:]):
         blocks.append(Block(header, heading, None, first, first, "", unit))  # a sheet of one row
     return cells
+
+
+def _range(book: Workbook, ref: str) -> list[str]:
+    """The saved values of the cells a chart refers to ("'Sales'!$B$2:$B$9"), row by row; [] for a reference to
+    no sheet of the book."""
+    from openpyxl.utils.cell import range_to_tuple
+
+    try:
+        name, bounds = range_to_tuple(ref)
+    except (ValueError, TypeError):
+        return []
+    if None in bounds:  # a whole column or row ("$B:$B"): no chart of cached values refers so
+        return []
+    min_col, min_row, max_col, max_row = (int(b or 0) for b in bounds)
+    if name not in book.sheetnames or (max_row - min_row + 1) * (max_col - min_col + 1) > MAX_CELLS:
+        return []
+    rows = book[name].iter_rows(min_row=min_row, max_row=max_row, min_col=min_col, max_col=max_col, values_only=True)
+    return [_cell(value) for row in rows for value in row]
 
 
 def _cell(value: object) -> str:

@@ -7,7 +7,7 @@ starts with the header and a reader can tell which column a value is in.
 
 from __future__ import annotations
 
-from foundry_site.core.units import CELL_SEPARATOR
+from foundry_site.core.units import CELL_SEPARATOR, names_columns
 from sources.services.extract.blocks import Block
 
 
@@ -33,6 +33,12 @@ def table_blocks(
     when the caller knows the line each row is on (HTML source lines).
     """
     blocks: list[Block] = []
+    if _definitions(rows):
+        for index, cells in enumerate(rows):
+            line = lines[index] if lines is not None else first_line + index
+            if any(cells):
+                blocks.append(Block(f"{cells[0]}: {cells[1]}".rstrip(), heading, page, line, line, "", unit))
+        return blocks
     header = ""
     for index, cells in enumerate(rows):
         text = row_text(cells)
@@ -47,3 +53,9 @@ def table_blocks(
         line = lines[0] if lines else first_line
         blocks.append(Block(header, heading, page, line, line, "", unit))
     return blocks
+
+
+def _definitions(rows: list[list[str]]) -> bool:
+    """Two cells in every row, a term in the first of each (none empty), and no header row over them."""
+    filled = [cells for cells in rows if any(cells)]
+    return len(filled) > 1 and all(len(cells) == 2 and cells[0] for cells in filled) and not names_columns(filled[0])
