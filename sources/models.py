@@ -202,6 +202,13 @@ class Chunk(models.Model):
         help_text="The text's content words stemmed in its language, for keyword search; empty for English, "
         "which the keyword index stems itself.",
     )
+    line_map = models.JSONField(
+        null=True,
+        blank=True,
+        editable=False,
+        help_text="The source lines [first, last] (rows, paragraphs) of each line of the text, null for a line that "
+        "stands for none (a table's header row over its rows); empty when the text maps line by line.",
+    )
     created_at = models.DateTimeField(default=timezone.now, editable=False)
 
     class Meta:
@@ -239,12 +246,20 @@ class Chunk(models.Model):
         """The kind of file the chunk comes from ("" for a chunk not yet attached to a source)."""
         return self.source.kind if self.source_id else ""
 
-    def numbered_lines(self) -> list[tuple[int, str]]:
-        """Each line of the text with its line in the source (as citations count them); [] when the text does not
-        map line by line (``maps_line_by_line``)."""
+    def line_spans(self) -> list[tuple[tuple[int, int] | None, str]]:
+        """Each line of the text with the source lines (rows, paragraphs) it stands for, as citations count them:
+        by its ``line_map`` (None for a line that stands for none, such as a table's header row over its rows), else
+        one line each when the text maps line by line (``maps_line_by_line``); [] when neither tells."""
+        lines = self.text.split("\n")
+        if self.line_map and len(self.line_map) == len(lines):
+            return [((span[0], span[1]) if span else None, text) for span, text in zip(self.line_map, lines)]
         if not maps_line_by_line(self.text, self.line_start, self.line_end, self.page_start, self.page_end):
             return []
-        return list(enumerate(self.text.split("\n"), start=self.line_start))
+        return [((n, n), text) for n, text in enumerate(lines, start=self.line_start)]
+
+    def numbered_lines(self) -> list[tuple[int, str]]:
+        """Each line of the text that stands for a source line, with its (first) line there (``line_spans``)."""
+        return [(span[0], text) for span, text in self.line_spans() if span]
 
 
 def location_fields(chunk: Chunk, lines: list[int] | None = None) -> dict:
