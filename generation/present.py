@@ -26,7 +26,7 @@ from generation.answers.compose import PASSAGES_FOUND as PASSAGES_FOUND_MESSAGE
 from generation.answers.language import question_language
 from generation.conflict_boxes import conflict_boxes
 from generation.models import QueryLog
-from sources.models import LINE_UNITS, Chunk, Source, citation_location
+from sources.models import LINE_UNITS, Chunk, Source, citation_label
 from sources.selectors import access_contacts, readable_chunks, readable_collections, uploadable_collections
 
 if TYPE_CHECKING:  # django-stubs' type of a lazy translation; a dev requirement only
@@ -175,7 +175,7 @@ def source_entries(citations: list[dict], viewer: Any) -> list[SourceEntry]:
                 label=str(c.get("id", "")),
                 title=str(c.get("title") or c.get("source", "")),
                 path=str(c.get("source", "")),
-                location=citation_location(c),
+                location=citation_label(c),
                 score=float(c.get("score") or 0.0),
                 url=url,
             )
