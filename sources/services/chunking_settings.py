@@ -26,7 +26,7 @@ UNKNOWN = "unknown"
 # files titled by their file name, 0013 PDFs whose tables' lines lost their columns, 0014 sources whose blocks were cut
 # inside a table's row, 0015 sources whose tables were embedded whole in their sentence windows, 0017 PDFs whose
 # furniture and sections were found from line order alone, 0018 text and Markdown sources titled or headed by a
-# decoration line, 0019 sources chunked before a chunk kept the source lines of each of its lines); the value is what
+# decoration line, 0020 sources chunked before a chunk kept the source lines of each of its lines); the value is what
 # every source is built with now.
 RETIRED = {
     "json_values": "labelled",

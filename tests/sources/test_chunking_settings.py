@@ -384,7 +384,7 @@ def test_migration_0010_makes_the_next_ingest_rechunk_sources_whose_pieces_lost_
     sources_migrate("0009_source_names_per_collection")
     sources_migrate()
     recorded = dict(Source.objects.values_list("path", "chunking"))
-    # 0019 marks it too: its joined pieces no longer map line by line, and have no line map.
+    # 0020 marks it too: its joined pieces no longer map line by line, and have no line map.
     assert recorded == {"list.md": DEFAULTS + " split_text=joined line_map=none", "short.txt": DEFAULTS}
     (warning,) = index_check().warnings  # no foundry.yaml key to set back: only re-ingesting re-chunks them
     assert "split_text joined → verbatim, line_map none → kept (1 source)" in warning
@@ -497,7 +497,7 @@ def test_migrations_0014_and_0015_make_the_next_ingest_keep_table_rows_whole_and
     recorded = dict(Source.objects.values_list("path", "chunking"))
     assert recorded == {
         "bus.md": DEFAULTS + " table_rows=cut table_windows=whole",
-        # 0015: its rows were one sentence of its windows; 0019: downgraded past 0019, its chunks lost their line maps
+        # 0015: its rows were one sentence of its windows; 0020: downgraded past 0020, its chunks lost their line maps
         "sheet.csv": DEFAULTS + " table_windows=whole line_map=none",
         "short.txt": DEFAULTS,
     }

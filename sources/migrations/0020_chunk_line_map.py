@@ -69,7 +69,7 @@ def unmark_sources(apps: Any, schema_editor: Any) -> None:
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("sources", "0018_decoration_titles"),
+        ("sources", "0019_extract_structure"),
     ]
 
     operations = [
