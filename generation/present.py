@@ -25,7 +25,7 @@ from generation.answers.compose import PASSAGES_FOUND as PASSAGES_FOUND_MESSAGE
 from generation.answers.language import question_language
 from generation.conflict_boxes import conflict_boxes
 from generation.models import QueryLog
-from sources.models import Chunk, Source, citation_location
+from sources.models import LINE_UNITS, Chunk, Source, citation_label
 from sources.selectors import access_contacts, readable_chunks, readable_collections, uploadable_collections
 from sources.viewer import viewer_url
 
@@ -169,7 +169,7 @@ def source_entries(citations: list[dict], viewer: Any) -> list[SourceEntry]:
                 label=str(c.get("id", "")),
                 title=str(c.get("title") or c.get("source", "")),
                 path=str(c.get("source", "")),
-                location=citation_location(c),
+                location=citation_label(c),
                 score=float(c.get("score") or 0.0),
                 url=url,
             )
@@ -266,10 +266,16 @@ ALLOWED_TAGS = TEXT_TAGS | {"a", "div", "span"}
 _FOOTNOTE_DEF = re.compile(r"^\[\^(\d+)\]: (.+)$", re.MULTILINE)
 # What ``footnotes.footnote_text`` writes: ``manual.md §Wiring, p. 3, lines 40-52`` (section and page optional),
 # one line ``manual.md, line 52`` (before: ``lines 52-52``); across a page break ``manual.md, p. 1, line 26 – p. 2,
-# line 4`` (before: ``pp. 1–2, lines 26–4``).
+# line 4`` (before: ``pp. 1–2, lines 26–4``); in other kinds' terms (``sources.models.place_text``) a slide for the
+# page, a sheet before the rows: ``deck.pptx §Agenda, slide 3, lines 2-4``, ``pumps.xlsx, sheet Pumps, row 23``,
+# ``report.docx §Safety, paragraphs 12-15``.
+_UNITS = "|".join(sorted({"lines", *LINE_UNITS.values()}))
+_UNIT = "|".join(sorted({"line", *(u.removesuffix("s") for u in LINE_UNITS.values())}))
+_PAGE = r"(?:pp?\.|slides?)"
 _FOOTNOTE_PLACE = re.compile(
-    r"^(?P<source>.+?)(?: §.*?)?(?:, pp?\. (?P<page>\d+)\S*)?, "
-    r"(?:lines (?P<start>\d+)[-–](?P<end>\d+)|line (?P<one>\d+)|line (?P<first>\d+) – p\. \d+, line (?P<last>\d+))$"
+    rf"^(?P<source>.+?)(?: §.*?|, sheet .*?)?(?:, {_PAGE} (?P<page>\d+)\S*)?, "
+    rf"(?:(?:{_UNITS}) (?P<start>\d+)[-–](?P<end>\d+)|(?:{_UNIT}) (?P<one>\d+)"
+    rf"|(?:{_UNIT}) (?P<first>\d+) – {_PAGE} \d+, (?:{_UNIT}) (?P<last>\d+))$"
 )
 
 

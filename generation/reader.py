@@ -39,7 +39,9 @@ from foundry_site.core.units import (
     Unit,
     field_parts,
     item_sentences,
+    LineMap,
     maps_line_by_line,
+    mapped_lines,
     paragraph_lead,
     passage_units,
     table_rule,
@@ -151,6 +153,7 @@ class Passage:
     source: str = ""
     ordinal: int = 0  # the chunk's position in its source, for source order
     under: str = ""  # the document's title and the chunk's heading path (``Chunk.under``)
+    line_map: LineMap | None = None  # the source lines of each line of ``text`` (``Chunk.line_map``)
 
 
 @dataclass(frozen=True)
@@ -168,9 +171,15 @@ class Quote:
 
     @property
     def lines(self) -> tuple[int, int]:
-        """The unit's own lines in the source; the passage's whole span when its text does not map line by line
-        (``maps_line_by_line``)."""
+        """The unit's own lines in the source (a table row's own row, not its header's): by the passage's
+        ``line_map``, else counted when its text maps line by line (``maps_line_by_line``), else the passage's whole
+        span."""
         p = self.passage
+        mapped = None
+        if p.line_map and len(p.line_map) == p.text.count("\n") + 1:
+            mapped = mapped_lines(p.line_map, self.unit.line_first, self.unit.line_last)
+        if mapped is not None:
+            return mapped
         if not maps_line_by_line(p.text, p.line_start, p.line_end, p.page_start, p.page_end):
             return p.line_start, p.line_end
         return p.line_start + self.unit.line_first, p.line_start + self.unit.line_last

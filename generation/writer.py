@@ -88,6 +88,7 @@ def passage_payload(candidate: Candidate, footnote: str) -> dict[str, Any]:
         "kind": chunk.kind,
         "heading": chunk.heading,
         "ocr_confidence": chunk.ocr_confidence,
+        "line_map": chunk.line_map,
     }
 
 
@@ -144,6 +145,7 @@ def _passage(payload: dict[str, Any], rank: int) -> Passage:
         source=payload["source"],
         ordinal=payload["ordinal"],
         under=payload.get("under", ""),
+        line_map=payload.get("line_map"),
     )
 
 

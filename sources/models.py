@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import PurePosixPath
+from typing import Any
 
 from django.conf import settings
 from django.db import models
 from django.utils import timezone
-from django.utils.translation import gettext_noop  # choice labels: translated where a page shows them
+from django.utils.translation import gettext, gettext_noop  # choice labels: translated where a page shows them
 
 from foundry_site.core.units import maps_line_by_line
 
@@ -127,18 +129,52 @@ class Source(models.Model):
 LINE_UNITS = {"docx": "paragraphs", "xlsx": "rows", "csv": "rows"}
 
 
-def place_text(page_start: int | None, page_end: int | None, line_start: int, line_end: int, kind: str = "") -> str:
+# The words of a location, one message each so a page can say them in its language (``location_label``); what is
+# stored, parsed and sent by the APIs is always these English forms (``location_text``).
+_PAGE_WORDS = {"p.": gettext_noop("p. %(page)s"), "slide": gettext_noop("slide %(page)s")}
+_ONE = {
+    "lines": gettext_noop("line %(line)s"),
+    "rows": gettext_noop("row %(line)s"),
+    "paragraphs": gettext_noop("paragraph %(line)s"),
+}
+_SPAN = {
+    "lines": gettext_noop("lines %(first)s-%(last)s"),
+    "rows": gettext_noop("rows %(first)s-%(last)s"),
+    "paragraphs": gettext_noop("paragraphs %(first)s-%(last)s"),
+}
+_SHEET = gettext_noop("sheet %(name)s")
+_OCR = gettext_noop("OCR, confidence %(confidence)s %%")
+
+
+def _as_is(message: str) -> str:
+    return message
+
+
+def place_text(
+    page_start: int | None,
+    page_end: int | None,
+    line_start: int,
+    line_end: int,
+    kind: str = "",
+    *,
+    say: Callable[[str], str] = _as_is,
+) -> str:
     """``p. 2, lines 4-15``; a chunk that crosses pages numbers its lines per page, so each end names
     its page: ``p. 1, line 26 – p. 2, line 4``. A slide stands where a page would (``slide 3``), and
-    Word, Excel and CSV sources count paragraphs and rows."""
+    Word, Excel and CSV sources count paragraphs and rows. ``say`` translates each word's message (``gettext``)."""
     unit = LINE_UNITS.get(kind, "lines")
-    page = "slide" if kind == Source.Kind.PPTX else "p."
+    page = say(_PAGE_WORDS["slide" if kind == Source.Kind.PPTX else "p."])
+    one = say(_ONE[unit])
     if page_start and page_end and page_end != page_start:
-        line = unit.removesuffix("s")
-        return f"{page} {page_start}, {line} {line_start} – {page} {page_end}, {line} {line_end}"
-    lines = f"{unit.removesuffix('s')} {line_start}" if line_start == line_end else f"{unit} {line_start}-{line_end}"
+        start = f"{page % {'page': page_start}}, {one % {'line': line_start}}"
+        return f"{start} – {page % {'page': page_end}}, {one % {'line': line_end}}"
+    lines = (
+        one % {"line": line_start}
+        if line_start == line_end
+        else say(_SPAN[unit]) % {"first": line_start, "last": line_end}
+    )
     if page_start:
-        return f"{page} {page_start}, {lines}"
+        return f"{page % {'page': page_start}}, {lines}"
     return lines
 
 
@@ -157,20 +193,27 @@ def location_text(
     line_start: int,
     line_end: int,
     ocr_confidence: float | None = None,
+    say: Callable[[str], str] = _as_is,
 ) -> str:
     """Where a passage sits, in the terms of its kind of file: the one formatter every citation uses.
 
     ``§ Install > Power, p. 7, lines 4-15`` (PDF); ``§ Agenda, slide 3, lines 2-4`` (PowerPoint);
     ``sheet Pumps, rows 20-45`` (Excel); ``rows 20-45`` (CSV); ``§ Safety, paragraphs 12-15`` (Word);
-    and ``OCR, confidence 91 %`` after the rest when the text was read from an image.
+    and ``OCR, confidence 91 %`` after the rest when the text was read from an image. In English, as stored
+    and parsed; ``say`` (``gettext``) words it in the active language for a page (``location_label``).
     """
     parts = []
     if heading:
-        parts.append(f"sheet {heading}" if kind == Source.Kind.XLSX else f"§ {heading}")
-    parts.append(place_text(page_start, page_end, line_start, line_end, kind))
+        parts.append(say(_SHEET) % {"name": heading} if kind == Source.Kind.XLSX else f"§ {heading}")
+    parts.append(place_text(page_start, page_end, line_start, line_end, kind, say=say))
     if ocr_confidence is not None:
-        parts.append(f"OCR, confidence {ocr_confidence:.0f} %")
+        parts.append(say(_OCR) % {"confidence": f"{ocr_confidence:.0f}"})
     return ", ".join(parts)
+
+
+def location_label(**fields: Any) -> str:
+    """``location_text`` in the active language, for a page; never stored or parsed."""
+    return location_text(**fields, say=gettext)
 
 
 class Chunk(models.Model):
@@ -202,6 +245,13 @@ class Chunk(models.Model):
         help_text="The text's content words stemmed in its language, for keyword search; empty for English, "
         "which the keyword index stems itself.",
     )
+    line_map = models.JSONField(
+        null=True,
+        blank=True,
+        editable=False,
+        help_text="The source lines [first, last] (rows, paragraphs) of each line of the text, null for a line that "
+        "stands for none (a table's header row over its rows); empty when the text maps line by line.",
+    )
     created_at = models.DateTimeField(default=timezone.now, editable=False)
 
     class Meta:
@@ -215,6 +265,19 @@ class Chunk(models.Model):
     def location(self) -> str:
         """Human citation of where the chunk sits, in the terms of its kind of file (``location_text``)."""
         return location_text(
+            kind=self.kind,
+            heading=self.heading,
+            page_start=self.page_start,
+            page_end=self.page_end,
+            line_start=self.line_start,
+            line_end=self.line_end,
+            ocr_confidence=self.ocr_confidence,
+        )
+
+    @property
+    def location_label(self) -> str:
+        """``location`` in the active language, for a page."""
+        return location_label(
             kind=self.kind,
             heading=self.heading,
             page_start=self.page_start,
@@ -239,12 +302,20 @@ class Chunk(models.Model):
         """The kind of file the chunk comes from ("" for a chunk not yet attached to a source)."""
         return self.source.kind if self.source_id else ""
 
-    def numbered_lines(self) -> list[tuple[int, str]]:
-        """Each line of the text with its line in the source (as citations count them); [] when the text does not
-        map line by line (``maps_line_by_line``)."""
+    def line_spans(self) -> list[tuple[tuple[int, int] | None, str]]:
+        """Each line of the text with the source lines (rows, paragraphs) it stands for, as citations count them:
+        by its ``line_map`` (None for a line that stands for none, such as a table's header row over its rows), else
+        one line each when the text maps line by line (``maps_line_by_line``); [] when neither tells."""
+        lines = self.text.split("\n")
+        if self.line_map and len(self.line_map) == len(lines):
+            return [((span[0], span[1]) if span else None, text) for span, text in zip(self.line_map, lines)]
         if not maps_line_by_line(self.text, self.line_start, self.line_end, self.page_start, self.page_end):
             return []
-        return list(enumerate(self.text.split("\n"), start=self.line_start))
+        return [((n, n), text) for n, text in enumerate(lines, start=self.line_start)]
+
+    def numbered_lines(self) -> list[tuple[int, str]]:
+        """Each line of the text that stands for a source line, with its (first) line there (``line_spans``)."""
+        return [(span[0], text) for span, text in self.line_spans() if span]
 
 
 def location_fields(chunk: Chunk, lines: list[int] | None = None) -> dict:
@@ -353,3 +424,20 @@ class IngestJob(models.Model):
     @property
     def is_finished(self) -> bool:
         return self.status in (self.Status.SUCCEEDED, self.Status.FAILED)
+
+
+def citation_label(citation: dict) -> str:
+    """A stored citation's location in the active language, for a page: made again from its fields when it
+    recorded its kind; else its stored text (``citation_location``)."""
+    if not citation.get("kind"):
+        return citation_location(citation)
+    lines = citation.get("lines") or [0, 0]
+    return location_label(
+        kind=str(citation["kind"]),
+        heading=str(citation.get("heading") or ""),
+        page_start=citation.get("page"),
+        page_end=citation.get("page_end"),
+        line_start=lines[0],
+        line_end=lines[-1],
+        ocr_confidence=citation.get("ocr_confidence"),
+    )

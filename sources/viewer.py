@@ -40,7 +40,7 @@ class OriginalQuote:
         return {"page": self.page, "pages": [self.first_page, self.last_page], "lines": self.lines}
 
 
-def original_quote(chunk: Chunk, cited: list[tuple[int, str, bool]]) -> OriginalQuote:
+def original_quote(chunk: Chunk, cited: list[tuple[int | None, str, bool]]) -> OriginalQuote:
     """``chunk``'s quote on its pages: the ``cited`` lines marked (``views._cited_lines``), else the whole chunk.
 
     The lines are kept apart because extraction joins, drops or reorders some (page furniture, columns): the
@@ -76,13 +76,13 @@ class OcrMarks:
     shown: bool = True  # False when the file is gone: there is no image to show
 
 
-def ocr_marks(path: Path, chunk: Chunk, cited: list[tuple[int, str, bool]]) -> OcrMarks:
+def ocr_marks(path: Path, chunk: Chunk, cited: list[tuple[int | None, str, bool]]) -> OcrMarks:
     """The words of ``chunk``'s quote (its ``cited`` lines, else all of it) boxed where tesseract reads them.
 
     The image is read again with the settings ingest used, so its lines number as the chunk's do; a line whose
     words read differently now (another tesseract) is not boxed, and the counts say so. Cached per file and page."""
     page = chunk.page_start or 1
-    wanted = [(n, text) for n, text, is_cited in cited if is_cited] or chunk.numbered_lines()
+    wanted = [(n, text) for n, text, is_cited in cited if is_cited and n is not None] or chunk.numbered_lines()
     wanted = [(n, text) for n, text in wanted if text.strip()]
     try:
         read = _read_boxes(path, chunk.source.sha256, page)

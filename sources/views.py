@@ -132,7 +132,7 @@ def source_detail(request: HttpRequest, source_id: int) -> HttpResponse:
     return render(request, "sources/detail.html", context, status=404 if missing is not None else 200)
 
 
-def _ocr_marks(source: Source, target: Chunk, lines: list[tuple[int, str, bool]]) -> OcrMarks:
+def _ocr_marks(source: Source, target: Chunk, lines: list[tuple[int | None, str, bool]]) -> OcrMarks:
     try:
         path = _original_path(source)
     except Http404 as exc:  # the page still shows the text it holds, and says the image is gone
@@ -140,19 +140,23 @@ def _ocr_marks(source: Source, target: Chunk, lines: list[tuple[int, str, bool]]
     return ocr_marks(path, target, lines)
 
 
-def _cited_lines(chunk: Chunk, cited: str, *, markdown: bool = False) -> list[tuple[int, str, bool]]:
-    """The chunk's lines, numbered as citations count them, each marked when it is within ``cited`` (``52-60``, or
-    ``5``: a citation's lines); [] when ``cited`` names none of them or the text does not map line by line.
-    ``markdown``: each line's text is its Markdown as safe HTML, line for line, so the numbers still hold."""
+def _cited_lines(chunk: Chunk, cited: str, *, markdown: bool = False) -> list[tuple[int | None, str, bool]]:
+    """The chunk's lines, numbered as citations count them (None for a line that stands for no source line: a
+    table's header row over its rows stays shown, never marked), each marked when it is within ``cited`` (``52-60``,
+    or ``5``: a citation's lines); [] when ``cited`` names none of them or the text's lines cannot be numbered
+    (``Chunk.line_spans``). ``markdown``: each line's text is its Markdown as safe HTML, line for line."""
     match = _LINES.fullmatch(cited)
     if not match:
         return []
     first, last = int(match[1]), int(match[2] or match[1])
-    numbered = chunk.numbered_lines()
-    texts: Sequence[str] = [text for _, text in numbered]
+    spans = chunk.line_spans()
+    texts: Sequence[str] = [text for _, text in spans]
     if markdown:
         texts = markdown_lines_html(texts)
-    lines = [(n, text, first <= n <= last) for (n, _line), text in zip(numbered, texts, strict=True)]
+    lines = [
+        (span[0] if span else None, text, span is not None and span[0] <= last and first <= span[1])
+        for (span, _line), text in zip(spans, texts, strict=True)
+    ]
     return lines if any(marked for *_, marked in lines) else []
 
 

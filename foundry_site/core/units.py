@@ -78,6 +78,19 @@ class Unit:
         return f"{self.context}\n{self.text}" if self.context else self.text
 
 
+# The source lines ``[first, last]`` each line of a passage's text stands for, None for a line that stands for none
+# (a table's header row repeated over its rows, the blank line between two blocks): kept for a passage whose text
+# does not map line by line (``maps_line_by_line``), such as a sheet's rows, a Word file's paragraphs or a slide.
+LineMap = list[list[int] | None]
+
+
+def mapped_lines(line_map: LineMap, first: int, last: int) -> tuple[int, int] | None:
+    """The source lines of a passage's text lines ``first``..``last`` (0-based) by its ``line_map``; None when none
+    of them stands for a source line."""
+    spans = [span for span in line_map[first : last + 1] if span]
+    return (min(s[0] for s in spans), max(s[1] for s in spans)) if spans else None
+
+
 def maps_line_by_line(text: str, line_start: int, line_end: int, page_start: int | None, page_end: int | None) -> bool:
     """Whether a passage's n-th line is source line ``line_start + n``. A chunk's text keeps its paragraphs' line
     breaks and one blank line between them, so it does exactly when its line count matches its span on one page (a

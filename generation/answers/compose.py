@@ -211,6 +211,7 @@ def reader_passage(candidate: Candidate, rank: int) -> reader.Passage:
         source=chunk.source.name,
         ordinal=chunk.ordinal,
         under=chunk.under,
+        line_map=chunk.line_map,
     )
 
 

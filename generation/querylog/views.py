@@ -23,7 +23,7 @@ from django.views.decorators.http import require_GET, require_POST
 from generation.querylog import charts, selectors
 from generation.querylog.feedback import FeedbackError, feedback_record
 from generation.querylog.forms import FeedbackForm, QueryLogFilterForm
-from sources.models import Collection, citation_location
+from sources.models import Collection, citation_label, citation_location
 from sources.selectors import readable_chunks
 from sources.viewer import viewer_url
 
@@ -143,7 +143,7 @@ def _citation(citation: dict, readable: dict[int, int]) -> dict:
     """A stored citation with its location and the viewer link every other page gives it (its lines marked)."""
     source_id = readable.get(citation.get("chunk_id"))  # type: ignore[arg-type]
     url = viewer_url(source_id, citation["chunk_id"], citation.get("lines")) if source_id else ""
-    return {**citation, "location": citation_location(citation), "url": url}
+    return {**citation, "location": citation_label(citation), "url": url}
 
 
 @require_GET

@@ -12,7 +12,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
 
-from foundry_site.core.units import CELL_SEPARATOR
+from foundry_site.core.units import CELL_SEPARATOR, LineMap, maps_line_by_line
 from sources.services.extract import Block
 
 # After a newline only horizontal space may precede a list marker: with ``\s*`` a
@@ -38,6 +38,7 @@ class ChunkDraft:
     line_end: int
     token_count: int
     ocr_confidence: float | None = None  # lowest OCR confidence of its blocks; None when no block was OCR'd
+    line_map: LineMap | None = None  # the source lines of each line of ``text`` (``Chunk.line_map``)
 
 
 # A word-piece count says nothing about length for text the tokenizer cannot split:
@@ -151,16 +152,53 @@ def _merge(parts: deque[_Piece], count: TokenCounter) -> ChunkDraft:
         text = f"{blocks[0].lead}\n{text}"
     pages = [b.page for b in blocks if b.page is not None]
     confidences = [b.ocr for b in blocks if b.ocr is not None]
+    page_start, page_end = (min(pages), max(pages)) if pages else (None, None)
+    line_start, line_end = blocks[0].line_start, blocks[-1].line_end
+    # Lines restart on every page: a chunk across a page break is cited whole, and needs no map.
+    mapped = page_start == page_end and not maps_line_by_line(text, line_start, line_end, page_start, page_end)
     return ChunkDraft(
         text=text,
         heading=blocks[0].heading,
-        page_start=min(pages) if pages else None,
-        page_end=max(pages) if pages else None,
-        line_start=blocks[0].line_start,
-        line_end=blocks[-1].line_end,
+        page_start=page_start,
+        page_end=page_end,
+        line_start=line_start,
+        line_end=line_end,
         token_count=count(text) if len(parts) > 1 or blocks[0].lead else parts[0].size,
         ocr_confidence=min(confidences) if confidences else None,
+        line_map=_line_map(pieces) if mapped else None,
     )
+
+
+def _line_map(pieces: list[_Piece]) -> LineMap:
+    """The source lines ``[first, last]`` of each line of the text ``_merge`` makes of ``pieces``: None for the
+    lead (a table's header row, repeated over every chunk of its rows) and the blank line between blocks."""
+    lead = pieces[0].block.lead
+    out: LineMap = [None] * (lead.count("\n") + 1) if lead else []
+    previous: Block | None = None
+    for piece in pieces:
+        block = piece.block
+        spans = _block_spans(block)
+        if previous is not None and piece.continues and block.line_start <= previous.line_end:
+            last = out[-1] or spans[0]  # joined by a space: the first line goes on the line before
+            out[-1] = [min(last[0], spans[0][0]), max(last[1], spans[0][1])]
+            spans = spans[1:]
+        elif previous is not None and piece.continues:
+            out += [[n, n] for n in range(previous.line_end + 1, block.line_start)]  # the lines between
+        elif previous is not None:
+            out.append(None)
+        out += spans
+        previous = block
+    return out
+
+
+def _block_spans(block: Block) -> list[list[int]]:
+    """The source lines of each line of ``block.text``: one each while the text has as many lines as its span;
+    its last line holds the rest of the span (lines joined into one), and lines past the span (a paragraph's
+    line breaks) stand on its last."""
+    count = block.text.count("\n") + 1
+    spans = [[min(block.line_start + i, block.line_end)] * 2 for i in range(count)]
+    spans[-1][1] = block.line_end
+    return spans
 
 
 def _gap(before: Block, after: Block) -> str:

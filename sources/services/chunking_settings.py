@@ -27,7 +27,8 @@ UNKNOWN = "unknown"
 # inside a table's row, 0015 sources whose tables were embedded whole in their sentence windows, 0017 PDFs whose
 # furniture and sections were found from line order alone, 0018 text and Markdown sources titled or headed by a
 # decoration line, 0019 PDFs read with pypdf, and Word, PowerPoint, Excel and HTML sources whose list numbers,
-# definition lists and charts were not read); the value is what every source is built with now.
+# definition lists and charts were not read, 0020 sources chunked before a chunk kept the source lines of each of its
+# lines); the value is what every source is built with now.
 RETIRED = {
     "json_values": "labelled",
     "split_text": "verbatim",
@@ -40,6 +41,7 @@ RETIRED = {
     "title_decoration": "skipped",
     "pdf_text": "pdfium",
     "structure": "drawn",
+    "line_map": "kept",
 }
 
 

@@ -237,6 +237,7 @@ def _store(
                     token_count=d.token_count,
                     context=ctx,
                     ocr_confidence=d.ocr_confidence,
+                    line_map=d.line_map,
                     language=languages[i],
                     stems=stems[i],
                     created_at=now,

@@ -6,6 +6,7 @@ Same site as tests/generation/test_web_browser.py: the scripted generator, real 
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -48,6 +49,10 @@ def test_switch_the_ask_page_to_dutch_then_german(browser_page: Any, live_server
     expect(page.locator("#ask-form button[type=submit]")).to_have_text("Vragen")
     expect(page.locator("nav")).to_contain_text("Bronnen")
     expect(page.locator("form.lang button[value=nl]")).to_have_attribute("aria-current", "true")
+    count = page.locator("#question-count")  # the script's countdown, in the page's words and numbers
+    expect(count).to_have_text("nog 4.000 van 4.000 tekens")
+    page.fill("#id_question", "x" * 4010)
+    expect(count).to_have_text("10 tekens boven de limiet van 4.000: maak de vraag korter")
     row = ask(page, "Wie heeft in 1954 het wereldkampioenschap voetbal gewonnen?")
     assert (row.answer_class, row.refusal) == ("no_evidence", "gate")
     expect(page.locator("#answer .answer-head .badge")).to_have_text("Geen bewijs in je bronnen")
@@ -62,6 +67,7 @@ def test_switch_the_ask_page_to_dutch_then_german(browser_page: Any, live_server
     expect(page.locator("html")).to_have_attribute("lang", "de")
     expect(page.locator("label[for=id_question]")).to_have_text("Folgefrage")
     expect(page.locator("#ask-form button[type=submit]")).to_have_text("Fragen")
+    expect(page.locator("#question-count")).to_have_text("noch 4.000 von 4.000 Zeichen")
     expect(page.locator("#turns .answer-head .badge").first).to_have_text("Geen bewijs in je bronnen")  # still Dutch
     row = ask(page, "Wer hat im Jahr 1954 die Fußballweltmeisterschaft gewonnen?")
     assert row.answer == "Keine passende Antwort in den hochgeladenen Dokumenten gefunden."
@@ -76,6 +82,14 @@ def test_switch_the_ask_page_to_dutch_then_german(browser_page: Any, live_server
     expect(page.locator("#answer .answer-head .badge")).to_have_text(badge[row.answer_class])
     expect(page.locator("#answer aside.sources h2")).to_have_text("Quellen")
     expect(page.locator("#answer a.cite").first).to_be_visible()
+    # The citation's place in the page's words ("Zeilen 4-9"), the stored citation in English.
+    where = page.locator("#answer li.source").first.inner_text()
+    assert re.search(r"Zeilen? \d", where) and not re.search(r"\blines? \d", where), where
+    assert re.search(r"\blines? \d", row.citations[0]["location"]), row.citations[0]
+    page.locator("#answer li.source a").first.click()
+    expect(page.locator("main .chunk.target .where")).to_contain_text("Zeile")
+    assert not re.search(r"\blines? \d", page.locator("main").inner_text())
+    page.go_back()
     shot(page, "language-2-german")
 
     # On a phone the German header (brand, user, selector, links) still fits: nothing scrolls sideways.

@@ -621,3 +621,19 @@ def test_a_code_joined_to_a_word_by_a_hyphen_is_mentioned_where_the_code_is() ->
     assert reader.unmentioned("Wie viele Sensoren passen an den RS-485-Bus?", [passage]) == []
     assert reader.unmentioned("Wie schließe ich den USB-Anschluss an?", [passage]) == ["USB-Anschluss"]
     assert reader.unmentioned("Is RS-422 supported?", [passage]) == ["RS-422"]
+
+
+def test_a_quoted_row_cites_its_own_row_by_the_passage_s_line_map() -> None:
+    from foundry_site.core.units import Unit
+
+    text = "Model | Flow\nP1 | 4\n\nP2 | 6\n\nP3 | 9"
+    line_map: list[list[int] | None] = [None, [2, 2], None, [3, 3], None, [5, 5]]
+    row = next(u for u in passage_units(text) if u.text == "P3 | 9")
+    assert row.kind == "row" and row.context == "Model | Flow"
+    mapped = Passage("S1", text, 2, 5, line_map=line_map)
+    assert reader.Quote(mapped, row, 1.0, 1.0, 1.0).lines == (5, 5)
+    # Without a map (a chunk ingested before maps were kept) the row is cited as the whole passage.
+    assert reader.Quote(Passage("S1", text, 2, 5), row, 1.0, 1.0, 1.0).lines == (2, 5)
+    # A unit over lines that stand for no row (the header alone) falls back to the passage's span too.
+    header = Unit("Model | Flow", "row", 0, 12, 0, 0)
+    assert reader.Quote(mapped, header, 1.0, 1.0, 1.0).lines == (2, 5)

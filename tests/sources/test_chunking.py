@@ -156,3 +156,38 @@ def test_the_window_limit_widens_the_stride_but_keeps_both_ends() -> None:
     assert len(windows) == 5
     assert windows[0] == "Sentence 0 ends here. Sentence 1 ends here."
     assert windows[-1] == "Sentence 28 ends here. Sentence 29 ends here."
+
+
+def test_rows_under_their_header_keep_each_row_s_number() -> None:
+    # A sheet's rows 2, 3 and 5 (row 4 empty) under the header of row 1, and a Word file's paragraphs: the chunk's
+    # n-th line is no longer source line ``line_start + n``, so each line records the rows it stands for.
+    rows = [Block(text, ("Pumps",), None, n, n, "Model | Flow", 1) for n, text in ((2, "P1 | 4"), (3, "P2 | 6"))]
+    rows.append(Block("P3 | 9", ("Pumps",), None, 5, 5, "Model | Flow", 1))
+    (chunk,) = chunk_blocks(rows, max_tokens=50, count=words)
+    assert chunk.text == "Model | Flow\nP1 | 4\n\nP2 | 6\n\nP3 | 9"
+    assert chunk.line_map == [None, [2, 2], None, [3, 3], None, [5, 5]]
+    paragraphs = [
+        Block("First.", (), None, 1, 1),
+        Block("Second\nline.", (), None, 2, 2),
+        Block("Third.", (), None, 3, 3),
+    ]
+    (chunk,) = chunk_blocks(paragraphs, max_tokens=50, count=words)
+    assert chunk.line_map == [[1, 1], None, [2, 2], [2, 2], None, [3, 3]]
+
+
+def test_a_text_that_maps_line_by_line_or_crosses_pages_needs_no_map() -> None:
+    lines = [Block("a b\nc d", (), None, 4, 5), Block("e f", (), None, 7, 7)]
+    (chunk,) = chunk_blocks(lines, max_tokens=50, count=words)
+    assert chunk.text == "a b\nc d\n\ne f" and chunk.line_map is None
+    pages = [Block("a b", (), 1, 40, 40), Block("c d", (), 2, 1, 1)]
+    assert chunk_blocks(pages, max_tokens=50, count=words)[0].line_map is None
+
+
+def test_a_block_cut_into_pieces_maps_each_piece_to_its_lines() -> None:
+    text = "\n".join(f"Sentence number {i} has five words." for i in range(3))  # lines 3-5
+    blocks = [Block(text, (), None, 3, 5), Block("Last one.", (), None, 8, 8)]
+    chunks = chunk_blocks(blocks, max_tokens=14, count=words)
+    assert [(c.text, c.line_map) for c in chunks] == [
+        ("Sentence number 0 has five words.\nSentence number 1 has five words.", None),
+        ("Sentence number 2 has five words.\n\nLast one.", [[5, 5], None, [8, 8]]),
+    ]

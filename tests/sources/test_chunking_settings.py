@@ -384,11 +384,16 @@ def test_migration_0010_makes_the_next_ingest_rechunk_sources_whose_pieces_lost_
     sources_migrate("0009_source_names_per_collection")
     sources_migrate()
     recorded = dict(Source.objects.values_list("path", "chunking"))
-    assert recorded == {"list.md": DEFAULTS + " split_text=joined", "short.txt": DEFAULTS}
+    # 0020 marks it too: its joined pieces no longer map line by line, and have no line map.
+    assert recorded == {"list.md": DEFAULTS + " split_text=joined line_map=none", "short.txt": DEFAULTS}
     (warning,) = index_check().warnings  # no foundry.yaml key to set back: only re-ingesting re-chunks them
-    assert "split_text joined → verbatim (1 source)" in warning and "foundry.yaml." not in warning
+    assert "split_text joined → verbatim, line_map none → kept (1 source)" in warning
+    assert "foundry.yaml." not in warning
     assert reasons(ingest_jobs.knowledge_base_ingest(target=kb)) == {
-        "list.md": ("ingested", "re-chunked: chunking settings changed (split_text joined → verbatim)"),
+        "list.md": (
+            "ingested",
+            "re-chunked: chunking settings changed (split_text joined → verbatim, line_map none → kept)",
+        ),
         "short.txt": ("unchanged", ""),
     }
     assert [c.text for c in Chunk.objects.filter(source__path="list.md").order_by("ordinal")] == [
@@ -499,18 +504,22 @@ def test_migrations_0014_and_0015_make_the_next_ingest_keep_table_rows_whole_and
     recorded = dict(Source.objects.values_list("path", "chunking"))
     assert recorded == {
         "bus.md": DEFAULTS + " table_rows=cut table_windows=whole",
-        "sheet.csv": DEFAULTS + " table_windows=whole",  # 0015: its rows were one sentence of its windows
+        # 0015: its rows were one sentence of its windows; 0020: downgraded past 0020, its chunks lost their line maps
+        "sheet.csv": DEFAULTS + " table_windows=whole line_map=none",
         "short.txt": DEFAULTS,
     }
     (warning,) = index_check().warnings
     assert "table_rows cut → whole, table_windows whole → rows (1 source)" in warning  # bus.md
-    assert warning.count("table_windows whole → rows (1 source)") == 2  # and sheet.csv
+    assert "table_windows whole → rows, line_map none → kept (1 source)" in warning  # and sheet.csv
     assert reasons(ingest_jobs.knowledge_base_ingest(target=kb)) == {
         "bus.md": (
             "ingested",
             "re-chunked: chunking settings changed (table_rows cut → whole, table_windows whole → rows)",
         ),
-        "sheet.csv": ("ingested", "re-chunked: chunking settings changed (table_windows whole → rows)"),
+        "sheet.csv": (
+            "ingested",
+            "re-chunked: chunking settings changed (table_windows whole → rows, line_map none → kept)",
+        ),
         "short.txt": ("unchanged", ""),
     }
     assert [c.text for c in Chunk.objects.filter(source__path="bus.md").order_by("ordinal")] == stored

@@ -243,3 +243,34 @@ def test_a_one_line_passage_links_in_its_format_and_in_the_one_before(world: Wor
         ("alpha.md §Wiring, p. 3, line 52", "alpha.md §Wiring, p. 3, lines 52-52"),
         lines="52-52",
     )
+
+
+@pytest.mark.django_db
+def test_footnotes_of_sheet_rows_word_paragraphs_and_slides_link_to_their_lines(world: World) -> None:
+    from generation.present import footnote_links
+
+    alice = world.users["alice"]
+    for kind, heading, page, note, lines in (
+        ("xlsx", "Pumps", None, "alpha.md, sheet Pumps, row 23", "23-23"),
+        ("csv", "", None, "alpha.md, rows 21-22", "21-22"),
+        ("docx", "Safety", None, "alpha.md §Safety, paragraphs 21-24", "21-24"),
+        ("pptx", "Agenda", 3, "alpha.md §Agenda, slide 3, line 22", "22-22"),
+    ):
+        source = world.sources["alpha"]
+        source.kind = kind
+        source.save()
+        chunk = Chunk.objects.create(
+            source=source,
+            ordinal=20,
+            text="a\n\nb",
+            heading=heading,
+            page_start=page,
+            page_end=page,
+            line_start=20,
+            line_end=25,
+            token_count=2,
+        )
+        assert footnote_links(f"Text [^1].\n\n[^1]: {note}\n", [chunk.pk], alice) == {
+            "1": f"/sources/{source.pk}/?chunk={chunk.pk}&lines={lines}#chunk-{chunk.pk}"
+        }, note
+        chunk.delete()

@@ -157,6 +157,32 @@ def test_viewer_numbers_the_cited_chunk_and_highlights_the_cited_lines(client: C
     assert 'class="numbered"' not in html and f'class="chunk target" id="chunk-{spread.pk}"' in html
 
 
+def test_viewer_marks_the_cited_row_of_a_table_and_not_its_header(client: Client, world: World) -> None:
+    source = world.sources["alpha"]
+    source.kind = "xlsx"
+    source.save()
+    text = "Model | Flow\nP1 | 4\n\nP2 | 6\n\nP3 | 9"
+    line_map = [None, [2, 2], None, [3, 3], None, [5, 5]]  # row 4 is empty
+    chunk = Chunk.objects.create(
+        source=source, ordinal=3, text=text, heading="Pumps", line_start=2, line_end=5, token_count=9, line_map=line_map
+    )
+    html = login(client, world, "alice").get(f"/sources/{source.pk}/?chunk={chunk.pk}&lines=3-3").content.decode()
+    assert "the cited rows are highlighted" in html
+    lines = re.findall(r'<span class="line( cited)?"><span class="n" aria-hidden="true">(\d*)</span>([^<]*)', html)
+    assert lines == [
+        ("", "", "Model | Flow"),
+        ("", "2", "P1 | 4"),
+        ("", "", ""),
+        (" cited", "3", ""),
+        ("", "", ""),
+        ("", "5", "P3 | 9"),
+    ]
+    assert re.findall(r"<mark>(.*?)</mark>", html) == ["P2 | 6"]
+    # A citation recorded as the chunk's whole span marks its rows, never the header over them.
+    whole = client.get(f"/sources/{source.pk}/?chunk={chunk.pk}&lines=2-5").content.decode()
+    assert re.findall(r"<mark>(.*?)</mark>", whole) == ["P1 | 4", "P2 | 6", "P3 | 9"]
+
+
 def test_viewer_escapes_document_text(client: Client, world: World) -> None:
     chunk = world.chunks["alpha"][0]
     chunk.text = "<script>alert(1)</script>"
