@@ -636,10 +636,14 @@ def test_migration_0019_makes_the_next_ingest_read_documents_anew(kb: Path) -> N
     sources_migrate()
     recorded = dict(Source.objects.values_list("path", "chunking"))
     assert recorded["notes.txt"] == DEFAULTS
-    assert recorded["manual.docx"] == recorded["valves.html"] == DEFAULTS + " structure=flat"
+    # downgraded past 0020 too: the chunks that needed a line map lost it
+    assert recorded["manual.docx"] == recorded["valves.html"] == DEFAULTS + " structure=flat line_map=none"
     assert recorded["manual.pdf"] == DEFAULTS + " pdf_text=pypdf"
     report = reasons(ingest_jobs.knowledge_base_ingest(target=kb))
-    assert report["manual.docx"] == ("ingested", "re-chunked: chunking settings changed (structure flat → drawn)")
+    assert report["manual.docx"] == (
+        "ingested",
+        "re-chunked: chunking settings changed (structure flat → drawn, line_map none → kept)",
+    )
     assert report["manual.pdf"] == ("ingested", "re-chunked: chunking settings changed (pdf_text pypdf → pdfium)")
     assert report["notes.txt"] == ("unchanged", "")
     assert reasons(ingest_jobs.knowledge_base_ingest(target=kb))["manual.docx"] == ("unchanged", "")
