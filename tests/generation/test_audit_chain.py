@@ -158,8 +158,10 @@ def test_a_finished_run_is_chained_and_an_open_one_waits(make_user: Callable[...
 
 
 def test_an_asker_named_by_the_chain_cannot_be_deleted(logged: list[QueryLog]) -> None:
+    asker = logged[0].user
+    assert asker is not None
     with pytest.raises(ProtectedError):
-        logged[0].user.delete()
+        asker.delete()
 
 
 def test_the_query_log_page_shows_whether_the_chain_verifies(
