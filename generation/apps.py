@@ -10,8 +10,11 @@ def _requeue_run(run_id: int) -> None:
 
 
 def _run_failed(run_id: int) -> None:
+    """The sweeper failed the run (we are in its transaction): chain it, then drop its queued messages."""
+    from generation.audit_chain import run_chain
     from generation.pipeline import generation_run_dropped
 
+    run_chain(run_id=run_id)
     generation_run_dropped(run_id=run_id)
 
 

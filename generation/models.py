@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.conf import settings
-from django.db import models
+from django.db import models, transaction
 from django.utils import timezone
 from django.utils.translation import gettext_noop  # choice labels: translated where a page shows them
 
@@ -23,6 +23,34 @@ def collection_ids_field() -> models.JSONField:
         editable=False,
         help_text="Collections searched; null means every collection.",
     )
+
+
+def chain_seq_field() -> models.PositiveBigIntegerField:
+    """The row's place in its audit chain (1, 2, …; generation/audit_chain.py); null until the row is chained."""
+    return models.PositiveBigIntegerField(null=True, blank=True, editable=False, help_text="Place in the audit chain.")
+
+
+def chain_hash_field() -> models.CharField:
+    # Null, not "", until chained: SQLite adds a nullable column without a default in place (no table rebuild).
+    return models.CharField(
+        max_length=64,
+        null=True,
+        blank=True,
+        editable=False,
+        help_text="SHA-256 of the previous row's hash and this row's content (generation/audit_chain.py).",
+    )
+
+
+class AuditChainHead(models.Model):
+    """The newest link of one audit chain: its place and hash. Appending locks this row, so concurrent writers
+    chain one after another, and verification compares it with the last row, so rows cut off the end show."""
+
+    chain = models.CharField(max_length=20, primary_key=True)
+    seq = models.PositiveBigIntegerField(default=0)
+    hash = models.CharField(max_length=64)
+
+    def __str__(self) -> str:
+        return f"{self.chain} #{self.seq}"
 
 
 class GenerationRun(models.Model):
@@ -40,8 +68,9 @@ class GenerationRun(models.Model):
     spec_body = models.TextField(editable=False, help_text="The spec text as used, kept for audit.")
     status = models.CharField(max_length=20, choices=Status.choices, default=Status.PENDING, db_index=True)
     stage = models.CharField(max_length=40, blank=True, editable=False)
+    # PROTECT: the run's audit hash names who asked; a user who asked is deactivated, never deleted.
     created_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, editable=False
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, editable=False
     )
     collection_ids = collection_ids_field()
     models_used = models.JSONField(default=dict, editable=False)
@@ -79,9 +108,12 @@ class GenerationRun(models.Model):
         default=timezone.now, editable=False, help_text="Last sign of life; the stale-run sweeper reads it."
     )
     attempts = models.PositiveIntegerField(default=0, editable=False)
+    chain_seq = chain_seq_field()
+    chain_hash = chain_hash_field()
 
     class Meta:
         ordering = ["-created_at"]
+        constraints = [models.UniqueConstraint(fields=["chain_seq"], name="generationrun_chain_seq_unique")]
 
     @property
     def is_finished(self) -> bool:
@@ -115,10 +147,13 @@ class QueryLogQuerySet(models.QuerySet):
 
 class QueryLogManager(models.Manager.from_queryset(QueryLogQuerySet)):  # type: ignore[misc]
     def record(self, **fields: Any) -> QueryLog:
-        """The only way to write a query-log row."""
-        row = self.model(**fields)
-        row._recording = True
-        row.save(force_insert=True)
+        """The only way to write a query-log row: inserted and chained to the previous row in one transaction."""
+        from generation.audit_chain import query_insert
+
+        with transaction.atomic():
+            row = self.model(**fields)
+            row._recording = True
+            query_insert(row)
         return row
 
 
@@ -179,11 +214,12 @@ class QueryLog(models.Model):
         editable=False,
         help_text="A question answered (or refused), or a search that returned passages only.",
     )
+    # PROTECT: the row's audit hash names who asked; a user who asked is deactivated, never deleted.
     user = models.ForeignKey(
         settings.AUTH_USER_MODEL,
         null=True,
         blank=True,
-        on_delete=models.SET_NULL,
+        on_delete=models.PROTECT,
         related_name="queries",
         editable=False,
     )
@@ -243,6 +279,8 @@ class QueryLog(models.Model):
         help_text="Question, scope, configuration and index version, hashed.",
     )
     created_at = models.DateTimeField(default=timezone.now, editable=False, db_index=True)
+    chain_seq = chain_seq_field()
+    chain_hash = chain_hash_field()
 
     objects = QueryLogManager()
 
@@ -250,6 +288,7 @@ class QueryLog(models.Model):
         db_table = "retrieval_querylog"
         ordering = ["-created_at"]
         indexes = [models.Index(fields=["answer_class"]), models.Index(fields=["user", "created_at"])]
+        constraints = [models.UniqueConstraint(fields=["chain_seq"], name="querylog_chain_seq_unique")]
 
     def __str__(self) -> str:
         return f"{self.run_id}: {self.question[:60]}"

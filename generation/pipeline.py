@@ -43,7 +43,7 @@ from django.utils import timezone
 
 from foundry_site.core import jobs, llm
 from foundry_site.core.config import EXTRACTIVE
-from generation import writer
+from generation import audit_chain, writer
 from generation.compute import (
     PAYLOAD_VERSION,
     RUN_FAILURES,
@@ -314,7 +314,8 @@ def _finish(
     timings: dict[str, float],
     **fields: Any,
 ) -> None:
-    """Close the run (caller holds the transaction): add the compute step's usage, total the time."""
+    """Close the run (caller holds the transaction): add the compute step's usage, total the time, and chain the
+    finished run onto the audit trail."""
     total = (timezone.now() - run.started_at).total_seconds() * 1000 if run.started_at else 0.0
     GenerationRun.objects.filter(pk=run.pk).update(
         status=status,
@@ -329,6 +330,7 @@ def _finish(
         cost=F("cost") + usage.get("cost", 0.0),
         **fields,
     )
+    audit_chain.run_chain(run_id=run.pk)
     run_id = run.pk
     transaction.on_commit(lambda: jobs.done_mark(done_key(run_id)))
 

@@ -22,7 +22,7 @@ from typing import Any, TypeVar, cast
 from celery import current_app, current_task
 from celery.contrib.django.task import DjangoTask
 from django.conf import settings
-from django.db import OperationalError, models
+from django.db import OperationalError, models, transaction
 from django.utils import timezone
 
 logger = logging.getLogger(__name__)
@@ -285,7 +285,7 @@ def register_stale_sweep(
 
     ``requeue(run_id)`` puts a stale run (already set back to pending) on the queue
     again; with ``None`` a stale run is failed at once (for runs not worth redoing).
-    ``failed(run_id)`` is called after the sweeper failed a run.
+    ``failed(run_id)`` is called after the sweeper failed a run, in the transaction that failed it.
     """
     _SWEEPS[model._meta.label] = StaleSweep(model, requeue, failed)
 
@@ -322,10 +322,15 @@ def _sweep_model(sweep: StaleSweep, *, stale_after: timedelta, max_attempts: int
         idle = int((timezone.now() - heartbeat).total_seconds())
         if sweep.requeue is None or attempts >= max_attempts:
             reason = f"no progress for {idle} s after {attempts} attempts (worker lost, or no worker serves its queue)"
-            if claim.update(status=status.FAILED, error=_error_value(model, reason), finished_at=timezone.now()):
-                logger.warning("run failed as stale model=%s id=%s", model._meta.label, run_id)
-                if sweep.failed is not None:
+            # One transaction: what ``failed`` records of the failure (the run's audit link) commits with it.
+            with transaction.atomic():
+                failed = claim.update(
+                    status=status.FAILED, error=_error_value(model, reason), finished_at=timezone.now()
+                )
+                if failed and sweep.failed is not None:
                     sweep.failed(run_id)
+            if failed:
+                logger.warning("run failed as stale model=%s id=%s", model._meta.label, run_id)
                 actions.append(SweepAction(model._meta.label, run_id, "failed", reason))
             continue
         reason = f"no progress for {idle} s; re-queued"

@@ -16,6 +16,7 @@ from django.utils.translation import gettext
 from foundry_site.core import prompts
 from generation import audit
 from generation.answers.answer import Answer, elapsed_ms
+from generation.audit_chain import text_sha256
 from generation.answers.language import answering_in
 from generation.models import Conversation, QueryLog
 from retrieval.services.gate import NO_EVIDENCE_HINT
@@ -119,18 +120,21 @@ def answer_cached(
     key: str, *, question: str, run_id: str, started: float, asked: Asked
 ) -> tuple[Answer, QueryLog] | None:
     """The answer logged under ``key`` (the newest that succeeded), logged again as this question's row;
-    None when there is none, or a passage it cited is gone."""
+    None when there is none, or a passage it cited is gone or no longer the text it quoted."""
     hit = QueryLog.objects.filter(cache_key=key, status=QueryLog.Status.OK).order_by("-created_at").first()
     if hit is None:
         return None
     texts = dict(Chunk.objects.filter(pk__in=[c["chunk_id"] for c in hit.citations]).values_list("pk", "text"))
-    if len(texts) != len(hit.citations):
+    if len(texts) != len(hit.citations) or any(
+        c.get("text_sha256", text_sha256(texts[c["chunk_id"]])) != text_sha256(texts[c["chunk_id"]])
+        for c in hit.citations
+    ):
         return None
     answer = Answer(
         run_id=run_id,
         question=question,
         **{name: getattr(hit, name) for name in ANSWER_COLUMNS if name not in RUN_COLUMNS},
-        citations=[{**c, "text": texts[c["chunk_id"]]} for c in hit.citations],
+        citations=[{**_uncited(c), "text": texts[c["chunk_id"]]} for c in hit.citations],
         cached=True,
         tokens={"prompt": 0, "completion": 0},
         hint=_cached_hint(hit.refusal, question),
@@ -165,7 +169,7 @@ def answer_record(
         conversation=asked.conversation,
         collection_ids=asked.collection_ids,
         channels=channels,
-        citations=answer.citations,
+        citations=[_cited(c) for c in answer.citations],
         **{name: getattr(answer, name) for name in ANSWER_COLUMNS},
         prompt_tokens=answer.tokens.get("prompt", 0),
         completion_tokens=answer.tokens.get("completion", 0),
@@ -202,6 +206,17 @@ def querylog_row(
         user=user,
     )
     return row
+
+
+def _cited(citation: dict[str, Any]) -> dict[str, Any]:
+    """A citation as logged: the passage's text is left out, its SHA-256 kept, so the audit chain proves
+    which text was quoted (generation/audit_chain.py)."""
+    return {**_uncited(citation), "text_sha256": text_sha256(citation["text"])}
+
+
+def _uncited(citation: dict[str, Any]) -> dict[str, Any]:
+    """A citation as an answer shows it: without the text and the hash the log keeps."""
+    return {k: v for k, v in citation.items() if k not in ("text", "text_sha256")}
 
 
 def _user(user: Any) -> Any:

@@ -20,6 +20,7 @@ from django.utils.translation import gettext as _
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_POST
 
+from generation.audit_chain import QUERIES, chain_verify
 from generation.querylog import charts, selectors
 from generation.querylog.feedback import FeedbackError, feedback_record
 from generation.querylog.forms import FeedbackForm, QueryLogFilterForm
@@ -81,8 +82,26 @@ def querylog_list(request: HttpRequest) -> HttpResponse:
             "page": page,
             "query": query.urlencode(),
             "everyone": selectors.sees_every_query(request.user),
+            "chain": _chain_state(),
         },
     )
+
+
+def _chain_state() -> dict[str, Any]:
+    """Whether the whole query log verifies against its hash chain (every row, not only the viewer's), and where
+    it first breaks: verified afresh on every view, so a row changed a moment ago shows at once."""
+    report = chain_verify(QUERIES)
+    first = report.first
+    problems = {
+        "changed": _("it was changed after it was written"),
+        "removed": _("the row before it was removed"),
+        "out_of_order": _("it was moved or inserted out of order"),
+        "unchained": _("it was written outside the chain"),
+    }
+    state: dict[str, Any] = {"ok": report.ok, "rows": report.rows, "head": report.head_hash}
+    if first is not None:
+        state.update(row_id=first.row_id, problem=first.problem, reason=problems[first.problem])
+    return state
 
 
 @require_GET

@@ -10,6 +10,7 @@ from django.conf import settings
 
 from foundry_site.cli.render import answer_format
 from generation.answers import Asked, QueryError, QueryFailed, answer_logged, answer_question
+from generation.audit_chain import text_sha256
 from generation.models import AppendOnlyError, QueryLog
 from sources.services.ingest_jobs import knowledge_base_ingest
 from tests.conftest import ScriptedLLM
@@ -154,8 +155,8 @@ def test_every_path_returns_the_one_row_it_logged(
     stored = QueryLog.objects.get(run_id=answer.run_id)
     assert row.pk == stored.pk and QueryLog.objects.count() == 1
     assert (stored.user, stored.message, stored.answer, stored.cached) == (alice, "and the bus?", answer.answer, False)
-    assert stored.cache_key and stored.citations == [
-        {k: v for k, v in c.items() if k != "text"} for c in answer.citations
+    assert stored.cache_key and stored.citations == [  # the text is left out, its hash kept (the audit chain's)
+        {**{k: v for k, v in c.items() if k != "text"}, "text_sha256": text_sha256(c["text"])} for c in answer.citations
     ]
     again, cached = answer_logged("How many sensors on the RS-485 bus?", asked=asked)
     stored_again = QueryLog.objects.get(pk=cached.pk)

@@ -12,6 +12,8 @@ from django.db import DatabaseError
 
 from foundry_site.cli.display import TerminalSafe, database_error_message, safe_text
 from foundry_site.cli import (
+    audit,
+    backup,
     collections,
     evaluate,
     generate,
@@ -29,11 +31,29 @@ from foundry_site.db.checks import INDEX_TAG
 from foundry_site.services.setup import DatabaseNotReady, database_prepare
 
 # Each module adds its sub-commands with add_parsers(sub); append new modules here.
-COMMAND_MODULES = [init, ingest, sync, query, generate, specs, tokens, collections, jobs, serve, evaluate, mcp_server]
+COMMAND_MODULES = [
+    init,
+    ingest,
+    sync,
+    query,
+    generate,
+    specs,
+    tokens,
+    collections,
+    jobs,
+    serve,
+    evaluate,
+    mcp_server,
+    audit,
+    backup,
+]
 # Sub-commands that search the index: they refuse to start when it was embedded with
 # another model than foundry.yaml names (check foundry.E004). Every other sub-command
 # must still run then: `ingest` is the fix, `check` and `status` report the problem.
 SEARCHING_COMMANDS = {"query", "generate", "serve", "mcp"}
+# Sub-commands that handle the database file themselves: no database is created or checked first (a backup
+# must be possible before an upgrade's migrations, a restore must find a new home empty).
+FILE_COMMANDS = {"backup", "restore"}
 
 
 def database_ready(stderr: Any) -> None:
@@ -61,6 +81,9 @@ class Command(BaseCommand):
             module.add_parsers(sub)
 
     def execute(self, *args: Any, **options: Any) -> Any:
+        if options.get("command") in FILE_COMMANDS:
+            self.requires_system_checks = []
+            return super().execute(*args, **options)
         # Before the system checks, which read tables: a new home gets its database here.
         database_ready(OutputWrapper(options["stderr"]) if options.get("stderr") else self.stderr)
         if options.get("command") not in SEARCHING_COMMANDS:
