@@ -122,6 +122,12 @@ def database_error_message(exc: DatabaseError) -> str:
             f"The knowledge base {path} stayed locked by another process for more than {timeout} s "
             f"({text}): another ingest or worker is writing. Run the command again when it has finished. {after}"
         )
+    if "readonly" in text or "read-only" in text:
+        return (
+            f"The knowledge base {path} is read-only ({text}): this user may not write the file, or the folder "
+            f"that holds it (SQLite writes its journal there). Give write permission, or point FOUNDRY_DB at a "
+            f"copy it may write. {after}"
+        )
     if "disk I/O error" in text:
         return (
             f"Disk I/O error writing the knowledge base {path} ({text}): a failing or full disk, or a file "
