@@ -140,6 +140,7 @@ def ingest_checked(job: IngestJob, files: int) -> dict[str, Any]:
         "chunks_match": job.chunks_done == Chunk.objects.filter(source__root=job.root).count(),
         "ordinals_ok": ordinals_ok,
         "index_ok": check.ok,
+        "integrity_check": check.sqlite,
         "problems": check.problems,
     }
 
@@ -162,6 +163,8 @@ def ingest_trial(trial: int, rng: random.Random) -> dict[str, Any]:
     recovery = time.monotonic() - killed
     return {
         "killed": victim,
+        # what the kill cost: the job's time beyond a clean run of the same size
+        "delay_over_clean_s": round(time.monotonic() - start - BASELINE["ingest_s"], 1),
         "killed_after_s": round(killed - start, 1),
         "files_done_at_kill": done_at_kill,
         "restart_s": round(restart, 1),
@@ -242,6 +245,7 @@ def main() -> None:
     trials = out["ingest"] + out["generate"]
     out["recovery_s"] = {
         "ingest": percentiles([t["kill_to_done_s"] for t in out["ingest"]]) if out["ingest"] else {},
+        "ingest_delay": percentiles([t["delay_over_clean_s"] for t in out["ingest"]]) if out["ingest"] else {},
         "generate": percentiles([t["kill_to_done_s"] for t in out["generate"]]) if out["generate"] else {},
         "all": percentiles([t["kill_to_done_s"] for t in trials]) if trials else {},
     }

@@ -312,6 +312,22 @@ def orphans_delete(table: str, ids: Sequence[int]) -> None:
         cur.executemany(f"DELETE FROM {_checked(table)} WHERE {key} = %s", [(int(i),) for i in ids])
 
 
+def page_limit_room() -> int | None:
+    """Bytes the database may still grow by under this connection's ``PRAGMA max_page_count``
+    (sqlite-vec reports a write refused by the limit, or by a full disk, only as its own error);
+    None when that cannot be read."""
+    try:
+        with connection.cursor() as cur:
+            values = []
+            for pragma in ("max_page_count", "page_count", "page_size"):
+                cur.execute(f"PRAGMA {pragma}")
+                values.append(int(cur.fetchone()[0]))
+    except DatabaseError:
+        return None
+    limit, pages, size = values
+    return (limit - pages) * size
+
+
 def fts_count() -> int:
     with connection.cursor() as cur:
         cur.execute("SELECT count(*) FROM chunks_fts")

@@ -411,11 +411,13 @@ PAGE_LIMIT = """
 import sys
 from django.db.backends.signals import connection_created
 
+SPARE = int(sys.argv[2])  # pages the database may still grow by
+
 def limit(sender, connection, **kwargs):
     with connection.cursor() as cur:
         cur.execute("PRAGMA page_count")
         pages = cur.fetchone()[0]
-        cur.execute(f"PRAGMA max_page_count = {pages + int(sys.argv[2])}")
+        cur.execute(f"PRAGMA max_page_count = {pages + SPARE}")
 
 connection_created.connect(limit)
 sys.argv = ['foundry', 'ingest', sys.argv[1]]
