@@ -462,7 +462,24 @@ def test_database_full_at_its_page_limit_names_it_keeps_the_index_and_rerun_repa
     assert all("v2" in texts[f"note{i:02d}.txt"][0] for i in range(2))
 
 
+READ_ONLY = """
+import sys
+from django.db.backends.signals import connection_created
+
+def read_only(sender, connection, **kwargs):
+    with connection.cursor() as cur:
+        cur.execute("PRAGMA query_only = ON")
+
+connection_created.connect(read_only)
+sys.argv = ['foundry', 'ingest', sys.argv[1]]
+from foundry_site.cli import main
+main()
+"""
+
+
 def test_a_read_only_database_file_names_it_and_writes_nothing(tmp_path: Path) -> None:
+    """Mode 0444; root writes whatever the mode says, so as root every connection is made read-only
+    instead (``PRAGMA query_only``), which refuses writes with the same SQLITE_READONLY."""
     db = tmp_path / "kb.sqlite3"
     env = foundry_env(tmp_path / "home", db)
     migrate(env)
@@ -473,22 +490,11 @@ def test_a_read_only_database_file_names_it_and_writes_nothing(tmp_path: Path) -
     write_notes(kb, 3, tag="v2")
     os.chmod(db, 0o444)
     try:
-        # root writes whatever the mode says: the command then runs as an unprivileged user
-        user = {"user": 65534, "group": 65534} if os.geteuid() == 0 else {}
-        if user:
-            for path in (tmp_path, tmp_path / "home", kb):
-                os.chmod(path, 0o777)
-            for path in (tmp_path / "home").iterdir():
-                os.chmod(path, 0o666 if path.is_file() else 0o777)
-        done = subprocess.run(
-            [sys.executable, "-c", CLI, "ingest", str(kb)],
-            env=env,
-            cwd=REPO,
-            capture_output=True,
-            text=True,
-            timeout=600,
-            **user,
-        )
+        if os.geteuid() == 0:
+            argv = [sys.executable, "-c", "import django\ndjango.setup()\n" + READ_ONLY, str(kb)]
+        else:
+            argv = [sys.executable, "-c", CLI, "ingest", str(kb)]
+        done = subprocess.run(argv, env=env, cwd=REPO, capture_output=True, text=True, timeout=600)
     finally:
         os.chmod(db, 0o644)
     assert done.returncode == 1, (done.stdout, done.stderr)
