@@ -43,7 +43,7 @@ from foundry_site.core import llm
 from foundry_site.core import language
 from retrieval.fusion import Hit, reciprocal_rank_fusion
 from sources.models import Chunk
-from sources.services.prepare import _with_context
+from sources.services.prepare import with_context
 
 K = (60, 30, 10, 5)
 WEIGHTS = (0.0, 0.1, 0.2, 0.3, 0.5, 1.0)
@@ -87,7 +87,7 @@ class Static:
         self.model = WordLlama.load(cache_dir=Path(wordllama.__file__).parent, disable_download=True)
         rows = list(Chunk.objects.order_by("pk").values_list("pk", "context", "text"))
         self.ids = np.array([pk for pk, _, _ in rows])
-        self.matrix = self.model.embed([_with_context(c, t) for _, c, t in rows], norm=True)
+        self.matrix = self.model.embed([with_context(c, t) for _, c, t in rows], norm=True)
 
     def __call__(self, text: str, depth: int) -> list[Hit]:
         scores = self.matrix @ self.model.embed([text], norm=True)[0]

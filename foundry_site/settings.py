@@ -11,6 +11,7 @@ import secrets
 from pathlib import Path
 
 import environ
+from django.core.exceptions import ImproperlyConfigured
 from csp.constants import NONCE, NONE, SELF
 from kombu import Queue
 
@@ -201,8 +202,9 @@ CELERY_RESULT_EXPIRES = env.int("FOUNDRY_RESULT_EXPIRES", default=86400)
 CELERY_WORKER_SEND_TASK_EVENTS = False
 # With acks_late, Redis re-delivers an unacknowledged message only after the
 # visibility timeout, so it must exceed the longest task (hard limit) or a slow
-# task would run twice. A killed worker's tasks are recovered sooner by the
-# stale-run sweeper (FOUNDRY_JOB_STALE_SECONDS), not by this timeout.
+# task would run twice. A killed worker's work is recovered long before that by
+# the stale-run sweeper (FOUNDRY_JOB_STALE_SECONDS, below): this timeout only
+# brings back a message nobody needs any more, which the tasks then drop.
 CELERY_BROKER_TRANSPORT_OPTIONS = {
     "visibility_timeout": env.int("FOUNDRY_BROKER_VISIBILITY_TIMEOUT", default=CELERY_TASK_TIME_LIMIT + 300),
 }
@@ -211,7 +213,7 @@ CELERY_BEAT_SCHEDULE_FILENAME = str(FOUNDRY_HOME / "celerybeat-schedule")
 CELERY_BEAT_SCHEDULE = {
     "sweep-stale-runs": {
         "task": "foundry_site.tasks.sweep_stale_runs",
-        "schedule": env.float("FOUNDRY_SWEEP_INTERVAL", default=60.0),
+        "schedule": env.float("FOUNDRY_SWEEP_INTERVAL", default=15.0),
     },
 }
 # Folders bound to collections are synced every sync.interval of foundry.yaml (docs/operations.md).
@@ -225,8 +227,20 @@ FOUNDRY_TASK_MAX_RETRIES = env.int("FOUNDRY_TASK_MAX_RETRIES", default=5)
 FOUNDRY_TASK_RETRY_BACKOFF = env.int("FOUNDRY_TASK_RETRY_BACKOFF", default=5)
 # A task whose worker process died this many times (segfault, OOM kill) is poison: it fails.
 FOUNDRY_TASK_MAX_DELIVERIES = env.int("FOUNDRY_TASK_MAX_DELIVERIES", default=3)
-# A run with no sign of life for this long is re-queued (up to FOUNDRY_JOB_MAX_ATTEMPTS times), then failed.
-FOUNDRY_JOB_STALE_SECONDS = env.int("FOUNDRY_JOB_STALE_SECONDS", default=CELERY_TASK_TIME_LIMIT + 60)
+# Every task working for a run (an ingest job, a generation run) reports a heartbeat every
+# FOUNDRY_HEARTBEAT_SECONDS from a thread of its own, however long its current step (a model call,
+# a large file) takes. A run silent for FOUNDRY_JOB_STALE_SECONDS has lost its worker: the sweeper
+# (every FOUNDRY_SWEEP_INTERVAL, celery beat in the db worker) re-queues it, up to
+# FOUNDRY_JOB_MAX_ATTEMPTS times, then fails it. Lost work is found within stale + sweep interval
+# (75 s by default) whatever the task time limit. Several beats must fit in the window, so that one
+# late message is not a lost run.
+FOUNDRY_JOB_STALE_SECONDS = env.int("FOUNDRY_JOB_STALE_SECONDS", default=60)
+FOUNDRY_HEARTBEAT_SECONDS = env.float("FOUNDRY_HEARTBEAT_SECONDS", default=min(10.0, FOUNDRY_JOB_STALE_SECONDS / 6))
+if not 0 < FOUNDRY_HEARTBEAT_SECONDS * 3 <= FOUNDRY_JOB_STALE_SECONDS:
+    raise ImproperlyConfigured(
+        f"FOUNDRY_HEARTBEAT_SECONDS ({FOUNDRY_HEARTBEAT_SECONDS:g}) must be above 0 and at most a third of "
+        f"FOUNDRY_JOB_STALE_SECONDS ({FOUNDRY_JOB_STALE_SECONDS}): a run is taken for lost after that much silence"
+    )
 FOUNDRY_JOB_MAX_ATTEMPTS = env.int("FOUNDRY_JOB_MAX_ATTEMPTS", default=3)
 # Without a broker, generation runs started from the web or the API execute on this many
 # threads of each web process (generation/background.py); more runs wait, pending.

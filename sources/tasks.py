@@ -11,7 +11,15 @@ from typing import Any
 
 from celery import shared_task
 
-from foundry_site.core.jobs import FoundryTask, register_task, retry_transient, task_failure_reason
+from foundry_site.core.jobs import (
+    FoundryTask,
+    Heartbeat,
+    heartbeat_interval,
+    is_eager,
+    register_task,
+    retry_transient,
+    task_failure_reason,
+)
 from sources.services import ingest_jobs
 from sources.services.sync import collections_sync
 
@@ -30,8 +38,23 @@ def run_ingest_job(job_id: int) -> None:
 @shared_task(base=FoundryTask, ignore_result=True)
 @retry_transient
 def prepare_source(root: str, rel: str, job_id: int | None = None) -> dict[str, Any]:
-    """Extract, chunk, enrich and embed one file; return the JSON payload. Pure: no database."""
-    return ingest_jobs.ingest_job_file_prepare(root=root, rel=rel, job_id=job_id)
+    """Extract, chunk, enrich and embed one file; return the JSON payload. Pure: no database.
+
+    For a job, a heartbeat goes to the db queue (``ingest_job_progress``) every
+    ``FOUNDRY_HEARTBEAT_SECONDS`` while the file is prepared, however long that takes.
+    """
+    if job_id is None or is_eager():
+        return ingest_jobs.ingest_job_file_prepare(root=root, rel=rel, job_id=job_id)
+    with Heartbeat(lambda stage: ingest_job_progress.delay(job_id), every=heartbeat_interval()) as beat:
+        beat("prepare")
+        return ingest_jobs.ingest_job_file_prepare(root=root, rel=rel, job_id=job_id)
+
+
+@shared_task(base=FoundryTask, ignore_result=True)
+@retry_transient
+def ingest_job_progress(job_id: int) -> None:
+    """A compute worker's heartbeat for a running job. Late or duplicate beats change nothing."""
+    ingest_jobs.ingest_job_beat(job_id=job_id)
 
 
 @register_task("ingest.store")

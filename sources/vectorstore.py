@@ -285,6 +285,47 @@ def fts_integrity() -> str:
     return ""
 
 
+def fts_rebuild() -> int:
+    """Make the keyword index anew from the chunk rows (``foundry check --repair``); returns its row count.
+
+    FTS5's own ``rebuild`` first mends a damaged index from the text the table stores, so the
+    rows can then be deleted; they are filled again from the chunks as migration 0010 does.
+    The caller holds the transaction.
+    """
+    with connection.cursor() as cur:
+        cur.execute("INSERT INTO chunks_fts(chunks_fts) VALUES ('rebuild')")
+        cur.execute("DELETE FROM chunks_fts")
+        cur.execute(
+            "INSERT INTO chunks_fts(rowid, text, heading, title, stems) "
+            "SELECT c.id, c.text, c.heading, coalesce(s.title, ''), c.stems "
+            "FROM sources_chunk c JOIN sources_source s ON s.id = c.source_id"
+        )
+        return cur.rowcount
+
+
+def orphans_delete(table: str, ids: Sequence[int]) -> None:
+    """Delete rows of one vec0 table (``all_tables``, either kind) by primary key; the caller holds the transaction."""
+    key = "window_id" if table in all_tables(kind="windows") else "chunk_id"
+    with connection.cursor() as cur:
+        cur.executemany(f"DELETE FROM {_checked(table)} WHERE {key} = %s", [(int(i),) for i in ids])
+
+
+def page_limit_room() -> int | None:
+    """Bytes the database may still grow by under this connection's ``PRAGMA max_page_count``
+    (sqlite-vec reports a write refused by the limit, or by a full disk, only as its own error);
+    None when that cannot be read."""
+    try:
+        with connection.cursor() as cur:
+            values = []
+            for pragma in ("max_page_count", "page_count", "page_size"):
+                cur.execute(f"PRAGMA {pragma}")
+                values.append(int(cur.fetchone()[0]))
+    except DatabaseError:
+        return None
+    limit, pages, size = values
+    return (limit - pages) * size
+
+
 def fts_count() -> int:
     with connection.cursor() as cur:
         cur.execute("SELECT count(*) FROM chunks_fts")
@@ -302,6 +343,11 @@ def fts_ids() -> set[int]:
 def vector_ids(table: str) -> set[int]:
     """Chunk ids in one of the vec0 tables ``all_tables()`` names."""
     return _ids(f"SELECT chunk_id FROM {_checked(table)}")
+
+
+def window_rows(table: str) -> set[int]:
+    """The window ids in one of the window tables ``all_tables(kind="windows")`` names."""
+    return _ids(f"SELECT window_id FROM {_checked(table)}")
 
 
 def window_owners(table: str) -> list[int]:

@@ -99,11 +99,16 @@ def output_file_check(path: Path, *, option: str) -> None:
 
 
 def _space_left(path: str) -> int:
+    """Room the database may still grow by: free space on its filesystem, or less under a page limit."""
+    from sources.vectorstore import page_limit_room
+
     try:
         stat = os.statvfs(os.path.dirname(os.path.abspath(path)))
     except OSError:
         return VEC0_BLOCK  # cannot tell: do not claim a full disk
-    return stat.f_bavail * stat.f_frsize
+    room = page_limit_room()
+    free = stat.f_bavail * stat.f_frsize
+    return free if room is None else min(free, room)
 
 
 def database_error_message(exc: DatabaseError) -> str:
@@ -121,6 +126,12 @@ def database_error_message(exc: DatabaseError) -> str:
         return (
             f"The knowledge base {path} stayed locked by another process for more than {timeout} s "
             f"({text}): another ingest or worker is writing. Run the command again when it has finished. {after}"
+        )
+    if "readonly" in text or "read-only" in text:
+        return (
+            f"The knowledge base {path} is read-only ({text}): this user may not write the file, or the folder "
+            f"that holds it (SQLite writes its journal there). Give write permission, or point FOUNDRY_DB at a "
+            f"copy it may write. {after}"
         )
     if "disk I/O error" in text:
         return (

@@ -56,6 +56,11 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     s.set_defaults(handler=status_command)
 
     c = sub.add_parser("check", help="check the index: SQLite integrity, chunks = FTS rows = vectors")
+    c.add_argument(
+        "--repair",
+        action="store_true",
+        help="first rebuild the keyword index from the chunks, embed chunks that lack a vector, delete orphan vectors",
+    )
     c.set_defaults(handler=check_command)
 
 
@@ -248,8 +253,14 @@ def status_command(opts: argparse.Namespace, out: TextIO) -> int:
 
 
 def check_command(opts: argparse.Namespace, out: TextIO) -> int:
-    from sources.services.integrity import index_check
+    from sources.services.integrity import index_check, index_repair
 
+    if opts.repair:
+        repaired = index_repair()
+        out.write(f"Repaired: keyword index rebuilt from the chunks ({repaired.fts_rows} rows), ")
+        out.write(f"{repaired.chunks_embedded} chunk(s) embedded again")
+        orphans = ", ".join(f"{n} in {table}" for table, n in repaired.orphans_deleted.items())
+        out.write(f", orphan vectors deleted: {orphans}\n" if orphans else ", no orphan vectors\n")
     report = index_check()
     out.write(f"PRAGMA integrity_check: {report.sqlite}\n")
     out.write("".join(f"  {name}: {count}\n" for name, count in report.counts.items()))
@@ -257,5 +268,6 @@ def check_command(opts: argparse.Namespace, out: TextIO) -> int:
         out.write(f"PROBLEM: {problem}\n")
     for warning in report.warnings:
         out.write(f"WARNING: {warning}\n")
-    out.write("OK\n" if report.ok else "The index is inconsistent: run `foundry ingest` again to repair it.\n")
+    fix = "run `foundry check --repair`, or `foundry ingest` again" if not opts.repair else "run `foundry ingest` again"
+    out.write("OK\n" if report.ok else f"The index is inconsistent: {fix} to repair it.\n")
     return 0 if report.ok else 1

@@ -31,7 +31,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     r.add_argument("job_id", type=int)
     r.set_defaults(handler=jobs_retry_command)
     s = actions.add_parser(
-        "sweep", help="re-queue or fail runs with no sign of life (the db worker does this every minute)"
+        "sweep", help="re-queue or fail runs with no sign of life (the db worker does it every FOUNDRY_SWEEP_INTERVAL)"
     )
     s.add_argument(
         "--stale-after",

@@ -16,7 +16,7 @@ import logging
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any, TypeVar, cast
 
 from celery import current_app, current_task
@@ -125,7 +125,9 @@ class FoundryTask(DjangoTask):
 
     @property
     def retry_backoff_max(self) -> int:
-        return max(settings.FOUNDRY_TASK_RETRY_BACKOFF * 2**6, 60)
+        # A task waiting for its retry is held by a worker and sends no heartbeat: the wait must end
+        # well inside the stale window, or the sweeper would take its run for lost and send it again.
+        return max(1, min(settings.FOUNDRY_TASK_RETRY_BACKOFF * 2**6, settings.FOUNDRY_JOB_STALE_SECONDS // 2))
 
     def before_start(self, task_id: str, args: tuple, kwargs: dict) -> None:
         deliveries = delivery_count(task_id, self.request.retries)
@@ -236,8 +238,8 @@ class Heartbeat:
 
 
 def heartbeat_interval() -> float:
-    """How often a worker without the database reports a live run: four times per stale window."""
-    return max(1.0, settings.FOUNDRY_JOB_STALE_SECONDS / 4)
+    """How often a task reports that its run is alive: ``FOUNDRY_HEARTBEAT_SECONDS``, a fraction of the stale window."""
+    return float(settings.FOUNDRY_HEARTBEAT_SECONDS)
 
 
 def task_failure_error(task_id: str) -> dict[str, Any]:
@@ -293,28 +295,58 @@ def register_stale_sweep(
 def stale_runs_sweep(*, stale_after: timedelta | None = None, max_attempts: int | None = None) -> list[SweepAction]:
     """Re-queue or fail every pending/running run with no sign of life for ``stale_after``.
 
-    A run counts as stale only while no run of its kind is making progress.
+    Every task working for a run beats (``Heartbeat``), so a quiet run is either lost
+    (its worker died) or waiting in a queue. While messages wait in the broker's queues
+    (without a broker: always) and some run is making progress, quiet runs may be queued
+    behind it and nothing is swept: a re-queued run would go to the back of the same queue
+    anyway. With the queues empty, or nothing making progress, a quiet run is lost.
 
     Safe to run anywhere and any number of times at once: each run is claimed by
     a conditional update on its old heartbeat, so two sweepers never both act on it.
     """
     stale_after = stale_after or timedelta(seconds=settings.FOUNDRY_JOB_STALE_SECONDS)
     max_attempts = max_attempts or settings.FOUNDRY_JOB_MAX_ATTEMPTS
+    cutoff = timezone.now() - stale_after
+    sweeps = list(_SWEEPS.values())
+    if any(_live(sweep, cutoff) for sweep in sweeps):
+        waiting = queued_messages()
+        if waiting is None or waiting > 0:
+            return []
     actions: list[SweepAction] = []
-    for sweep in list(_SWEEPS.values()):
-        actions.extend(_sweep_model(sweep, stale_after=stale_after, max_attempts=max_attempts))
+    for sweep in sweeps:
+        actions.extend(_sweep_model(sweep, cutoff=cutoff, max_attempts=max_attempts))
     return actions
 
 
-def _sweep_model(sweep: StaleSweep, *, stale_after: timedelta, max_attempts: int) -> list[SweepAction]:
+def _live(sweep: StaleSweep, cutoff: datetime) -> bool:
+    status = sweep.model.Status  # type: ignore[attr-defined]  # every swept run model declares its Status choices
+    return sweep.model._default_manager.filter(status=status.RUNNING, heartbeat_at__gte=cutoff).exists()
+
+
+def queued_messages() -> int | None:
+    """How many task messages wait in the broker's queues (not those a worker already holds).
+
+    None without a broker: runs started in-process wait in a thread pool no sweeper can see.
+    """
+    if is_eager():
+        return None
+    from kombu import Queue
+
+    waiting = 0
+    with current_app.connection_for_read() as conn:
+        for queue in current_app.conf.task_queues or [Queue(current_app.conf.task_default_queue)]:
+            # A passive declare only reads; a queue the broker does not hold (Redis drops an empty
+            # list) has no messages. A fresh channel each time: a refused declare closes its channel.
+            try:
+                waiting += queue.bind(conn.channel()).queue_declare(passive=True).message_count
+            except conn.channel_errors:
+                continue
+    return waiting
+
+
+def _sweep_model(sweep: StaleSweep, *, cutoff: datetime, max_attempts: int) -> list[SweepAction]:
     model = sweep.model
     status = model.Status  # type: ignore[attr-defined]  # every swept run model declares its Status choices
-    cutoff = timezone.now() - stale_after
-    if model._default_manager.filter(status=status.RUNNING, heartbeat_at__gte=cutoff).exists():
-        # Workers are making progress on a run of this kind; quiet runs are queued
-        # behind it (the queues are first-in, first-out), not lost. Re-queueing
-        # them now would only duplicate their messages.
-        return []
     stale = model._default_manager.filter(status__in=[status.PENDING, status.RUNNING], heartbeat_at__lt=cutoff)
     actions = []
     for run_id, heartbeat, attempts in stale.values_list("pk", "heartbeat_at", "attempts"):

@@ -11,7 +11,8 @@ does no double work and leaves no duplicates):
 3. ``ingest_job_file_store`` / ``ingest_job_file_fail`` write one file and its
    result in one transaction; a file that already has a result is left alone.
    The last result finishes the job: sources whose file is gone are removed.
-4. The stale-run sweeper (``foundry_site.core.jobs``) re-queues a job that shows no
+4. Every task working for the job sends a heartbeat (``ingest_job_beat``) while it works;
+   the stale-run sweeper (``foundry_site.core.jobs``) re-queues a job that shows no
    sign of life, or fails it with a reason after too many attempts.
 
 Without a broker the same steps run in-process, in order.
@@ -175,12 +176,22 @@ def ingest_job_run(*, job_id: int, on_file: ProgressFn | None = None) -> None:
         _dispatch(job_id, job.root, todo)
 
 
+def ingest_job_beat(*, job_id: int) -> None:
+    """Record that a worker is still at work on the job. Only a running job is touched, so a beat
+    that arrives after the job finished (or was failed) changes nothing."""
+    IngestJob.objects.filter(pk=job_id, status=IngestJob.Status.RUNNING).update(heartbeat_at=timezone.now())
+
+
 def _check_files(job: IngestJob, on_file: ProgressFn | None) -> list[str]:
     """Record skipped and unchanged files at once; return the paths that need work."""
     done = _paths_done(job)
     settled: list[FileResult] = []
     todo: list[str] = []
+    beat_at = time.monotonic()
     for rel, skip_reason in job.options["candidates"]:
+        if time.monotonic() - beat_at > jobs.heartbeat_interval():  # hashing a large folder takes a while
+            ingest_job_beat(job_id=job.pk)
+            beat_at = time.monotonic()
         if rel in done:
             continue
         if skip_reason:

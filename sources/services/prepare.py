@@ -161,14 +161,14 @@ def _prepare(path: Path, data: bytes) -> Prepared:
     prefixes = enrich.context_prefixes(title=extracted.title, document=document_text, drafts=drafts)
     contexts = [sizing.context_for(extracted.title, d, p) for d, p in zip(drafts, prefixes)]
     # Each chunk, then each of its sentence windows, embedded with the chunk's context before it.
-    texts = [_with_context(c, d.text) for c, d in zip(contexts, drafts)]
+    texts = [with_context(c, d.text) for c, d in zip(contexts, drafts)]
     owners = []
     for ordinal, draft in enumerate(drafts):
         for window in chunk_windows(
             draft.text, sentences=conf.ingest.window_sentences, limit=vectorstore.WINDOW_SLOTS - 1
         ):
             owners.append(ordinal)
-            texts.append(_with_context(contexts[ordinal], window))
+            texts.append(with_context(contexts[ordinal], window))
     vectors = llm.embed(texts, model=conf.embedding.model, batch_size=conf.embedding.batch_size)
     summary = enrich.source_summary(title=extracted.title, drafts=drafts, chunk_vectors=vectors[: len(drafts)])
     return Prepared(
@@ -185,7 +185,8 @@ def _prepare(path: Path, data: bytes) -> Prepared:
     )
 
 
-def _with_context(context: str, text: str) -> str:
+def with_context(context: str, text: str) -> str:
+    """The text a chunk or one of its windows is embedded from: its context, then the text."""
     return f"{context}\n\n{text}" if context else text
 
 

@@ -332,3 +332,176 @@ def test_a_home_one_migration_behind_names_it_before_any_command_runs(tmp_path: 
     assert foundry(env, "ingest", str(tmp_path), "--collection", "new").returncode == 1
     migrate(env)
     assert foundry(env, "collections", "list").stdout.count("new") == 0  # the refused ingest left nothing behind
+
+
+def django_run(env: dict[str, str], code: str) -> str:
+    """Run ``code`` in a process set up like ``foundry``'s (same settings, same database); returns its stdout."""
+    done = subprocess.run(
+        [sys.executable, "-c", "import django\ndjango.setup()\n" + code],
+        env=env,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+DAMAGE = """
+import json
+from django.conf import settings
+from django.db import connection, transaction
+from sources import vectorstore
+model = settings.FOUNDRY.embedding.model
+table = vectorstore.table_name(model)
+first, second = sorted(vectorstore.chunk_ids())[:2]
+with connection.cursor() as cur:
+    cur.execute(f"SELECT embedding FROM {table} WHERE chunk_id = %s", [second])
+    kept = bytes(cur.fetchone()[0]).hex()
+with transaction.atomic(), connection.cursor() as cur:
+    cur.execute("DELETE FROM chunks_fts WHERE rowid = %s", [first])
+    cur.execute("INSERT INTO chunks_fts(rowid, text, heading, title, stems) VALUES (999999, 'orphan', '', '', '')")
+    vectorstore.orphans_delete(table, [second])
+    vectorstore.vectors_insert(model, [(888888, 1, [0.5] * vectorstore.table_dimension(model))])
+print(json.dumps({"chunk": second, "vector": kept}))
+"""
+
+VECTOR_OF = """
+from django.conf import settings
+from django.db import connection
+from sources import vectorstore
+with connection.cursor() as cur:
+    cur.execute(f"SELECT embedding FROM {vectorstore.table_name(settings.FOUNDRY.embedding.model)} WHERE chunk_id = %s",
+                [int({chunk})])
+    print(bytes(cur.fetchone()[0]).hex())
+"""
+
+
+def test_check_repair_rebuilds_the_keyword_index_and_the_vectors_from_the_chunks(tmp_path: Path) -> None:
+    env = foundry_env(tmp_path / "home", tmp_path / "kb.sqlite3")
+    migrate(env)
+    kb = tmp_path / "kb"
+    write_notes(kb, 3)
+    assert foundry(env, "ingest", str(kb)).returncode == 0
+    before = exported(env, tmp_path / "home")
+    damaged = json.loads(django_run(env, DAMAGE))
+
+    found = foundry(env, "check")
+    assert found.returncode == 1, found.stdout
+    assert "PROBLEM: 1 chunk(s) missing from FTS" in found.stdout and "PROBLEM: 1 orphan row(s) in FTS" in found.stdout
+    assert "1 chunk(s) missing from vec_chunks_" in found.stdout and "`foundry check --repair`" in found.stdout
+
+    repaired = foundry(env, "check", "--repair")
+    assert repaired.returncode == 0 and repaired.stdout.endswith("OK\n"), (repaired.stdout, repaired.stderr)
+    assert "1 chunk(s) embedded again" in repaired.stdout and "orphan vectors deleted: 1 in vec_chunks_" in (
+        repaired.stdout
+    )
+    check_ok(env)
+    assert exported(env, tmp_path / "home") == before  # the chunks are the record: unchanged
+    again = django_run(env, VECTOR_OF.replace("{chunk}", str(damaged["chunk"]))).strip()
+    import numpy as np
+
+    old, new = (np.frombuffer(bytes.fromhex(h), dtype=np.float32) for h in (damaged["vector"], again))
+    assert float(old @ new / (np.linalg.norm(old) * np.linalg.norm(new))) > 0.999  # the same text, the same model
+    assert foundry(env, "check", "--repair").returncode == 0  # a second repair finds nothing to do
+
+
+PAGE_LIMIT = """
+import sys
+from django.db.backends.signals import connection_created
+
+SPARE = int(sys.argv[2])  # pages the database may still grow by
+
+def limit(sender, connection, **kwargs):
+    with connection.cursor() as cur:
+        cur.execute("PRAGMA page_count")
+        pages = cur.fetchone()[0]
+        cur.execute(f"PRAGMA max_page_count = {pages + SPARE}")
+
+connection_created.connect(limit)
+sys.argv = ['foundry', 'ingest', sys.argv[1]]
+from foundry_site.cli import main
+main()
+"""
+
+
+def test_database_full_at_its_page_limit_names_it_keeps_the_index_and_rerun_repairs(tmp_path: Path) -> None:
+    """A full disk without root: SQLite's page limit gives the same SQLITE_FULL a full filesystem does."""
+    env = foundry_env(tmp_path / "home", tmp_path / "kb.sqlite3")
+    migrate(env)
+    kb = tmp_path / "kb"
+    write_notes(kb, 2, words=5)
+    assert foundry(env, "ingest", str(kb)).returncode == 0
+    before = exported(env, tmp_path / "home")
+    write_notes(kb, 2, words=5, tag="v2")
+    for i in range(2, 4):
+        (kb / f"big{i}.txt").write_text(" ".join(f"Manual {i} line {j}: torque T{j} is {j} Nm." for j in range(2000)))
+    full = subprocess.run(
+        [sys.executable, "-c", "import django\ndjango.setup()\n" + PAGE_LIMIT, str(kb), "40"],
+        env=env,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert full.returncode == 1, (full.stdout, full.stderr)
+    message = " ".join(full.stderr.split())
+    assert "Disk full" in message and "Free some space" in message and "Traceback" not in full.stderr, full.stderr
+    check_ok(env)
+    after = exported(env, tmp_path / "home")
+    for path in before:  # every stored file is whole: all its chunks from one version
+        assert len({"v2" if " v2:" in chunk else "v1" for chunk in after[path]}) == 1, path
+    assert set(after) <= {"note00.txt", "note01.txt", "big2.txt", "big3.txt"}
+
+    rerun = foundry(env, "ingest", str(kb), "--json")
+    assert rerun.returncode == 0 and '"failed": 0' in rerun.stdout, rerun.stderr
+    check_ok(env)
+    texts = exported(env, tmp_path / "home")
+    assert set(texts) == {"note00.txt", "note01.txt", "big2.txt", "big3.txt"}
+    assert all("v2" in texts[f"note{i:02d}.txt"][0] for i in range(2))
+
+
+READ_ONLY = """
+import sys
+from django.db.backends.signals import connection_created
+
+def read_only(sender, connection, **kwargs):
+    with connection.cursor() as cur:
+        cur.execute("PRAGMA query_only = ON")
+
+connection_created.connect(read_only)
+sys.argv = ['foundry', 'ingest', sys.argv[1]]
+from foundry_site.cli import main
+main()
+"""
+
+
+def test_a_read_only_database_file_names_it_and_writes_nothing(tmp_path: Path) -> None:
+    """Mode 0444; root writes whatever the mode says, so as root every connection is made read-only
+    instead (``PRAGMA query_only``), which refuses writes with the same SQLITE_READONLY."""
+    db = tmp_path / "kb.sqlite3"
+    env = foundry_env(tmp_path / "home", db)
+    migrate(env)
+    kb = tmp_path / "kb"
+    write_notes(kb, 2)
+    assert foundry(env, "ingest", str(kb)).returncode == 0
+    before = exported(env, tmp_path / "home")
+    write_notes(kb, 3, tag="v2")
+    os.chmod(db, 0o444)
+    try:
+        if os.geteuid() == 0:
+            argv = [sys.executable, "-c", "import django\ndjango.setup()\n" + READ_ONLY, str(kb)]
+        else:
+            argv = [sys.executable, "-c", CLI, "ingest", str(kb)]
+        done = subprocess.run(argv, env=env, cwd=REPO, capture_output=True, text=True, timeout=600)
+    finally:
+        os.chmod(db, 0o644)
+    assert done.returncode == 1, (done.stdout, done.stderr)
+    message = " ".join(done.stderr.split())
+    assert "is read-only" in message and str(db) in message and "Traceback" not in done.stderr, done.stderr
+    check_ok(env)
+    assert exported(env, tmp_path / "home") == before
+    rerun = foundry(env, "ingest", str(kb), "--json")
+    assert rerun.returncode == 0 and '"failed": 0' in rerun.stdout, rerun.stderr
+    assert all("v2" in chunks[0] for chunks in exported(env, tmp_path / "home").values())

@@ -220,6 +220,29 @@ def test_sweeper_waits_while_another_run_progresses(kb: Path) -> None:
     assert quiet.status == IngestJob.Status.RUNNING
 
 
+@pytest.mark.integration  # a real Redis: the sweeper reads what waits in the broker's queues
+def test_with_a_broker_a_quiet_run_is_lost_once_nothing_waits_in_the_queues(
+    kb: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another run making progress no longer hides a lost one: with the queues empty, nothing is queued behind it."""
+    from sources.tasks import run_ingest_job
+
+    redis_or_skip()
+    write_notes(kb, 1)
+    quiet = running_job(kb)
+    running_job(kb)  # heartbeat now: a worker is busy with it
+    IngestJob.objects.filter(pk=quiet.pk).update(heartbeat_at=timezone.now() - timedelta(hours=2))
+    requeued: list[int] = []
+    monkeypatch.setattr(ingest_jobs, "ingest_job_enqueue", lambda job_id: requeued.append(job_id))
+    with broker_mode():
+        redis_flush()
+        run_ingest_job.apply_async((0,), queue="db")  # a message waits: the quiet job may be behind it
+        assert stale_runs_sweep(stale_after=timedelta(minutes=5)) == []
+        redis_flush()  # the queues are empty: the quiet job is lost
+        actions = stale_runs_sweep(stale_after=timedelta(minutes=5))
+    assert [(a.run_id, a.action) for a in actions] == [(quiet.pk, "requeued")] and requeued == [quiet.pk]
+
+
 def test_jobs_command_lists_failures_with_reasons(kb: Path) -> None:
     (kb / "bad.json").write_text("{broken")
     ingest_jobs.knowledge_base_ingest(target=kb)

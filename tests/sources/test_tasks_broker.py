@@ -24,6 +24,8 @@ from tests.sources.test_ingest import MODEL, index_agrees
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
 STALE_SECONDS = 20  # longer than a worker restart plus the embedding model's load time on 2 busy cores
+SWEEP_SECONDS = 2
+SLOW_SECONDS = 25  # how long a `slow-*` file takes to prepare (tests/broker_worker_app.py): past the stale window
 
 
 @pytest.fixture(scope="module")
@@ -35,7 +37,9 @@ def workers(tmp_path_factory: pytest.TempPathFactory, django_db_setup: Any) -> I
         home,
         config="ingest:\n  summary_model: none\nembedding:\n  context_model: none\n",
         FOUNDRY_JOB_STALE_SECONDS=str(STALE_SECONDS),
-        FOUNDRY_SWEEP_INTERVAL="2",
+        FOUNDRY_HEARTBEAT_SECONDS="2",
+        FOUNDRY_SWEEP_INTERVAL=str(SWEEP_SECONDS),
+        FOUNDRY_TEST_SLOW_SECONDS=str(SLOW_SECONDS),
         FOUNDRY_TASK_MAX_DELIVERIES="2",
         FOUNDRY_TASK_RETRY_BACKOFF="1",
     )
@@ -190,3 +194,59 @@ def test_poison_files_fail_alone_with_reasons(
     assert results["poison-crash.txt"]["reason"].startswith("PoisonTask: the worker process died 2 times")
     assert Source.objects.get(path="poison-crash.txt").status == Source.Status.FAILED
     index_agrees()
+
+
+def starts(workers: dict[str, Worker], name: str) -> int:
+    """How many times a compute worker began to prepare the `slow-*` file ``name``."""
+    log = workers["compute"].home / "starts.log"
+    return log.read_text().splitlines().count(name) if log.exists() else 0
+
+
+def test_a_compute_worker_killed_mid_file_has_that_file_redone_exactly_once(
+    workers: dict[str, Worker], kb: Path, fast_config: None, clean_index: None
+) -> None:
+    """The killed worker's message stays unacknowledged in Redis (visibility timeout: over half an
+    hour); the job's silence brings the sweeper, which sends the file again, once."""
+    for name in ("a-note.txt", "b-note.txt"):
+        (kb / name).write_text(f"{name}: the pump runs at 1450 rpm.\n")
+    (kb / "slow-c.txt").write_text("The slow file: valve V2 closes at 6 bar.\n\nIt opens again at 4 bar.\n")
+    with broker_mode():
+        job = ingest_jobs.ingest_job_create(target=kb)
+        ingest_jobs.ingest_job_enqueue(job_id=job.pk)
+        deadline = time.monotonic() + 120
+        while starts(workers, "slow-c.txt") == 0:  # the compute worker is inside the file
+            assert time.monotonic() < deadline, workers["compute"].tail()
+            time.sleep(0.1)
+        workers["compute"].kill()
+        killed_at = time.monotonic()
+        start_all({"compute": workers["compute"]})  # as a supervisor restarts it
+        # Bound: silence noticed within the stale window plus one sweep, then the redo itself
+        # (the restarted worker loads the embedding model first: allow a minute for that).
+        job = wait_job(job.pk, STALE_SECONDS + SWEEP_SECONDS + SLOW_SECONDS + 60, workers)
+        recovery = time.monotonic() - killed_at
+    print(f"\nfile killed mid-prepare recorded {recovery:.1f}s after the kill, attempts={job.attempts}")
+    assert job.status == IngestJob.Status.SUCCEEDED and job.attempts == 2
+    assert starts(workers, "slow-c.txt") == 2  # the killed start and one redo
+    paths = [r["path"] for r in job.results]
+    assert sorted(paths) == ["a-note.txt", "b-note.txt", "slow-c.txt"]
+    assert {r["status"] for r in job.results} == {"ingested"}
+    slow = Source.objects.get(path="slow-c.txt")
+    assert list(slow.chunks.values_list("ordinal", flat=True)) == list(range(slow.chunk_count))
+    assert job.chunks_done == Chunk.objects.count()
+    index_agrees()
+
+
+def test_a_file_slower_than_the_stale_window_is_never_redone(
+    workers: dict[str, Worker], kb: Path, fast_config: None, clean_index: None
+) -> None:
+    """The prepare outlasts the stale window; its heartbeat thread keeps the job alive, so the
+    sweeper leaves it alone and the file is prepared once."""
+    assert SLOW_SECONDS > STALE_SECONDS + SWEEP_SECONDS
+    (kb / "slow-d.txt").write_text("A large file: the heater H4 draws 2 kW.\n")
+    with broker_mode():
+        job = ingest_jobs.ingest_job_create(target=kb)
+        ingest_jobs.ingest_job_enqueue(job_id=job.pk)
+        job = wait_job(job.pk, SLOW_SECONDS + 90, workers)
+    assert job.status == IngestJob.Status.SUCCEEDED and job.attempts == 1
+    assert starts(workers, "slow-d.txt") == 1
+    assert [r["status"] for r in job.results] == ["ingested"]
