@@ -1,6 +1,6 @@
 """How long `foundry audit verify` (and the query-log page, which verifies afresh) takes per query-log row.
 
-Writes N rows through ``QueryLog.objects.record`` (each one chained) into a fresh SQLite file under a temporary
+Writes N rows through ``audit_chain.query_record`` (each one chained) into a fresh SQLite file under a temporary
 FOUNDRY_HOME, then times ``chain_verify``. Rows carry a 1,500-character answer and 8 citations, about what an
 extractive answer logs.
 
@@ -34,11 +34,11 @@ def main() -> None:
 
     call_command("migrate", verbosity=0)
     from generation.audit_chain import QUERIES, chain_verify
-    from generation.models import QueryLog
+    from generation.audit_chain import query_record
 
     started = time.perf_counter()
     for n in range(args.rows):
-        QueryLog.objects.record(
+        query_record(
             run_id=f"bench-{n}",
             question=f"question {n}?",
             mode="hybrid",

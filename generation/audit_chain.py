@@ -23,7 +23,7 @@ from datetime import datetime
 from typing import Any
 
 from django.conf import settings
-from django.db import models
+from django.db import models, transaction
 
 from generation.models import FINISHED, AuditChainHead, GenerationRun, QueryLog
 
@@ -108,12 +108,16 @@ def _seal(model: type[models.Model], pk: int, head: AuditChainHead) -> str:
     return value
 
 
-def query_insert(row: QueryLog) -> None:
-    """Insert a new query-log row as the next link of its chain (caller holds the transaction)."""
-    head = _locked_head(QUERIES)
-    row.chain_seq = head.seq + 1
-    row.save(force_insert=True)
-    row.chain_hash = _seal(QueryLog, row.pk, head)
+def query_record(**fields: Any) -> QueryLog:
+    """The only way to write a query-log row: inserted and chained to the previous row in one transaction."""
+    with transaction.atomic():
+        row = QueryLog(**fields)
+        row._recording = True
+        head = _locked_head(QUERIES)
+        row.chain_seq = head.seq + 1
+        row.save(force_insert=True)
+        row.chain_hash = _seal(QueryLog, row.pk, head)
+    return row
 
 
 def run_chain(*, run_id: int) -> None:

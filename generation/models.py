@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.conf import settings
-from django.db import models, transaction
+from django.db import models
 from django.utils import timezone
 from django.utils.translation import gettext_noop  # choice labels: translated where a page shows them
 
@@ -146,15 +146,7 @@ class QueryLogQuerySet(models.QuerySet):
 
 
 class QueryLogManager(models.Manager.from_queryset(QueryLogQuerySet)):  # type: ignore[misc]
-    def record(self, **fields: Any) -> QueryLog:
-        """The only way to write a query-log row: inserted and chained to the previous row in one transaction."""
-        from generation.audit_chain import query_insert
-
-        with transaction.atomic():
-            row = self.model(**fields)
-            row._recording = True
-            query_insert(row)
-        return row
+    """Rows are written only by ``generation.audit_chain.query_record``, which chains each to the one before."""
 
 
 class Conversation(models.Model):
@@ -295,7 +287,7 @@ class QueryLog(models.Model):
 
     def save(self, *args: Any, **kwargs: Any) -> None:
         if not getattr(self, "_recording", False) or not self._state.adding:
-            raise AppendOnlyError("QueryLog rows are written only by QueryLog.objects.record()")
+            raise AppendOnlyError("QueryLog rows are written only by generation.audit_chain.query_record()")
         super().save(*args, **kwargs)
 
     def delete(self, *args: Any, **kwargs: Any) -> tuple[int, dict[str, int]]:

@@ -393,7 +393,7 @@ def record_query(user: Any, **fields: Any) -> Any:
     """A QueryLog row with plausible defaults, written the only allowed way."""
     import uuid
 
-    from generation.models import QueryLog
+    from generation.audit_chain import query_record
 
     values = {
         "run_id": uuid.uuid4().hex,
@@ -404,4 +404,4 @@ def record_query(user: Any, **fields: Any) -> Any:
         "answer": "An answer.",
         "timings": {"total": 100.0},
     }
-    return QueryLog.objects.record(**{**values, **fields})
+    return query_record(**{**values, **fields})

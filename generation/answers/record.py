@@ -16,7 +16,7 @@ from django.utils.translation import gettext
 from foundry_site.core import prompts
 from generation import audit
 from generation.answers.answer import Answer, elapsed_ms
-from generation.audit_chain import text_sha256
+from generation.audit_chain import query_record, text_sha256
 from generation.answers.language import answering_in
 from generation.models import Conversation, QueryLog
 from retrieval.services.gate import NO_EVIDENCE_HINT
@@ -188,7 +188,7 @@ def querylog_row(
     QueryLog's other columns; ``timings`` needs its ``total``. Every call appends: nothing is updated.
     """
     user = _user(user)
-    row = QueryLog.objects.record(
+    row = query_record(
         run_id=run_id,
         user=user,
         citations=[{k: v for k, v in c.items() if k != "text"} for c in citations],
