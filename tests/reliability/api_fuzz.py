@@ -56,7 +56,8 @@ def chat_bodies() -> st.SearchStrategy[Any]:
     )
     request = st.fixed_dictionaries(
         {
-            "model": st.sampled_from(["foundry", "foundry/secret", "foundry/docs", "gpt-4o", ""]) | st.text(max_size=20),
+            "model": st.sampled_from(["foundry", "foundry/secret", "foundry/docs", "gpt-4o", ""])
+            | st.text(max_size=20),
             "messages": st.lists(message, max_size=5),
         },
         optional={
@@ -143,12 +144,19 @@ def mcp_messages() -> st.SearchStrategy[Any]:
         lambda head: (st.integers(-1, 50).map(str) | st.text(max_size=10)).map(lambda tail: head + tail)
     )
     read = st.fixed_dictionaries(
-        {"jsonrpc": st.just("2.0"), "id": ids, "method": st.just("resources/read"), "params": st.fixed_dictionaries({"uri": uris})}
+        {
+            "jsonrpc": st.just("2.0"),
+            "id": ids,
+            "method": st.just("resources/read"),
+            "params": st.fixed_dictionaries({"uri": uris}),
+        }
     )
     other = st.fixed_dictionaries(
         {
             "jsonrpc": st.sampled_from(["2.0", "1.0"]),
-            "method": st.sampled_from(["tools/list", "resources/list", "resources/templates/list", "ping", "initialize"])
+            "method": st.sampled_from(
+                ["tools/list", "resources/list", "resources/templates/list", "ping", "initialize"]
+            )
             | st.text(max_size=20),
         },
         optional={"id": ids | st.none(), "params": JSON_VALUES},
