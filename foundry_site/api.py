@@ -64,7 +64,50 @@ def docs_access(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse
     return wrapper
 
 
-api = NinjaAPI(
+_DETAIL = {"type": "object", "properties": {"detail": {"type": "string"}}, "required": ["detail"]}
+_FIELD_ERRORS = {
+    "type": "object",
+    "properties": {"detail": {"type": "array", "items": {"type": "object"}}},
+    "required": ["detail"],
+}
+_UNSAFE = ("post", "put", "patch", "delete")
+
+
+def _error(description: str, schema: dict[str, Any]) -> dict[str, Any]:
+    return {"description": description, "content": {"application/json": {"schema": schema}}}
+
+
+class FoundryAPI(NinjaAPI):
+    """The NinjaAPI whose schema also lists the errors its handlers answer for every operation: a client (or a
+    schema-driven fuzzer) reads 401 from any operation, 403 (CSRF) from any change, 422 from any input, 404 from any
+    lookup, and 400 or 409 from any body, not only where a view declared them."""
+
+    def get_openapi_schema(self, *args: Any, **kwargs: Any) -> Any:
+        schema = super().get_openapi_schema(*args, **kwargs)
+        for operations in schema["paths"].values():
+            for method, operation in operations.items():
+                responses = operation["responses"]
+                declared = {int(code) for code in responses}
+                for code, description, body in _handler_errors(method, operation):
+                    if code not in declared:
+                        responses[code] = _error(description, body)
+        return schema
+
+
+def _handler_errors(method: str, operation: dict[str, Any]) -> list[tuple[int, str, dict[str, Any]]]:
+    """The errors the API's authentication and exception handlers may answer for an operation of this shape."""
+    errors = [(401, "No valid bearer token or session", _DETAIL)]
+    if method in _UNSAFE:
+        errors.append((403, "A session without its CSRF token, or not allowed", _DETAIL))
+    if operation.get("parameters") or operation.get("requestBody"):
+        errors.append((404, "Not found, or not readable by the caller", _DETAIL))
+        errors.append((422, "A parameter or field that does not validate", _FIELD_ERRORS))
+    if operation.get("requestBody"):
+        errors += [(400, "Input that cannot be used", _DETAIL), (409, "In a state that does not allow it", _DETAIL)]
+    return errors
+
+
+api = FoundryAPI(
     title="Foundry API",
     version="1",
     urls_namespace="api",

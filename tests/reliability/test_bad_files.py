@@ -99,6 +99,22 @@ def truncated_pdf(tmp: Path) -> bytes:
     return data[: len(data) // 3]
 
 
+def self_referencing_pdf(tmp: Path) -> bytes:
+    """A PDF whose catalog is a stream with its /Length in itself: pypdf's LimitReachedError (found by the fuzzer)."""
+    objects = [
+        b"<< /Type /Catalog /Pages 2 0 R /Length 1 0 R >>\nstream\nabc\nendstream",
+        b"<< /Type /Pages /Kids [] >>",
+    ]
+    out, offsets = bytearray(b"%PDF-1.4\n"), []
+    for number, body in enumerate(objects, start=1):
+        offsets.append(len(out))
+        out += b"%d 0 obj\n%s\nendobj\n" % (number, body)
+    xref = len(out)
+    out += b"xref\n0 3\n0000000000 65535 f \n" + b"".join(b"%010d 00000 n \n" % at for at in offsets)
+    out += b"trailer\n<< /Size 3 /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % xref
+    return bytes(out)
+
+
 FAILS = [
     ("empty.txt", lambda tmp: b"", "empty file (0 bytes)"),
     ("empty.md", lambda tmp: b"", "empty file (0 bytes)"),
@@ -107,6 +123,7 @@ FAILS = [
     ("binary.txt", lambda tmp: b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + os.urandom(4096), "binary content"),
     ("page.pdf", lambda tmp: b"<!DOCTYPE html><html><body>Login required</body></html>", "not a PDF file"),
     ("truncated.pdf", truncated_pdf, "PDF"),
+    ("self-reference.pdf", self_referencing_pdf, "damaged PDF: cannot read its pages (Detected loop"),
     ("deep.json", lambda tmp: b"[" * 100_000 + b"]" * 100_000, "nested deeper than 64 levels"),
     ("deep-objects.json", lambda tmp: b'{"a":' * 100_000 + b"1" + b"}" * 100_000, "nested deeper than 64 levels"),
     ("bomb.json", lambda tmp: b"[" + b"[]," * 2_100_000 + b"[]]", "JSON bomb"),

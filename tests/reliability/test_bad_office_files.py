@@ -88,7 +88,41 @@ FAILS: list[tuple[str, Callable[[Path], bytes], str]] = [
     ("empty.csv", lambda tmp: b"\n\n", "CSV has no values"),
     ("latin1.csv", lambda tmp: "Stadt;Druck\nM\xfcnchen;3 bar\n".encode("latin-1"), "not valid UTF-8"),
     ("wide.xlsx", lambda tmp: wide_sheet(tmp), "has values past column 1,000"),
+    # Found by the parser fuzzer (test_parser_fuzz.py); each one was an "unexpected error" before.
+    ("bad-deflate.docx", lambda tmp: bad_deflate(tmp), "damaged Word document: error: Error -3 while decompressing"),
+    ("broken-sheet.xlsx", lambda tmp: broken_part(make_xlsx(tmp / "s.xlsx"), "xl/worksheets/sheet1.xml"), "ParseError"),
+    (
+        "no-target.pptx",
+        lambda tmp: relationship_without_target(tmp),
+        "damaged PowerPoint presentation: InvalidXmlError",
+    ),
 ]
+
+
+def archive_parts(data: bytes) -> dict[str, bytes]:
+    with zipfile.ZipFile(io.BytesIO(data)) as archive:
+        return {info.filename: archive.read(info) for info in archive.infolist()}
+
+
+def broken_part(path: Path, part: str) -> bytes:
+    """A good archive with one part's XML cut to an unclosed tag (openpyxl reads worksheets with ElementTree)."""
+    return zip_bytes({**archive_parts(path.read_bytes()), part: b"<"})
+
+
+def relationship_without_target(tmp: Path) -> bytes:
+    parts = archive_parts(make_pptx(tmp / "s.pptx").read_bytes())
+    rels = "ppt/_rels/presentation.xml.rels"
+    return zip_bytes({**parts, rels: parts[rels].replace(b" Target=", b" Targex=", 1)})
+
+
+def bad_deflate(tmp: Path) -> bytes:
+    """A .docx whose document part's deflate data starts with an invalid block type (a CRC check never gets to run)."""
+    data = bytearray(make_docx(tmp / "s.docx").read_bytes())
+    with zipfile.ZipFile(io.BytesIO(bytes(data))) as archive:
+        at = archive.getinfo("word/document.xml").header_offset
+    name_length, extra_length = struct.unpack("<HH", data[at + 26 : at + 30])
+    data[at + 30 + name_length + extra_length] = 0xFF  # BFINAL 1, BTYPE 11: reserved
+    return bytes(data)
 
 
 def wide_sheet(tmp: Path) -> bytes:

@@ -160,6 +160,16 @@ def test_damaged_images_fail_with_a_reason(data: bytes, reason: str) -> None:
 
 
 @needs_tesseract
+@pytest.mark.parametrize("fmt", ["PNG", "JPEG", "TIFF"])
+def test_an_image_cut_short_fails_with_a_reason(fmt: str) -> None:
+    """Its header reads; its pixel data ends early. Found by the parser fuzzer: Pillow's OSError escaped
+    from decoding the frame, and ingest recorded an "unexpected error"."""
+    data = encoded(scanned_page(), fmt)
+    with pytest.raises(ExtractionError, match="^damaged the image: "):
+        extract(Path(f"cut.{fmt.lower()}"), data[: len(data) * 2 // 3])
+
+
+@needs_tesseract
 def test_the_ocr_time_limit_stops_a_page(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(ocr, "PAGE_TIMEOUT", 0.001)
     with pytest.raises(ExtractionError, match="OCR of the image took longer than 0.001 s and was stopped"):

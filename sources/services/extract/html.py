@@ -81,6 +81,9 @@ _SPACE = re.compile(r"\s+")
 _XML_DECLARATION = re.compile(r"^\s*<\?xml[^>]*\?>")
 
 
+_CONTROL = re.compile(r"[\x01-\x08\x0b\x0c\x0e-\x1f]")
+
+
 def extract_html(data: bytes, *, fallback_title: str) -> Extracted:
     """Blocks of the page's main content; tables as one block per row led by the header row."""
     if b"\x00" in data[:8192] and not data.startswith((b"\xff\xfe", b"\xfe\xff")):
@@ -92,10 +95,13 @@ def extract_html(data: bytes, *, fallback_title: str) -> Extracted:
         raise ExtractionError(f"HTML cannot be parsed: {exc}") from None
     title = " ".join((root.findtext(".//title") or "").split())
     # Dropped before anything reads text: a cell's or heading's text_content() must not include a script.
-    for element in list(root.iter(*DROP)):
-        if element.getparent() is not None:
-            # lxml-stubs types iter() as yielding _Element; the HTML parser makes every element an HtmlElement.
-            element.drop_tree()  # type: ignore[attr-defined]
+    try:
+        for element in list(root.iter(*DROP)):
+            if element.getparent() is not None:
+                # lxml-stubs types iter() as yielding _Element; the HTML parser makes every element an HtmlElement.
+                element.drop_tree()  # type: ignore[attr-defined]
+    except ValueError as exc:  # control characters in a page that is not UTF-8 (see _text)
+        raise ExtractionError(f"HTML cannot be read: {exc}") from None
     main = _main(root)
     walker = _Walker(chrome=main.tag == "body")
     walker.walk(main, depth=0)
@@ -116,8 +122,10 @@ def _text(data: bytes) -> str | bytes:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError:
         return data
-    # lxml refuses a str that still declares its encoding (<?xml version="1.0" encoding="…"?>).
-    return _XML_DECLARATION.sub("", text, count=1)
+    # lxml refuses a str that still declares its encoding (<?xml version="1.0" encoding="…"?>). Its parser keeps
+    # C0 control characters (not allowed in HTML), but its text setter refuses them, so dropping a script next to
+    # one raised ValueError: they go here.
+    return _CONTROL.sub("", _XML_DECLARATION.sub("", text, count=1))
 
 
 def _main(root: lxml_html.HtmlElement) -> lxml_html.HtmlElement:

@@ -157,13 +157,24 @@ def extract_image(data: bytes, *, fallback_title: str) -> Extracted:
         raise ExtractionError(f"image with {frames:,} frames (more than {MAX_FRAMES}); split it")
     blocks: list[Block] = []
     for index in range(frames):
-        image.seek(index)
-        frame = image
-        width, height = frame.size
+        try:
+            image.seek(index)
+        except (OSError, ValueError, EOFError) as exc:
+            raise ExtractionError(f"damaged image: frame {index + 1} cannot be read ({exc})") from None
+        width, height = image.size
         if width * height > MAX_PIXELS:
             raise ExtractionError(f"image frame {index + 1} of {width:,} × {height:,} pixels is too large to OCR")
         what = f"page {index + 1}" if frames > 1 else "the image"
-        blocks += page_blocks(ocr_page(frame.copy(), what=what), number=index + 1 if frames > 1 else None)
+        blocks += page_blocks(ocr_page(_frame(image, what=what), what=what), number=index + 1 if frames > 1 else None)
     if not blocks:
         raise ExtractionError("OCR found no text in the image")
     return Extracted(title=fallback_title, blocks=blocks)
+
+
+def _frame(image: Image.Image, *, what: str) -> Image.Image:
+    """A decoded copy of the current frame. Pillow decodes only here, so a truncated or damaged
+    image data stream is found here, after its header was read."""
+    try:
+        return image.copy()
+    except (OSError, ValueError, SyntaxError, EOFError) as exc:
+        raise ExtractionError(f"damaged {what}: {exc}") from None

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import io
 import zipfile
+import zlib
+from xml.etree.ElementTree import ParseError
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -77,27 +79,52 @@ def _check_sizes(entries: list[zipfile.ZipInfo], *, name: str) -> None:
             )
 
 
+def _parser_errors(kind: str) -> tuple[type[Exception], ...]:
+    """The errors of the kind's own parser library that say the file is damaged (python-pptx raises its
+    InvalidXmlError for a relationship without a target, python-docx its own, openpyxl InvalidFileException)."""
+    if kind == "docx":
+        from docx.exceptions import PythonDocxError
+        from docx.opc.exceptions import OpcError
+
+        return (PythonDocxError, OpcError)
+    if kind == "pptx":
+        from pptx.exc import PythonPptxError
+
+        return (PythonPptxError,)
+    from openpyxl.utils.exceptions import InvalidFileException
+
+    return (InvalidFileException,)
+
+
 @contextmanager
 def office_errors(kind: str) -> Iterator[None]:
     """Turn what a parser raises on a damaged archive into an ExtractionError naming the format.
 
     The parsers raise KeyError for a missing part, lxml's XMLSyntaxError (a ValueError... or not)
-    for broken XML, zipfile.BadZipFile for a bad CRC and ValueError for a wrong content type.
+    or ElementTree's ParseError (openpyxl reads some parts with it) for broken XML,
+    zipfile.BadZipFile for a bad CRC, zlib.error for a part whose deflate data is damaged,
+    NotImplementedError for a compression method zipfile lacks, ValueError for a wrong content
+    type, and errors of their own (``_parser_errors``).
     """
     from lxml import etree
 
-    try:
-        yield
-    except ExtractionError:
-        raise
-    except (
+    damaged: tuple[type[Exception], ...] = (
         KeyError,
         ValueError,
         zipfile.BadZipFile,
+        zlib.error,
+        NotImplementedError,
         etree.LxmlError,
+        ParseError,
         EOFError,
         IndexError,
         TypeError,
         AttributeError,
-    ) as exc:
+        *_parser_errors(kind),
+    )
+    try:
+        yield
+    except ExtractionError:
+        raise
+    except damaged as exc:
         raise ExtractionError(f"damaged {NAMES[kind]}: {type(exc).__name__}: {str(exc)[:200]}") from None

@@ -20,7 +20,7 @@ import re
 import unicodedata
 
 from pypdf import PageObject, PdfReader
-from pypdf.errors import DependencyError, FileNotDecryptedError, PdfReadError
+from pypdf.errors import DependencyError, FileNotDecryptedError, PyPdfError
 
 from foundry_site.core.units import names_columns
 from sources.services.extract import ocr
@@ -45,7 +45,8 @@ def extract_pdf(data: bytes, *, fallback_title: str) -> Extracted:
     blocks: list[Block] = []
     try:
         pages = list(reader.pages)
-    except (PdfReadError, ValueError, KeyError, TypeError) as exc:
+    # PyPdfError covers PdfReadError and LimitReachedError (a page tree that refers to itself).
+    except (PyPdfError, ValueError, KeyError, TypeError) as exc:
         raise ExtractionError(f"damaged PDF: cannot read its pages ({exc})") from None
     heading: tuple[str, ...] = ()
     scanned = _Scans()
@@ -227,7 +228,7 @@ def _open(data: bytes) -> PdfReader:
         raise ExtractionError("not a PDF file (no %PDF header)")
     try:
         reader = PdfReader(io.BytesIO(data))
-    except (PdfReadError, ValueError, KeyError, TypeError, IndexError) as exc:
+    except (PyPdfError, ValueError, KeyError, TypeError, IndexError) as exc:
         raise ExtractionError(f"damaged PDF: {exc}") from None
     if reader.is_encrypted:
         try:
