@@ -13,7 +13,7 @@ from django.conf import settings as django_settings
 from django.utils import timezone
 
 from foundry_site.core import llm
-from foundry_site.core.llm import local
+from foundry_site.core.llm import provider
 from foundry_site.core.config import FoundryConfig
 from tests import strict_templates
 
@@ -47,7 +47,7 @@ class ScriptedLLM(llm.CustomLLM):
         model_response.choices[0].message.content = self.reply(messages)
         model_response.model = f"scripted/{model}"
         if self.completion_tokens is not None:
-            model_response.usage = local.litellm.Usage(
+            model_response.usage = provider.litellm.Usage(
                 prompt_tokens=0, completion_tokens=self.completion_tokens, total_tokens=self.completion_tokens
             )
         return model_response
@@ -61,7 +61,7 @@ class ScriptedLLM(llm.CustomLLM):
             self.stream_pieces.append(piece)
             last = i == len(words) - 1
             usage = (0, self.completion_tokens or len(words)) if last else None
-            yield local._stream_chunk(piece, finish="stop" if last else "", usage=usage)
+            yield provider._stream_chunk(piece, finish="stop" if last else "", usage=usage)
 
 
 def config_with(base: FoundryConfig, **sections: dict[str, Any]) -> FoundryConfig:

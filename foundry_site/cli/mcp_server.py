@@ -10,11 +10,9 @@ import argparse
 import os
 from typing import Any, TextIO
 
-import anyio
 from django.contrib.auth import get_user_model
 from django.core.management.base import CommandError
 
-from foundry_site.mcp.server import ACTING_USER, foundry_server
 from foundry_site.services.tokens import token_authenticate
 
 TOKEN_VARIABLE = "FOUNDRY_TOKEN"
@@ -51,6 +49,12 @@ def stdio_user(as_user: str | None, token: str | None) -> Any:
 
 
 def mcp_command(opts: argparse.Namespace, out: TextIO) -> int:
+    # Imported here: every `foundry` command loads this module to add its parser, and the MCP SDK
+    # takes seconds of CPU to import, which only this command needs.
+    import anyio
+
+    from foundry_site.mcp.server import ACTING_USER, foundry_server
+
     ACTING_USER.set(stdio_user(opts.as_user, os.environ.get(TOKEN_VARIABLE)))
     # The request thread's connection was only used to find the user; tool calls run on worker threads.
     from django.db import connections

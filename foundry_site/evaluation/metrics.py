@@ -12,7 +12,6 @@ import math
 from collections.abc import Mapping, Sequence
 
 import numpy as np
-from scipy import stats
 
 Qrels = Mapping[str, int]  # document id -> graded relevance, for one query
 
@@ -71,6 +70,8 @@ def mean_interval(
     report's interval is reproducible."""
     if len(values) < 2:
         return None
+    from scipy import stats  # imported here: every `foundry` command loads this module, few need scipy
+
     found = stats.bootstrap(
         (np.asarray(values, dtype=float),),
         np.mean,
@@ -87,6 +88,8 @@ def proportion_interval(hits: int, total: int, *, confidence: float = 0.95) -> t
     few dozen 0/1 values collapses to a point); None for no trials."""
     if not total:
         return None
+    from scipy import stats
+
     found = stats.binomtest(hits, total).proportion_ci(confidence_level=confidence, method="wilson")
     return float(found.low), float(found.high)
 

@@ -5,10 +5,11 @@ from __future__ import annotations
 import time
 from typing import Any
 
+import numpy as np
 import pytest
 
 from foundry_site.core import llm
-from foundry_site.core.llm import gateway, retry
+from foundry_site.core.llm import local, retry
 
 
 def test_unknown_local_model_fails_at_once_as_permanent(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -72,15 +73,11 @@ def test_texts_are_embedded_shortest_first_and_returned_in_input_order(monkeypat
 
     sent: list[list[str]] = []
 
-    def fake(*, model: str, input: list[str], **kwargs: object) -> SimpleNamespace:
-        sent.append(list(input))
-        return SimpleNamespace(
-            data=[
-                {"index": i, "embedding": [math.cos(len(t) / 100), math.sin(len(t) / 100)]} for i, t in enumerate(input)
-            ]
-        )
+    def encode(texts: list[str]) -> np.ndarray:
+        sent.append(list(texts))
+        return np.array([[math.cos(len(t) / 100), math.sin(len(t) / 100)] for t in texts])
 
-    monkeypatch.setattr(gateway.litellm, "embedding", fake)
+    monkeypatch.setattr(local._local, "embedders", {"all-minilm-l6-v2": SimpleNamespace(encode=encode)})
     texts = ["a chunk of some length", "w1", "another, longer chunk of text here", "win"]
     vectors = llm.embed(texts, model="local/all-minilm-l6-v2", batch_size=2)
     assert sent == [["w1", "win"], ["a chunk of some length", "another, longer chunk of text here"]]

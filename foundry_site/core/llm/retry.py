@@ -16,10 +16,10 @@ import threading
 import time
 from typing import Any
 
-import litellm
 import openai  # litellm's own dependency: the base of its errors
 
 from foundry_site.core.llm.errors import LLMError, ModelUnavailable
+from foundry_site.core.llm.provider import litellm
 
 logger = logging.getLogger(__name__)
 

@@ -9,8 +9,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-import litellm
-
 logger = logging.getLogger(__name__)
 
 
@@ -55,6 +53,8 @@ def record_calls() -> Iterator[CallRecord]:
 def _cost(response: Any, model: str) -> float:
     if model.startswith("local/"):
         return 0.0
+    from foundry_site.core.llm.provider import litellm
+
     try:
         return float(litellm.completion_cost(completion_response=response) or 0.0)
     except Exception:  # litellm raises for models missing from its price map; cost is then unknown
