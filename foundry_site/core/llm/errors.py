@@ -6,7 +6,6 @@ import os
 import re
 import urllib.parse
 
-from foundry_site.core.llm.calls import _settings_llm
 
 _SECRET_NAME = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD)", re.IGNORECASE)
 _BEARER = re.compile(r"(Bearer\s+|fdy_)[A-Za-z0-9._~+/=-]{8,}")
@@ -22,7 +21,9 @@ def redact_secrets(text: str) -> str:
     variables named like ``*KEY*``, ``*TOKEN*``, ``*SECRET*``, ``*PASSWORD*``, and bearer tokens.
     """
     secrets = {value for name, value in os.environ.items() if len(value) >= 8 and _SECRET_NAME.search(name)}
-    api_base = _settings_llm().api_base
+    from django.conf import settings
+
+    api_base = settings.FOUNDRY.llm.api_base
     password = urllib.parse.urlsplit(api_base).password if api_base else None
     if password:
         secrets.add(password)

@@ -20,7 +20,7 @@ import re
 import unicodedata
 
 from pypdf import PageObject, PdfReader
-from pypdf.errors import DependencyError, FileNotDecryptedError, PyPdfError
+from pypdf.errors import DependencyError, FileNotDecryptedError, PdfReadError, PyPdfError
 
 from foundry_site.core.units import names_columns
 from sources.services.extract import ocr
