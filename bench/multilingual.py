@@ -77,7 +77,7 @@ def load_split(lang: str, split: str) -> dict:
 # --- the child: one language, its own FOUNDRY_HOME -------------------------------------------------------------
 
 
-def child(lang: str, split: str, embedding_model: str | None, out: Path) -> None:
+def child(lang: str, split: str, embedding_model: str | None, out: Path, answer_all: bool = False) -> None:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "foundry_site.settings")
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     sys.path.insert(0, str(ROOT))
@@ -94,9 +94,9 @@ def child(lang: str, split: str, embedding_model: str | None, out: Path) -> None
 
     conf = settings.FOUNDRY
     if embedding_model:
-        settings.FOUNDRY = conf.model_copy(
-            update={"embedding": conf.embedding.model_copy(update={"model": embedding_model})}
-        )
+        settings.FOUNDRY = conf = conf.with_overrides(embedding={"model": embedding_model})
+    if answer_all:  # rows for bench/fit_answerability.py: the reader answers whatever its model says
+        settings.FOUNDRY = conf.with_overrides(generation={"reader_min_score": 0.0, "reader_low_score": 0.0})
     call_command("migrate", verbosity=0)
     questions = load_split(lang, split)
     began = time.perf_counter()
@@ -145,6 +145,7 @@ def _asked(case: dict, kind: str, answer_question, retrieve) -> dict:
         "cited": cited,
         "answer": answer.answer[:400],
         "ms": round(ms, 1),
+        "features": answer.grounding.get("features"),
     }
     if kind == "answerable":
         found = None if answer.refusal else holds(answer.answer, case["expected"])
@@ -190,6 +191,7 @@ def _followup(case: dict, answer_question, question_standalone) -> dict:
         "cited": cited,
         "answer": answer.answer[:400],
         "ms": round(ms, 1),
+        "features": answer.grounding.get("features"),
         "expected": case["expected"],
         "sources": case["sources"],
         "holds": found is not None,
@@ -207,12 +209,14 @@ def _marks(row: dict) -> str:
 # --- the parent: a child per language, then the table ----------------------------------------------------------
 
 
-def run_language(lang: str, split: str, embedding_model: str | None) -> dict:
+def run_language(lang: str, split: str, embedding_model: str | None, answer_all: bool = False) -> dict:
     home = tempfile.mkdtemp(prefix=f"foundry-multilingual-{lang}-")
     out = Path(home) / "rows.json"
     command = [sys.executable, str(Path(__file__).resolve()), "--child", lang, "--split", split, "--out", str(out)]
     if embedding_model:
         command += ["--embedding-model", embedding_model]
+    if answer_all:
+        command.append("--answer-all")
     env = {
         **os.environ,
         "FOUNDRY_HOME": home,
@@ -338,6 +342,9 @@ def main() -> None:
     parser.add_argument(
         "--json", type=Path, help="where to write the result (default: bench/results/multilingual-SPLIT-DATE.json)"
     )
+    parser.add_argument(
+        "--answer-all", action="store_true", help="reader thresholds 0: every reading answered (for fit_answerability)"
+    )
     parser.add_argument("--check", action="store_true", help="check the data against the pages' text and stop")
     parser.add_argument("--child", choices=LANGUAGES, help=argparse.SUPPRESS)
     parser.add_argument("--out", type=Path, help=argparse.SUPPRESS)
@@ -345,14 +352,14 @@ def main() -> None:
     if args.check:
         raise SystemExit(check(args.lang))
     if args.child:
-        child(args.child, args.split, args.embedding_model, args.out)
+        child(args.child, args.split, args.embedding_model, args.out, args.answer_all)
         return
     sys.path.insert(0, str(ROOT))
     machine = machine_line()
     began = time.perf_counter()
     results = []
     for lang in args.lang:
-        result = run_language(lang, args.split, args.embedding_model)
+        result = run_language(lang, args.split, args.embedding_model, args.answer_all)
         result["summary"] = summary(result)
         results.append(result)
     print(table(results))

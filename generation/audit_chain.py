@@ -112,7 +112,7 @@ def query_record(**fields: Any) -> QueryLog:
     """The only way to write a query-log row: inserted and chained to the previous row in one transaction."""
     with transaction.atomic():
         row = QueryLog(**fields)
-        row._recording = True
+        row._recording = True  # type: ignore[attr-defined]
         head = _locked_head(QUERIES)
         row.chain_seq = head.seq + 1
         row.save(force_insert=True)

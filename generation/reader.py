@@ -14,10 +14,9 @@ does, are quoted, grouped per passage in source order, each with its ``[S#]``; s
 label line a quoted unit's paragraph opens with, when it (or the title and headings over it) names a question
 word the unit lacks.
 
-Two calibrated thresholds (``generation.reader_min_score``, ``reader_low_score``) turn the
-best unit's score into refuse / low confidence / normal: the in-corpus "unanswerable"
-case the chunk gate cannot see. The reader works on plain passage data, so the same code
-runs next to the database and on a compute worker.
+Whether the reading answers at all (the in-corpus "unanswerable" case the chunk gate cannot see) is
+the answerability model's to judge (``generation.answerability``), from features of the reading. The
+reader works on plain passage data, so the same code runs next to the database and on a compute worker.
 """
 
 from __future__ import annotations
@@ -339,6 +338,15 @@ def units_score(
         for (passage, unit), cosine, lex in zip(units, cosines, lexical)
     ]
     return sorted(quotes, key=lambda q: (-q.score, q.passage.rank, q.unit.start))
+
+
+@_in_question_language
+def coverage(question: str, passages: list[Passage]) -> tuple[int, int]:
+    """How many content words (stems) ``question`` asks, and how many of them some passage holds in its text, its
+    heading path or its title."""
+    asked = _asked_words(question)
+    held = set().union(*(stems(p.text) | stems(p.under) for p in passages))
+    return len(asked), sum(_holds(held, w) for w in asked)
 
 
 @_in_question_language

@@ -190,11 +190,13 @@ class GenerationConfig(_Section):
     """Best question-chunk similarity under this: the answer is marked low confidence (D0023)."""
     min_coverage: Unit = 0.9
     """Share of an LLM's sentences kept by grounding under this: the answer (or document) is marked low confidence."""
-    reader_min_score: Annotated[float, Field(ge=0, le=2)] = 0.8
-    """Extractive reader: best unit (cosine + 0.5 x the share of question words held) under this is no answer,
-    refusal `reader` (D0024)."""
-    reader_low_score: Annotated[float, Field(ge=0, le=2)] = 1.0
-    """Extractive reader: best unit under this is a low-confidence answer; not below `reader_min_score` (D0024)."""
+    reader_min_score: Unit | None = None
+    """Extractive reader: a reading whose answerability (the probability of `generation/answerability.py`'s model)
+    is under this is no answer, refusal `reader`; unset: the threshold fitted with the embedding model's
+    answerability model (`generation/data/answerability.json`, `bench/fit_answerability.py`)."""
+    reader_low_score: Unit | None = None
+    """Extractive reader: answerability under this is a low-confidence answer; not below `reader_min_score`;
+    unset: the fitted one."""
     reader_max_units: Annotated[int, Field(ge=1, le=10)] = 3
     """Extractive reader: sentences, list items or table rows quoted at most (D0025)."""
     reader_passages: Annotated[int, Field(ge=1, le=100)] = 3
@@ -202,18 +204,16 @@ class GenerationConfig(_Section):
     reader_followup_passages: Annotated[int, Field(ge=1, le=100)] = 5
     """Extractive reader: passages read for a follow-up made standalone (D0026)."""
     writer_min_score: Annotated[float, Field(ge=0, le=2)] = 0.5
-    """Extractive writer (documents): a section quotes units scoring at least this against "topic: heading";
-    lower than `reader_min_score`, since a heading asks for a topic, not one fact."""
+    """Extractive writer (documents): a section quotes units scoring at least this against "topic: heading"
+    (cosine + 0.5 x the share of the heading's words held)."""
 
     _check_model = field_validator("model")(_reader_name)
 
     @model_validator(mode="after")
     def _thresholds_ordered(self) -> GenerationConfig:
-        if self.reader_low_score < self.reader_min_score:
-            raise ValueError(
-                f"reader_low_score ({self.reader_low_score}) must not be below reader_min_score "
-                f"({self.reader_min_score})"
-            )
+        low, least = self.reader_low_score, self.reader_min_score
+        if low is not None and least is not None and low < least:
+            raise ValueError(f"reader_low_score ({low}) must not be below reader_min_score ({least})")
         return self
 
 

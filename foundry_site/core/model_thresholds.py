@@ -24,8 +24,6 @@ KEYS = (
     "retrieval.min_score",
     "generation.low_confidence_score",
     "generation.min_support",
-    "generation.reader_min_score",
-    "generation.reader_low_score",
     "generation.writer_min_score",
 )
 

@@ -11,10 +11,12 @@ from pathlib import Path
 
 from django.conf import settings
 
+from foundry_site.core.config import EXTRACTIVE
 from foundry_site.evaluation import report
 from foundry_site.evaluation.answers import AnswersEvaluation, Outcome
 from foundry_site.evaluation.beir import EvalDataError
 from foundry_site.evaluation.squad import Article
+from generation import answerability
 
 
 def outcome_dict(outcome: Outcome) -> dict:
@@ -105,9 +107,13 @@ def answers_report(
         "min_chunks": conf.retrieval.min_chunks,
         "min_support": conf.generation.min_support,
         "hyde": conf.retrieval.hyde,
-        "reader_min_score": conf.generation.reader_min_score,
-        "reader_low_score": conf.generation.reader_low_score,
     }
+    if conf.generation.model == EXTRACTIVE:  # the thresholds the reader used: foundry.yaml's, else the fitted ones
+        model = answerability.model_for(conf.embedding.model)
+        refuse, low = answerability.thresholds(
+            model, conf.generation.reader_min_score, conf.generation.reader_low_score
+        )
+        config |= {"reader_min_score": refuse, "reader_low_score": low}
     payload = {
         "eval_id": eval_id,
         "kind": "answers",

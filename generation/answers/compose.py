@@ -13,7 +13,7 @@ from django.utils.translation import gettext, gettext_noop
 from foundry_site.core import llm, prompts
 from foundry_site.core.config import EXTRACTIVE
 from foundry_site.core.grounding import REFUSAL, Grounded, Grounder, reply_text
-from generation import reader
+from generation import answerability, reader
 from generation.answers.answer import Answer, Progress, Sentences, answer_pieces
 from generation.answers.labels import answer_relabel, streamed
 from generation.answers.language import answering_in
@@ -139,21 +139,13 @@ def _compose(
     return answer
 
 
-def _read(
-    answer: Answer,
-    retrieval: Retrieval,
-    progress: Progress,
-    on_sentence: Sentences | None = None,
-    *,
-    message: str = "",
-) -> Answer:
-    """The extractive reader's answer: the passages' best units quoted verbatim; a refusal when the passages
-    never name a code or name the asker used, or the best unit scores below the threshold."""
+def reading_of(
+    retrieval: Retrieval, *, message: str = ""
+) -> tuple[list[Candidate], list[reader.Passage], reader.Reading]:
+    """The passages the extractive reader reads for ``retrieval`` and its reading of them: the passages found best
+    (more for a follow-up: a question made of one finds its answer further down), and those the turn a follow-up
+    came from was answered from (``retrieve``'s ``quoted``)."""
     conf = settings.FOUNDRY.generation
-    progress("reading")
-    start = time.perf_counter()
-    # the passages found best (more for a follow-up: a question made of one finds its answer further down), and those
-    # the turn a follow-up came from was answered from (``retrieve``'s ``quoted``)
     # A question naming a version is about it, and the search finds every version's notes alike: the passages that
     # open with it are read first, then those naming it ("When was 2.4.1 released?" reads 2.4.1's notes, not 2.4.0's).
     versions = reader.versions(retrieval.question)
@@ -170,8 +162,33 @@ def _read(
         quoted=retrieval.quoted,
         near=frozenset(c.label for c in included if c.followed),
     )
+    return included, passages, reading
+
+
+def _read(
+    answer: Answer,
+    retrieval: Retrieval,
+    progress: Progress,
+    on_sentence: Sentences | None = None,
+    *,
+    message: str = "",
+) -> Answer:
+    """The extractive reader's answer: the passages' best units quoted verbatim; a refusal when the passages
+    never name a code or name the asker used, or the answerability model finds the reading unlikely to answer."""
+    conf = settings.FOUNDRY.generation
+    progress("reading")
+    start = time.perf_counter()
+    model = answerability.model_for(settings.FOUNDRY.embedding.model)
+    included, passages, reading = reading_of(retrieval, message=message)
+    features = answerability.features(retrieval.question, passages, reading, retrieval.gate.max_score)
+    answers = model.probability(features)
+    refuse_below, low_below = answerability.thresholds(model, conf.reader_min_score, conf.reader_low_score)
     answer.timings["read"] = round((time.perf_counter() - start) * 1000, 1)
-    answer.grounding = reading.audit() | {"threshold": conf.reader_min_score}
+    answer.grounding = reading.audit() | {
+        "answerability": round(answers, 4),
+        "features": {k: round(v, 4) for k, v in features.items()},
+        "threshold": refuse_below,
+    }
     missing = reader.unmentioned(message or retrieval.question, passages)
     if missing:
         answer.grounding["unmentioned"] = missing
@@ -179,7 +196,7 @@ def _read(
         names = ", ".join(f"“{name}”" for name in missing)
         answer.answer = gettext(UNMENTIONED).format(names=names) + listed(included)
         return answer
-    if not reading.quotes or reading.best < conf.reader_min_score:
+    if not reading.quotes or answers < refuse_below:
         answer.refusal = "reader"
         answer.answer = gettext(BELOW_READER) + listed(included)
         return answer
@@ -189,7 +206,7 @@ def _read(
         for label in dict.fromkeys(q.passage.label for q in reading.quotes)
     ]
     answer.coverage = 1.0  # every sentence is a verbatim quote of the passage it cites
-    weak = max(c.score for c in included) < conf.low_confidence_score or reading.best < conf.reader_low_score
+    weak = max(c.score for c in included) < conf.low_confidence_score or answers < low_below
     answer.answer_class = QueryLog.AnswerClass.LOW_CONFIDENCE if weak else QueryLog.AnswerClass.NORMAL
     answer.answer = reading.text
     if on_sentence is not None:  # every quote is verbatim from its passage: verified as it is chosen

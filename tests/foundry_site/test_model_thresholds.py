@@ -43,15 +43,15 @@ def test_a_threshold_left_out_follows_the_embedding_model() -> None:
 def test_a_threshold_set_in_foundry_yaml_wins() -> None:
     conf = parse_config({"embedding": {"model": E5}, "retrieval": {"min_score": 0.5}})
     assert conf.retrieval.min_score == 0.5
-    assert conf.generation.reader_min_score == model_thresholds.table()[E5]["generation.reader_min_score"]
+    assert conf.generation.writer_min_score == model_thresholds.table()[E5]["generation.writer_min_score"]
 
 
 def test_switching_model_by_override_moves_only_the_thresholds_not_set() -> None:
-    base = parse_config({"generation": {"reader_min_score": 0.9}})
+    base = parse_config({"generation": {"writer_min_score": 0.9}})
     switched = base.with_overrides(embedding={"model": E5})
     e5 = model_thresholds.table()[E5]
     assert switched.retrieval.min_score == e5["retrieval.min_score"]
-    assert switched.generation.reader_min_score == 0.9
+    assert switched.generation.writer_min_score == 0.9
     back = switched.with_overrides(embedding={"model": LOCAL_EMBEDDER})
     assert back.retrieval.min_score == FoundryConfig().retrieval.min_score
 

@@ -50,20 +50,20 @@ def test_every_answer_sentence_is_a_quote_of_the_passage_it_cites(extractive: Sc
 
 
 def test_below_the_reader_threshold_is_a_refusal_naming_the_passages(extractive: ScriptedLLM, foundry_config) -> None:
-    foundry_config(generation={"model": "extractive", "reader_min_score": 1.9, "reader_low_score": 1.9})
+    foundry_config(generation={"model": "extractive", "reader_min_score": 1.0, "reader_low_score": 1.0})
     answer = answer_question(question=QUESTION)
     assert answer.answer_class == "no_evidence" and answer.refusal == "reader" and answer.citations == []
     assert "none of their sentences answers the question" in answer.answer and "Passages found: S1" in answer.answer
     assert "threshold" not in answer.answer and f"{answer.grounding['best']:.3f}" not in answer.answer  # no scores
     row = QueryLog.objects.get(run_id=answer.run_id)
     assert row.refusal == "reader" and row.llm_calls == 0 and row.grounding["reader"] == "extractive"
-    assert row.grounding["threshold"] == 1.9 and row.grounding["best"] < 1.9  # the scores are the audit's
+    assert row.grounding["threshold"] == 1.0 and row.grounding["answerability"] < 1.0  # the scores are the audit's
     assert row.grounding["top_units"] and row.grounding["quoted"]
 
 
 def test_a_follow_up_reads_reader_followup_passages(extractive: ScriptedLLM, foundry_config) -> None:
     foundry_config(
-        generation={"model": "extractive", "reader_min_score": 1.9, "reader_low_score": 1.9}
+        generation={"model": "extractive", "reader_min_score": 1.0, "reader_low_score": 1.0}
         | {"reader_passages": 1, "reader_followup_passages": 2}
     )
     question = "What is the logic supply voltage VCC?"  # two passages pass the gate
@@ -84,7 +84,7 @@ def test_a_code_no_passage_names_is_a_refusal_naming_it(extractive: ScriptedLLM,
 
 
 def test_between_the_thresholds_the_answer_is_low_confidence(extractive: ScriptedLLM, foundry_config) -> None:
-    foundry_config(generation={"model": "extractive", "reader_min_score": 0.0, "reader_low_score": 1.9})
+    foundry_config(generation={"model": "extractive", "reader_min_score": 0.0, "reader_low_score": 1.0})
     answer = answer_question(question=QUESTION)
     assert answer.answer_class == "low_confidence" and answer.answer
     assert answer_format(answer).startswith("Answer (LOW CONFIDENCE")
