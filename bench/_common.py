@@ -66,7 +66,7 @@ def document_vectors(beir: Beir):
     import numpy as np
     from django.conf import settings
 
-    from foundry_site.core import llm
+    from core import llm
 
     model = settings.FOUNDRY.embedding.model
     cache = beir.index.folder / "documents.npy"

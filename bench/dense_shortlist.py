@@ -28,7 +28,7 @@ import _common
 import numpy as np
 from django.conf import settings
 
-from foundry_site.core import llm
+from core import llm
 from foundry_site.evaluation import metrics
 from retrieval import dense
 from retrieval.dense import DenseMatrix, sign_words

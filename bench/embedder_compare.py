@@ -23,7 +23,7 @@ from pathlib import Path
 import _common
 import numpy as np
 
-from foundry_site.core import llm
+from core import llm
 from foundry_site.evaluation.metrics import mean_interval, ndcg_at_k, recall_at_k, rounded
 
 MODELS = "local/all-minilm-l6-v2,local/multilingual-e5-small"

@@ -27,9 +27,9 @@ from pathlib import Path
 import _common
 from django.conf import settings
 
-from foundry_site.core import llm
+from core import llm
 from foundry_site.evaluation.answers import answers_evaluate, answers_summary
-from foundry_site.core import grounding
+from core import grounding
 
 HEADLINE = (
     "exact",

@@ -30,8 +30,8 @@ django.setup()
 from django.conf import settings  # noqa: E402
 from django.core.management import call_command  # noqa: E402
 
-from foundry_site.core import llm  # noqa: E402
-from foundry_site.core.llm import local  # noqa: E402
+from core import llm  # noqa: E402
+from core.llm import local  # noqa: E402
 from sources import vectorstore  # noqa: E402
 from sources.models import Chunk  # noqa: E402
 from sources.services.chunking import chunk_windows  # noqa: E402

@@ -16,7 +16,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from foundry_site.core import language  # noqa: E402
+from core import language  # noqa: E402
 
 
 def questions(paths: list[str]) -> list[str]:

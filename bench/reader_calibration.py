@@ -33,7 +33,7 @@ from gate_calibration import threshold_range
 from foundry_site.evaluation.answers import sample, squad_index
 from foundry_site.evaluation.squad import load_squad, normalize_answer
 from generation import reader
-from foundry_site.core.grounding import content_words
+from core.grounding import content_words
 from generation.reader import Passage
 from retrieval.services.retrieve import retrieve
 

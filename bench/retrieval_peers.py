@@ -25,7 +25,7 @@ import numpy as np
 from django.conf import settings
 from django.db import connection
 
-from foundry_site.core import llm
+from core import llm
 from foundry_site.evaluation import metrics
 from foundry_site.evaluation.retrieval_run import METRIC_KEYS, mode_evaluate
 from sources import vectorstore

@@ -15,7 +15,7 @@ import _common
 import numpy as np
 from django.conf import settings
 
-from foundry_site.core import llm
+from core import llm
 from foundry_site.evaluation import metrics
 from retrieval.fusion import Hit, document_rank_fusion, reciprocal_rank_fusion
 from retrieval.models import ChunkSearch

@@ -58,7 +58,7 @@ from django.conf import settings  # noqa: E402
 from django.core.management import call_command  # noqa: E402
 from django.db import connection  # noqa: E402
 
-from foundry_site.core import llm  # noqa: E402
+from core import llm  # noqa: E402
 from foundry_site.evaluation import metrics  # noqa: E402
 from retrieval import dense, dense_matrix  # noqa: E402
 from retrieval.models import ChunkSearch  # noqa: E402

@@ -24,7 +24,7 @@ from django.conf import settings
 from django.db import connection
 from django.test.utils import override_settings
 
-from foundry_site.core import llm
+from core import llm
 from foundry_site.evaluation import metrics
 from retrieval import search
 from retrieval.fusion import Hit, document_rank_fusion, reciprocal_rank_fusion

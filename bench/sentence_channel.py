@@ -33,7 +33,7 @@ import numpy as np
 from django.conf import settings
 from retrieval_sweep import ndcg
 
-from foundry_site.core import llm
+from core import llm
 from retrieval.fusion import Hit, document_rank_fusion, reciprocal_rank_fusion
 from retrieval.models import ChunkSearch
 from sources.models import Chunk

@@ -39,8 +39,8 @@ from django.conf import settings
 from django.db import connection
 from heldout import bootstrap, halving, per_claim
 
-from foundry_site.core import llm
-from foundry_site.core import language
+from core import llm
+from core import language
 from retrieval.fusion import Hit, reciprocal_rank_fusion
 from sources.models import Chunk
 from sources.services.prepare import with_context

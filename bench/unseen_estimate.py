@@ -38,7 +38,7 @@ import pysqlite3.dbapi2 as sqlite3
 from django.conf import settings
 from heldout import per_claim
 
-from foundry_site.core import llm
+from core import llm
 from foundry_site.evaluation import metrics
 from retrieval.fusion import Hit, reciprocal_rank_fusion
 

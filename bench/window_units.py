@@ -23,7 +23,7 @@ import numpy as np
 from django.conf import settings
 from retrieval_sweep import ndcg
 
-from foundry_site.core import llm
+from core import llm
 from retrieval import dense, dense_matrix
 from retrieval.fusion import document_rank_fusion, reciprocal_rank_fusion
 from retrieval.models import ChunkSearch

@@ -17,9 +17,9 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from ninja import NinjaAPI
 from ninja.errors import AuthenticationError, ValidationError
 
-from foundry_site.core import llm
+from core import llm
 from foundry_site.auth import BearerTokenAuth, SessionCsrfAuth
-from foundry_site.core.ratelimit import RateLimited
+from core.ratelimit import RateLimited
 from foundry_site.services.tokens import GET_TOKEN, NEEDS_TOKEN, bearer_authenticate
 from generation.answers import QueryError, QueryFailed
 from generation.asking import ConversationNotFound

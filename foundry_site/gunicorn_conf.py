@@ -20,7 +20,7 @@ def post_worker_init(worker: Any) -> None:
 
 
 def _warm(worker: Any, model: str) -> None:
-    from foundry_site.core import llm
+    from core import llm
 
     start = time.perf_counter()
     try:

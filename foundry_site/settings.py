@@ -15,7 +15,7 @@ from django.core.exceptions import ImproperlyConfigured
 from csp.constants import NONCE, NONE, SELF
 from kombu import Queue
 
-from foundry_site.core.config import load_config
+from core.config import load_config
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -161,7 +161,7 @@ WHITENOISE_USE_FINDERS = True
 STATIC_ROOT.mkdir(parents=True, exist_ok=True)
 MEDIA_ROOT = FOUNDRY_HOME / "uploads"
 # API lists without an explicit paginator use this one, whose page number is bounded.
-NINJA_PAGINATION_CLASS = "foundry_site.core.pagination.PageNumberPagination"
+NINJA_PAGINATION_CLASS = "core.pagination.PageNumberPagination"
 LOGIN_URL = "/accounts/login/"
 LOGIN_REDIRECT_URL = "/"
 LOGOUT_REDIRECT_URL = "/accounts/login/"
@@ -222,7 +222,7 @@ if FOUNDRY.sync.interval_seconds is not None:
         "task": "sources.tasks.sync_bound_folders",
         "schedule": FOUNDRY.sync.interval_seconds,
     }
-# Retries apply only to transient errors (foundry_site/core/jobs.py); everything else fails the run.
+# Retries apply only to transient errors (core/jobs.py); everything else fails the run.
 FOUNDRY_TASK_MAX_RETRIES = env.int("FOUNDRY_TASK_MAX_RETRIES", default=5)
 FOUNDRY_TASK_RETRY_BACKOFF = env.int("FOUNDRY_TASK_RETRY_BACKOFF", default=5)
 # A task whose worker process died this many times (segfault, OOM kill) is poison: it fails.

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from celery import shared_task
 
-from foundry_site.core.jobs import FoundryTask, retry_transient, stale_runs_sweep
+from core.jobs import FoundryTask, retry_transient, stale_runs_sweep
 
 
 @shared_task(base=FoundryTask, ignore_result=True)

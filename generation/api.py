@@ -12,9 +12,9 @@ from ninja import Router
 from ninja.errors import HttpError
 from ninja.pagination import paginate
 
-from foundry_site.core.pagination import PageNumberPagination
-from foundry_site.core.requests import ApiRequest
-from foundry_site.core.schemas import RowId
+from core.pagination import PageNumberPagination
+from core.requests import ApiRequest
+from core.schemas import RowId
 from generation import selectors
 from generation.asking import query_answer
 from generation.models import Conversation, GenerationRun

@@ -24,7 +24,7 @@ class GenerationConfig(AppConfig):
     def ready(self) -> None:
         # A run whose worker died is re-queued (the run is claimed again from pending),
         # and failed with the reason after FOUNDRY_JOB_MAX_ATTEMPTS: nothing stays running forever.
-        from foundry_site.core.jobs import register_stale_sweep
+        from core.jobs import register_stale_sweep
         from generation.models import GenerationRun
 
         register_stale_sweep(GenerationRun, _requeue_run, _run_failed)

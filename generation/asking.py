@@ -14,7 +14,7 @@ from typing import Any
 
 from django.db import transaction
 
-from foundry_site.core.ratelimit import rate_limit_enforce
+from core.ratelimit import rate_limit_enforce
 from generation.answers import Answer, Asked, Progress, QueryError, Sentences, answer_logged, question_clean
 from generation.condense import question_standalone
 from generation.conversations import conversation_discard_if_empty, conversation_start, conversation_touch

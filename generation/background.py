@@ -8,7 +8,7 @@ web process, default 1; runs beyond that wait, still ``pending``, in the order t
 Nothing is lost silently: a run is a row before it reaches the pool, every step records its
 stage and a heartbeat, and a run whose process stopped (a restart, a crash) stays ``pending`` or
 ``running`` with an old heartbeat until the stale-run sweeper (``foundry jobs sweep``) runs it
-again or fails it with the reason (``foundry_site/core/jobs.py``).
+again or fails it with the reason (``core/jobs.py``).
 """
 
 from __future__ import annotations

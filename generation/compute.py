@@ -10,8 +10,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from foundry_site.core import grounding, jobs, llm
-from foundry_site.core.config import EXTRACTIVE
+from core import grounding, jobs, llm
+from core.config import EXTRACTIVE
 from generation import writer
 from generation.documents import GenerationError, topic_request
 from generation.footnotes import footnotes_render

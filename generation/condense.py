@@ -63,10 +63,10 @@ from functools import cache, partial
 
 from django.conf import settings
 
-from foundry_site.core import llm, prompts
-from foundry_site.core.config import CONDENSE_RULE
-from foundry_site.core import language
-from foundry_site.core.text import code_shape, is_code_or_name
+from core import llm, prompts
+from core.config import CONDENSE_RULE
+from core import language
+from core.text import code_shape, is_code_or_name
 from retrieval.models import ChunkSearch
 
 SHORT_WORDS = 1

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from foundry_site.core import llm
+from core import llm
 from retrieval.services.retrieve import Candidate
 
 _FENCE = re.compile(r"<(/?)\s*context\b", re.IGNORECASE)

@@ -12,9 +12,9 @@ from dataclasses import dataclass
 
 from django.conf import settings
 
-from foundry_site.core import llm, prompts
-from foundry_site.core.config import EXTRACTIVE
-from foundry_site.core.text import TextRejected, user_text
+from core import llm, prompts
+from core.config import EXTRACTIVE
+from core.text import TextRejected, user_text
 from generation.context import chunk_budget, context_build, fence_escape
 from retrieval.services.retrieve import Candidate, Retrieval, retrieve
 from sources.models import SourceSummary

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 
-from foundry_site.core.grounding import Grounded, Grounder, Sentence, content_words, split_sentences
+from core.grounding import Grounded, Grounder, Sentence, content_words, split_sentences
 from retrieval.services.retrieve import Candidate
 
 _LIST_PREFIX = re.compile(r"^(\s*(?:[-*+]|\d+[.)])\s+)")

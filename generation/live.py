@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-from foundry_site.core.grounding import Grounder, is_refusal, split_sentences
+from core.grounding import Grounder, is_refusal, split_sentences
 
 # A citation marker still being written ("[S", "(S1,") would change the sentence it ends: hold it back.
 _OPEN_MARKER = re.compile(r"[\[(][^\])\n]{0,40}$")

@@ -41,8 +41,8 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
-from foundry_site.core import jobs, llm
-from foundry_site.core.config import EXTRACTIVE
+from core import jobs, llm
+from core.config import EXTRACTIVE
 from generation import audit_chain, writer
 from generation.compute import (
     PAYLOAD_VERSION,

@@ -1,7 +1,7 @@
 """Turning answers and documents into safe HTML for the pages.
 
 Everything that reaches a page from a model or a document is rendered as Markdown
-with raw HTML escaped (answers, foundry_site.core.markup) or sanitised with nh3 after the
+with raw HTML escaped (answers, core.markup) or sanitised with nh3 after the
 Markdown conversion (documents). The only markup we add ourselves is the ``[S#]``
 links, put into text that is already safe.
 """
@@ -20,7 +20,7 @@ from django.utils.html import format_html
 from django.utils.safestring import SafeString, mark_safe
 from django.utils.translation import gettext, gettext_lazy
 
-from foundry_site.core.markup import TEXT_TAGS, markdown_html
+from core.markup import TEXT_TAGS, markdown_html
 from generation.answers.compose import PASSAGES_FOUND as PASSAGES_FOUND_MESSAGE
 from generation.answers.language import question_language
 from generation.conflict_boxes import conflict_boxes

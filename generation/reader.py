@@ -1,6 +1,6 @@
 """The extractive reader: answers by quoting the passages' best units verbatim, with no LLM.
 
-The passages that passed the retrieval gate are split into units (``foundry_site.core.units``):
+The passages that passed the retrieval gate are split into units (``core.units``):
 sentences, list items and table rows. Each unit is scored against the question with the
 embedding model already loaded (cosine of question and unit; a list item of several sentences by
 its best sentence if that is closer), plus the share of the
@@ -30,10 +30,10 @@ from functools import lru_cache, wraps
 from itertools import takewhile
 from typing import Any, TypeVar
 
-from foundry_site.core import language, llm
-from foundry_site.core.grounding import content_tokens
-from foundry_site.core.text import code_shape, is_code_or_name
-from foundry_site.core.units import (
+from core import language, llm
+from core.grounding import content_tokens
+from core.text import code_shape, is_code_or_name
+from core.units import (
     KEY_PARTS,
     Unit,
     field_parts,

@@ -8,7 +8,7 @@ from typing import Literal
 from django.urls import reverse
 from ninja import Field, Schema
 
-from foundry_site.core.schemas import InputSchema
+from core.schemas import InputSchema
 from generation.models import Conversation, GenerationRun, QueryLog
 from generation.selectors import run_output_file
 

@@ -2,7 +2,7 @@
 
 Queues (see docs/operations.md, "Topology"): ``generate_compute`` runs on ``compute`` and never
 opens the database; everything else runs on ``db``, next to the SQLite file.
-The pipeline enqueues the registered tasks by name (``foundry_site.core.jobs.registered_task``).
+The pipeline enqueues the registered tasks by name (``core.jobs.registered_task``).
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from typing import Any
 
 from celery import shared_task
 
-from foundry_site.core.jobs import (
+from core.jobs import (
     FoundryTask,
     Heartbeat,
     heartbeat_interval,

@@ -19,10 +19,10 @@ from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from foundry_site.core.config import EXTRACTIVE
-from foundry_site.core.ratelimit import RateLimited
+from core.config import EXTRACTIVE
+from core.ratelimit import RateLimited
 from generation import selectors
-from foundry_site.core import llm
+from core import llm
 from generation.answers import MAX_QUESTION_CHARS, QueryError, QueryFailed
 from generation.asking import ConversationNotFound, Turn, query_answer, turn_admit, turn_answer
 from generation.forms import AskForm

@@ -15,7 +15,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from foundry_site.core.units import passage_units, table_rule
+from core.units import passage_units, table_rule
 from generation.footnotes import footnote_format
 from generation.grounded_markdown import markup_escape
 from generation.reader import Passage, Quote, Reading, read, unit_key

@@ -13,7 +13,7 @@ from collections.abc import Iterator, Sequence
 import numpy as np
 from django.db import connection, models
 
-from foundry_site.core import language
+from core import language
 from retrieval.fusion import Hit
 from sources import vectorstore
 

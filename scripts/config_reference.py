@@ -1,4 +1,4 @@
-"""Write docs/configuration.md from the config schema (foundry_site/core/config.py): every key of
+"""Write docs/configuration.md from the config schema (core/config.py): every key of
 ``foundry.yaml`` with its type, its default and its meaning (the key's docstring).
 
     python scripts/config_reference.py           # writes docs/configuration.md
@@ -22,15 +22,15 @@ sys.path.insert(0, str(ROOT))
 from pydantic import BaseModel  # noqa: E402
 from pydantic.fields import FieldInfo  # noqa: E402
 
-from foundry_site.core import model_thresholds  # noqa: E402
-from foundry_site.core.config import FoundryConfig  # noqa: E402
+from core import model_thresholds  # noqa: E402
+from core.config import FoundryConfig  # noqa: E402
 
 PAGE = ROOT / "docs" / "configuration.md"
 
 HEADER = """\
 # Configuration: `foundry.yaml`
 
-<!-- Written by scripts/config_reference.py from foundry_site/core/config.py; edit the keys' docstrings there,
+<!-- Written by scripts/config_reference.py from core/config.py; edit the keys' docstrings there,
      then run the script. A test fails while this page differs from what the script writes. -->
 
 The pipeline's knobs. Every key is optional: a missing file, section or key takes the default below. An
@@ -41,7 +41,7 @@ repository ships writes every key with its default. `FOUNDRY_CONFIG` names anoth
 (home, database, broker, secrets) are environment variables ([installation.md](installation.md)).
 
 Thresholds marked *per model* read the embedding model's similarity scale: left out of `foundry.yaml`, they
-take the configured `embedding.model`'s calibrated value from `foundry_site/core/data/embedding_thresholds.json`
+take the configured `embedding.model`'s calibrated value from `core/data/embedding_thresholds.json`
 (the default shown is all-MiniLM-L6-v2's). The `D00NN` numbers are entries of [decisions.md](decisions.md).
 """
 
@@ -82,7 +82,7 @@ def section_rows(name: str, section: type[BaseModel], defaults: BaseModel) -> li
     rows = []
     for key, field in section.model_fields.items():
         if not field.description:
-            raise SystemExit(f"config_reference: {name}.{key} has no docstring in foundry_site/core/config.py")
+            raise SystemExit(f"config_reference: {name}.{key} has no docstring in core/config.py")
         kind = type_name(field.annotation)
         allowed = bounds(field)
         per_model = " (*per model*)" if f"{name}.{key}" in model_thresholds.KEYS else ""

@@ -10,9 +10,9 @@ from ninja.errors import HttpError
 from ninja.files import UploadedFile
 from ninja.pagination import paginate
 
-from foundry_site.core.pagination import PageNumberPagination
-from foundry_site.core.requests import ApiRequest
-from foundry_site.core.schemas import RowId
+from core.pagination import PageNumberPagination
+from core.requests import ApiRequest
+from core.schemas import RowId
 from sources import selectors
 from sources.models import Chunk, Collection, Source
 from sources.schemas import ChunkOut, ErrorOut, SourceFilter, SourceOut, UploadOut

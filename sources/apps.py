@@ -19,7 +19,7 @@ class SourcesConfig(AppConfig):
     name = "sources"
 
     def ready(self) -> None:
-        from foundry_site.core.jobs import register_stale_sweep
+        from core.jobs import register_stale_sweep
         from sources.models import IngestJob
 
         register_stale_sweep(IngestJob, _requeue_ingest_job, _ingest_job_failed)

@@ -22,7 +22,7 @@ from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy, ngettext
 from django.views.decorators.http import require_GET, require_POST
 
-from foundry_site.core.markup import markdown_html, markdown_lines_html
+from core.markup import markdown_html, markdown_lines_html
 from sources import selectors
 from sources.forms import UploadForm
 from sources.models import LINE_UNITS, Chunk, Source

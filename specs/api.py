@@ -11,8 +11,8 @@ from django.urls import reverse
 from ninja import Router
 from ninja.pagination import paginate
 
-from foundry_site.core.pagination import PageNumberPagination
-from foundry_site.core.requests import ApiRequest
+from core.pagination import PageNumberPagination
+from core.requests import ApiRequest
 from specs import selectors
 from specs.models import SpecVersion
 from specs.runs import generation_start

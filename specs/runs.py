@@ -10,7 +10,7 @@ from typing import Any
 
 from django.db import transaction
 
-from foundry_site.core.jobs import is_eager
+from core.jobs import is_eager
 from generation import background
 from generation.documents import GenerationError, SpecText
 from generation.pipeline import generation_run_create

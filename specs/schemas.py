@@ -6,7 +6,7 @@ from datetime import datetime
 
 from ninja import Field, Schema
 
-from foundry_site.core.schemas import InputSchema
+from core.schemas import InputSchema
 from generation.schemas import RUN_STATUS_HELP, RunStatus
 
 

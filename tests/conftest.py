@@ -12,9 +12,9 @@ import pytest
 from django.conf import settings as django_settings
 from django.utils import timezone
 
-from foundry_site.core import llm
-from foundry_site.core.llm import provider
-from foundry_site.core.config import FoundryConfig
+from core import llm
+from core.llm import provider
+from core.config import FoundryConfig
 from tests import strict_templates
 
 # A template that uses an undefined variable, or an {% if %} whose operand raises, fails the test.

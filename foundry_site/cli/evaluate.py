@@ -133,7 +133,7 @@ def answers_command(opts: argparse.Namespace, out: TextIO) -> int:
     from django.core.exceptions import ImproperlyConfigured
     from django.test.utils import override_settings
 
-    from foundry_site.core import llm
+    from core import llm
 
     report.report_folder_check(opts.report)
     readers = [r.strip() for r in (opts.reader or settings.FOUNDRY.generation.model).split(",") if r.strip()]

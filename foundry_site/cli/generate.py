@@ -13,7 +13,7 @@ from django.core.management.base import CommandError
 
 from foundry_site.cli.display import output_file_check, safe, safe_json
 from foundry_site.cli.query import collection_ids
-from foundry_site.core.config import EXTRACTIVE
+from core.config import EXTRACTIVE
 from generation import writer
 from generation.documents import GenerationError, SpecText, document_prepare, topic_request
 from generation.pipeline import generation_run_create

@@ -20,7 +20,7 @@ from tqdm import tqdm
 
 from sources import selectors
 from sources.models import Collection
-from foundry_site.core import jobs
+from core import jobs
 from foundry_site.cli.display import database_error_message, output_file_check, safe, safe_json, safe_text
 from sources.services import ingest_jobs
 from sources.services.chunking_settings import chunking_configured, chunking_drift_warning

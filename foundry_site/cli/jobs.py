@@ -8,7 +8,7 @@ import sys
 from typing import TextIO
 
 from foundry_site.cli.display import safe
-from foundry_site.core.jobs import stale_runs_sweep
+from core.jobs import stale_runs_sweep
 from sources import selectors
 from sources.services.ingest_jobs import JobStateError, ingest_job_retry
 

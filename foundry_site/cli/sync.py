@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 from typing import TextIO
 
 from foundry_site.cli.display import safe
-from foundry_site.core.config import parse_duration
+from core.config import parse_duration
 from sources.services.sync import SyncResult, collections_sync
 
 

@@ -49,7 +49,7 @@ def check_models(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
     installed, or a provider whose API key is set. Each error names the foundry.yaml key."""
     from django.conf import settings
 
-    from foundry_site.core import llm
+    from core import llm
 
     return [
         Error(f"{key}: {problem}", id="foundry.E003", hint="Fix foundry.yaml or set the provider's API key variable.")
@@ -64,7 +64,7 @@ def check_prompt_templates(app_configs: Any = None, **kwargs: Any) -> list[Check
     holding the placeholders the model needs (``prompts.REQUIRED``)."""
     from django.conf import settings
 
-    from foundry_site.core import prompts
+    from core import prompts
 
     errors: list[CheckMessage] = []
     for name in type(settings.FOUNDRY.prompts).model_fields:

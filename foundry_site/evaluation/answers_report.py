@@ -11,7 +11,7 @@ from pathlib import Path
 
 from django.conf import settings
 
-from foundry_site.core.config import EXTRACTIVE
+from core.config import EXTRACTIVE
 from foundry_site.evaluation import report
 from foundry_site.evaluation.answers import AnswersEvaluation, Outcome
 from foundry_site.evaluation.beir import EvalDataError

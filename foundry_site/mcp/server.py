@@ -25,9 +25,9 @@ from mcp.server.mcpserver.exceptions import ResourceNotFoundError, ToolError
 from mcp.types import Resource, ToolAnnotations
 from pydantic import Field
 
-from foundry_site.core import llm
+from core import llm
 from foundry_site.mcp import tools
-from foundry_site.core.ratelimit import RateLimited
+from core.ratelimit import RateLimited
 from generation.answers import MAX_QUESTION_CHARS, QueryError, QueryFailed
 from sources.vectorstore import MissingEmbeddings
 

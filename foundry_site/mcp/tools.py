@@ -18,8 +18,8 @@ from typing import Any
 from django.conf import settings
 from django.db.models import Count
 
-from foundry_site.core.ratelimit import rate_limit_enforce
-from foundry_site.core.text import TextRejected, user_text
+from core.ratelimit import rate_limit_enforce
+from core.text import TextRejected, user_text
 from generation.answers import MAX_QUESTION_CHARS, question_clean, querylog_row
 from generation.asking import NO_COLLECTIONS, query_answer
 from generation.models import QueryLog

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from foundry_site.openai_api.errors import OpenAIError, invalid
-from foundry_site.core.ratelimit import RateLimited
+from core.ratelimit import RateLimited
 from generation.answers import Answer, Asked, QueryError, Sentences, answer_logged
 from generation.asking import query_admit
 from generation.condense import Condensed, question_standalone

@@ -24,8 +24,8 @@ from django.contrib.auth.decorators import login_not_required
 from django.http import HttpRequest, HttpResponse, HttpResponseBase, JsonResponse, StreamingHttpResponse
 from django.views.decorators.csrf import csrf_exempt
 
-from foundry_site.core import llm
-from foundry_site.core.requests import ApiRequest
+from core import llm
+from core.requests import ApiRequest
 from foundry_site.openai_api.chat import (
     ChatRequest,
     Prepared,

@@ -10,8 +10,8 @@ from typing import Any
 
 from django.utils.translation import gettext_noop
 
-from foundry_site.core.markup import markup_strip
-from foundry_site.core.text import TextRejected, user_text
+from core.markup import markup_strip
+from core.text import TextRejected, user_text
 
 MAX_QUESTION_CHARS = 4000
 # Marked for translation, kept in English: ``foundry query`` prints it in the question's language.

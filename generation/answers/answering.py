@@ -15,7 +15,7 @@ from typing import Any
 
 from django.conf import settings
 
-from foundry_site.core import llm
+from core import llm
 from generation import audit, reader
 from generation.answers.answer import (
     Answer,

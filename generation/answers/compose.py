@@ -10,9 +10,9 @@ import time
 from django.conf import settings
 from django.utils.translation import gettext, gettext_noop
 
-from foundry_site.core import llm, prompts
-from foundry_site.core.config import EXTRACTIVE
-from foundry_site.core.grounding import REFUSAL, Grounded, Grounder, reply_text
+from core import llm, prompts
+from core.config import EXTRACTIVE
+from core.grounding import REFUSAL, Grounded, Grounder, reply_text
 from generation import answerability, reader
 from generation.answers.answer import Answer, Progress, Sentences, answer_pieces
 from generation.answers.labels import answer_relabel, streamed

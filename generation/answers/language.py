@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from django.conf import settings
 from django.utils import translation
 
-from foundry_site.core import language
+from core import language
 
 
 def interface_language() -> str:

@@ -13,7 +13,7 @@ from typing import Any
 from django.conf import settings
 from django.utils.translation import gettext
 
-from foundry_site.core import prompts
+from core import prompts
 from generation import audit
 from generation.answers.answer import Answer, elapsed_ms
 from generation.audit_chain import query_record, text_sha256
@@ -24,7 +24,7 @@ from sources.models import Chunk
 from sources.selectors import index_version
 
 # The code that decides what an answer is (retrieval, the gate, the readers, grounding, condensing, citations).
-ANSWERING_PACKAGES = ("generation", "retrieval", "foundry_site/core")
+ANSWERING_PACKAGES = ("generation", "retrieval", "core")
 
 
 def code_digest(root: Path, packages: tuple[str, ...] = ANSWERING_PACKAGES) -> str:

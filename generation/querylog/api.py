@@ -7,9 +7,9 @@ from ninja import Query, Router
 from ninja.errors import HttpError
 from ninja.pagination import paginate
 
-from foundry_site.core.pagination import PageNumberPagination
-from foundry_site.core.requests import ApiRequest
-from foundry_site.core.schemas import RowId
+from core.pagination import PageNumberPagination
+from core.requests import ApiRequest
+from core.schemas import RowId
 from generation.models import QueryFeedback, QueryLog
 from generation.querylog import selectors
 from generation.querylog.feedback import feedback_record

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from foundry_site.core.text import unpaired_surrogates
+from core.text import unpaired_surrogates
 from generation.models import QueryFeedback, QueryLog
 
 MAX_NOTE = 4000

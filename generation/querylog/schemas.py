@@ -7,7 +7,7 @@ from typing import Literal
 
 from ninja import Field, Schema
 
-from foundry_site.core.schemas import InputSchema
+from core.schemas import InputSchema
 
 from generation.models import QueryFeedback, QueryLog
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from dataclasses import asdict, dataclass
 
-from foundry_site.core import llm, prompts
+from core import llm, prompts
 
 UNITS: dict[str, tuple[str, float]] = {
     "v": ("V", 1.0),

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from django.conf import settings
 
-from foundry_site.core import llm, prompts
+from core import llm, prompts
 from retrieval import dense, dense_matrix
 from retrieval.models import ChunkSearch
 from retrieval.fusion import Hit, document_rank_fusion, reciprocal_rank_fusion

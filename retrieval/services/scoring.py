@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from foundry_site.core import llm, prompts
+from core import llm, prompts
 
 BATCH = 5
 _LINE = re.compile(r"\[?S?(\d+)\]?\s*[:=\-–]\s*(\d+(?:\.\d+)?)")

@@ -16,7 +16,7 @@ from django.db import migrations
 from django.db.models import Value
 from django.db.models.functions import Concat
 
-from foundry_site.core.units import title_line
+from core.units import title_line
 
 TITLE_MARK = " txt_title=name"
 

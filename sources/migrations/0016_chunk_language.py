@@ -13,7 +13,7 @@ from typing import Any
 
 from django.db import migrations, models
 
-from foundry_site.core import language
+from core import language
 
 
 def detect_chunks(apps: Any, schema_editor: Any) -> None:

@@ -18,7 +18,7 @@ from django.db import migrations
 from django.db.models import Value
 from django.db.models.functions import Concat
 
-from foundry_site.core.units import is_decoration, text_title
+from core.units import is_decoration, text_title
 
 DECORATION_MARK = " title_decoration=kept"
 

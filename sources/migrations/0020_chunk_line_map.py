@@ -18,7 +18,7 @@ from django.db import migrations, models
 from django.db.models import Value
 from django.db.models.functions import Concat
 
-from foundry_site.core.units import maps_line_by_line
+from core.units import maps_line_by_line
 
 MAP_MARK = " line_map=none"
 # JSON is text to SQLite; PostgreSQL has its own type, which Django's JSONField reads and writes there.

@@ -12,7 +12,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
 
-from foundry_site.core.units import CELL_SEPARATOR, LineMap, maps_line_by_line
+from core.units import CELL_SEPARATOR, LineMap, maps_line_by_line
 from sources.services.extract import Block
 
 # After a newline only horizontal space may precede a list marker: with ``\s*`` a

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 
 from django.conf import settings
 
-from foundry_site.core.config import FoundryConfig
+from core.config import FoundryConfig
 from sources.selectors import ChunkingDrift
 
 UNKNOWN = "unknown"

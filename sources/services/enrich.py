@@ -9,10 +9,10 @@ from dataclasses import dataclass, replace
 
 from django.conf import settings
 
-from foundry_site.core import llm, prompts
-from foundry_site.core.config import EXTRACTIVE
-from foundry_site.core.grounding import Grounder
-from foundry_site.core.units import passage_units
+from core import llm, prompts
+from core.config import EXTRACTIVE
+from core.grounding import Grounder
+from core.units import passage_units
 from sources.models import titled_path
 from sources.services.chunking import ChunkDraft
 

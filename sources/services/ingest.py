@@ -28,7 +28,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from foundry_site.core import language
+from core import language
 from sources import vectorstore
 from sources.models import Chunk, Collection, Source, SourceSummary, cited_names
 from sources.services import collections, prepare

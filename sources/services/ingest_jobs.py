@@ -12,7 +12,7 @@ does no double work and leaves no duplicates):
    result in one transaction; a file that already has a result is left alone.
    The last result finishes the job: sources whose file is gone are removed.
 4. Every task working for the job sends a heartbeat (``ingest_job_beat``) while it works;
-   the stale-run sweeper (``foundry_site.core.jobs``) re-queues a job that shows no
+   the stale-run sweeper (``core.jobs``) re-queues a job that shows no
    sign of life, or fails it with a reason after too many attempts.
 
 Without a broker the same steps run in-process, in order.
@@ -34,7 +34,7 @@ from django.db.models import F
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
-from foundry_site.core import jobs
+from core import jobs
 from sources.models import IngestJob, Source
 from sources.services import ingest, prepare
 from sources.services.ingest import FileResult, IngestReport, ProgressFn

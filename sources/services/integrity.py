@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from django.conf import settings
 from django.db import transaction
 
-from foundry_site.core import llm
+from core import llm
 from sources import selectors, vectorstore
 from sources.models import Chunk
 from sources.services.chunking import chunk_windows

@@ -20,7 +20,7 @@ from typing import Any
 
 from django.conf import settings
 
-from foundry_site.core import llm
+from core import llm
 from sources import vectorstore
 from sources.services import enrich
 from sources.services.chunking import ChunkDraft, chunk_blocks, chunk_windows

@@ -9,7 +9,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.core.management import CommandError, call_command
 
 from foundry_site.cli.sync import duration, sync_loop
-from foundry_site.core.config import parse_config, parse_duration
+from core.config import parse_config, parse_duration
 
 
 @pytest.mark.parametrize(

@@ -24,8 +24,8 @@ import json, sys
 import django
 django.setup()
 import foundry_site.management.commands.foundry
-from foundry_site.core import llm
-from foundry_site.core.llm import local
+from core import llm
+from core.llm import local
 
 class Stub:
     def encode(self, texts):
@@ -58,7 +58,7 @@ def test_a_local_embedding_from_the_cli_imports_no_llm_client(tmp_path: Path) ->
 
 
 def test_names_that_need_litellm_load_it_on_first_use() -> None:
-    from foundry_site.core import llm
+    from core import llm
 
-    assert issubclass(llm.CustomLLM, object) and llm.register_provider.__module__ == "foundry_site.core.llm.provider"
+    assert issubclass(llm.CustomLLM, object) and llm.register_provider.__module__ == "core.llm.provider"
     assert any(error.__module__.startswith("litellm") for error in llm.TRANSIENT_ERRORS)

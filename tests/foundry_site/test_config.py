@@ -6,7 +6,7 @@ import pytest
 import yaml
 from django.core.exceptions import ImproperlyConfigured
 
-from foundry_site.core.config import FoundryConfig, load_config, parse_config
+from core.config import FoundryConfig, load_config, parse_config
 
 
 def test_defaults_are_offline() -> None:

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from django.apps import apps
 
-from foundry_site.core.config import FoundryConfig
+from core.config import FoundryConfig
 from foundry_site.management.commands.foundry import Command
 
 REPO = Path(__file__).resolve().parents[2]

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from foundry_site.core import llm
+from core import llm
 from foundry_site.db import checks
 from retrieval.services.retrieve import retrieve
 from sources import vectorstore

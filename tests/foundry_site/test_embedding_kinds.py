@@ -7,8 +7,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from foundry_site.core import llm
-from foundry_site.core.llm import local
+from core import llm
+from core.llm import local
 
 E5 = "local/multilingual-e5-small"
 MINILM = "local/all-minilm-l6-v2"

@@ -6,8 +6,8 @@ import pytest
 from django.db import OperationalError
 from redis.exceptions import ConnectionError as RedisConnectionError
 
-from foundry_site.core import llm
-from foundry_site.core.jobs import TransientError, failure_reason, is_transient, retry_transient
+from core import llm
+from core.jobs import TransientError, failure_reason, is_transient, retry_transient
 
 
 @pytest.mark.parametrize(
@@ -49,7 +49,7 @@ def test_failure_reason_names_unexpected_types() -> None:
 def test_heartbeat_repeats_the_latest_stage_until_closed() -> None:
     import threading
 
-    from foundry_site.core.jobs import Heartbeat
+    from core.jobs import Heartbeat
 
     sent: list[str] = []
     twice = threading.Event()
@@ -68,7 +68,7 @@ def test_heartbeat_repeats_the_latest_stage_until_closed() -> None:
 
 
 def test_heartbeat_survives_a_failed_send() -> None:
-    from foundry_site.core.jobs import Heartbeat
+    from core.jobs import Heartbeat
 
     def send(stage: str) -> None:
         raise ConnectionError("broker gone")

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from foundry_site.core import language
+from core import language
 
 
 @pytest.mark.parametrize(

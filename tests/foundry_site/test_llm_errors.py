@@ -1,4 +1,4 @@
-"""How foundry_site.core.llm classifies model failures (no network, no model weights)."""
+"""How core.llm classifies model failures (no network, no model weights)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from foundry_site.core import llm
-from foundry_site.core.llm import local, retry
+from core import llm
+from core.llm import local, retry
 
 
 def test_unknown_local_model_fails_at_once_as_permanent(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -48,7 +48,7 @@ def test_local_model_generates_without_crashing_the_process(tmp_path: Any) -> No
     from django.conf import settings
 
     code = (
-        "import django; django.setup(); from foundry_site.core import llm; "
+        "import django; django.setup(); from core import llm; "
         "r = llm.complete(messages=[{'role': 'user', 'content': 'Write two sentences about firmware updates.'}], "
         "purpose='test', model='local/smollm2-135m', max_tokens=40); "
         "print('completion_tokens', r.completion_tokens)"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from foundry_site.core.markup import markup_strip
+from core.markup import markup_strip
 
 
 @pytest.mark.parametrize(

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from foundry_site.mcp import tools
-from foundry_site.core.ratelimit import RateLimited
+from core.ratelimit import RateLimited
 from generation.answers import QueryError
 from generation.models import QueryLog
 from generation.querylog.selectors import dashboard_stats

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 
-from foundry_site.core import llm, model_thresholds
-from foundry_site.core.config import LOCAL_EMBEDDER, FoundryConfig, parse_config
+from core import llm, model_thresholds
+from core.config import LOCAL_EMBEDDER, FoundryConfig, parse_config
 
 E5 = "local/multilingual-e5-small"
 

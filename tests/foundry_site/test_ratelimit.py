@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from foundry_site.core.ratelimit import rate_limit_check
+from core.ratelimit import rate_limit_check
 
 T0 = 1_000_000_040.0  # 20 s into a minute window (1_000_000_020 is a multiple of 60)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from celery import current_app
 
-from foundry_site.core import jobs
+from core import jobs
 
 # Every name a service enqueues, and the Celery task (queue routing goes by these names) it must be.
 ENQUEUED = {

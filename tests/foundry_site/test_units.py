@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from foundry_site.core.units import item_sentences, paragraph_lead, passage_units, sentence_ends
+from core.units import item_sentences, paragraph_lead, passage_units, sentence_ends
 
 
 def texts(text: str) -> list[str]:

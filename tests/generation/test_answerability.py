@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 
-from foundry_site.core import model_thresholds
-from foundry_site.core.config import FoundryConfig
+from core import model_thresholds
+from core.config import FoundryConfig
 from generation import answerability
 from generation.reader import Passage, Quote, Reading
-from foundry_site.core.units import passage_units
+from core.units import passage_units
 
 
 def entry(**changes: object) -> dict:

@@ -9,7 +9,7 @@ import pytest
 from django.contrib.auth.models import Permission
 from django.test import Client
 
-from foundry_site.core.ratelimit import rate_limit_check
+from core.ratelimit import rate_limit_check
 from generation.conversations import TITLE_CHARS, conversation_title
 from generation.models import Conversation, QueryFeedback, QueryLog
 from sources.models import Chunk

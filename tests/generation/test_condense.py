@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from foundry_site.core import llm
-from foundry_site.core.text import is_code_or_name
+from core import llm
+from core.text import is_code_or_name
 from generation.condense import condense, is_followup, key_terms, question_standalone, subject_terms
 from tests.conftest import ScriptedLLM
 

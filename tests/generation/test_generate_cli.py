@@ -11,7 +11,7 @@ from django.contrib.auth.models import Permission, User
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from foundry_site.core.config import FoundryConfig
+from core.config import FoundryConfig
 from generation.models import GenerationRun
 from sources.services.ingest_jobs import knowledge_base_ingest
 from specs import services

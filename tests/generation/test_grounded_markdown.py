@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from foundry_site.core.grounding import REFUSAL
+from core.grounding import REFUSAL
 from generation.grounded_markdown import ground_markdown
 
 

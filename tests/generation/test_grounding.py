@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from foundry_site.core.llm import Completion
-from foundry_site.core.grounding import (
+from core.llm import Completion
+from core.grounding import (
     REFUSAL,
     citation_ids,
     ground,

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from django.db import OperationalError
 
-from foundry_site.core import jobs
+from core import jobs
 from generation import pipeline
 from generation.documents import SpecText
 from generation.models import GenerationRun

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from django.test import Client
 
-from foundry_site.core.ratelimit import rate_limit_check
+from core.ratelimit import rate_limit_check
 from foundry_site.services.tokens import token_create
 from generation.models import QueryLog
 from sources.models import Collection

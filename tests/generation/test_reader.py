@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from foundry_site.core import llm
-from foundry_site.core.markup import markdown_html
+from core import llm
+from core.markup import markdown_html
 from generation import reader
-from foundry_site.core.units import passage_units
+from core.units import passage_units
 from generation.reader import Passage
 
 MANUAL = (
@@ -624,7 +624,7 @@ def test_a_code_joined_to_a_word_by_a_hyphen_is_mentioned_where_the_code_is() ->
 
 
 def test_a_quoted_row_cites_its_own_row_by_the_passage_s_line_map() -> None:
-    from foundry_site.core.units import Unit
+    from core.units import Unit
 
     text = "Model | Flow\nP1 | 4\n\nP2 | 6\n\nP3 | 9"
     line_map: list[list[int] | None] = [None, [2, 2], None, [3, 3], None, [5, 5]]

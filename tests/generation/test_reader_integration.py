@@ -14,7 +14,7 @@ import pytest
 from django.conf import settings
 from django.contrib.auth.models import User
 
-from foundry_site.core.units import table_rule
+from core.units import table_rule
 from generation.answers import answer_question
 from generation.asking import query_answer
 from generation.documents import SpecText

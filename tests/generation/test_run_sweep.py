@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 from django.utils import timezone
 
-from foundry_site.core.jobs import stale_runs_sweep
+from core.jobs import stale_runs_sweep
 from generation.compute import PAYLOAD_VERSION, generation_run_compute
 from generation.documents import SpecText
 from generation.models import GenerationRun

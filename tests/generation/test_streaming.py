@@ -141,7 +141,7 @@ def test_run_streamed_finishes_the_work_when_the_client_leaves() -> None:
 
 @pytest.mark.integration
 def test_the_local_model_streams_the_same_reply_and_tokens(settings: Any) -> None:
-    from foundry_site.core import llm
+    from core import llm
 
     messages = [
         {"role": "system", "content": "You answer briefly."},

@@ -29,7 +29,7 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from foundry_site.core.units import passage_units
+from core.units import passage_units
 from sources.services.chunking import chunk_blocks, chunk_windows
 from sources.services.extract import ExtractionError, extract
 

@@ -31,8 +31,8 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.test import Client
 
-from foundry_site.core import llm
-from foundry_site.core.config import FoundryConfig, parse_config
+from core import llm
+from core.config import FoundryConfig, parse_config
 from foundry_site.db import checks
 from foundry_site.services.tokens import token_create
 from sources.services.integrity import index_check

@@ -35,8 +35,8 @@ from typing import Any
 import pytest
 from django.test import Client
 
-from foundry_site.core import llm
-from foundry_site.core.llm import local, retry
+from core import llm
+from core.llm import local, retry
 from generation.answers import QueryFailed, answer_question
 from generation.documents import SpecText
 from generation.models import GenerationRun, QueryLog
@@ -75,7 +75,7 @@ SHORT_TIMEOUT_S = 0.5  # for the cases that wait for the timeout
 
 @dataclass
 class Sleeps:
-    """The waits ``foundry_site.core.llm`` chose between attempts; recorded, not slept."""
+    """The waits ``core.llm`` chose between attempts; recorded, not slept."""
 
     waits: list[float] = field(default_factory=list)
 

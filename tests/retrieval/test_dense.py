@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from django.db import connection
 
-from foundry_site.core import llm
+from core import llm
 from retrieval import dense, dense_matrix
 from retrieval.models import ChunkSearch
 from retrieval.search import ChunkSearchManager

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from foundry_site.core import llm
+from core import llm
 from retrieval.services import retrieve as retrieve_module
 from retrieval.services.retrieve import retrieve
 from sources.services.ingest_jobs import knowledge_base_ingest

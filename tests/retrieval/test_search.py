@@ -116,7 +116,7 @@ def test_keyword_search_never_errors_on_hostile_text(kb: Path, hostile: str) -> 
 
 def test_search_channels_and_collection_scope(pump_and_valve: tuple[int, int]) -> None:
     alpha, beta = pump_and_valve
-    from foundry_site.core import llm
+    from core import llm
 
     vector = llm.embed(["pressure relief valve"], model="local/all-minilm-l6-v2")[0]
     dense = ChunkSearch.search.nearest(vector, model="local/all-minilm-l6-v2", k=5)
@@ -357,7 +357,7 @@ def test_keyword_tokenizer_is_the_index_tokenizer() -> None:
 @pytest.mark.parametrize("mode", ["hybrid", "dense", "bm25"])
 def test_retrieve_counts_its_query_embedding_in_the_call_record(kb: Path, mode: str) -> None:
     """The embedding runs on a second thread beside BM25; the per-query call record still sees it."""
-    from foundry_site.core import llm
+    from core import llm
 
     (kb / "pump.md").write_text("# Pump\n\nThe pump valve opens at 2 bar.\n")
     knowledge_base_ingest(target=kb)

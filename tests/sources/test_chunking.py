@@ -108,7 +108,7 @@ def test_overlap_must_be_below_half_the_chunk_size() -> None:
     import pytest
     from pydantic import ValidationError
 
-    from foundry_site.core.config import IngestConfig
+    from core.config import IngestConfig
 
     assert IngestConfig(chunk_tokens=200, chunk_overlap_tokens=40).chunk_overlap_tokens == 40
     with pytest.raises(ValidationError, match="must be less than half of chunk_tokens"):

@@ -17,7 +17,7 @@ from django.core.management import call_command
 from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 
-from foundry_site.core import llm
+from core import llm
 from sources import vectorstore
 from sources.models import Chunk, IngestJob, Source
 from sources.services import ingest, ingest_jobs, prepare

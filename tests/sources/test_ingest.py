@@ -170,7 +170,7 @@ def test_failed_update_keeps_previous_version(kb: Path) -> None:
 
 
 def test_chunks_fit_embedder_input_limit(kb: Path) -> None:
-    from foundry_site.core import llm
+    from core import llm
 
     long_para = " ".join(f"The pump station {i} reports pressure and flow to the gateway." for i in range(300))
     (kb / "long.md").write_text(f"# Long\n\n## Section with a long heading name\n\n{long_para}\n")

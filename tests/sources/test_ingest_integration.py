@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from foundry_site.core import llm
-from foundry_site.core.grounding import Grounder
+from core import llm
+from core.grounding import Grounder
 from retrieval.models import ChunkSearch
 from sources.models import Chunk, SourceSummary
 from sources.services.ingest_jobs import knowledge_base_ingest

@@ -13,7 +13,7 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.utils import timezone
 
-from foundry_site.core.jobs import stale_runs_sweep
+from core.jobs import stale_runs_sweep
 from sources.models import Chunk, IngestJob, Source
 from sources.services import ingest, ingest_jobs, prepare
 from sources.services.ingest_jobs import JobStateError

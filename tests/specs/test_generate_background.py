@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from django.contrib.auth.models import User
 
-from foundry_site.core import jobs
+from core import jobs
 from generation import background
 from generation.models import GenerationRun
 from tests.conftest import ScriptedLLM, login
@@ -122,7 +122,7 @@ def test_a_run_left_by_a_stopped_process_is_picked_up_by_the_sweeper(ready: Scri
 
     from django.utils import timezone
 
-    from foundry_site.core.jobs import stale_runs_sweep
+    from core.jobs import stale_runs_sweep
     from generation.documents import SpecText
     from generation.pipeline import generation_run_create
 

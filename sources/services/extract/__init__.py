@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from foundry_site.core.units import is_decoration, text_title
+from core.units import is_decoration, text_title
 
 from sources.services.extract.blocks import (
     KINDS,

@@ -22,7 +22,7 @@ import unicodedata
 from pypdf import PageObject, PdfReader
 from pypdf.errors import DependencyError, FileNotDecryptedError, PdfReadError, PyPdfError
 
-from foundry_site.core.units import names_columns
+from core.units import names_columns
 from sources.services.extract import ocr
 from sources.services.extract.blocks import Block, Extracted, ExtractionError, paragraphs
 from sources.services.extract.pdf_furniture import Line, page_rotation, running_lines

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from pypdf import PageObject
 
-from foundry_site.core.units import LETTER
+from core.units import LETTER
 
 RUNNING_EDGE = 2  # a running header or footer stands among a page's first or last rows of text
 RUNNING_PAGES = 4  # ... alike on two pages of a document of up to this many pages, on three of a longer one

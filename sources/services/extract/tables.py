@@ -7,7 +7,7 @@ starts with the header and a reader can tell which column a value is in.
 
 from __future__ import annotations
 
-from foundry_site.core.units import CELL_SEPARATOR, names_columns
+from core.units import CELL_SEPARATOR, names_columns
 from sources.services.extract.blocks import Block
 
 

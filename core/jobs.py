@@ -40,12 +40,12 @@ class PoisonTask(Exception):
 
 def is_transient(exc: BaseException) -> bool:
     """Whether ``exc`` may go away by itself. Everything else is a real failure of the run."""
-    from foundry_site.core import llm  # imported late: litellm is slow to import and most commands never need it
+    from core import llm  # imported late: litellm is slow to import and most commands never need it
 
     if isinstance(exc, TransientError):
         return True
     if isinstance(exc, llm.LLMError):
-        # foundry_site.core.llm has already retried the call; it marks what may still recover.
+        # core.llm has already retried the call; it marks what may still recover.
         return exc.transient
     if isinstance(exc, OperationalError):
         return "database is locked" in str(exc) or "database is busy" in str(exc)
@@ -57,7 +57,7 @@ def is_transient(exc: BaseException) -> bool:
 
 def failure_reason(exc: BaseException) -> str:
     """What a failed run or file records as its reason: the type when it says something, then the message."""
-    from foundry_site.core import llm
+    from core import llm
 
     if isinstance(exc, (TransientError, llm.LLMError)) or type(exc).__name__ == "ExtractionError":
         return str(exc)

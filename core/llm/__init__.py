@@ -48,7 +48,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 # this once, when it loads, hence here, before any model; an explicit setting wins.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
-from foundry_site.core.llm.catalogue import (  # noqa: E402
+from core.llm.catalogue import (  # noqa: E402
     EmbeddingKind,
     context_window,
     embedding_input_limit,
@@ -56,9 +56,9 @@ from foundry_site.core.llm.catalogue import (  # noqa: E402
     embedding_token_counter,
     validate_models,
 )
-from foundry_site.core.llm.errors import REDACTED, LLMError, ModelUnavailable, redact_secrets  # noqa: E402
-from foundry_site.core.llm.gateway import complete, count_tokens, embed  # noqa: E402
-from foundry_site.core.llm.local import (  # noqa: E402
+from core.llm.errors import REDACTED, LLMError, ModelUnavailable, redact_secrets  # noqa: E402
+from core.llm.gateway import complete, count_tokens, embed  # noqa: E402
+from core.llm.local import (  # noqa: E402
     LOCAL_CHAT_MODELS,
     LOCAL_CONTEXT_WINDOW,
     LOCAL_EMBEDDING_LIMITS,
@@ -66,29 +66,29 @@ from foundry_site.core.llm.local import (  # noqa: E402
     LOCAL_EMBEDDING_PREFIXES,
     LOCAL_REPEAT_PENALTY,
 )
-from foundry_site.core.llm.usage import CallRecord, Completion, record_calls  # noqa: E402
+from core.llm.usage import CallRecord, Completion, record_calls  # noqa: E402
 
 if TYPE_CHECKING:
     from litellm import CustomLLM
 
-    from foundry_site.core.llm.provider import LocalProvider, register_provider
-    from foundry_site.core.llm.retry import MAX_BACKOFF_S, REFUSED_ERRORS, TRANSIENT_ERRORS
+    from core.llm.provider import LocalProvider, register_provider
+    from core.llm.retry import MAX_BACKOFF_S, REFUSED_ERRORS, TRANSIENT_ERRORS
 
 # Names that need litellm: their modules load on first use, so a process that calls no LLM never imports it.
 _LITELLM_NAMES = {
     "CustomLLM": "litellm",
-    "LocalProvider": "foundry_site.core.llm.provider",
-    "register_provider": "foundry_site.core.llm.provider",
-    "MAX_BACKOFF_S": "foundry_site.core.llm.retry",
-    "REFUSED_ERRORS": "foundry_site.core.llm.retry",
-    "TRANSIENT_ERRORS": "foundry_site.core.llm.retry",
+    "LocalProvider": "core.llm.provider",
+    "register_provider": "core.llm.provider",
+    "MAX_BACKOFF_S": "core.llm.retry",
+    "REFUSED_ERRORS": "core.llm.retry",
+    "TRANSIENT_ERRORS": "core.llm.retry",
 }
 
 
 def __getattr__(name: str) -> Any:
     if name not in _LITELLM_NAMES:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    importlib.import_module("foundry_site.core.llm.provider")  # litellm set up, the local provider registered
+    importlib.import_module("core.llm.provider")  # litellm set up, the local provider registered
     return getattr(importlib.import_module(_LITELLM_NAMES[name]), name)
 
 

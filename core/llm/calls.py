@@ -24,7 +24,7 @@ def _call_kwargs(model: str) -> dict[str, Any]:
 
 def _remote(model: str) -> bool:
     """Whether ``model`` is reached over the network (not an in-process provider such as ``local/``)."""
-    from foundry_site.core.llm.provider import litellm
+    from core.llm.provider import litellm
 
     provider = model.partition("/")[0]
     return provider not in {e.get("provider") for e in litellm.custom_provider_map}

@@ -15,7 +15,7 @@ import yaml
 from django.core.exceptions import ImproperlyConfigured
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
-from foundry_site.core import model_thresholds
+from core import model_thresholds
 
 if TYPE_CHECKING:
     from pydantic_core import ErrorDetails
@@ -190,11 +190,11 @@ class GenerationConfig(_Section):
     """Best question-chunk similarity under this: the answer is marked low confidence (D0023)."""
     min_coverage: Unit = 0.9
     """Share of an LLM's sentences kept by grounding under this: the answer (or document) is marked low confidence."""
-    reader_min_score: Unit | None = None
+    reader_min_score: Annotated[float | None, Field(ge=0.0, le=1.0)] = None
     """Extractive reader: a reading whose answerability (the probability of `generation/answerability.py`'s model)
     is under this is no answer, refusal `reader`; unset: the threshold fitted with the embedding model's
     answerability model (`generation/data/answerability.json`, `bench/fit_answerability.py`)."""
-    reader_low_score: Unit | None = None
+    reader_low_score: Annotated[float | None, Field(ge=0.0, le=1.0)] = None
     """Extractive reader: answerability under this is a low-confidence answer; not below `reader_min_score`;
     unset: the fitted one."""
     reader_max_units: Annotated[int, Field(ge=1, le=10)] = 3

@@ -53,7 +53,7 @@ def record_calls() -> Iterator[CallRecord]:
 def _cost(response: Any, model: str) -> float:
     if model.startswith("local/"):
         return 0.0
-    from foundry_site.core.llm.provider import litellm
+    from core.llm.provider import litellm
 
     try:
         return float(litellm.completion_cost(completion_response=response) or 0.0)

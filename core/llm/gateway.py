@@ -12,11 +12,11 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from foundry_site.core.llm.calls import _call_kwargs, _remote, _settings_llm
-from foundry_site.core.llm.catalogue import EmbeddingKind, embedding_prefix
-from foundry_site.core.llm.errors import LLMError, ModelUnavailable
-from foundry_site.core.llm.local import _local
-from foundry_site.core.llm.usage import Completion, _cost, _recorder
+from core.llm.calls import _call_kwargs, _remote, _settings_llm
+from core.llm.catalogue import EmbeddingKind, embedding_prefix
+from core.llm.errors import LLMError, ModelUnavailable
+from core.llm.local import _local
+from core.llm.usage import Completion, _cost, _recorder
 
 if TYPE_CHECKING:
     from types import ModuleType
@@ -26,7 +26,7 @@ logger = logging.getLogger(__name__)
 
 def _litellm() -> ModuleType:
     """litellm, set up and with the ``local/`` provider registered (imported on the first call that needs it)."""
-    from foundry_site.core.llm.provider import litellm
+    from core.llm.provider import litellm
 
     return litellm
 
@@ -48,7 +48,7 @@ def complete(
     """
     if model == "none":
         raise ModelUnavailable(f"no model is configured for {purpose}", model=model)
-    from foundry_site.core.llm.retry import _with_retries, _within
+    from core.llm.retry import _with_retries, _within
 
     litellm = _litellm()
     conf = _settings_llm()
@@ -169,7 +169,7 @@ def _local_embedding(batch: list[str], *, model: str) -> list[list[float]]:
 
 def _provider_embedding(batch: list[str], *, model: str) -> list[list[float]]:
     """One batch through litellm, with the retries and time limit of ``retry``."""
-    from foundry_site.core.llm.retry import _with_retries, _within
+    from core.llm.retry import _with_retries, _within
 
     litellm = _litellm()
     conf = _settings_llm()

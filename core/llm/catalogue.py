@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Literal
 
-from foundry_site.core.llm.errors import ModelUnavailable
-from foundry_site.core.llm.local import (
+from core.llm.errors import ModelUnavailable
+from core.llm.local import (
     LOCAL_CHAT_MODELS,
     LOCAL_CONTEXT_WINDOW,
     LOCAL_EMBEDDING_LIMITS,
@@ -60,7 +60,7 @@ def validate_models(models: set[str], *, role: str | None = None) -> list[str]:
             if problem:
                 problems.append(f"{model}: {problem}")
             continue
-        from foundry_site.core.llm.provider import litellm
+        from core.llm.provider import litellm
 
         if provider in {e.get("provider") for e in litellm.custom_provider_map}:
             continue
@@ -89,7 +89,7 @@ def context_window(model: str) -> int | None:
     """Input tokens ``model`` accepts, when known."""
     if model.startswith("local/"):
         return LOCAL_CONTEXT_WINDOW
-    from foundry_site.core.llm.provider import litellm
+    from core.llm.provider import litellm
 
     try:
         info = litellm.get_model_info(model)

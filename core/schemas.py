@@ -14,7 +14,7 @@ from typing import Annotated, Any
 from ninja import Field, Schema
 from pydantic import ConfigDict, field_validator
 
-from foundry_site.core.text import unpaired_surrogates
+from core.text import unpaired_surrogates
 
 # The largest value SQLite's INTEGER (and so a primary key) holds.
 MAX_ROW_ID = 2**63 - 1

@@ -16,7 +16,7 @@ import litellm
 from litellm import CustomLLM
 from litellm.types.utils import ChatCompletionUsageBlock, EmbeddingResponse, GenericStreamingChunk, ModelResponse
 
-from foundry_site.core.llm.local import LOCAL_REPEAT_PENALTY, _local
+from core.llm.local import LOCAL_REPEAT_PENALTY, _local
 
 # ``retry._with_retries`` is the only retry loop, so every call passes max_retries=0 (calls._call_kwargs).
 # litellm's OpenAI embedding path reads it as ``max_retries or litellm.DEFAULT_MAX_RETRIES``,

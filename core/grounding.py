@@ -24,8 +24,8 @@ from typing import Protocol
 from django.conf import settings
 from django.utils.translation import gettext_noop
 
-from foundry_site.core import llm
-from foundry_site.core import language
+from core import llm
+from core import language
 
 
 # Marked for translation, kept in English: the model is told to answer with it; an answer shows it translated.

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from foundry_site.core.llm.errors import ModelUnavailable
+from core.llm.errors import ModelUnavailable
 
 
 def _package_dir(package: str) -> Path:

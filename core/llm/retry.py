@@ -18,8 +18,8 @@ from typing import Any
 
 import openai  # litellm's own dependency: the base of its errors
 
-from foundry_site.core.llm.errors import LLMError, ModelUnavailable
-from foundry_site.core.llm.provider import litellm
+from core.llm.errors import LLMError, ModelUnavailable
+from core.llm.provider import litellm
 
 logger = logging.getLogger(__name__)
 
