@@ -39,6 +39,7 @@ urlpatterns = [
     path("v1/models", openai_views.models, name="openai-models"),
     path("v1/models/<path:model>", openai_views.model_detail, name="openai-model"),
     path("v1/chat/completions", openai_views.chat_completions, name="openai-chat"),
+    path("v1/", openai_views.unknown, {"path": ""}, name="openai-root"),
     path("v1/<path:path>", openai_views.unknown, name="openai-unknown"),
 ]
 

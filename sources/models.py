@@ -11,7 +11,7 @@ from django.db import models
 from django.utils import timezone
 from django.utils.translation import gettext, gettext_noop  # choice labels: translated where a page shows them
 
-from foundry_site.core.units import maps_line_by_line
+from core.units import maps_line_by_line
 
 
 def cited_names(path: str, roots: list[str]) -> dict[str, str]:
@@ -261,31 +261,26 @@ class Chunk(models.Model):
     def __str__(self) -> str:
         return f"{self.source.path}#{self.ordinal}"
 
+    def _where(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "heading": self.heading,
+            "page_start": self.page_start,
+            "page_end": self.page_end,
+            "line_start": self.line_start,
+            "line_end": self.line_end,
+            "ocr_confidence": self.ocr_confidence,
+        }
+
     @property
     def location(self) -> str:
         """Human citation of where the chunk sits, in the terms of its kind of file (``location_text``)."""
-        return location_text(
-            kind=self.kind,
-            heading=self.heading,
-            page_start=self.page_start,
-            page_end=self.page_end,
-            line_start=self.line_start,
-            line_end=self.line_end,
-            ocr_confidence=self.ocr_confidence,
-        )
+        return location_text(**self._where())
 
     @property
     def location_label(self) -> str:
         """``location`` in the active language, for a page."""
-        return location_label(
-            kind=self.kind,
-            heading=self.heading,
-            page_start=self.page_start,
-            page_end=self.page_end,
-            line_start=self.line_start,
-            line_end=self.line_end,
-            ocr_confidence=self.ocr_confidence,
-        )
+        return location_label(**self._where())
 
     @property
     def under(self) -> str:

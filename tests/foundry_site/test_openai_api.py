@@ -13,7 +13,7 @@ from django.test import Client
 from foundry_site.openai_api import chat as chat_module
 from foundry_site.openai_api.chat import chat_request_parse
 from foundry_site.openai_api.present import sentences_split
-from foundry_site.core.ratelimit import rate_limit_check
+from core.ratelimit import rate_limit_check
 from foundry_site.services.tokens import token_create
 from generation.models import QueryLog
 from sources.models import Chunk
@@ -169,6 +169,7 @@ def test_errors_have_openai_shape_and_status(scoped: dict, settings: Any) -> Non
         (chat(api("dave"), QUESTION), 403, "no_collections"),
         (api("alice").get("/v1/embeddings"), 404, "unknown_url"),
         (api("alice").post("/v1/nothing/else", "{}", content_type="application/json"), 404, "unknown_url"),
+        (api("alice").get("/v1/"), 404, "unknown_url"),
         (Client().get("/v1/nothing"), 401, "invalid_api_key"),
     ]
     params = {3: None, 4: "model", 5: "stream", 6: "n", 7: "messages[1].role", 8: "messages[0]", 9: "messages"}
