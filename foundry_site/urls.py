@@ -3,7 +3,7 @@ from __future__ import annotations
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_not_required
-from django.urls import URLPattern, URLResolver, include, path
+from django.urls import URLPattern, URLResolver, include, path, register_converter
 from django.views.i18n import set_language
 
 from foundry_site import views
@@ -19,6 +19,22 @@ def _api_urls() -> tuple[list[URLPattern | URLResolver], str, str]:
         if isinstance(pattern, URLPattern):
             login_not_required(pattern.callback)
     return patterns, app_name, namespace
+
+
+class _Anything:
+    """A path converter taking every character, a newline too (``<path:…>`` stops at one): any other path under
+    /v1/ gets OpenAI's JSON 404, never the HTML page."""
+
+    regex = r"[\s\S]*"
+
+    def to_python(self, value: str) -> str:
+        return value
+
+    def to_url(self, value: str) -> str:
+        return value
+
+
+register_converter(_Anything, "anything")
 
 
 urlpatterns = [
@@ -39,8 +55,7 @@ urlpatterns = [
     path("v1/models", openai_views.models, name="openai-models"),
     path("v1/models/<path:model>", openai_views.model_detail, name="openai-model"),
     path("v1/chat/completions", openai_views.chat_completions, name="openai-chat"),
-    path("v1/", openai_views.unknown, {"path": ""}, name="openai-root"),
-    path("v1/<path:path>", openai_views.unknown, name="openai-unknown"),
+    path("v1/<anything:path>", openai_views.unknown, name="openai-unknown"),
 ]
 
 handler500 = "foundry_site.views.server_error"

@@ -170,6 +170,7 @@ def test_errors_have_openai_shape_and_status(scoped: dict, settings: Any) -> Non
         (api("alice").get("/v1/embeddings"), 404, "unknown_url"),
         (api("alice").post("/v1/nothing/else", "{}", content_type="application/json"), 404, "unknown_url"),
         (api("alice").get("/v1/"), 404, "unknown_url"),
+        (api("alice").get("/v1/models/\n"), 404, "unknown_url"),
         (Client().get("/v1/nothing"), 401, "invalid_api_key"),
     ]
     params = {3: None, 4: "model", 5: "stream", 6: "n", 7: "messages[1].role", 8: "messages[0]", 9: "messages"}

@@ -269,14 +269,14 @@ def test_the_answering_code_digest_follows_every_source_file_but_migrations(tmp_
 
     reader = tmp_path / "generation" / "reader.py"
     migration = tmp_path / "generation" / "migrations" / "0001_initial.py"
-    for path in (reader, migration, tmp_path / "retrieval" / "gate.py", tmp_path / "foundry_site" / "core" / "text.py"):
+    for path in (reader, migration, tmp_path / "retrieval" / "gate.py", tmp_path / "core" / "text.py"):
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text("RULE = 1\n")
     first = code_digest(tmp_path)
     migration.write_text("RULE = 2\n")
     (tmp_path / "generation" / "notes.txt").write_text("not code\n")
     assert code_digest(tmp_path) == first
-    for path in (reader, tmp_path / "retrieval" / "gate.py", tmp_path / "foundry_site" / "core" / "text.py"):
+    for path in (reader, tmp_path / "retrieval" / "gate.py", tmp_path / "core" / "text.py"):
         before = code_digest(tmp_path)
         path.write_text(path.read_text() + "# a comment is a change too\n")
         assert code_digest(tmp_path) != before

@@ -8,6 +8,7 @@ file of the knowledge base has reached another user's collection.
 from __future__ import annotations
 
 import json
+import posixpath
 from functools import cache
 from typing import Any
 
@@ -16,7 +17,7 @@ from django.conf import settings
 from hypothesis import strategies as st
 
 JSON_VALUES = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=40),
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=40),
     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=12), inner, max_size=4),
     max_leaves=12,
 )
@@ -63,7 +64,7 @@ def chat_bodies() -> st.SearchStrategy[Any]:
         optional={
             "stream": st.booleans() | st.none() | st.text(max_size=4),
             "stream_options": st.fixed_dictionaries({"include_usage": st.booleans()}) | JSON_VALUES,
-            "temperature": st.floats(allow_nan=False) | st.text(max_size=4),
+            "temperature": st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=4),
             "max_tokens": st.integers() | st.none(),
             "n": st.integers(-2, 5),
             "tools": JSON_VALUES,
@@ -71,6 +72,13 @@ def chat_bodies() -> st.SearchStrategy[Any]:
         },
     )
     return request | JSON_VALUES
+
+
+def _under_v1(path: str) -> bool:
+    """Whether ``/v1/<path>`` stays under /v1/ once its dot segments are resolved (as the HTTP client resolves them):
+    "models/../.." is a request for the site's root, not one of /v1/'s."""
+    resolved = posixpath.normpath(f"/v1/{path}")
+    return resolved == "/v1" or resolved.startswith("/v1/")
 
 
 def model_paths() -> st.SearchStrategy[str]:
@@ -81,7 +89,7 @@ def model_paths() -> st.SearchStrategy[str]:
             lambda name: f"models/{name}"
         ),
         st.sampled_from(["embeddings", "completions", "chat", "chat/completions/x", "files"]),
-    )
+    ).filter(_under_v1)
 
 
 def check_openai_reply(response: requests.Response, *, anonymous: bool) -> None:
@@ -99,6 +107,7 @@ def check_openai_reply(response: requests.Response, *, anonymous: bool) -> None:
         for event in events[:-1]:
             assert isinstance(json.loads(event), dict), where
         return
+    assert response.headers.get("Content-Type", "").startswith("application/json"), where
     body = response.json()
     if response.status_code >= 400:
         error = body["error"]

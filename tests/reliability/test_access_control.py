@@ -428,7 +428,7 @@ def _mcp(world: World) -> None:
     assert listed.status_code == 200 and "search" in {t["name"] for t in listed.json()["result"]["tools"]}
 
 
-@web_case("v1/models", "v1/models/<path:model>", "v1/chat/completions", "v1/<path:path>")
+@web_case("v1/models", "v1/models/<path:model>", "v1/chat/completions", "v1/<anything:path>")
 def _openai_api(world: World) -> None:
     """The OpenAI-compatible API takes bearer tokens only (401 in OpenAI's shape, never the login page or a
     session); B's models are B's collections, A's collection is an unknown model, and B's answers cite B only."""

@@ -154,8 +154,7 @@ MATRIX: dict[str, Row] = {
         shows=_fact,
     ),
     # Not a route of the OpenAI API: the same 404 for everyone with a token.
-    "v1/": Row("get", lambda w: "/v1/", auth="bearer", anonymous=UNAUTHORIZED, reader=404),
-    "v1/<path:path>": Row("get", lambda w: "/v1/a-private", auth="bearer", anonymous=UNAUTHORIZED, reader=404),
+    "v1/<anything:path>": Row("get", lambda w: "/v1/a-private", auth="bearer", anonymous=UNAUTHORIZED, reader=404),
     # ------------------------------------------------------------------ the JSON API (bearer)
     "GET /api/v1/sources": Row(
         "get", lambda w: "/api/v1/sources", auth="bearer", anonymous=UNAUTHORIZED, outsider=HIDDEN, shows=_source
