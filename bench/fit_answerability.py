@@ -18,7 +18,9 @@ weights; ``reader_min_score`` is the probability maximising answered-and-right m
 (Youden's J) on the fitting part; ``reader_low_score``, among the answers, the probability best telling right
 from wrong ones (Youden's J again). Held-out figures use only the held-out part. ``--write`` stores the
 model and its thresholds in generation/data/answerability.json. ``--refit`` fits on rows collected
-before (``--features``) without asking again.
+before (``--features``) without asking again. ``--multilingual FILE`` adds the readings of a
+``bench/multilingual.py --split dev --answer-all`` run (never its blind split); the shipped model is fitted on SQuAD
+alone, so the manuals stay a test of it.
 """
 
 from __future__ import annotations
@@ -259,7 +261,7 @@ def main() -> None:
     print("fitting: ", json.dumps(result["fitting"]))
     print("held out:", json.dumps(result["held_out"]))
     if args.write:
-        command = "bench/fit_answerability.py " + " ".join(a for a in sys.argv[1:] if a not in ("--write", "--refit"))
+        command = "bench/fit_answerability.py " + " ".join(sys.argv[1:])
         write(result, embedding_model, command.strip(), features_file, [p.resolve() for p in args.multilingual])
         print(f"written: {answerability.DATA.relative_to(ROOT)}")
 
