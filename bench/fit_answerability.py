@@ -15,8 +15,8 @@ as the official scorer does), else 0: the model answers when the quote is likely
 The rows are split 70/30 at random (``--seed``) into a fitting part and a held-out part. A logistic regression
 (scikit-learn, standardised features, L2, C chosen by 5-fold cross-validation on the fitting part) gives the
 weights; ``reader_min_score`` is the probability maximising answered-and-right minus answered-and-unanswerable
-(Youden's J) on the fitting part; ``reader_low_score``, among the answers, the probability best telling right
-from wrong ones (Youden's J again). Held-out figures use only the held-out part. ``--write`` stores the
+(Youden's J) on the fitting part; ``reader_low_score`` the probability 90 % of the fitting part's right answers
+reach (under it an answer is weaker than nearly every right one). Held-out figures use only the held-out part. ``--write`` stores the
 model and its thresholds in generation/data/answerability.json. ``--refit`` fits on rows collected
 before (``--features``) without asking again. ``--multilingual FILE`` adds the readings of a
 ``bench/multilingual.py --split dev --answer-all`` run (never its blind split); the shipped model is fitted on SQuAD
@@ -46,6 +46,7 @@ from retrieval.services.retrieve import retrieve
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
 HELD_OUT = 0.3
+RIGHT_KEPT = 0.9  # reader_low_score: this share of the fitting part's right answers stays above it
 
 
 def holds(text: str, golds: list[str]) -> bool:
@@ -145,18 +146,11 @@ def youden(rows: list[dict], p: np.ndarray) -> float:
     return best_t
 
 
-def separating(rows: list[dict], p: np.ndarray, floor: float) -> float:
-    """Among the rows answered (probability ≥ ``floor``), the probability best telling right answers from wrong ones
-    (Youden's J): under it an answer is low confidence."""
-    answered = p >= floor
-    right = np.array([r["right"] for r in rows], dtype=bool) & answered
-    wrong = ~right & answered
-    best, best_t = -1.0, floor
-    for t in np.unique(np.round(p[answered], 4)):
-        j = (p[right] >= t).mean() - (p[wrong] >= t).mean() if right.any() and wrong.any() else 0.0
-        if j > best:
-            best, best_t = j, float(t)
-    return best_t
+def low_from(rows: list[dict], p: np.ndarray, floor: float) -> float:
+    """The probability ``RIGHT_KEPT`` of the right answers (probability ≥ ``floor``) reach: an answer under it is
+    weaker than nearly every right one, and low confidence."""
+    right = np.array([r["right"] for r in rows], dtype=bool) & (p >= floor)
+    return max(floor, float(np.quantile(p[right], 1 - RIGHT_KEPT))) if right.any() else floor
 
 
 def fit(rows: list[dict], seed: int) -> dict:
@@ -180,7 +174,7 @@ def fit(rows: list[dict], seed: int) -> dict:
 
     p_fit, p_held = probabilities(fitting), probabilities(held)
     refuse = youden(fitting, p_fit)
-    low = separating(fitting, p_fit, refuse)
+    low = round(low_from(fitting, p_fit, refuse), 4)
     xh, yh = matrix(held)
     return {
         "model": model,

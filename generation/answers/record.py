@@ -28,11 +28,13 @@ ANSWERING_PACKAGES = ("generation", "retrieval", "core")
 
 
 def code_digest(root: Path, packages: tuple[str, ...] = ANSWERING_PACKAGES) -> str:
-    """A digest of the Python source under ``packages`` of ``root`` (migrations aside): part of every answer-cache
-    key, so an upgraded install never serves an answer that rules it no longer has let through."""
+    """A digest of the Python source and the data files (``data/*.json``: language data, fitted models and thresholds)
+    under ``packages`` of ``root`` (migrations aside): part of every answer-cache key, so an upgraded install never
+    serves an answer that rules or a model it no longer has let through."""
     digest = hashlib.sha256()
     for package in packages:
-        for path in sorted((root / package).rglob("*.py")):
+        paths = [*(root / package).rglob("*.py"), *(root / package).rglob("data/*.json")]
+        for path in sorted(paths):
             if "migrations" not in path.parts:
                 digest.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes())
     return digest.hexdigest()

@@ -283,6 +283,12 @@ def test_the_answering_code_digest_follows_every_source_file_but_migrations(tmp_
     before = code_digest(tmp_path)
     reader.rename(reader.with_name("readers.py"))  # the same text under another name
     assert code_digest(tmp_path) != before
+    model = tmp_path / "generation" / "data" / "answerability.json"  # a fitted model is part of the answering code
+    model.parent.mkdir()
+    model.write_text("{}")
+    before = code_digest(tmp_path)
+    model.write_text('{"refit": 1}')
+    assert code_digest(tmp_path) != before
 
 
 def test_the_user_message_comes_from_its_template(
