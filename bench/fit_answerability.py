@@ -16,9 +16,9 @@ The rows are split 70/30 at random (``--seed``) into a fitting part and a held-o
 (scikit-learn, standardised features, L2, C chosen by 5-fold cross-validation on the fitting part) gives the
 weights; ``reader_min_score`` is the probability maximising answered-and-right minus answered-and-unanswerable
 (Youden's J) on the fitting part; ``reader_low_score`` the probability 90 % of the fitting part's right answers
-reach (under it an answer is weaker than nearly every right one). Held-out figures use only the held-out part. ``--write`` stores the
-model and its thresholds in generation/data/answerability.json. ``--refit`` fits on rows collected
-before (``--features``) without asking again. ``--multilingual FILE`` adds the readings of a
+reach (under it an answer is weaker than nearly every right one). Held-out figures use only the held-out part.
+``--write`` stores the model and its thresholds in generation/data/answerability.json. ``--refit`` fits on rows
+collected before (``--features``) without asking again. ``--multilingual FILE`` adds the readings of a
 ``bench/multilingual.py --split dev --answer-all`` run (never its blind split); the shipped model is fitted on SQuAD
 alone, so the manuals stay a test of it.
 """
