@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import datetime
 from pathlib import PurePosixPath
 from typing import Any
 
@@ -89,6 +90,13 @@ class Source(models.Model):
     sha256 = models.CharField(max_length=64, blank=True, editable=False)
     size = models.BigIntegerField(default=0, editable=False)
     mtime = models.DateTimeField(null=True, blank=True, editable=False)
+    issued = models.DateTimeField(
+        null=True,
+        blank=True,
+        editable=False,
+        help_text="The date the document gives itself in its metadata (last modified, else created); "
+        "empty when it gives none.",
+    )
     status = models.CharField(max_length=12, choices=Status.choices, default=Status.PENDING)
     reason = models.TextField(blank=True)
     chunk_count = models.PositiveIntegerField(default=0, editable=False)
@@ -119,6 +127,11 @@ class Source(models.Model):
         if not self.name:  # a path no other folder has; ingest qualifies it when one does (source_names_refresh)
             self.name = self.path
         super().save(*args, **kwargs)
+
+    @property
+    def dated(self) -> datetime | None:
+        """The source's date for recency: the one it gives itself, else its file's modification time."""
+        return self.issued or self.mtime
 
     @property
     def absolute_path(self) -> str:

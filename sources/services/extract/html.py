@@ -12,10 +12,11 @@ block's element starts on through the last line its text reaches).
 from __future__ import annotations
 
 import re
+from datetime import datetime
 
 from lxml import etree, html as lxml_html
 
-from sources.services.extract.blocks import MAX_HEADING_CHARS, Block, Extracted, ExtractionError
+from sources.services.extract.blocks import MAX_HEADING_CHARS, Block, Extracted, ExtractionError, stated_date
 from sources.services.extract.tables import table_blocks
 
 DROP = {
@@ -77,6 +78,18 @@ BLOCKS = {
     "center",
 }
 MAX_DEPTH = 200
+# <meta> names and properties (Dublin Core, Open Graph, the HTTP header) that date a page, the last revision first.
+DATE_META = (
+    "dcterms.modified",
+    "article:modified_time",
+    "last-modified",
+    "date",
+    "dcterms.date",
+    "dc.date",
+    "dcterms.issued",
+    "dcterms.created",
+    "article:published_time",
+)
 _SPACE = re.compile(r"\s+")
 _XML_DECLARATION = re.compile(r"^\s*<\?xml[^>]*\?>")
 
@@ -94,6 +107,7 @@ def extract_html(data: bytes, *, fallback_title: str) -> Extracted:
     except (etree.ParserError, etree.XMLSyntaxError, ValueError) as exc:
         raise ExtractionError(f"HTML cannot be parsed: {exc}") from None
     title = " ".join((root.findtext(".//title") or "").split())
+    issued = _issued(root)
     # Dropped before anything reads text: a cell's or heading's text_content() must not include a script.
     try:
         for element in list(root.iter(*DROP)):
@@ -108,7 +122,20 @@ def extract_html(data: bytes, *, fallback_title: str) -> Extracted:
     walker.flush()
     if not walker.blocks:
         raise ExtractionError("HTML page has no text in its main content (scripts, styles and navigation are not read)")
-    return Extracted(title=title or walker.first_h1 or fallback_title, blocks=walker.blocks)
+    return Extracted(title=title or walker.first_h1 or fallback_title, blocks=walker.blocks, issued=issued)
+
+
+def _issued(root: lxml_html.HtmlElement) -> datetime | None:
+    """The page's date from its ``<meta>`` tags (ISO 8601 values; ``DATE_META`` says which tag wins)."""
+    found: dict[str, datetime] = {}
+    for meta in root.iter("meta"):
+        key = (meta.get("name") or meta.get("property") or meta.get("http-equiv") or "").strip().lower()
+        if key in DATE_META and key not in found:
+            try:
+                found[key] = datetime.fromisoformat((meta.get("content") or "").strip())
+            except ValueError:
+                continue
+    return stated_date(*(found[key] for key in DATE_META if key in found))
 
 
 def _text(data: bytes) -> str | bytes:
