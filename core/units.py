@@ -212,6 +212,28 @@ def _records_named(units: list[Unit]) -> list[Unit]:
     return [replace(unit, context=name) if name else unit for unit, name in zip(units, named)]
 
 
+_NUMBERED = re.compile(r"\s*(?:\d{1,3}|[a-z])[.)]\s+\S")  # a numbered item ("1. ", "2) ", "b) "), not a bullet
+
+
+def numbered_run(units: list[Unit], index: int) -> list[int]:
+    """The indexes into ``units`` (a passage's, in order) of the numbered list ``units[index]`` is a step of:
+    the numbered items next to it, up to the first unit that is not one (a sentence, a bullet, a row) or that
+    does not start on the line after the one before; ``[]`` when ``units[index]`` is no numbered item. A procedure
+    is its steps together: quoted alone, step 1 of "1. Hook … 2. Press … 3. Pull …" tells no one how it is done."""
+
+    def numbered(i: int) -> bool:
+        return units[i].kind == "item" and _NUMBERED.match(units[i].text) is not None
+
+    if not numbered(index):
+        return []
+    first = last = index
+    while first > 0 and numbered(first - 1) and units[first - 1].line_last + 1 == units[first].line_first:
+        first -= 1
+    while last + 1 < len(units) and numbered(last + 1) and units[last].line_last + 1 == units[last + 1].line_first:
+        last += 1
+    return list(range(first, last + 1))
+
+
 def item_sentences(unit: Unit) -> list[str]:
     """The sentences of a list item of more than one, its marker left out ([] otherwise): an item is quoted
     whole, and read sentence by sentence too (its first sentence may answer on its own)."""
