@@ -283,7 +283,8 @@ def ingest_job_file_prepare(*, root: str, rel: str, job_id: int | None = None) -
 
 def ingest_job_dropped(*, job_id: int) -> None:
     """The job was failed (stale): compute workers drop the prepares still queued for its files without a
-    result; ``ingest_job_retry`` clears the marks again."""
+    result; ``ingest_job_retry`` clears the marks again. Its files are no longer followed one by one."""
+    IngestJobFile.objects.filter(job_id=job_id).delete()
     job = IngestJob.objects.filter(pk=job_id).first()
     if job is not None:
         done = _paths_done(job)

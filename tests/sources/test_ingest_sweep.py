@@ -113,6 +113,14 @@ def test_a_silent_job_is_left_to_the_job_sweep(kb: Path, sent: list[tuple[int, s
     assert not IngestJobFile.objects.filter(job=job).exists()  # each result took its row
 
 
+def test_a_job_the_job_sweep_fails_stops_following_its_files(kb: Path, sent: list[tuple[int, str]]) -> None:
+    job = processing_job(kb, 2, note0=LONG_AGO, note1=None)
+    IngestJob.objects.filter(pk=job.pk).update(heartbeat_at=timezone.now() - LONG_AGO, attempts=3)
+    actions = stale_runs_sweep(stale_after=STALE, max_attempts=3)
+    assert [(a.run_id, a.part, a.action) for a in actions] == [(job.pk, "", "failed")] and sent == []
+    assert not IngestJobFile.objects.filter(job=job).exists()
+
+
 def test_files_of_a_job_still_checking_are_left_alone(kb: Path, sent: list[tuple[int, str]]) -> None:
     """A re-queued job being claimed again: its old rows are reset when it dispatches, not swept before."""
     job = processing_job(kb, 1, note0=LONG_AGO)
