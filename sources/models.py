@@ -434,6 +434,28 @@ class IngestJob(models.Model):
         return self.status in (self.Status.SUCCEEDED, self.Status.FAILED)
 
 
+class IngestJobFile(models.Model):
+    """A file of an ingest job that was sent to the workers and has no result yet (broker mode only).
+
+    ``beat_at`` is when the worker preparing it last reported (empty: sent, not yet started). A file
+    whose worker falls silent while its job goes on is sent again by the stale-run sweeper, up to
+    FOUNDRY_JOB_MAX_ATTEMPTS sends in all, then failed on its own. The row goes with the file's result.
+    Only ``sources.services.ingest_jobs`` and ``ingest_sweep`` write these rows.
+    """
+
+    job = models.ForeignKey(IngestJob, on_delete=models.CASCADE, related_name="files_in_flight")
+    path = models.CharField(max_length=1024, editable=False)
+    attempts = models.PositiveIntegerField(default=1, editable=False, help_text="How often the file was sent.")
+    beat_at = models.DateTimeField(null=True, blank=True, editable=False)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["job", "path"], name="ingest_job_file_once")]
+        indexes = [models.Index(fields=["beat_at"])]
+
+    def __str__(self) -> str:
+        return f"{self.path} of ingest job {self.job_id}"
+
+
 def citation_label(citation: dict) -> str:
     """A stored citation's location in the active language, for a page: made again from its fields when it
     recorded its kind; else its stored text (``citation_location``)."""
