@@ -212,24 +212,34 @@ def _records_named(units: list[Unit]) -> list[Unit]:
     return [replace(unit, context=name) if name else unit for unit, name in zip(units, named)]
 
 
-_NUMBERED = re.compile(r"\s*(?:\d{1,3}|[a-z])[.)]\s+\S")  # a numbered item ("1. ", "2) ", "b) "), not a bullet
+_NUMBERED = re.compile(r"\s*(\d{1,3}|[a-z])[.)]\s+\S")  # a numbered item ("1. ", "2) ", "b) "), not a bullet
 
 
 def numbered_run(units: list[Unit], index: int) -> list[int]:
-    """The indexes into ``units`` (a passage's, in order) of the numbered list ``units[index]`` is a step of:
-    the numbered items next to it, up to the first unit that is not one (a sentence, a bullet, a row) or that
-    does not start on the line after the one before; ``[]`` when ``units[index]`` is no numbered item. A procedure
-    is its steps together: quoted alone, step 1 of "1. Hook … 2. Press … 3. Pull …" tells no one how it is done."""
+    """The indexes into ``units`` (a passage's, in order) of the numbered list ``units[index]`` is a step of: the
+    items next to it whose numbers go on from one to the next ("1." "2." "3.", "a)" "b)"), up to the first unit
+    that is not one (a sentence, a bullet, a row) or does not go on ("1." after "3." starts another list);
+    ``[]`` when ``units[index]`` is no numbered item. Blank lines between the items do not part them (an HTML
+    list's items are blocks of their own). A procedure is its steps together: quoted alone, step 1 of "1. Hook …
+    2. Press … 3. Pull …" tells no one how it is done."""
 
-    def numbered(i: int) -> bool:
-        return units[i].kind == "item" and _NUMBERED.match(units[i].text) is not None
+    def number(i: int) -> int | None:
+        found = _NUMBERED.match(units[i].text) if units[i].kind == "item" else None
+        if found is None:
+            return None
+        mark = found.group(1)
+        return int(mark) if mark.isdigit() else ord(mark)
 
-    if not numbered(index):
+    def goes_on(before: int, after: int) -> bool:
+        first, second = number(before), number(after)
+        return first is not None and second is not None and second == first + 1
+
+    if number(index) is None:
         return []
     first = last = index
-    while first > 0 and numbered(first - 1) and units[first - 1].line_last + 1 == units[first].line_first:
+    while first > 0 and goes_on(first - 1, first):
         first -= 1
-    while last + 1 < len(units) and numbered(last + 1) and units[last].line_last + 1 == units[last + 1].line_first:
+    while last + 1 < len(units) and goes_on(last, last + 1):
         last += 1
     return list(range(first, last + 1))
 

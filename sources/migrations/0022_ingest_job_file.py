@@ -13,7 +13,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("sources", "0020_chunk_line_map"),
+        ("sources", "0021_source_issued"),
     ]
 
     operations = [
