@@ -286,7 +286,7 @@ def test_html_list_items_keep_the_bullets_and_numbers_a_browser_draws(tmp_path: 
         "<html><body>"
         "<ol><li><p>Open the cover.</p></li><li><p>Pull the <b>latch</b>.</p></li></ol>"
         '<ol start="4"><li>Fourth.</li><li value="9">Ninth.</li><li>Tenth.</li></ol>'
-        '<ol reversed><li>Three.</li><li>Two.</li><li>One.</li></ol>'
+        "<ol reversed><li>Three.</li><li>Two.</li><li>One.</li></ol>"
         '<ol type="a"><li>First letter.</li><li>Second letter.</li></ol>'
         '<ol type="I" start="4"><li>Roman four.</li></ol>'
         "<ul><li><p>A bullet.</p></li></ul>"
