@@ -34,12 +34,14 @@ from sources.vectorstore_postgres import as_bytes, literal
 
 K1, B, IDF_FLOOR = 1.2, 0.75, 1e-6  # FTS5's bm25() constants
 
-# The query's lexemes (English stems, and the question language's); the rows holding any (GIN); per row and
+# The query's lexemes (English stems, and the question language's; words as the index reads them); the rows holding any (GIN); per row and
 # lexeme its count of positions; BM25 over them, with N and the mean length from the whole index.
 _BM25 = f"""
-WITH q AS (
-    SELECT DISTINCT lexeme FROM unnest(tsvector_to_array(
-        to_tsvector('english', %(terms)s) || to_tsvector(%(config)s::regconfig, %(terms)s))) AS lexeme
+WITH words AS (
+    SELECT regexp_replace(%(terms)s, '[^[:alnum:]]+', ' ', 'g') AS text
+), q AS (
+    SELECT DISTINCT lexeme FROM words, unnest(tsvector_to_array(
+        to_tsvector('english', words.text) || to_tsvector(%(config)s::regconfig, words.text))) AS lexeme
 ), query AS (
     SELECT string_agg('''' || replace(lexeme, '''', '''''') || '''', ' | ')::tsquery AS tsq FROM q
 ), stats AS (

@@ -57,7 +57,12 @@ def postgresql_refresh(document: str) -> str:
     $$"""
 
 
-ENGLISH_DOCUMENT = "to_tsvector('english', c.text || ' ' || c.heading || ' ' || coalesce(s.title, ''))"
+# FTS5's unicode61 tokenizer reads runs of letters and digits; PostgreSQL's parser would keep "specs.json",
+# "192.168.10.50" or "a_b" whole (as a host, a number, a word), so every other character becomes a space first.
+ENGLISH_DOCUMENT = (
+    "to_tsvector('english', regexp_replace(c.text || ' ' || c.heading || ' ' || coalesce(s.title, ''), "
+    "'[^[:alnum:]]+', ' ', 'g'))"
+)
 POSTGRESQL_CREATE = [
     """CREATE TABLE chunks_fts (chunk_id bigint PRIMARY KEY, document tsvector NOT NULL, length integer NOT NULL)""",
     "CREATE INDEX chunks_fts_document ON chunks_fts USING gin (document)",

@@ -72,11 +72,13 @@ BACKWARD = [
 
 
 def _postgresql_refresh(config: str) -> str:
-    """``chunks_fts_refresh`` (``0001_chunks_fts``) with the chunks' text-search configuration ``config`` (SQL)."""
+    """``chunks_fts_refresh`` (``0001_chunks_fts``) with the chunks' text-search configuration ``config`` (SQL);
+    as there, only runs of letters and digits are words, as FTS5's unicode61 tokenizer reads them."""
     return f"""CREATE OR REPLACE FUNCTION chunks_fts_refresh(ids bigint[]) RETURNS void LANGUAGE sql AS $$
         INSERT INTO chunks_fts (chunk_id, document, length)
         SELECT d.id, d.document, chunks_fts_length(d.document) FROM (
-            SELECT c.id, to_tsvector({config}, c.text || ' ' || c.heading || ' ' || coalesce(s.title, '')) AS document
+            SELECT c.id, to_tsvector({config}, regexp_replace(c.text || ' ' || c.heading || ' ' || coalesce(s.title, ''),
+                '[^[:alnum:]]+', ' ', 'g')) AS document
             FROM sources_chunk c JOIN sources_source s ON s.id = c.source_id WHERE c.id = ANY (ids)) d
         ON CONFLICT (chunk_id) DO UPDATE SET document = EXCLUDED.document, length = EXCLUDED.length
     $$"""
