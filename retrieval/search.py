@@ -72,6 +72,7 @@ def keyword_expression(terms: Sequence[str], code: str) -> str:
     return f"{{text heading title}} : ({written}) OR stems : ({match_expression(stems)})"
 
 
+@postgres_variant("retrieval.search_postgres")
 def rare_terms(cursor, terms: Sequence[str], max_df: float, max_postings: float = NO_POSTINGS_CAP) -> list[str]:
     """The ``terms`` a pruned keyword search keeps, in their order.
 
@@ -96,6 +97,11 @@ def rare_terms(cursor, terms: Sequence[str], max_df: float, max_postings: float 
     limit, room = (max(share * total, PRUNE_FLOOR) for share in (max_df, max_postings))
     if total <= limit and total * len(terms) <= room:
         return list(terms)
+    return rarest_kept(terms, _term_chunks(cursor, terms), limit, room)
+
+
+def _term_chunks(cursor, terms: Sequence[str]) -> dict[int, int]:
+    """How many chunks hold each of ``terms`` (by its index), as the index stems it."""
     for ddl in (
         f"CREATE VIRTUAL TABLE IF NOT EXISTS temp.query_terms USING fts5(term, tokenize = '{TOKENIZER}')",
         "CREATE VIRTUAL TABLE IF NOT EXISTS temp.query_stems USING fts5vocab(temp, query_terms, 'instance')",
@@ -108,7 +114,11 @@ def rare_terms(cursor, terms: Sequence[str], max_df: float, max_postings: float 
         "SELECT s.doc, max(coalesce(c.doc, 0)) FROM temp.query_stems s "
         "LEFT JOIN temp.chunk_terms c ON c.term = s.term GROUP BY s.doc"
     )
-    chunks_with = dict(cursor.fetchall())
+    return dict(cursor.fetchall())
+
+
+def rarest_kept(terms: Sequence[str], chunks_with: dict[int, int], limit: float, room: float) -> list[str]:
+    """``rare_terms``'s choice, given each term's chunk count (by index; absent: 0) and the two limits in chunks."""
     rarest_first = sorted((chunks_with.get(i, 0), i) for i in range(len(terms)))
     kept, used = set(), 0
     for count, index in rarest_first:

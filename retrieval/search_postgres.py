@@ -64,6 +64,42 @@ GROUP BY h.chunk_id ORDER BY score DESC, h.chunk_id LIMIT %(limit)s
 """
 
 
+# The chunks holding a term as the index stems it (in English or the question's language); NULL, so 0, for a
+# term with no lexeme (a stop word of both).
+_TERM_CHUNKS = """
+WITH words AS (
+    SELECT regexp_replace(%(term)s, '[^[:alnum:]]+', ' ', 'g') AS text
+), query AS (
+    SELECT string_agg('''' || replace(lexeme, '''', '''''') || '''', ' | ')::tsquery AS tsq
+    FROM words, unnest(tsvector_to_array(
+        to_tsvector('english', words.text) || to_tsvector(%(config)s::regconfig, words.text))) AS lexeme
+)
+SELECT count(*) FROM chunks_fts f, query WHERE f.document @@ query.tsq
+"""
+
+
+def rare_terms(
+    cursor, terms: Sequence[str], max_df: float, max_postings: float = 64, *, code: str | None = None
+) -> list[str]:
+    """``search.rare_terms`` on PostgreSQL: the same choice, each term's chunk count read through the GIN
+    index (one count per term) and the number of chunks counted in the index."""
+    from retrieval import search
+
+    if len(terms) < 2 or (max_df >= 1 and max_postings >= len(terms)):
+        return list(terms)
+    cursor.execute("SELECT count(*) FROM chunks_fts")
+    total = int(cursor.fetchone()[0])
+    limit, room = (max(share * total, search.PRUNE_FLOOR) for share in (max_df, max_postings))
+    if total <= limit and total * len(terms) <= room:
+        return list(terms)
+    config = language.text_search_config(code or language.detect(" ".join(terms)))
+    counts: dict[int, int] = {}
+    for index, term in enumerate(terms):
+        cursor.execute(_TERM_CHUNKS, {"term": term, "config": config})
+        counts[index] = int(cursor.fetchone()[0])
+    return search.rarest_kept(terms, counts, limit, room)
+
+
 def _collections(collection_ids: Sequence[int] | None) -> dict[str, object]:
     return {"scoped": 0 if collection_ids is None else 1, "collections": [int(i) for i in collection_ids or []]}
 
@@ -76,14 +112,14 @@ def keyword(
     max_df: float = 1.0,
     max_postings: float = 64,
 ) -> list[Hit]:
-    """BM25 hits, best first (``score`` higher is better). Every query term is kept: the term pruning of
-    FTS5's path (``max_df``, ``max_postings``) reads FTS5's own statistics and is not done here."""
+    """BM25 hits, best first (``score`` higher is better); common terms left out as ``rare_terms`` says."""
     from retrieval.search import query_terms
 
     if collection_ids is not None and not collection_ids:
         return []
     code = language.detect(text)
-    terms = query_terms(text, code)
+    with connection.cursor() as cur:
+        terms = rare_terms(cur, query_terms(text, code), max_df, max_postings, code=code)
     if not terms:
         return []
     params = {
