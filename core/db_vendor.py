@@ -69,11 +69,13 @@ class VendorRunSQL(migrations.RunSQL):
         return list(self.by_vendor[vendor][index])
 
     def database_forwards(self, app_label: str, schema_editor: Any, from_state: Any, to_state: Any) -> None:
-        statements = self._statements(schema_editor, 0)
-        if statements and router.allow_migrate(schema_editor.connection.alias, app_label, **self.hints):
-            self._run_sql(schema_editor, statements)
+        self._run(app_label, schema_editor, self._statements(schema_editor, 0))
 
     def database_backwards(self, app_label: str, schema_editor: Any, from_state: Any, to_state: Any) -> None:
-        statements = self._statements(schema_editor, 1)
-        if statements and router.allow_migrate(schema_editor.connection.alias, app_label, **self.hints):
-            self._run_sql(schema_editor, statements)
+        self._run(app_label, schema_editor, self._statements(schema_editor, 1))
+
+    def _run(self, app_label: str, schema_editor: Any, statements: list[str]) -> None:
+        """Each statement whole, as ``RunSQL`` runs a list (a function body's semicolons are not split)."""
+        if router.allow_migrate(schema_editor.connection.alias, app_label, **self.hints):
+            for statement in statements:
+                schema_editor.execute(statement, params=None)

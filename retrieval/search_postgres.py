@@ -22,6 +22,7 @@ a table of at most ``retrieval.dense_exact_max_rows`` vectors is scanned exactly
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from typing import Any
 
 import numpy as np
 from django.conf import settings
@@ -34,8 +35,9 @@ from sources.vectorstore_postgres import as_bytes, literal
 
 K1, B, IDF_FLOOR = 1.2, 0.75, 1e-6  # FTS5's bm25() constants
 
-# The query's lexemes (English stems, and the question language's; words as the index reads them); the rows holding any (GIN); per row and
-# lexeme its count of positions; BM25 over them, with N and the mean length from the whole index.
+# The query's lexemes (English stems, and the question language's; words as the index reads them); the rows
+# holding any (GIN); per row and lexeme its count of positions; BM25 over them, with N and the mean length
+# from the whole index.
 _BM25 = f"""
 WITH words AS (
     SELECT regexp_replace(%(terms)s, '[^[:alnum:]]+', ' ', 'g') AS text
@@ -100,7 +102,7 @@ def rare_terms(
     return search.rarest_kept(terms, counts, limit, room)
 
 
-def _collections(collection_ids: Sequence[int] | None) -> dict[str, object]:
+def _collections(collection_ids: Sequence[int] | None) -> dict[str, Any]:
     return {"scoped": 0 if collection_ids is None else 1, "collections": [int(i) for i in collection_ids or []]}
 
 
@@ -122,7 +124,7 @@ def keyword(
         terms = rare_terms(cur, query_terms(text, code), max_df, max_postings, code=code)
     if not terms:
         return []
-    params = {
+    params: dict[str, Any] = {
         "terms": " ".join(terms),
         "config": language.text_search_config(code),
         "limit": limit,
@@ -140,7 +142,7 @@ def holds(word: str, *, collection_ids: Sequence[int] | None = None) -> bool:
         return False
     configs = [language.text_search_config(code) for code in language.SUPPORTED] + [language.TEXT_SEARCH_FALLBACK]
     query = " || ".join(["phraseto_tsquery(%s::regconfig, %s)"] * len(configs))
-    bound: list[object] = [value for config in configs for value in (config, word)]
+    bound: list[Any] = [value for config in configs for value in (config, word)]
     scope = ""
     if collection_ids is not None:
         scope = (
@@ -211,6 +213,7 @@ def vector_batches(
     slots = vectorstore.WINDOW_SLOTS
     chunks, windows = vectorstore.table_name(model), vectorstore.windows_table_name(model)
     has_windows = vectorstore.windows_exist(model)
+    statements: list[tuple[str, list[Any]]]
     if ids is not None:
         units = ids.tolist()
         statements = [

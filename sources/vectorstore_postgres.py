@@ -22,7 +22,7 @@ from sources import vectorstore
 _INDEX_OPTIONS = "m = 16, ef_construction = 64"  # pgvector's defaults, written out so a reader sees them
 
 
-def literal(vector: Sequence[float]) -> str:
+def literal(vector: Sequence[float] | np.ndarray) -> str:
     """pgvector's text form of ``vector`` (bound as a parameter and cast with ``::vector``)."""
     return "[" + ",".join(repr(float(x)) for x in np.asarray(vector, dtype=np.float32)) + "]"
 
@@ -153,14 +153,24 @@ def source_index_complete(source_id: int, chunk_count: int, model: str) -> bool:
         return bool(cur.fetchone()[0] == chunk_count)
 
 
+KEYWORD_TRIGGERS = ("chunks_fts_chunk", "chunks_fts_delete", "chunks_fts_truncate", "chunks_fts_title")
+
+
 def sqlite_integrity() -> str:
-    """"ok": PostgreSQL has no whole-database check to run from here (its pages carry checksums when the
-    cluster was initialised with them); ``foundry check`` still compares the chunk, keyword and vector sets."""
-    return "ok"
+    """Returns "ok" when the triggers that keep the keyword index in step with the chunks are all there, else which
+    are missing. PostgreSQL checks its own pages (checksums, when the cluster has them); ``foundry check`` then
+    compares the chunk, keyword and vector sets."""
+    with connection.cursor() as cur:
+        cur.execute(
+            "SELECT tgname FROM pg_trigger WHERE NOT tgisinternal AND tgname = ANY (%s)", [list(KEYWORD_TRIGGERS)]
+        )
+        present = {row[0] for row in cur.fetchall()}
+    missing = [name for name in KEYWORD_TRIGGERS if name not in present]
+    return "ok" if not missing else "keyword index triggers missing: " + ", ".join(missing)
 
 
 def fts_integrity() -> str:
-    """"" always: the keyword index is an ordinary table, so there is no index structure of its own to damage."""
+    """Always "": the keyword index is an ordinary table, so there is no index structure of its own to damage."""
     return ""
 
 

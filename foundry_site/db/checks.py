@@ -59,7 +59,7 @@ def _postgresql_vector() -> list[CheckMessage]:
             f"PostgreSQL database {where!r} (FOUNDRY_DATABASE_URL) lacks pgvector's extension 'vector'"
             + ("" if available else ", and the server has no pgvector installed"),
             id="foundry.E001",
-            hint="Run `foundry migrate` as a user who may create it, or as a superuser: CREATE EXTENSION vector;"
+            hint="Run `manage.py migrate` as a user who may create it, or as a superuser: CREATE EXTENSION vector;"
             if available
             else "Install pgvector on the PostgreSQL server, then CREATE EXTENSION vector; in that database.",
         )

@@ -26,12 +26,13 @@ def database_from_url(url: str, *, conn_max_age: int = 0) -> dict[str, Any]:
     if parts.scheme not in SCHEMES:
         raise ImproperlyConfigured(
             f"{VARIABLE} must be a PostgreSQL URL (postgresql://user:password@host:port/database, or "
-            f"postgresql://user@/database?host=/run/postgresql for a socket); its scheme is {parts.scheme or 'missing'!r}. "
-            "Unset it to use the SQLite file (FOUNDRY_DB)."
+            "postgresql://user@/database?host=/run/postgresql for a socket); its scheme is "
+            f"{parts.scheme or 'missing'!r}. Unset it to use the SQLite file (FOUNDRY_DB)."
         )
     name = unquote(parts.path.lstrip("/"))
     if not name or "/" in name:
-        raise ImproperlyConfigured(f"{VARIABLE} names no database: put its name after the host ({url.split('@')[-1]!r})")
+        where = url.split("@")[-1]
+        raise ImproperlyConfigured(f"{VARIABLE} names no database: put its name after the host ({where!r})")
     options = dict(parse_qsl(parts.query, keep_blank_values=True))
     host = options.pop("host", "") or unquote(parts.hostname or "")
     port = options.pop("port", "") or (str(parts.port) if parts.port else "")

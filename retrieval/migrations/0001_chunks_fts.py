@@ -44,7 +44,6 @@ DROP = [
 ]
 
 
-
 def postgresql_refresh(document: str) -> str:
     """The function that (re)writes the keyword rows of chunks ``ids``; ``document`` is their tsvector in SQL
     over ``c`` (the chunk) and ``s`` (its source)."""

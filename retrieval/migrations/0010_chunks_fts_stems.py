@@ -69,8 +69,6 @@ BACKWARD = [
 ]
 
 
-
-
 def _postgresql_refresh(config: str) -> str:
     """``chunks_fts_refresh`` (``0001_chunks_fts``) with the chunks' text-search configuration ``config`` (SQL);
     as there, only runs of letters and digits are words, as FTS5's unicode61 tokenizer reads them."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import psycopg
 from django.db import OperationalError
 from django.db.backends.postgresql import base as postgresql_base
 
@@ -19,7 +20,7 @@ class DatabaseWrapper(postgresql_base.DatabaseWrapper):
     def get_new_connection(self, conn_params: dict[str, Any]) -> Any:
         try:
             return super().get_new_connection(conn_params)
-        except postgresql_base.Database.OperationalError as exc:
+        except psycopg.OperationalError as exc:
             where = self.settings_dict.get("HOST") or "the default socket"
             raise OperationalError(
                 f"{VARIABLE}: cannot connect to PostgreSQL database {self.settings_dict.get('NAME')!r} at {where}: "
