@@ -5,7 +5,8 @@ once per run in a temporary folder, ``FOUNDRY_DATABASE_URL`` points the settings
 is deleted when the run ends; Django's test runner makes its ``test_postgres`` database there. This is a
 plugin (``-p tests.stores`` in pyproject.toml), not a conftest, because pytest-django reads the settings
 before any conftest is imported. Tests of the SQLite store itself (FTS5 and vec0 internals, the database
-file) are marked ``sqlite_only`` and skipped on PostgreSQL.
+file) are marked ``sqlite_only`` and skipped on PostgreSQL; tests that need the server (``foundry
+copy-sqlite``) are marked ``postgres_only`` and skipped on SQLite.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ if STORE == "postgres":
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "sqlite_only: tests the SQLite store itself; skipped on PostgreSQL")
+    config.addinivalue_line("markers", "postgres_only: needs the PostgreSQL server; skipped on SQLite")
 
 
 def pytest_report_header(config: pytest.Config) -> str:
@@ -38,9 +40,11 @@ def pytest_report_header(config: pytest.Config) -> str:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    if STORE != "postgres":
-        return
-    skip = pytest.mark.skip(reason="tests the SQLite store itself (FOUNDRY_TEST_STORE=postgres)")
+    other, reason = (
+        ("sqlite_only", "tests the SQLite store itself (FOUNDRY_TEST_STORE=postgres)")
+        if STORE == "postgres"
+        else ("postgres_only", "needs PostgreSQL: run with FOUNDRY_TEST_STORE=postgres")
+    )
     for item in items:
-        if item.get_closest_marker("sqlite_only"):
-            item.add_marker(skip)
+        if item.get_closest_marker(other):
+            item.add_marker(pytest.mark.skip(reason=reason))
