@@ -157,25 +157,32 @@ def holds(word: str, *, collection_ids: Sequence[int] | None = None) -> bool:
 
 def _knn(cur, table: str, key: str, vector: str, k: int, collection_ids: Sequence[int] | None) -> list[tuple]:
     """(key, cosine distance) of the ``k`` nearest rows, nearest first: exact up to ``dense_exact_max_rows``
-    rows (the planner's count; a table never analysed counts as small), else through the HNSW index. Runs
-    inside the caller's transaction (the settings are ``SET LOCAL``)."""
+    rows (the planner's count; a table never analysed counts as small), else through the HNSW index.
+
+    The planner settings are ``SET LOCAL`` inside a savepoint that is rolled back once the rows are read, so
+    they never outlive this query, also inside a caller's longer transaction. Call inside ``atomic()``."""
     conf = settings.FOUNDRY.retrieval
     cur.execute("SELECT reltuples FROM pg_class WHERE oid = to_regclass(%s)", [table])
-    if cur.fetchone()[0] <= conf.dense_exact_max_rows:
-        cur.execute("SET LOCAL enable_indexscan = off")
-    else:
-        cur.execute("SELECT set_config('hnsw.ef_search', %s, true)", [str(conf.hnsw_ef_search)])
-        cur.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
+    exact = cur.fetchone()[0] <= conf.dense_exact_max_rows
     where, scope = "", []
     if collection_ids is not None:
         where, scope = " WHERE collection_id = ANY (%s)", [[int(i) for i in collection_ids]]
-    # relaxed_order may return rows slightly out of order; the outer ORDER BY puts them back.
-    cur.execute(
-        f"SELECT {key}, distance FROM (SELECT {key}, embedding <=> %s::vector AS distance FROM {table}{where} "
-        "ORDER BY distance LIMIT %s) nearest ORDER BY distance",
-        [vector, *scope, k],
-    )
-    return cur.fetchall()
+    savepoint = transaction.savepoint()
+    try:
+        if exact:
+            cur.execute("SET LOCAL enable_indexscan = off")
+        else:
+            cur.execute("SELECT set_config('hnsw.ef_search', %s, true)", [str(conf.hnsw_ef_search)])
+            cur.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
+        # relaxed_order may return rows slightly out of order; the outer ORDER BY puts them back.
+        cur.execute(
+            f"SELECT {key}, distance FROM (SELECT {key}, embedding <=> %s::vector AS distance FROM {table}{where} "
+            "ORDER BY distance LIMIT %s) nearest ORDER BY distance",
+            [vector, *scope, k],
+        )
+        return cur.fetchall()
+    finally:
+        transaction.savepoint_rollback(savepoint)
 
 
 def nearest(
