@@ -88,7 +88,8 @@ def ensure_table(model: str, dimension: int) -> None:
 
 
 def ensure_windows_table(model: str, dimension: int) -> None:
-    _create(vectorstore.windows_table_name(model), "window_id", dimension)
+    if not windows_exist(model):  # checked first: the lock in _create would make every store wait for another
+        _create(vectorstore.windows_table_name(model), "window_id", dimension)
 
 
 def vectors_insert(model: str, rows: Sequence[tuple[int, int, Sequence[float]]]) -> None:
