@@ -92,6 +92,7 @@ test-unit: install
 # (tests/stores.py). Not part of `make test` yet: ~10 min on the 2-core VM (docs/operations.md, "PostgreSQL").
 PG_SUITES = tests/retrieval tests/sources/test_ingest.py tests/sources/test_ingest_jobs.py \
 	tests/sources/test_vectorstore.py tests/sources/test_collections.py tests/sources/test_api.py \
+	tests/sources/test_ingest_concurrency.py tests/evaluation/test_eval_command.py \
 	tests/generation/test_query_api.py tests/generation/test_audit_chain.py tests/reliability/test_access_control.py \
 	tests/reliability/test_access_matrix.py tests/reliability/test_mcp_access_control.py \
 	tests/foundry_site/test_mcp_tools.py tests/foundry_site/test_openai_api.py \

@@ -145,6 +145,9 @@ DATABASES = {
 # pgvector (docs/operations.md, "PostgreSQL"). FOUNDRY_DB_CONN_MAX_AGE keeps a connection open this many
 # seconds (0: one per request), checked before reuse.
 FOUNDRY_DATABASE_URL = env.str("FOUNDRY_DATABASE_URL", default="")
+# The SQLite settings stay at hand for the files Foundry makes beside the store (the eval commands' own indexes,
+# foundry_site/db/switch.py).
+FOUNDRY_SQLITE_DATABASE = DATABASES["default"]
 if FOUNDRY_DATABASE_URL:
     DATABASES = {
         "default": database_from_url(FOUNDRY_DATABASE_URL, conn_max_age=env.int("FOUNDRY_DB_CONN_MAX_AGE", default=0))
