@@ -37,7 +37,8 @@ K1, B, IDF_FLOOR = 1.2, 0.75, 1e-6  # FTS5's bm25() constants
 
 # The query's lexemes (English stems, and the question language's; words as the index reads them); the rows
 # holding any (GIN); per row and lexeme its count of positions; BM25 over them, with N and the mean length
-# from the whole index.
+# from the whole index. A row's query lexemes are picked by marking them (setweight, in C; the index stores no
+# weights) and keeping the marked ones (ts_filter): 6x faster than unnesting every lexeme of every row.
 _BM25 = f"""
 WITH words AS (
     SELECT regexp_replace(%(terms)s, '[^[:alnum:]]+', ' ', 'g') AS text
@@ -45,13 +46,15 @@ WITH words AS (
     SELECT DISTINCT lexeme FROM words, unnest(tsvector_to_array(
         to_tsvector('english', words.text) || to_tsvector(%(config)s::regconfig, words.text))) AS lexeme
 ), query AS (
-    SELECT string_agg('''' || replace(lexeme, '''', '''''') || '''', ' | ')::tsquery AS tsq FROM q
+    SELECT string_agg('''' || replace(lexeme, '''', '''''') || '''', ' | ')::tsquery AS tsq,
+           array_agg(lexeme) AS lexemes FROM q
 ), stats AS (
     SELECT count(*)::float8 AS n, coalesce(avg(length), 0)::float8 AS avgdl FROM chunks_fts
 ), hits AS (
     SELECT f.chunk_id, f.length, u.lexeme, coalesce(array_length(u.positions, 1), 1) AS tf
-    FROM chunks_fts f CROSS JOIN query CROSS JOIN LATERAL unnest(f.document) AS u
-    WHERE f.document @@ query.tsq AND u.lexeme IN (SELECT lexeme FROM q)
+    FROM chunks_fts f CROSS JOIN query
+    CROSS JOIN LATERAL unnest(ts_filter(setweight(f.document, 'A', query.lexemes), '{{a}}')) AS u
+    WHERE f.document @@ query.tsq
 ), df AS (
     SELECT lexeme, count(*)::float8 AS n FROM hits GROUP BY lexeme
 )
