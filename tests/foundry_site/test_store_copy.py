@@ -18,7 +18,7 @@ pytestmark = pytest.mark.postgres_only
 
 @pytest.fixture
 def target_url() -> str:
-    """A new, empty database on the test run's PostgreSQL server (``tests/stores.py``)."""
+    """A new, empty database on the test run's PostgreSQL server (``tests/settings.py``)."""
     server = os.environ["FOUNDRY_DATABASE_URL"]
     name = f"copy_{uuid.uuid4().hex[:8]}"
     with psycopg.connect(server, autocommit=True) as conn:
