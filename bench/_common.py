@@ -1,14 +1,18 @@
-"""Shared set-up of the retrieval benchmarks: Django, the SciFact files and the cached eval index.
+"""Shared set-up of the benchmarks: Django, the SciFact files and the cached eval index, Celery workers.
 
 The index is the one ``foundry eval retrieval`` builds (FOUNDRY_HOME/eval-cache/…),
-so a benchmark after an eval run embeds nothing.
+so a benchmark after an eval run embeds nothing. A benchmark that sets its own
+FOUNDRY_* environment imports this module after setting it (Django is set up here).
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import signal
+import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -95,3 +99,52 @@ def chunks_matching(cursor, terms: list[str]) -> int:
 
     cursor.execute("SELECT count(*) FROM chunks_fts WHERE chunks_fts MATCH %s", [match_expression(terms)])
     return cursor.fetchone()[0]
+
+
+# See tests/broker.py: keep a shared virtualenv's editable-install hook out of the workers.
+WORKER_BOOT = (
+    "import sys; sys.meta_path[:] = [f for f in sys.meta_path if 'Editable' not in repr(f)]; "
+    "from celery.__main__ import main; sys.argv[0] = 'celery'; sys.exit(main())"
+)
+
+
+class Workers:
+    """Celery workers as subprocesses, one per queue (``-c 1``), each in its own process group so that a
+    kill takes it whole, as a crashed machine would. The ``db`` worker also runs celery beat (the
+    stale-run sweeper); a ``compute`` worker runs with FOUNDRY_COMPUTE_ONLY=1 (no database).
+    Logs go to ``home/worker-<queue>.log``."""
+
+    def __init__(self, home: Path, env: dict[str, str], *, app: str = "foundry_site") -> None:
+        self.home, self.env, self.app = home, env, app
+        self.procs: dict[str, subprocess.Popen[bytes]] = {}
+
+    def start(self, queue: str) -> float:
+        """Start the worker of ``queue`` and return the seconds until it consumes."""
+        log = self.home / f"worker-{queue}.log"
+        offset = log.stat().st_size if log.exists() else 0
+        argv = [sys.executable, "-c", WORKER_BOOT, "-A", self.app, "worker", "-Q", queue, "-n", f"{queue}@%h"]
+        argv += ["-c", "1", "--loglevel", "INFO", "--without-mingle", "--without-gossip"]
+        env = dict(self.env)
+        if queue == "db":
+            argv += ["--beat", "--schedule", str(self.home / "beat-schedule")]
+        else:
+            env["FOUNDRY_COMPUTE_ONLY"] = "1"
+        start = time.monotonic()
+        with log.open("ab") as out:
+            self.procs[queue] = subprocess.Popen(
+                argv, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+            )
+        while b" ready." not in log.read_bytes()[offset:]:
+            assert self.procs[queue].poll() is None, log.read_text()[-3000:]
+            time.sleep(0.2)
+        return time.monotonic() - start
+
+    def kill(self, queue: str, sig: int = signal.SIGKILL) -> None:
+        proc = self.procs.pop(queue)
+        if proc.poll() is None:
+            os.killpg(proc.pid, sig)
+            proc.wait(timeout=30)
+
+    def kill_all(self) -> None:
+        for queue in list(self.procs):
+            self.kill(queue)

@@ -6,7 +6,8 @@ Everything runs on this machine: a throw-away FOUNDRY_HOME, the sample knowledge
 base, the real local models (SmolLM2 for generation, MiniLM for retrieval and
 grounding), one db worker and one compute worker (``-c 1`` each), the given Redis
 database (flushed before and after). Prints one JSON object; docs/benchmarks-celery.md
-explains the numbers.
+explains the numbers. The in-process runs use one OpenMP thread (``bench/_common.py`` sets
+OMP_NUM_THREADS=1 unless it is set); the workers get the environment as it was before.
 """
 
 from __future__ import annotations
@@ -14,8 +15,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
-import subprocess
 import sys
 import tempfile
 import time
@@ -43,13 +42,12 @@ os.environ.update(
     FOUNDRY_SWEEP_INTERVAL="2",
 )
 os.environ.pop("FOUNDRY_BROKER_URL", None)
+# Built before _common sets its defaults (OMP_NUM_THREADS): the workers run as a deployment would.
+WORKER_ENV = {**os.environ, "PYTHONPATH": str(REPO), "FOUNDRY_BROKER_URL": OPTS.redis}
 sys.path.insert(0, str(REPO))
 
-import django  # noqa: E402
-
-django.setup()
-
 import redis  # noqa: E402
+from _common import Workers  # noqa: E402  (sets Django up, with the environment above)
 from django.core.management import call_command  # noqa: E402
 
 from foundry_site.celery import app  # noqa: E402
@@ -72,58 +70,7 @@ TOPICS = [
     "network configuration and default IP address",
     "alarm thresholds and sampling interval",
 ]
-# See tests/broker.py: keep a shared virtualenv's editable-install hook out of the workers.
-WORKER_BOOT = (
-    "import sys; sys.meta_path[:] = [f for f in sys.meta_path if 'Editable' not in repr(f)]; "
-    "from celery.__main__ import main; sys.argv[0] = 'celery'; sys.exit(main())"
-)
-WORKER_ENV = {**os.environ, "PYTHONPATH": str(REPO), "FOUNDRY_BROKER_URL": OPTS.redis}
-WORKERS: dict[str, subprocess.Popen[bytes]] = {}
-
-
-def start_worker(queue: str) -> float:
-    """Start a worker and return the seconds until it is ready."""
-    log = HOME / f"worker-{queue}.log"
-    offset = log.stat().st_size if log.exists() else 0
-    argv = [
-        sys.executable,
-        "-c",
-        WORKER_BOOT,
-        "-A",
-        "foundry_site",
-        "worker",
-        "-Q",
-        queue,
-        "-n",
-        f"{queue}@%h",
-        "-c",
-        "1",
-        "--loglevel",
-        "INFO",
-        "--without-mingle",
-        "--without-gossip",
-    ]
-    env = dict(WORKER_ENV)
-    if queue == "db":
-        argv += ["--beat", "--schedule", str(HOME / "beat-schedule")]
-    else:
-        env["FOUNDRY_COMPUTE_ONLY"] = "1"
-    start = time.monotonic()
-    with log.open("ab") as out:
-        WORKERS[queue] = subprocess.Popen(
-            argv, cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
-        )
-    while b" ready." not in log.read_bytes()[offset:]:
-        assert WORKERS[queue].poll() is None, log.read_text()[-3000:]
-        time.sleep(0.2)
-    return time.monotonic() - start
-
-
-def kill(queue: str, sig: int = signal.SIGKILL) -> None:
-    proc = WORKERS.pop(queue)
-    if proc.poll() is None:
-        os.killpg(proc.pid, sig)
-        proc.wait(timeout=30)
+WORKERS = Workers(HOME, WORKER_ENV)
 
 
 def use_broker(url: str | None) -> None:
@@ -162,9 +109,9 @@ def brokered(topic: str, *, kill_in: str | None = None) -> dict[str, Any]:
     extra: dict[str, Any] = {}
     while (run := GenerationRun.objects.get(pk=run.pk)).status not in ("succeeded", "needs_review", "failed"):
         if kill_in and run.stage == "generate" and not extra:
-            kill(kill_in)
+            WORKERS.kill(kill_in)
             killed = time.monotonic()
-            extra = {"killed_after_s": round(killed - start, 1), "restart_s": round(start_worker(kill_in), 1)}
+            extra = {"killed_after_s": round(killed - start, 1), "restart_s": round(WORKERS.start(kill_in), 1)}
         time.sleep(0.1)
     if extra:
         extra["kill_to_done_s"] = round(time.monotonic() - killed, 1)
@@ -183,14 +130,13 @@ def main() -> None:
         out["in_process"] = [in_process(topic) for topic in topics]
         out["load_mid"] = os.getloadavg()
         use_broker(OPTS.redis)
-        out["worker_ready_s"] = {"db": round(start_worker("db"), 1), "compute": round(start_worker("compute"), 1)}
+        out["worker_ready_s"] = {"db": round(WORKERS.start("db"), 1), "compute": round(WORKERS.start("compute"), 1)}
         out["broker_cold"] = brokered(topics[0])  # loads the models in the workers
         out["broker"] = [brokered(topic) for topic in topics]
         out["kill_compute_mid_generation"] = brokered(topics[0], kill_in="compute")
         out["load_after"] = os.getloadavg()
     finally:
-        for queue in list(WORKERS):
-            kill(queue)
+        WORKERS.kill_all()
         client.flushdb()
     print(json.dumps(out, indent=2))
 

@@ -23,7 +23,6 @@ import argparse
 import json
 import os
 import random
-import signal
 import statistics
 import subprocess
 import sys
@@ -54,13 +53,12 @@ os.environ.update(
     FOUNDRY_BROKER_URL=OPTS.redis,
     FOUNDRY_TEST_SLOW_SECONDS=str(OPTS.model_call),
 )
+# Built before _common sets its defaults (OMP_NUM_THREADS): the workers run as a deployment would.
+WORKER_ENV = {**os.environ, "PYTHONPATH": str(REPO)}
 sys.path.insert(0, str(REPO))
 
-import django  # noqa: E402
-
-django.setup()
-
 import redis  # noqa: E402
+from _common import Workers  # noqa: E402  (sets Django up, with the environment above)
 from django.conf import settings  # noqa: E402
 from django.core.management import call_command  # noqa: E402
 
@@ -72,44 +70,9 @@ from sources.models import Chunk, IngestJob, Source  # noqa: E402
 from sources.services import ingest, ingest_jobs  # noqa: E402
 from sources.services.integrity import index_check  # noqa: E402
 
-# See tests/broker.py: keep a shared virtualenv's editable-install hook out of the workers.
-WORKER_BOOT = (
-    "import sys; sys.meta_path[:] = [f for f in sys.meta_path if 'Editable' not in repr(f)]; "
-    "from celery.__main__ import main; sys.argv[0] = 'celery'; sys.exit(main())"
-)
-WORKER_ENV = {**os.environ, "PYTHONPATH": str(REPO)}
-WORKERS: dict[str, subprocess.Popen[bytes]] = {}
+WORKERS = Workers(HOME, WORKER_ENV, app="tests.broker_worker_app")
 SPEC = SpecText("note", 1, "# Note\n\n## Overview\n\n## Details (slow-compute)\n")
 FINISHED = ("succeeded", "needs_review", "failed")
-
-
-def start_worker(queue: str) -> float:
-    """Start a worker and return the seconds until it consumes."""
-    log = HOME / f"worker-{queue}.log"
-    offset = log.stat().st_size if log.exists() else 0
-    argv = [sys.executable, "-c", WORKER_BOOT, "-A", "tests.broker_worker_app", "worker", "-Q", queue]
-    argv += ["-n", f"{queue}@%h", "-c", "1", "--loglevel", "INFO", "--without-mingle", "--without-gossip"]
-    env = dict(WORKER_ENV)
-    if queue == "db":
-        argv += ["--beat", "--schedule", str(HOME / "beat-schedule")]
-    else:
-        env["FOUNDRY_COMPUTE_ONLY"] = "1"
-    start = time.monotonic()
-    with log.open("ab") as out:
-        WORKERS[queue] = subprocess.Popen(
-            argv, cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
-        )
-    while b" ready." not in log.read_bytes()[offset:]:
-        assert WORKERS[queue].poll() is None, log.read_text()[-3000:]
-        time.sleep(0.2)
-    return time.monotonic() - start
-
-
-def kill(queue: str) -> None:
-    proc = WORKERS.pop(queue)
-    if proc.poll() is None:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=30)
 
 
 def make_corpus(folder: Path, files: int, trial: int) -> None:
@@ -164,9 +127,9 @@ def ingest_trial(trial: int, rng: random.Random) -> dict[str, Any]:
     delay = rng.uniform(0.2, BASELINE["ingest_s"] * 0.9)
     time.sleep(delay)
     done_at_kill = IngestJob.objects.get(pk=job.pk).files_done
-    kill(victim)
+    WORKERS.kill(victim)
     killed = time.monotonic()
-    restart = start_worker(victim)
+    restart = WORKERS.start(victim)
     job = ingest_jobs.ingest_job_wait(job_id=job.pk, timeout=600)
     recovery = time.monotonic() - killed
     return {
@@ -190,9 +153,9 @@ def generation_trial(trial: int, rng: random.Random) -> dict[str, Any]:
         time.sleep(0.05)
     in_call = time.monotonic()
     time.sleep(rng.uniform(0.1, OPTS.model_call * 0.9))
-    kill("compute")
+    WORKERS.kill("compute")
     killed = time.monotonic()
-    restart = start_worker("compute")
+    restart = WORKERS.start("compute")
     while (run := GenerationRun.objects.get(pk=run.pk)).status not in FINISHED:
         time.sleep(0.2)
     recovery = time.monotonic() - killed
@@ -231,7 +194,7 @@ def main() -> None:
         "load_before": [round(x, 2) for x in os.getloadavg()],
     }
     try:
-        out["worker_ready_s"] = {"db": round(start_worker("db"), 1), "compute": round(start_worker("compute"), 1)}
+        out["worker_ready_s"] = {"db": round(WORKERS.start("db"), 1), "compute": round(WORKERS.start("compute"), 1)}
         kb = HOME / "kb-warm"
         make_corpus(kb, OPTS.files, -1)
         start = time.monotonic()
@@ -247,8 +210,7 @@ def main() -> None:
         out["generate"] = [generation_trial(t, rng) for t in range(OPTS.generate)]
         out["load_after"] = [round(x, 2) for x in os.getloadavg()]
     finally:
-        for queue in list(WORKERS):
-            kill(queue)
+        WORKERS.kill_all()
         client.flushdb()
     trials = out["ingest"] + out["generate"]
     out["recovery_s"] = {

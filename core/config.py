@@ -129,6 +129,14 @@ class RetrievalConfig(_Section):
     fusion: Literal["chunk", "document"] = "chunk"
     """Hybrid: fuse the channels' ranks per chunk, or per document (a source ranks at its best chunk; use rrf_k 3
     for document search). Chunk fusion keeps the passages and their sources varied (D0010)."""
+    recency_weight: Annotated[float | None, Field(ge=0, le=1)] = None
+    """Hybrid: how much the later revision of a text is preferred: among candidates that are revisions of one
+    another (`revision_overlap`), a fused score × (1 + weight × r), r from 0 for the oldest source date among
+    them to 1 for the newest (a source's date: the one its metadata gives, else its file's modification time).
+    Null: the weight `bench/fit_recency.py` fitted (retrieval/data/recency.json); 0: dates are ignored."""
+    revision_overlap: Annotated[float | None, Field(gt=0, le=1)] = None
+    """Two chunks of different sources are revisions of one text when this share of their words is shared
+    (Jaccard). Null: the overlap `bench/fit_recency.py` fitted."""
     dense_index: Literal["matrix", "vec0"] = "matrix"
     """Dense channel: `matrix` scans a memory-mapped copy of the vectors (exact, fast); `vec0` scans the
     sqlite-vec table itself, or on PostgreSQL searches the pgvector table (HNSW) (D0016)."""

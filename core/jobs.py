@@ -2,10 +2,12 @@
 retries, poison-task detection, and the sweeper that finds runs nobody works on.
 
 Apps plug their run models in with ``register_stale_sweep``; ``IngestJob`` does so
-in ``sources/apps.py`` and a later ``GenerationRun`` can do the same. A run model
+in ``sources/apps.py``, ``GenerationRun`` in ``generation/apps.py``. A run model
 needs ``Status`` with PENDING / RUNNING / FAILED, a non-null ``heartbeat_at``
 that the workers touch as they progress, ``attempts`` (raised each time a worker
-claims the run), ``error`` and ``finished_at``.
+claims the run), ``error`` and ``finished_at``. A run made of parts that workers
+do one by one (an ingest job's files) can also register a ``parts`` sweep, which
+finds a lost part by its own heartbeat while the rest of the run goes on.
 """
 
 from __future__ import annotations
@@ -260,42 +262,61 @@ def is_eager() -> bool:
 
 
 @dataclass(frozen=True)
-class StaleSweep:
-    """A run model the sweeper watches, how to put one of its runs back on the queue, and what to tell the
-    workers when it fails one (so the messages still queued for it are dropped, not computed for nothing)."""
-
-    model: type[models.Model]
-    requeue: Callable[[int], None] | None
-    failed: Callable[[int], None] | None = None
-
-
-@dataclass(frozen=True)
 class SweepAction:
     model: str
     run_id: int
     action: str  # requeued | failed
     reason: str
+    part: str = ""  # the part of the run acted on (an ingest job's file); empty: the whole run
+
+
+# (cutoff, max_attempts) -> what was done: re-send or fail each part of a live run silent since before cutoff.
+PartsSweep = Callable[[datetime, int], list[SweepAction]]
+
+
+@dataclass(frozen=True)
+class StaleSweep:
+    """A run model the sweeper watches, how to put one of its runs back on the queue, what to tell the
+    workers when it fails one (so the messages still queued for it are dropped, not computed for nothing),
+    and how to find the lost parts of its live runs."""
+
+    model: type[models.Model]
+    requeue: Callable[[int], None] | None
+    failed: Callable[[int], None] | None = None
+    parts: PartsSweep | None = None
 
 
 _SWEEPS: dict[str, StaleSweep] = {}
 
 
 def register_stale_sweep(
-    model: type[models.Model], requeue: Callable[[int], None] | None, failed: Callable[[int], None] | None = None
+    model: type[models.Model],
+    requeue: Callable[[int], None] | None,
+    failed: Callable[[int], None] | None = None,
+    *,
+    parts: PartsSweep | None = None,
 ) -> None:
     """Let the sweeper watch ``model``. Called once per model from an app's ``ready()``.
 
     ``requeue(run_id)`` puts a stale run (already set back to pending) on the queue
     again; with ``None`` a stale run is failed at once (for runs not worth redoing).
     ``failed(run_id)`` is called after the sweeper failed a run, in the transaction that failed it.
+    ``parts(cutoff, max_attempts)`` handles the lost parts of runs that are still alive, on every
+    sweep; it must claim each part by a conditional update, as the run sweep does.
     """
-    _SWEEPS[model._meta.label] = StaleSweep(model, requeue, failed)
+    _SWEEPS[model._meta.label] = StaleSweep(model, requeue, failed, parts)
 
 
 def stale_runs_sweep(*, stale_after: timedelta | None = None, max_attempts: int | None = None) -> list[SweepAction]:
-    """Re-queue or fail every pending/running run with no sign of life for ``stale_after``.
+    """Re-queue or fail every pending/running run with no sign of life for ``stale_after``, and every lost part
+    of a run that is still alive.
 
-    Every task working for a run beats (``Heartbeat``), so a quiet run is either lost
+    Parts first: a part (an ingest job's file) whose own heartbeat is older than ``stale_after``
+    while its run still beats has lost its worker; it was taken from its queue, so nothing waits
+    ahead of it, and the registered ``parts`` sweep sends it again (or fails it, after
+    ``max_attempts`` sends), whatever the queues hold.
+
+    Then whole runs. Every task working for a run beats (``Heartbeat``), so a quiet run is either lost
     (its worker died) or waiting in a queue. While messages wait in the broker's queues
     (without a broker: always) and some run is making progress, quiet runs may be queued
     behind it and nothing is swept: a re-queued run would go to the back of the same queue
@@ -308,11 +329,11 @@ def stale_runs_sweep(*, stale_after: timedelta | None = None, max_attempts: int 
     max_attempts = max_attempts or settings.FOUNDRY_JOB_MAX_ATTEMPTS
     cutoff = timezone.now() - stale_after
     sweeps = list(_SWEEPS.values())
+    actions = [action for sweep in sweeps if sweep.parts for action in sweep.parts(cutoff, max_attempts)]
     if any(_live(sweep, cutoff) for sweep in sweeps):
         waiting = queued_messages()
         if waiting is None or waiting > 0:
-            return []
-    actions: list[SweepAction] = []
+            return actions
     for sweep in sweeps:
         actions.extend(_sweep_model(sweep, cutoff=cutoff, max_attempts=max_attempts))
     return actions

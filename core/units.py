@@ -212,6 +212,38 @@ def _records_named(units: list[Unit]) -> list[Unit]:
     return [replace(unit, context=name) if name else unit for unit, name in zip(units, named)]
 
 
+_NUMBERED = re.compile(r"\s*(\d{1,3}|[a-z])[.)]\s+\S")  # a numbered item ("1. ", "2) ", "b) "), not a bullet
+
+
+def numbered_run(units: list[Unit], index: int) -> list[int]:
+    """The indexes into ``units`` (a passage's, in order) of the numbered list ``units[index]`` is a step of: the
+    items next to it whose numbers go on from one to the next ("1." "2." "3.", "a)" "b)"), up to the first unit
+    that is not one (a sentence, a bullet, a row) or does not go on ("1." after "3." starts another list);
+    ``[]`` when ``units[index]`` is no numbered item. Blank lines between the items do not part them (an HTML
+    list's items are blocks of their own). A procedure is its steps together: quoted alone, step 1 of "1. Hook …
+    2. Press … 3. Pull …" tells no one how it is done."""
+
+    def number(i: int) -> int | None:
+        found = _NUMBERED.match(units[i].text) if units[i].kind == "item" else None
+        if found is None:
+            return None
+        mark = found.group(1)
+        return int(mark) if mark.isdigit() else ord(mark)
+
+    def goes_on(before: int, after: int) -> bool:
+        first, second = number(before), number(after)
+        return first is not None and second is not None and second == first + 1
+
+    if number(index) is None:
+        return []
+    first = last = index
+    while first > 0 and goes_on(first - 1, first):
+        first -= 1
+    while last + 1 < len(units) and goes_on(last, last + 1):
+        last += 1
+    return list(range(first, last + 1))
+
+
 def item_sentences(unit: Unit) -> list[str]:
     """The sentences of a list item of more than one, its marker left out ([] otherwise): an item is quoted
     whole, and read sentence by sentence too (its first sentence may answer on its own)."""

@@ -243,9 +243,10 @@ FOUNDRY_TASK_MAX_DELIVERIES = env.int("FOUNDRY_TASK_MAX_DELIVERIES", default=3)
 # FOUNDRY_HEARTBEAT_SECONDS from a thread of its own, however long its current step (a model call,
 # a large file) takes. A run silent for FOUNDRY_JOB_STALE_SECONDS has lost its worker: the sweeper
 # (every FOUNDRY_SWEEP_INTERVAL, celery beat in the db worker) re-queues it, up to
-# FOUNDRY_JOB_MAX_ATTEMPTS times, then fails it. Lost work is found within stale + sweep interval
-# (75 s by default) whatever the task time limit. Several beats must fit in the window, so that one
-# late message is not a lost run.
+# FOUNDRY_JOB_MAX_ATTEMPTS times, then fails it. An ingest file's prepare names its file in its beats:
+# a file silent that long while its job goes on is sent again on its own, up to as many attempts, then
+# failed alone. Lost work is found within stale + sweep interval (75 s by default) whatever the task
+# time limit. Several beats must fit in the window, so that one late message is not a lost run.
 FOUNDRY_JOB_STALE_SECONDS = env.int("FOUNDRY_JOB_STALE_SECONDS", default=60)
 FOUNDRY_HEARTBEAT_SECONDS = env.float("FOUNDRY_HEARTBEAT_SECONDS", default=min(10.0, FOUNDRY_JOB_STALE_SECONDS / 6))
 if not 0 < FOUNDRY_HEARTBEAT_SECONDS * 3 <= FOUNDRY_JOB_STALE_SECONDS:

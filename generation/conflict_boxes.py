@@ -14,7 +14,8 @@ from sources.viewer import viewer_url
 @dataclass
 class ConflictBox:
     quantity: str  # "" when a model found it (it names no quantity)
-    sides: list[dict] = field(default_factory=list)  # label, source, where, quote, letter, url ("" unreadable)
+    # label, source, where, quote, dated, letter, url ("" unreadable), newest (the latest date, when dates differ)
+    sides: list[dict] = field(default_factory=list)
 
 
 def conflict_boxes(conflicts: list[dict], viewer: Any) -> list[ConflictBox]:
@@ -33,8 +34,18 @@ def conflict_boxes(conflicts: list[dict], viewer: Any) -> list[ConflictBox]:
     for box in boxes:
         for i, side in enumerate(box.sides):
             side["letter"] = chr(ord("A") + i) if i < 26 else str(i + 1)
+        newest_side(box.sides)
     _link(boxes, viewer)
     return boxes
+
+
+def newest_side(sides: list[dict]) -> None:
+    """Mark ``newest`` the sides of the latest date, when the sides' dates differ (a conflict between a document and
+    its later revision is read by its date); sides without a date (logged before dates were kept) are never newest."""
+    dates = {side.get("dated", "") for side in sides} - {""}
+    latest = max(dates) if len(dates) > 1 else None
+    for side in sides:
+        side["newest"] = latest is not None and side.get("dated") == latest
 
 
 def _key(side: dict) -> tuple[str, str]:

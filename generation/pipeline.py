@@ -56,6 +56,7 @@ from generation.compute import (
 from generation.documents import GenerationError, SpecText, document_prepare, topic_clean
 from generation.footnotes import footnote_text
 from generation.models import GenerationRun
+from retrieval.services.conflicts import date_note
 from retrieval.services.retrieve import retrieve
 
 logger = logging.getLogger(__name__)
@@ -250,8 +251,12 @@ def _evidence_check(run: GenerationRun, *, found: bool, gate_reason: str) -> Non
 
 
 def conflict_markdown(conflict: dict[str, Any]) -> str:
+    """One line per conflict; each side with its date, the later one named newer."""
     a, b = conflict["a"], conflict["b"]
-    return f'- {a["source"]} ({a["where"]}): "{a["quote"]}" — but {b["source"]} ({b["where"]}): "{b["quote"]}"'
+    return (
+        f'- {a["source"]} ({a["where"]}{date_note(a, b)}): "{a["quote"]}" — '
+        f'but {b["source"]} ({b["where"]}{date_note(b, a)}): "{b["quote"]}"'
+    )
 
 
 def generation_run_progress(*, run_id: int, attempt: int, stage: str) -> None:

@@ -41,6 +41,7 @@ from core.units import (
     LineMap,
     maps_line_by_line,
     mapped_lines,
+    numbered_run,
     paragraph_lead,
     passage_units,
     table_rule,
@@ -419,9 +420,23 @@ def read(
         numbered = asks_version and bool(_DOTTED.search(lead.unit.text)) and not _DOTTED.search(quote.unit.text)
         if numbered or any(_holds(named, w) and not _holds(own, w) for w in asked):
             chosen.append(lead)
+    for quote in list(chosen):
+        chosen += [step for step in _procedure(quote, unquoted) if step not in chosen]
     order = {p.label: i for i, p in enumerate(passages)}
     chosen.sort(key=lambda q: (order[q.passage.label], q.unit.start))
     return Reading(chosen, best, scored, sorted(near))
+
+
+def _procedure(quote: Quote, scored: list[Quote]) -> list[Quote]:
+    """The other steps of the numbered list ``quote`` is a step of (``numbered_run``), as quotes of ``scored``, with
+    the source's own numbers; none when it is no numbered item. They are quoted with it, beyond ``max_units``: a
+    step is read in its procedure."""
+    units = passage_units(quote.passage.text)
+    index = next((i for i, u in enumerate(units) if u.start == quote.unit.start), None)
+    if index is None:
+        return []
+    starts = {units[i].start for i in numbered_run(units, index)} - {quote.unit.start}
+    return [q for q in scored if q.passage.label == quote.passage.label and q.unit.start in starts]
 
 
 def _in_words(quote: Quote, scored: list[Quote], chosen: list[Quote]) -> Quote:

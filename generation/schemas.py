@@ -54,6 +54,11 @@ class ConflictSide(Schema):
     source: str
     where: str
     quote: str
+    dated: str = Field(
+        "",
+        description="the source's date, YYYY-MM-DD: the one its metadata gives, else its file's modification time "
+        "('' for a conflict logged before dates were kept); the later side is the newer revision",
+    )
 
 
 class ConflictOut(Schema):

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+
+_WORD = re.compile(r"\w+")
 
 
 @dataclass(frozen=True)
@@ -60,3 +63,79 @@ def _source_key(chunk_id: int, source_of: Mapping[int, int]) -> int:
     """The source of a chunk; an unknown chunk gets a key of its own (negative: never a source id)."""
     source = source_of.get(chunk_id)
     return source if source is not None else -chunk_id - 1
+
+
+def word_set(text: str) -> frozenset[str]:
+    """The distinct words of ``text``, case aside: what ``revisions`` compares."""
+    return frozenset(_WORD.findall(text.casefold()))
+
+
+@dataclass(frozen=True)
+class ChunkFacts:
+    """What ``revisions`` and ``recency_boost`` read of each chunk, by id: its source's date (a timestamp, None
+    undated), its source and its words (``word_set``)."""
+
+    dated: Mapping[int, float | None]
+    source_of: Mapping[int, int]
+    words: Mapping[int, frozenset[str]]
+
+
+def revisions(
+    hits: list[Hit], facts: ChunkFacts, *, overlap: float, asked: frozenset[str] = frozenset()
+) -> list[list[int]]:
+    """Groups of hits that are revisions of one text: chunks of different sources whose word sets overlap by
+    ``overlap`` or more (Jaccard: shared words over all words) and that hold the same words of the question
+    (``asked``), joined transitively; groups of two or more. The datasheets of two products written from one
+    template overlap as much as two revisions of one, but a question that names one product tells them apart."""
+    parent = {h.chunk_id: h.chunk_id for h in hits}
+
+    def root(chunk: int) -> int:
+        while parent[chunk] != chunk:
+            parent[chunk] = parent[parent[chunk]]
+            chunk = parent[chunk]
+        return chunk
+
+    ids = [h.chunk_id for h in hits]
+    for i, a in enumerate(ids):
+        for b in ids[i + 1 :]:
+            if facts.source_of.get(a) == facts.source_of.get(b) or root(a) == root(b):
+                continue
+            wa, wb = facts.words.get(a, frozenset()), facts.words.get(b, frozenset())
+            if wa and wb and len(wa & wb) >= overlap * len(wa | wb) and wa & asked == wb & asked:
+                parent[root(b)] = root(a)
+    groups: dict[int, list[int]] = {}
+    for chunk in ids:
+        groups.setdefault(root(chunk), []).append(chunk)
+    return [g for g in groups.values() if len(g) > 1]
+
+
+def recency_boost(
+    hits: list[Hit], facts: ChunkFacts, *, weight: float, overlap: float, asked: frozenset[str] = frozenset()
+) -> list[Hit]:
+    """Put the later revision of a text first: within each group of ``revisions`` (near-identical chunks of
+        different sources), the group's hits are ordered by fused score × (1 + ``weight`` × r), r the place of the
+        source's date (``facts.dated``) among the group's dates, 0 for the oldest (and
+        undated) to 1 for the newest, and take the places in the list the group held. A datasheet and its revision
+        match a question nearly equally, and the newer one then comes first; a revision matching clearly better
+        (by more than the weight) keeps its lead. Nothing moves past a hit outside the group, and hits that are no
+        one's revision keep their places, whatever their dates. Each hit keeps its own score. ``asked``: the
+    question's words (``word_set``), see ``revisions``."""
+    if weight <= 0:
+        return hits
+    ranked = list(hits)
+    places = {h.chunk_id: i for i, h in enumerate(hits)}
+    for group in revisions(hits, facts, overlap=overlap, asked=asked):
+        dates = sorted({d for d in (facts.dated.get(c) for c in group) if d is not None})
+        if len(dates) < 2:
+            continue
+        place = {d: i / (len(dates) - 1) for i, d in enumerate(dates)}
+        boosted = sorted(
+            (
+                -hits[places[c]].score * (1 + weight * (place[d] if (d := facts.dated.get(c)) is not None else 0.0)),
+                places[c],
+            )
+            for c in group
+        )
+        for slot, (_, was) in zip(sorted(places[c] for c in group), boosted):
+            ranked[slot] = hits[was]
+    return ranked

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import datetime
 from pathlib import PurePosixPath
 from typing import Any
 
@@ -89,6 +90,13 @@ class Source(models.Model):
     sha256 = models.CharField(max_length=64, blank=True, editable=False)
     size = models.BigIntegerField(default=0, editable=False)
     mtime = models.DateTimeField(null=True, blank=True, editable=False)
+    issued = models.DateTimeField(
+        null=True,
+        blank=True,
+        editable=False,
+        help_text="The date the document gives itself in its metadata (last modified, else created); "
+        "empty when it gives none.",
+    )
     status = models.CharField(max_length=12, choices=Status.choices, default=Status.PENDING)
     reason = models.TextField(blank=True)
     chunk_count = models.PositiveIntegerField(default=0, editable=False)
@@ -119,6 +127,11 @@ class Source(models.Model):
         if not self.name:  # a path no other folder has; ingest qualifies it when one does (source_names_refresh)
             self.name = self.path
         super().save(*args, **kwargs)
+
+    @property
+    def dated(self) -> datetime | None:
+        """The source's date for recency: the one it gives itself, else its file's modification time."""
+        return self.issued or self.mtime
 
     @property
     def absolute_path(self) -> str:
@@ -419,6 +432,28 @@ class IngestJob(models.Model):
     @property
     def is_finished(self) -> bool:
         return self.status in (self.Status.SUCCEEDED, self.Status.FAILED)
+
+
+class IngestJobFile(models.Model):
+    """A file of an ingest job that was sent to the workers and has no result yet (broker mode only).
+
+    ``beat_at`` is when the worker preparing it last reported (empty: sent, not yet started). A file
+    whose worker falls silent while its job goes on is sent again by the stale-run sweeper, up to
+    FOUNDRY_JOB_MAX_ATTEMPTS sends in all, then failed on its own. The row goes with the file's result.
+    Only ``sources.services.ingest_jobs`` and ``ingest_sweep`` write these rows.
+    """
+
+    job = models.ForeignKey(IngestJob, on_delete=models.CASCADE, related_name="files_in_flight")
+    path = models.CharField(max_length=1024, editable=False)
+    attempts = models.PositiveIntegerField(default=1, editable=False, help_text="How often the file was sent.")
+    beat_at = models.DateTimeField(null=True, blank=True, editable=False)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["job", "path"], name="ingest_job_file_once")]
+        indexes = [models.Index(fields=["beat_at"])]
+
+    def __str__(self) -> str:
+        return f"{self.path} of ingest job {self.job_id}"
 
 
 def citation_label(citation: dict) -> str:

@@ -40,21 +40,23 @@ def run_ingest_job(job_id: int) -> None:
 def prepare_source(root: str, rel: str, job_id: int | None = None) -> dict[str, Any]:
     """Extract, chunk, enrich and embed one file; return the JSON payload. Pure: no database.
 
-    For a job, a heartbeat goes to the db queue (``ingest_job_progress``) every
-    ``FOUNDRY_HEARTBEAT_SECONDS`` while the file is prepared, however long that takes.
+    For a job, a heartbeat naming the file goes to the db queue (``ingest_job_progress``) every
+    ``FOUNDRY_HEARTBEAT_SECONDS`` while the file is prepared, however long that takes: the sweeper
+    sends just this file again when its beats stop while the job goes on.
     """
     if job_id is None or is_eager():
         return ingest_jobs.ingest_job_file_prepare(root=root, rel=rel, job_id=job_id)
-    with Heartbeat(lambda stage: ingest_job_progress.delay(job_id), every=heartbeat_interval()) as beat:
+    with Heartbeat(lambda stage: ingest_job_progress.delay(job_id, rel), every=heartbeat_interval()) as beat:
         beat("prepare")
         return ingest_jobs.ingest_job_file_prepare(root=root, rel=rel, job_id=job_id)
 
 
 @shared_task(base=FoundryTask, ignore_result=True)
 @retry_transient
-def ingest_job_progress(job_id: int) -> None:
-    """A compute worker's heartbeat for a running job. Late or duplicate beats change nothing."""
-    ingest_jobs.ingest_job_beat(job_id=job_id)
+def ingest_job_progress(job_id: int, rel: str | None = None) -> None:
+    """A compute worker's heartbeat for a running job and the file ``rel`` it prepares (none: a beat from a
+    release before per-file beats, still queued). Late or duplicate beats change nothing."""
+    ingest_jobs.ingest_job_beat(job_id=job_id, rel=rel)
 
 
 @register_task("ingest.store")

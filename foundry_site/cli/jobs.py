@@ -111,6 +111,7 @@ def jobs_sweep_command(opts: argparse.Namespace, out: TextIO) -> int:
     stale_after = timedelta(seconds=opts.stale_after) if opts.stale_after is not None else None
     actions = stale_runs_sweep(stale_after=stale_after)
     for a in actions:
-        out.write(f"  {a.model} {a.run_id}: {a.action} ({a.reason})\n")
-    out.write(f"{len(actions)} stale run(s) handled\n")
+        part = f" file {safe(a.part)}" if a.part else ""
+        out.write(f"  {a.model} {a.run_id}{part}: {a.action} ({a.reason})\n")
+    out.write(f"{len(actions)} stale run(s) or file(s) handled\n")
     return 0

@@ -12,7 +12,7 @@ from foundry_site.cli.display import safe, safe_text
 from generation.answers import LOW_CONFIDENCE_PREFIX, Answer
 from generation.answers.language import answering_in
 from generation.models import QueryLog
-from retrieval.services.conflicts import ANSWER_HINT, HINT
+from retrieval.services.conflicts import ANSWER_HINT, HINT, date_note
 
 
 def conflict_format(conflict: dict, *, hint: str = HINT) -> str:
@@ -22,8 +22,8 @@ def conflict_format(conflict: dict, *, hint: str = HINT) -> str:
     a, b = conflict["a"], conflict["b"]
     return (
         f"⚠ Conflict detected:\n"
-        f'  Source A ({safe(a["source"])} {safe(a["where"])}): "{safe(a["quote"])}"\n'
-        f'  Source B ({safe(b["source"])} {safe(b["where"])}): "{safe(b["quote"])}"\n'
+        f'  Source A ({safe(a["source"])} {safe(a["where"])}{date_note(a, b)}): "{safe(a["quote"])}"\n'
+        f'  Source B ({safe(b["source"])} {safe(b["where"])}{date_note(b, a)}): "{safe(b["quote"])}"\n'
         f"  {hint}"
     )
 

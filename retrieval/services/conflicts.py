@@ -63,6 +63,7 @@ class Passage:
     text: str
     chunk_id: int = 0  # the chunk the passage is, so a side of a conflict can be shown at its lines
     line_start: int = 0  # the chunk's first line in its source
+    dated: str = ""  # the source's date (``Source.dated``, YYYY-MM-DD), "" when undated
 
 
 @dataclass(frozen=True)
@@ -98,9 +99,18 @@ def statements(text: str) -> list[Statement]:
 
 
 def _side(p: Passage, quote: str) -> dict:
-    side = {"label": p.label, "source": p.source, "where": p.where, "quote": quote}
+    side = {"label": p.label, "source": p.source, "where": p.where, "quote": quote, "dated": p.dated}
     lines = _quote_lines(p, quote)
     return side | {"chunk_id": p.chunk_id, "lines": lines} if p.chunk_id else side
+
+
+def date_note(side: dict, other: dict) -> str:
+    """ ", dated 2025-03-01, newer" for a conflict's ``side`` (", newer" when it is later than the ``other``'s date),
+    "" for a side without a date (logged before dates were kept)."""
+    dated, against = side.get("dated", ""), other.get("dated", "")
+    if not dated:
+        return ""
+    return f", dated {dated}" + (", newer" if against and dated > against else "")
 
 
 def _quote_lines(p: Passage, quote: str) -> list[int]:

@@ -7,17 +7,27 @@ here decides, before any generation call, whether evidence exists.
 from __future__ import annotations
 
 import contextvars
+import functools
+import json
 import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from django.conf import settings
 
 from core import llm, prompts
 from retrieval import dense, dense_matrix
 from retrieval.models import ChunkSearch
-from retrieval.fusion import Hit, document_rank_fusion, reciprocal_rank_fusion
+from retrieval.fusion import (
+    ChunkFacts,
+    Hit,
+    document_rank_fusion,
+    recency_boost,
+    reciprocal_rank_fusion,
+    word_set,
+)
 from retrieval.services.conflicts import Conflict, Passage, conflicts_detect
 from retrieval.services.gate import GateDecision, gate_decide
 from retrieval.services.scoring import relevance_score
@@ -150,11 +160,13 @@ def retrieve(
     texts = [question] + ([result.hyde_text] if result.hyde_text else [])
     with timer("search"):
         vectors, result.channels = _search(question, texts, result.mode, top_k, collection_ids, matrix, result.timings)
-        fused = (
-            channels_fuse(result.channels, fusion=conf.retrieval.fusion, k=conf.retrieval.rrf_k)
-            if result.mode == "hybrid"
-            else next(iter(result.channels.values()))
-        )[:top_k]
+        if result.mode == "hybrid":
+            fused = channels_fuse(result.channels, fusion=conf.retrieval.fusion, k=conf.retrieval.rrf_k)
+            weight, overlap = recency()
+            facts = chunk_facts([h.chunk_id for h in fused])
+            fused = recency_boost(fused, facts, weight=weight, overlap=overlap, asked=word_set(question))[:top_k]
+        else:
+            fused = next(iter(result.channels.values()))[:top_k]
         # One vector: the dense channel searched with the question (not a HyDE text).
         result.candidates = _candidates(fused, result.channels, vectors[0], dense_by_question=len(vectors) == 1)
         result.ranked = list(result.candidates)
@@ -256,6 +268,31 @@ def channels_fuse(channels: dict[str, list[Hit]], *, fusion: str, k: int) -> lis
     return document_rank_fusion(channels, source_of=source_of, k=k)
 
 
+def chunk_facts(chunk_ids: Sequence[int]) -> ChunkFacts:
+    """What ``recency_boost`` reads of each chunk: its source's date (``Source.dated``), its source, its words."""
+    fields = ("pk", "source_id", "source__issued", "source__mtime", "text")
+    dated, source_of, words = {}, {}, {}
+    for pk, source_id, issued, mtime, text in Chunk.objects.filter(pk__in=chunk_ids).values_list(*fields):
+        dated[pk] = (issued or mtime).timestamp() if (issued or mtime) else None
+        source_of[pk], words[pk] = source_id, word_set(text)
+    return ChunkFacts(dated, source_of, words)
+
+
+@functools.cache
+def fitted_recency() -> dict:
+    """The recency weight and revision overlap ``bench/fit_recency.py`` fitted, with how
+    (retrieval/data/recency.json)."""
+    return json.loads((Path(__file__).resolve().parent.parent / "data" / "recency.json").read_text())
+
+
+def recency() -> tuple[float, float]:
+    """``retrieval.recency_weight`` and ``retrieval.revision_overlap`` from foundry.yaml, each else the fitted one."""
+    conf = settings.FOUNDRY.retrieval
+    weight = conf.recency_weight if conf.recency_weight is not None else float(fitted_recency()["weight"])
+    overlap = conf.revision_overlap if conf.revision_overlap is not None else float(fitted_recency()["overlap"])
+    return weight, overlap
+
+
 def _candidates(
     fused: list[Hit], channels: dict[str, list[Hit]], question_vector: list[float], *, dense_by_question: bool
 ) -> list[Candidate]:
@@ -325,6 +362,14 @@ def _apply_relevance(result: Retrieval, model: str, threshold: float) -> None:
 
 def passages(candidates: list[Candidate]) -> list[Passage]:
     return [
-        Passage(c.label, c.chunk.source.name, c.where, c.chunk.text, chunk_id=c.chunk.pk, line_start=c.chunk.line_start)
+        Passage(
+            c.label,
+            c.chunk.source.name,
+            c.where,
+            c.chunk.text,
+            chunk_id=c.chunk.pk,
+            line_start=c.chunk.line_start,
+            dated=c.chunk.source.dated.date().isoformat() if c.chunk.source.dated else "",
+        )
         for c in candidates
     ]

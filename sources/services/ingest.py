@@ -263,6 +263,7 @@ def _store(
             sha256=digest,
             size=data_size,
             mtime=datetime.fromtimestamp(mtime, tz=UTC),
+            issued=datetime.fromisoformat(prepared.issued) if prepared.issued else None,
             status=Source.Status.INGESTED,
             reason="; ".join(prepared.notes),
             chunk_count=len(chunks),

@@ -11,9 +11,11 @@ does no double work and leaves no duplicates):
 3. ``ingest_job_file_store`` / ``ingest_job_file_fail`` write one file and its
    result in one transaction; a file that already has a result is left alone.
    The last result finishes the job: sources whose file is gone are removed.
-4. Every task working for the job sends a heartbeat (``ingest_job_beat``) while it works;
-   the stale-run sweeper (``core.jobs``) re-queues a job that shows no
-   sign of life, or fails it with a reason after too many attempts.
+4. Every task working for the job sends a heartbeat (``ingest_job_beat``) while it works,
+   and a prepare names its file: each file sent to the workers has an ``IngestJobFile`` row
+   with its own last beat, gone with its result. The stale-run sweeper (``core.jobs``) sends
+   a file again whose worker fell silent while the job goes on (``ingest_sweep``), re-queues
+   a job that shows no sign of life at all, and fails either with a reason after too many attempts.
 
 Without a broker the same steps run in-process, in order.
 """
@@ -35,7 +37,7 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from core import jobs
-from sources.models import IngestJob, Source
+from sources.models import IngestJob, IngestJobFile, Source
 from sources.services import ingest, prepare
 from sources.services.ingest import FileResult, IngestReport, ProgressFn
 
@@ -165,21 +167,42 @@ def ingest_job_run(*, job_id: int, on_file: ProgressFn | None = None) -> None:
     todo = _check_files(job, on_file)
     if not todo:
         return
-    IngestJob.objects.filter(pk=job_id, status=IngestJob.Status.RUNNING).update(
-        stage=IngestJob.Stage.PROCESSING, heartbeat_at=timezone.now()
-    )
+    eager = jobs.is_eager()
+    # One transaction: the sweeper looks for lost files only in a job that is processing, and by
+    # then the rows left by an attempt before this one say "sent, not started" again.
+    with transaction.atomic():
+        IngestJob.objects.filter(pk=job_id, status=IngestJob.Status.RUNNING).update(
+            stage=IngestJob.Stage.PROCESSING, heartbeat_at=timezone.now()
+        )
+        if not eager:
+            _files_sent(job_id, todo)
     logger.info("ingest job=%s dispatching files=%s", job_id, len(todo))
-    if jobs.is_eager():
+    if eager:
         for rel in todo:
             _process_in_process(job_id, job.root, rel, on_file)
     else:
         _dispatch(job_id, job.root, todo)
 
 
-def ingest_job_beat(*, job_id: int) -> None:
-    """Record that a worker is still at work on the job. Only a running job is touched, so a beat
-    that arrives after the job finished (or was failed) changes nothing."""
-    IngestJob.objects.filter(pk=job_id, status=IngestJob.Status.RUNNING).update(heartbeat_at=timezone.now())
+def _files_sent(job_id: int, rels: list[str]) -> None:
+    """Record each file as sent to the workers and not yet started (caller holds the transaction)."""
+    IngestJobFile.objects.filter(job_id=job_id).update(beat_at=None, attempts=F("attempts") + 1)
+    IngestJobFile.objects.bulk_create(
+        [IngestJobFile(job_id=job_id, path=rel) for rel in rels], ignore_conflicts=True, batch_size=500
+    )
+
+
+def ingest_job_beat(*, job_id: int, rel: str | None = None) -> None:
+    """Record that a worker is still at work on the job, and with ``rel`` on that file of it.
+
+    Only a running job and a file still without a result are touched, so a beat that arrives
+    after the job finished (or was failed), or after its file's result, changes nothing.
+    """
+    now = timezone.now()
+    with transaction.atomic():
+        alive = IngestJob.objects.filter(pk=job_id, status=IngestJob.Status.RUNNING).update(heartbeat_at=now)
+        if alive and rel is not None:
+            IngestJobFile.objects.filter(job_id=job_id, path=rel).update(beat_at=now)
 
 
 def _check_files(job: IngestJob, on_file: ProgressFn | None) -> list[str]:
@@ -231,6 +254,15 @@ def _dispatch(job_id: int, root: str, rels: list[str]) -> None:
         ).apply_async()
 
 
+def ingest_job_file_send(*, job_id: int, root: str, rel: str) -> None:
+    """Send one file of a running job to the workers again (the sweeper found its worker lost).
+
+    Its row is already claimed by the caller. Should the first send still land after all,
+    the done mark and the idempotent store keep the second one out.
+    """
+    _dispatch(job_id, root, [rel])
+
+
 def _process_in_process(job_id: int, root: str, rel: str, on_file: ProgressFn | None) -> None:
     try:
         payload = jobs.registered_task("ingest.prepare").delay(root, rel).get()
@@ -251,7 +283,8 @@ def ingest_job_file_prepare(*, root: str, rel: str, job_id: int | None = None) -
 
 def ingest_job_dropped(*, job_id: int) -> None:
     """The job was failed (stale): compute workers drop the prepares still queued for its files without a
-    result; ``ingest_job_retry`` clears the marks again."""
+    result; ``ingest_job_retry`` clears the marks again. Its files are no longer followed one by one."""
+    IngestJobFile.objects.filter(job_id=job_id).delete()
     job = IngestJob.objects.filter(pk=job_id).first()
     if job is not None:
         done = _paths_done(job)
@@ -278,6 +311,7 @@ def ingest_job_file_store(
             return None
         result = ingest.source_store_prepared(root=job.root, rel=rel, collection_id=job.collection_id, payload=payload)
         _append(job, [result], on_file)
+        IngestJobFile.objects.filter(job_id=job_id, path=rel).delete()
         transaction.on_commit(lambda: jobs.done_mark(_file_key(job_id, rel)))
     return result
 
@@ -290,6 +324,7 @@ def ingest_job_file_fail(*, job_id: int, rel: str, reason: str, on_file: Progres
             return None
         result = ingest.source_mark_failed(root=job.root, rel=rel, collection_id=job.collection_id, reason=reason)
         _append(job, [result], on_file)
+        IngestJobFile.objects.filter(job_id=job_id, path=rel).delete()
         transaction.on_commit(lambda: jobs.done_mark(_file_key(job_id, rel)))
     return result
 
@@ -381,6 +416,7 @@ def ingest_job_retry(*, job_id: int) -> IngestJob:
             finished_at=None,
             heartbeat_at=timezone.now(),
         )
+        IngestJobFile.objects.filter(job_id=job_id).delete()  # a retry counts each file's attempts afresh
     jobs.done_clear([_file_key(job_id, rel) for rel in redo])
     logger.info("ingest job=%s re-queued by retry", job_id)
     ingest_job_enqueue(job_id=job_id)

@@ -126,7 +126,7 @@ def file_digest(path: Path) -> str:
     return digest.hexdigest()
 
 
-PAYLOAD_VERSION = 3  # 2: window vectors; 3: chunks carry ocr_confidence
+PAYLOAD_VERSION = 4  # 2: window vectors; 3: chunks carry ocr_confidence; 4: the date the document gives itself
 
 
 @dataclass
@@ -141,6 +141,7 @@ class Prepared:
     window_owners: list[int]  # the chunk (index into drafts) of each window vector
     window_vectors: list[list[float]]
     notes: list[str] = field(default_factory=list)  # Extracted.notes: parts of the file left out, and why
+    issued: str | None = None  # Extracted.issued as ISO 8601
 
 
 def _prepare(path: Path, data: bytes) -> Prepared:
@@ -182,6 +183,7 @@ def _prepare(path: Path, data: bytes) -> Prepared:
         owners,
         vectors[len(drafts) :],
         list(extracted.notes),
+        extracted.issued.isoformat() if extracted.issued else None,
     )
 
 
@@ -280,6 +282,7 @@ def _encode_payload(rel: str, prepared: Prepared, *, digest: str, size: int, mti
         "window_owners": prepared.window_owners,
         "window_vectors": _vectors_encode(prepared.window_vectors),
         "notes": prepared.notes,
+        "issued": prepared.issued,
     }
 
 
@@ -314,4 +317,5 @@ def payload_decode(payload: dict[str, Any]) -> Prepared:
         payload["window_owners"],
         window_vectors,
         payload.get("notes", []),
+        payload["issued"],
     )

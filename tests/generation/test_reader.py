@@ -637,3 +637,41 @@ def test_a_quoted_row_cites_its_own_row_by_the_passage_s_line_map() -> None:
     # A unit over lines that stand for no row (the header alone) falls back to the passage's span too.
     header = Unit("Model | Flow", "row", 0, 12, 0, 0)
     assert reader.Quote(mapped, header, 1.0, 1.0, 1.0).lines == (2, 5)
+
+
+PROCEDURE = (
+    "To mount the unit:\n"
+    "1. Hook the upper edge onto the rail.\n"
+    "2. Press the lower edge until the latch clicks.\n"
+    "3. Tighten the locking screw.\n"
+    "- Keep the vents free.\n"
+    "The unit weighs 210 g."
+)
+
+
+def test_a_step_of_a_numbered_procedure_is_quoted_with_every_step_in_source_order(embed: dict) -> None:
+    """The best unit is step 2; steps 1 and 3 come with it, with the source's own numbers and lines, beyond
+    max_units; the bullet and the sentence after the list do not."""
+    q = "How is the unit mounted on the rail?"
+    embed.update({q: [1.0, 0.0, 0.0], "2. Press the lower edge until the latch clicks.": [0.9, 0.1, 0.0]})
+    reading = reader.read(q, [Passage("S1", PROCEDURE, 10, 15, source="manual.md")], embedding_model="m", max_units=1)
+    assert [q.unit.text for q in reading.quotes] == [
+        "1. Hook the upper edge onto the rail.",
+        "2. Press the lower edge until the latch clicks.",
+        "3. Tighten the locking screw.",
+    ]
+    assert [q.lines for q in reading.quotes] == [(11, 11), (12, 12), (13, 13)]
+    assert reading.text.splitlines()[0] == "1. Hook the upper edge onto the rail. [S1]"
+
+
+def test_numbered_run_stops_at_a_bullet_a_sentence_or_a_gap() -> None:
+    from core.units import numbered_run
+
+    units = passage_units(PROCEDURE)
+    kinds = [(u.kind, u.text[:2]) for u in units]
+    step = next(i for i, (kind, lead) in enumerate(kinds) if lead == "2.")
+    assert [units[i].text[:2] for i in numbered_run(units, step)] == ["1.", "2.", "3."]
+    bullet = next(i for i, (_, lead) in enumerate(kinds) if lead == "- ")
+    assert numbered_run(units, bullet) == [] and numbered_run(units, 0) == []
+    apart = passage_units("1. First step.\n\n1. Another list.")
+    assert numbered_run(apart, 0) == [0] and numbered_run(apart, 1) == [1]

@@ -11,6 +11,7 @@ import contextlib
 import os
 import shutil
 from collections.abc import Callable, Iterator
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -70,6 +71,9 @@ def site(
     collection_grant(collection="manuals", username="alice")
     (kb / "manual.md").write_text(MANUAL)
     (kb / "datasheet.md").write_text(DATASHEET)
+    for name, day in [("manual.md", "2023-05-02"), ("datasheet.md", "2025-03-01")]:  # the datasheet is newer
+        stamp = datetime.fromisoformat(f"{day}T12:00:00+00:00").timestamp()
+        os.utime(kb / name, (stamp, stamp))
     knowledge_base_ingest(target=kb, collection="manuals")
     author, reviewer = User.objects.create_user("author"), User.objects.create_user("rita")
     reviewer.user_permissions.add(Permission.objects.get(codename="approve_featurespec"))
@@ -95,6 +99,11 @@ def test_ask_audit_and_generate(browser_page: Any, live_server: Any, site: Scrip
     row = QueryLog.objects.get()
     expect(page).to_have_url(f"{live_server.url}/conversations/{row.conversation_id}/#turn-{row.pk}")
     expect(page.locator(".conflict")).to_contain_text("VCC")
+    newer = page.locator(".conflict-side", has_text="datasheet.md")
+    expect(newer).to_contain_text("dated 2025-03-01")
+    expect(newer.locator(".newest")).to_have_text("newest")
+    expect(page.locator(".conflict-side", has_text="manual.md")).to_contain_text("dated 2023-05-02")
+    expect(page.locator(".conflict .newest")).to_have_count(1)
     expect(page.locator(".answer-head .badge")).to_have_attribute("data-answer-class", row.answer_class)
     expect(page.locator(".sources li")).to_have_count(len(row.citations))
     assert row.citations and page.locator("a.cite").count() >= 1

@@ -637,12 +637,18 @@ def test_migration_0019_makes_the_next_ingest_read_documents_anew(kb: Path) -> N
     recorded = dict(Source.objects.values_list("path", "chunking"))
     assert recorded["notes.txt"] == DEFAULTS
     # downgraded past 0020 too: the chunks that needed a line map lost it
-    assert recorded["manual.docx"] == recorded["valves.html"] == DEFAULTS + " structure=flat line_map=none"
+    assert recorded["manual.docx"] == DEFAULTS + " structure=flat line_map=none"
+    assert recorded["valves.html"] == DEFAULTS + " structure=flat line_map=none html_lists=bare"  # and past 0023
     assert recorded["manual.pdf"] == DEFAULTS + " pdf_text=pypdf"
     report = reasons(ingest_jobs.knowledge_base_ingest(target=kb))
     assert report["manual.docx"] == (
         "ingested",
         "re-chunked: chunking settings changed (structure flat → drawn, line_map none → kept)",
+    )
+    assert report["valves.html"] == (
+        "ingested",
+        "re-chunked: chunking settings changed "
+        "(structure flat → drawn, line_map none → kept, html_lists bare → numbered)",
     )
     assert report["manual.pdf"] == ("ingested", "re-chunked: chunking settings changed (pdf_text pypdf → pdfium)")
     assert report["notes.txt"] == ("unchanged", "")

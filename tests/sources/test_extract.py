@@ -276,3 +276,34 @@ def test_json_duplicate_key_reason_stays_short_for_huge_keys() -> None:
 def test_utf16_text_with_bom_is_read() -> None:
     result = extract(Path("u.txt"), "héllo wörld".encode("utf-16"))
     assert result.blocks[0].text == "héllo wörld"
+
+
+def test_html_list_items_keep_the_bullets_and_numbers_a_browser_draws(tmp_path: Path) -> None:
+    """An ``<ol>``'s items are numbered as the page shows them (start, value, reversed, type), an item's ``<p>``
+    included; a ``<ul>``'s are bullets."""
+    page = tmp_path / "steps.html"
+    page.write_text(
+        "<html><body>"
+        "<ol><li><p>Open the cover.</p></li><li><p>Pull the <b>latch</b>.</p></li></ol>"
+        '<ol start="4"><li>Fourth.</li><li value="9">Ninth.</li><li>Tenth.</li></ol>'
+        '<ol reversed><li>Three.</li><li>Two.</li><li>One.</li></ol>'
+        '<ol type="a"><li>First letter.</li><li>Second letter.</li></ol>'
+        '<ol type="I" start="4"><li>Roman four.</li></ol>'
+        "<ul><li><p>A bullet.</p></li></ul>"
+        "</body></html>"
+    )
+    texts = [b.text for b in extract(page, page.read_bytes()).blocks]
+    assert texts == [
+        "1. Open the cover.",
+        "2. Pull the latch.",
+        "4. Fourth.",
+        "9. Ninth.",
+        "10. Tenth.",
+        "3. Three.",
+        "2. Two.",
+        "1. One.",
+        "a. First letter.",
+        "b. Second letter.",
+        "IV. Roman four.",
+        "- A bullet.",
+    ]

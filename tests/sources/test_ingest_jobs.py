@@ -91,7 +91,8 @@ def test_payload_of_another_release_fails_the_file_and_keeps_the_stored_version(
         del chunk["ocr_confidence"]
     result = ingest.source_store_prepared(root=str(kb), rel="note0.md", collection_id=job.collection_id, payload=old)
     assert result.status == "failed"
-    assert "payload version 2, but this one reads 3; every worker must run the same Foundry release" in result.reason
+    reads = f"payload version 2, but this one reads {prepare.PAYLOAD_VERSION}; every worker must run the same Foundry"
+    assert reads in result.reason
     assert Chunk.objects.filter(source__path="note0.md").count() > 0  # the stored version stays
     index_agrees()
 

@@ -15,7 +15,7 @@ import pytest
 from django.db import connection
 
 from sources import vectorstore
-from sources.models import Chunk, IngestJob, Source
+from sources.models import Chunk, IngestJob, IngestJobFile, Source
 from sources.services import ingest, ingest_jobs
 from tests.broker import Worker, broker_mode, redis_or_skip, start_all, worker_env, worker_pool
 from tests.conftest import make_pdf
@@ -232,6 +232,38 @@ def test_a_compute_worker_killed_mid_file_has_that_file_redone_exactly_once(
     assert {r["status"] for r in job.results} == {"ingested"}
     slow = Source.objects.get(path="slow-c.txt")
     assert list(slow.chunks.values_list("ordinal", flat=True)) == list(range(slow.chunk_count))
+    assert job.chunks_done == Chunk.objects.count()
+    index_agrees()
+
+
+def test_a_file_lost_while_its_job_goes_on_is_redone_alone_without_waiting_for_the_job(
+    workers: dict[str, Worker], kb: Path, fast_config: None, clean_index: None
+) -> None:
+    """Two compute workers, one slow file each; one worker is killed. The other file, slower than the stale
+    window, keeps the job alive: the sweeper sends just the silent file again, and the job is never
+    re-queued (attempts stays 1)."""
+    names = ["slow-a.txt", "slow-b.txt"]
+    (kb / names[0]).write_text("The first slow file: pump P1 runs at 1450 rpm.\n")
+    (kb / names[1]).write_text("The second slow file: valve V3 closes at 5 bar.\n")
+    other = Worker("compute", workers["compute"].env, workers["compute"].home, name="compute-2")
+    try:
+        start_all({"compute-2": other})
+        with broker_mode():
+            job = ingest_jobs.ingest_job_create(target=kb)
+            ingest_jobs.ingest_job_enqueue(job_id=job.pk)
+            deadline = time.monotonic() + 120
+            while any(starts(workers, name) == 0 for name in names):  # each worker is inside its file
+                assert time.monotonic() < deadline, workers["compute"].tail() + other.tail()
+                time.sleep(0.1)
+            workers["compute"].kill()
+            start_all({"compute": workers["compute"]})  # as a supervisor restarts it
+            job = wait_job(job.pk, 2 * SLOW_SECONDS + STALE_SECONDS + 90, workers)
+    finally:
+        other.stop()
+    assert job.status == IngestJob.Status.SUCCEEDED and job.attempts == 1
+    assert sorted(starts(workers, name) for name in names) == [1, 2]  # the lost file once more, the other not
+    assert sorted(r["path"] for r in job.results) == names and {r["status"] for r in job.results} == {"ingested"}
+    assert not IngestJobFile.objects.filter(job_id=job.pk).exists()
     assert job.chunks_done == Chunk.objects.count()
     index_agrees()
 

@@ -4,6 +4,7 @@ they share (decoding, paragraphs). The format modules of this package build on t
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 
 KINDS = {
@@ -49,11 +50,31 @@ class Block:
 
 @dataclass(frozen=True)
 class Extracted:
-    """``notes``: what the file's report must say although it was read (parts left out, and why)."""
+    """``notes``: what the file's report must say although it was read (parts left out, and why);
+    ``issued``: the date the document gives itself (its metadata: last modified, else created), None when it
+    gives none (the file's modification time stands in; see ``Source.dated``)."""
 
     title: str
     blocks: list[Block]
     notes: tuple[str, ...] = ()
+    issued: datetime | None = None
+
+
+# Office files are ZIP archives, whose timestamps start in 1980: a date before it is a writer's placeholder.
+EARLIEST_DATE = datetime(1980, 1, 1, tzinfo=UTC)
+
+
+def stated_date(*candidates: object) -> datetime | None:
+    """The first of ``candidates`` that is a plausible document date (a datetime from 1980 to now; a naive one
+    taken as UTC), else None. Metadata written by tools holds placeholders and future dates alike."""
+    now = datetime.now(UTC)
+    for value in candidates:
+        if not isinstance(value, datetime):
+            continue
+        when = value if value.tzinfo else value.replace(tzinfo=UTC)
+        if EARLIEST_DATE <= when <= now:
+            return when
+    return None
 
 
 def kind_of(path: Path) -> str | None:

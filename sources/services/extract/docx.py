@@ -16,7 +16,7 @@ import io
 import re
 from typing import TYPE_CHECKING
 
-from sources.services.extract.blocks import MAX_HEADING_CHARS, Block, Extracted, ExtractionError
+from sources.services.extract.blocks import MAX_HEADING_CHARS, Block, Extracted, ExtractionError, stated_date
 from sources.services.extract.charts import C, R, chart_blocks, chart_read
 from sources.services.extract.docx_numbering import Numbering
 from sources.services.extract.office import office_check, office_errors
@@ -66,10 +66,12 @@ def extract_docx(data: bytes, *, fallback_title: str) -> Extracted:
                 continue
             number += 1
             blocks.append(Block(numbering.marker(item) + text, heading, None, number, number))
-        title = (document.core_properties.title or "").strip()
+        core = document.core_properties
+        title = (core.title or "").strip()
+        issued = stated_date(core.modified, core.created)
     if not blocks:
         raise ExtractionError("Word document has no text (only headings, images or empty paragraphs)")
-    return Extracted(title=title or first_heading or fallback_title, blocks=blocks)
+    return Extracted(title=title or first_heading or fallback_title, blocks=blocks, issued=issued)
 
 
 def _heading_level(paragraph: object) -> int:

@@ -12,10 +12,11 @@ block's element starts on through the last line its text reaches).
 from __future__ import annotations
 
 import re
+from datetime import datetime
 
 from lxml import etree, html as lxml_html
 
-from sources.services.extract.blocks import MAX_HEADING_CHARS, Block, Extracted, ExtractionError
+from sources.services.extract.blocks import MAX_HEADING_CHARS, Block, Extracted, ExtractionError, stated_date
 from sources.services.extract.tables import table_blocks
 
 DROP = {
@@ -77,6 +78,18 @@ BLOCKS = {
     "center",
 }
 MAX_DEPTH = 200
+# <meta> names and properties (Dublin Core, Open Graph, the HTTP header) that date a page, the last revision first.
+DATE_META = (
+    "dcterms.modified",
+    "article:modified_time",
+    "last-modified",
+    "date",
+    "dcterms.date",
+    "dc.date",
+    "dcterms.issued",
+    "dcterms.created",
+    "article:published_time",
+)
 _SPACE = re.compile(r"\s+")
 _XML_DECLARATION = re.compile(r"^\s*<\?xml[^>]*\?>")
 
@@ -94,6 +107,7 @@ def extract_html(data: bytes, *, fallback_title: str) -> Extracted:
     except (etree.ParserError, etree.XMLSyntaxError, ValueError) as exc:
         raise ExtractionError(f"HTML cannot be parsed: {exc}") from None
     title = " ".join((root.findtext(".//title") or "").split())
+    issued = _issued(root)
     # Dropped before anything reads text: a cell's or heading's text_content() must not include a script.
     try:
         for element in list(root.iter(*DROP)):
@@ -108,7 +122,20 @@ def extract_html(data: bytes, *, fallback_title: str) -> Extracted:
     walker.flush()
     if not walker.blocks:
         raise ExtractionError("HTML page has no text in its main content (scripts, styles and navigation are not read)")
-    return Extracted(title=title or walker.first_h1 or fallback_title, blocks=walker.blocks)
+    return Extracted(title=title or walker.first_h1 or fallback_title, blocks=walker.blocks, issued=issued)
+
+
+def _issued(root: lxml_html.HtmlElement) -> datetime | None:
+    """The page's date from its ``<meta>`` tags (ISO 8601 values; ``DATE_META`` says which tag wins)."""
+    found: dict[str, datetime] = {}
+    for meta in root.iter("meta"):
+        key = (meta.get("name") or meta.get("property") or meta.get("http-equiv") or "").strip().lower()
+        if key in DATE_META and key not in found:
+            try:
+                found[key] = datetime.fromisoformat((meta.get("content") or "").strip())
+            except ValueError:
+                continue
+    return stated_date(*(found[key] for key in DATE_META if key in found))
 
 
 def _text(data: bytes) -> str | bytes:
@@ -140,6 +167,66 @@ def _main(root: lxml_html.HtmlElement) -> lxml_html.HtmlElement:
     return body if body is not None else root
 
 
+def _list_marker(item: lxml_html.HtmlElement) -> str:
+    """What a browser draws before ``item``: "- " for an item of a ``<ul>`` (or of no list), else its number as the
+    ``<ol>`` gives it ("3. "), counted as HTML counts: from the list's ``start`` (a ``reversed`` list down from its
+    number of items), set anew by an item's ``value``; ``type="a"`` / ``"A"`` letters, ``"i"`` / ``"I"`` roman
+    numerals. A procedure's steps keep the numbers the reader of the page sees."""
+    parent = item.getparent()
+    if parent is None or parent.tag != "ol":
+        return "- "
+    items = [child for child in parent if child.tag == "li"]
+    down = parent.get("reversed") is not None
+    number = _integer(parent.get("start"), len(items) if down else 1)
+    for sibling in items:
+        number = _integer(sibling.get("value"), number)
+        if sibling is item:
+            break
+        number += -1 if down else 1
+    kind = item.get("type") or parent.get("type") or "1"
+    return f"{_numeral(number, kind)}. "
+
+
+def _integer(value: str | None, default: int) -> int:
+    try:
+        return int((value or "").strip())
+    except ValueError:
+        return default
+
+
+def _numeral(number: int, kind: str) -> str:
+    if kind in "aA" and number > 0:
+        letters = ""
+        while number > 0:
+            number, rest = divmod(number - 1, 26)
+            letters = chr(ord("a") + rest) + letters
+        return letters.upper() if kind == "A" else letters
+    if kind in "iI" and 0 < number < 4000:
+        roman = ""
+        for value, digits in ROMAN:
+            count, number = divmod(number, value)
+            roman += digits * count
+        return roman.lower() if kind == "i" else roman
+    return str(number)
+
+
+ROMAN = (
+    (1000, "M"),
+    (900, "CM"),
+    (500, "D"),
+    (400, "CD"),
+    (100, "C"),
+    (90, "XC"),
+    (50, "L"),
+    (40, "XL"),
+    (10, "X"),
+    (9, "IX"),
+    (5, "V"),
+    (4, "IV"),
+    (1, "I"),
+)
+
+
 class _Walker:
     """Collects inline text into paragraphs, flushed at block boundaries, under the current heading path."""
 
@@ -152,6 +239,7 @@ class _Walker:
         self.start = self.end = 1
         self.tables = 0
         self.term, self.term_line, self.term_done = "", 1, False  # the <dt> (or <dt>s) the next <dd> defines
+        self.marker = ""  # the open <li>'s bullet or number, until its first text
 
     def walk(self, el: lxml_html.HtmlElement, *, depth: int) -> None:
         tag = el.tag if isinstance(el.tag, str) else ""
@@ -177,7 +265,9 @@ class _Walker:
             if tag == "dd" and self.term:  # the definition reads with its term: "varchar: Almost always …"
                 self._add(self.term + ": ", self.term_line)
                 self.term_done = True
-            self._add(("- " if tag == "li" else "") + (el.text or ""), line)
+            if tag == "li":
+                self.marker = _list_marker(el)  # goes in front of the item's first text, in a <p> of it or not
+            self._add(el.text or "", line)
             for child in el:
                 self.walk(child, depth=depth + 1)
                 self._add(child.tail or "", child.sourceline or line)
@@ -208,6 +298,8 @@ class _Walker:
         if not self.buf:
             self.start = self.end = line
             text = text.lstrip("\n") if keep_lines else text  # <pre> ignores a newline right after its tag
+            if self.marker:
+                text, self.marker = self.marker + text.lstrip(), ""
         self.buf.append(text if keep_lines else _SPACE.sub(" ", text))
         self.end = max(self.end, line + text.rstrip().count("\n"))
 
@@ -215,7 +307,7 @@ class _Walker:
         text = "".join(self.buf).strip()
         if "\n" not in text:
             text = _SPACE.sub(" ", text)
-        if text and text != "-":
+        if text:
             heading = tuple(name for _, name in self.path)
             self.blocks.append(Block(text, heading, None, self.start, max(self.start, self.end)))
         self.buf = []

@@ -18,13 +18,14 @@ import io
 import logging
 import re
 import unicodedata
+from datetime import datetime
 
 from pypdf import PageObject, PdfReader
 from pypdf.errors import DependencyError, FileNotDecryptedError, PdfReadError, PyPdfError
 
 from core.units import names_columns
 from sources.services.extract import ocr
-from sources.services.extract.blocks import Block, Extracted, ExtractionError, paragraphs
+from sources.services.extract.blocks import Block, Extracted, ExtractionError, paragraphs, stated_date
 from sources.services.extract.pdf_furniture import Line, page_rotation, running_lines
 from sources.services.extract.pdf_outline import outline_starts, section_starts, sections
 from sources.services.extract.pdf_text import pdf_page_lines
@@ -80,7 +81,9 @@ def extract_pdf(data: bytes, *, fallback_title: str) -> Extracted:
                 f"PDF has no text layer, and OCR found no text in its {scanned.pages} scanned page(s)"
             )
         raise ExtractionError(f"PDF has no extractable text in {len(pages)} page(s), and no scanned page images")
-    return Extracted(title=_title(reader) or fallback_title, blocks=blocks, notes=scanned.notes())
+    return Extracted(
+        title=_title(reader) or fallback_title, blocks=blocks, notes=scanned.notes(), issued=_issued(reader)
+    )
 
 
 def _page_text(page: PageObject, number: int, lines: list[Line] | None) -> list[Line] | None:
@@ -248,6 +251,23 @@ def _title(reader: PdfReader) -> str:
     except Exception:  # broken info dictionaries are common; the file name will do
         return ""
     return title.strip() if isinstance(title, str) else ""
+
+
+def _issued(reader: PdfReader) -> datetime | None:
+    """The info dictionary's ModDate, else its CreationDate (a malformed date counts as none)."""
+    try:
+        meta = reader.metadata
+    except Exception:  # broken info dictionaries are common, as in _title
+        return None
+    if meta is None:
+        return None
+    dates = []
+    for name in ("modification_date", "creation_date"):
+        try:
+            dates.append(getattr(meta, name))
+        except (ValueError, TypeError, PyPdfError):  # a date string pypdf cannot parse
+            continue
+    return stated_date(*dates)
 
 
 def _image_sizes_check(page: PageObject, *, number: int, limit: int) -> None:

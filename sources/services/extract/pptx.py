@@ -14,7 +14,7 @@ import io
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from sources.services.extract.blocks import MAX_HEADING_CHARS, Block, Extracted, ExtractionError
+from sources.services.extract.blocks import MAX_HEADING_CHARS, Block, Extracted, ExtractionError, stated_date
 from sources.services.extract.charts import chart_blocks, chart_read
 from sources.services.extract.office import office_check, office_errors
 from sources.services.extract.tables import table_blocks
@@ -39,10 +39,12 @@ def extract_pptx(data: bytes, *, fallback_title: str) -> Extracted:
             title = _slide_title(slide)
             first_title = first_title or title
             blocks += _slide_blocks(slide, number=number, title=title)
-        core_title = (deck.core_properties.title or "").strip()
+        core = deck.core_properties
+        core_title = (core.title or "").strip()
+        issued = stated_date(core.modified, core.created)
     if not blocks:
         raise ExtractionError("PowerPoint presentation has no text (no titles, text boxes, tables, charts or notes)")
-    return Extracted(title=core_title or first_title or fallback_title, blocks=blocks)
+    return Extracted(title=core_title or first_title or fallback_title, blocks=blocks, issued=issued)
 
 
 def _slide_title(slide: Slide) -> str:

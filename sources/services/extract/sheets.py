@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from functools import partial
 from typing import TYPE_CHECKING
 
-from sources.services.extract.blocks import Block, Extracted, ExtractionError
+from sources.services.extract.blocks import Block, Extracted, ExtractionError, stated_date
 from sources.services.extract.charts import chart_blocks, sheet_charts
 from sources.services.extract.office import office_check, office_errors
 from sources.services.extract.tables import row_text
@@ -46,6 +46,7 @@ def extract_xlsx(data: bytes, *, fallback_title: str) -> Extracted:
         )
         try:
             title = (book.properties.title or "").strip() if book.properties else ""
+            issued = stated_date(book.properties.modified, book.properties.created) if book.properties else None
             cells = 0
             for unit, sheet in enumerate(book.worksheets, start=1):
                 # The stored used range ("A1:XFD1048576") is not trusted: rows are as wide as their cells.
@@ -70,7 +71,7 @@ def extract_xlsx(data: bytes, *, fallback_title: str) -> Extracted:
             "Excel workbook has no cell values or charts (empty sheets, or formulas never calculated: "
             "open and save it in Excel to store their values)"
         )
-    return Extracted(title=title or fallback_title, blocks=blocks)
+    return Extracted(title=title or fallback_title, blocks=blocks, issued=issued)
 
 
 def extract_csv(text: str, *, fallback_title: str) -> Extracted:
