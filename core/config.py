@@ -139,12 +139,15 @@ class RetrievalConfig(_Section):
     (Jaccard). Null: the overlap `bench/fit_recency.py` fitted."""
     dense_index: Literal["matrix", "vec0"] = "matrix"
     """Dense channel: `matrix` scans a memory-mapped copy of the vectors (exact, fast); `vec0` scans the
-    sqlite-vec table itself (D0016)."""
+    sqlite-vec table itself, or on PostgreSQL searches the pgvector table (HNSW) (D0016)."""
     dense_shortlist: Annotated[int, Field(ge=0, le=1_000_000)] = 8000
     """Above `dense_exact_max_rows` vectors, rows scored exactly after ranking every row by its sign bits;
     0: score every row (D0016)."""
     dense_exact_max_rows: Annotated[int, Field(ge=0)] = 200_000
-    """Up to this many vectors the matrix is scanned exactly; above it the sign-bit shortlist applies (D0016)."""
+    """Up to this many vectors the matrix is scanned exactly; above it the sign-bit shortlist applies (D0016).
+    On PostgreSQL, `dense_index: vec0` scans a pgvector table of up to this many vectors exactly too."""
+    hnsw_ef_search: Annotated[int, Field(ge=1, le=1000)] = 100
+    """PostgreSQL, `dense_index: vec0`: candidates pgvector's HNSW index keeps per search (recall against time)."""
     bm25_max_df: Annotated[float, Field(gt=0, le=1)] = 0.05
     """Hybrid: the BM25 query leaves out terms found in more than this share of the chunks and in more than
     10,000 chunks; 1 keeps every term, and `mode: bm25` always does (D0012)."""

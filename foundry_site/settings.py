@@ -16,6 +16,7 @@ from csp.constants import NONCE, NONE, SELF
 from kombu import Queue
 
 from core.config import load_config
+from foundry_site.db.url import database_from_url
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -140,6 +141,17 @@ DATABASES = {
         "TEST": {"NAME": env.str("FOUNDRY_TEST_DB", default=str(FOUNDRY_HOME / "test.sqlite3"))},
     }
 }
+# FOUNDRY_DATABASE_URL moves the whole store (Django's tables, keyword index, vectors) to PostgreSQL with
+# pgvector (docs/operations.md, "PostgreSQL"). FOUNDRY_DB_CONN_MAX_AGE keeps a connection open this many
+# seconds (0: one per request), checked before reuse.
+FOUNDRY_DATABASE_URL = env.str("FOUNDRY_DATABASE_URL", default="")
+# The SQLite settings stay at hand for the files Foundry makes beside the store (the eval commands' own indexes,
+# foundry_site/db/switch.py).
+FOUNDRY_SQLITE_DATABASE = DATABASES["default"]
+if FOUNDRY_DATABASE_URL:
+    DATABASES = {
+        "default": database_from_url(FOUNDRY_DATABASE_URL, conn_max_age=env.int("FOUNDRY_DB_CONN_MAX_AGE", default=0))
+    }
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 AUTH_PASSWORD_VALIDATORS = [

@@ -89,8 +89,12 @@ _loaded_lock = threading.Lock()
 
 def root_folder(model: str) -> Path:
     """Where the copies of ``model``'s vectors for the current database live."""
-    database = str(Path(str(connection.settings_dict["NAME"])).resolve())
-    tag = f"{Path(database).stem}-{hashlib.sha256(database.encode()).hexdigest()[:12]}"
+    conn = connection.settings_dict
+    if connection.vendor == "sqlite":
+        database, stem = str(Path(str(conn["NAME"])).resolve()), Path(str(conn["NAME"])).stem
+    else:  # a server's database: the same name on another host or port is another database
+        database, stem = f"{connection.vendor}://{conn['HOST']}:{conn['PORT']}/{conn['NAME']}", str(conn["NAME"])
+    tag = f"{stem}-{hashlib.sha256(database.encode()).hexdigest()[:12]}"
     return Path(settings.FOUNDRY_HOME) / "dense" / tag / vectorstore.model_slug(model)
 
 

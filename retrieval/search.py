@@ -3,6 +3,9 @@
 User text reaches ``MATCH`` only through ``match_expression`` (every term quoted,
 bound as a parameter). Table names are constants, except ``vec_chunks_{slug}``, whose
 slug ``sources.vectorstore`` derives from configuration and checks.
+
+On PostgreSQL (``FOUNDRY_DATABASE_URL``) every ``ChunkSearchManager`` method runs its namesake in
+``retrieval/search_postgres.py`` (BM25 over the ``tsvector`` index, pgvector KNN) with the same results.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ import numpy as np
 from django.db import connection, models
 
 from core import language
+from core.db_vendor import postgres_variant
 from retrieval.fusion import Hit
 from sources import vectorstore
 
@@ -68,6 +72,7 @@ def keyword_expression(terms: Sequence[str], code: str) -> str:
     return f"{{text heading title}} : ({written}) OR stems : ({match_expression(stems)})"
 
 
+@postgres_variant("retrieval.search_postgres")
 def rare_terms(cursor, terms: Sequence[str], max_df: float, max_postings: float = NO_POSTINGS_CAP) -> list[str]:
     """The ``terms`` a pruned keyword search keeps, in their order.
 
@@ -92,6 +97,11 @@ def rare_terms(cursor, terms: Sequence[str], max_df: float, max_postings: float 
     limit, room = (max(share * total, PRUNE_FLOOR) for share in (max_df, max_postings))
     if total <= limit and total * len(terms) <= room:
         return list(terms)
+    return rarest_kept(terms, _term_chunks(cursor, terms), limit, room)
+
+
+def _term_chunks(cursor, terms: Sequence[str]) -> dict[int, int]:
+    """How many chunks hold each of ``terms`` (by its index), as the index stems it."""
     for ddl in (
         f"CREATE VIRTUAL TABLE IF NOT EXISTS temp.query_terms USING fts5(term, tokenize = '{TOKENIZER}')",
         "CREATE VIRTUAL TABLE IF NOT EXISTS temp.query_stems USING fts5vocab(temp, query_terms, 'instance')",
@@ -104,7 +114,11 @@ def rare_terms(cursor, terms: Sequence[str], max_df: float, max_postings: float 
         "SELECT s.doc, max(coalesce(c.doc, 0)) FROM temp.query_stems s "
         "LEFT JOIN temp.chunk_terms c ON c.term = s.term GROUP BY s.doc"
     )
-    chunks_with = dict(cursor.fetchall())
+    return dict(cursor.fetchall())
+
+
+def rarest_kept(terms: Sequence[str], chunks_with: dict[int, int], limit: float, room: float) -> list[str]:
+    """``rare_terms``'s choice, given each term's chunk count (by index; absent: 0) and the two limits in chunks."""
     rarest_first = sorted((chunks_with.get(i, 0), i) for i in range(len(terms)))
     kept, used = set(), 0
     for count, index in rarest_first:
@@ -135,7 +149,11 @@ def _scope(collection_ids: Sequence[int] | None, column: str) -> tuple[str, list
     return f" AND {column} IN ({','.join(['%s'] * len(collection_ids))})", [int(i) for i in collection_ids]
 
 
+_postgres = postgres_variant("retrieval.search_postgres", method=True)
+
+
 class ChunkSearchManager(models.Manager):
+    @_postgres
     def keyword(
         self,
         text: str,
@@ -185,6 +203,7 @@ class ChunkSearchManager(models.Manager):
             )
             return [Hit(cid, -score) for cid, score in cur.fetchall()]
 
+    @_postgres
     def holds(self, word: str, *, collection_ids: Sequence[int] | None = None) -> bool:
         """Whether a chunk of the collections ``collection_ids`` (None: every collection) holds ``word``, in its
         text, heading path or title, as the keyword index reads it (its stem; "PX-100" as the phrase "ax 200")."""
@@ -203,6 +222,7 @@ class ChunkSearchManager(models.Manager):
             cur.execute(f"SELECT 1 FROM chunks_fts f{join} WHERE chunks_fts MATCH %s{where} LIMIT 1", [query, *params])
             return cur.fetchone() is not None
 
+    @_postgres
     def nearest(
         self, vector: Sequence[float], *, model: str, k: int = 20, collection_ids: Sequence[int] | None = None
     ) -> list[Hit]:
@@ -237,6 +257,7 @@ class ChunkSearchManager(models.Manager):
             best[cid] = max(best.get(cid, -2.0), 1.0 - dist)
         return sorted((Hit(cid, score) for cid, score in best.items()), key=lambda h: (-h.score, h.chunk_id))[:k]
 
+    @_postgres
     def vector_batches(
         self, *, model: str, after: int = 0, ids: np.ndarray | None = None, size: int = 20_000
     ) -> Iterator[list[tuple[int, int | None, bytes]]]:
@@ -279,6 +300,7 @@ class ChunkSearchManager(models.Manager):
                 while rows := cur.fetchmany(size):
                     yield rows
 
+    @_postgres
     def unit_ids(self, *, model: str, after: int = 0) -> np.ndarray:
         """Every stored unit id (as ``vector_batches`` numbers them) above ``after``, in no particular order.
 
@@ -297,6 +319,7 @@ class ChunkSearchManager(models.Manager):
                     ids.append(np.array(text.split(","), dtype=np.int64))
         return np.concatenate(ids)
 
+    @_postgres
     def unit_count(self, *, model: str) -> int:
         """How many unit ids ``unit_ids`` returns, counted in the same shadow tables (20 ms for 4M)."""
         total = 0
@@ -325,6 +348,7 @@ class ChunkSearchManager(models.Manager):
             for table, column, per_row in tables
         ]
 
+    @_postgres
     def similarity(self, vector: Sequence[float], chunk_ids: Sequence[int], *, model: str) -> dict[int, float]:
         """Cosine similarity of ``vector`` to each of ``chunk_ids`` (for the gate and the Sources list).
 
@@ -343,6 +367,7 @@ class ChunkSearchManager(models.Manager):
                     found[cid] = 1.0 - row[0]
         return found
 
+    @_postgres
     def vectors(self, chunk_ids: Sequence[int], *, model: str) -> dict[int, bytes]:
         """Stored float32 vectors of ``chunk_ids`` (raw bytes); point lookups, as in ``similarity``."""
         sql = f"SELECT embedding FROM {vectorstore.table_name(model)} WHERE chunk_id = %s"

@@ -12,6 +12,10 @@ Ingest writes vectors in the same transaction as the chunk rows, and ``sources``
 may not import ``retrieval``, so the write side of the vector SQL lives here; the
 read side (KNN search) is in ``retrieval/search.py``. The table name is the only
 SQL built from a value, and that value is a slug checked against ``[a-z0-9_]+``.
+
+On PostgreSQL (``FOUNDRY_DATABASE_URL``) the functions marked ``@_postgres`` run their namesakes in
+``sources/vectorstore_postgres.py`` (pgvector tables, the ``tsvector`` keyword index); the others' SQL
+is the same on both.
 """
 
 from __future__ import annotations
@@ -22,9 +26,11 @@ from collections.abc import Sequence
 
 from django.db import DatabaseError, connection
 
+from core.db_vendor import postgres_variant
 from sources.reingest import StaleEmbeddings
 
 _SLUG_OK = re.compile(r"^[a-z0-9_]+$")
+_postgres = postgres_variant("sources.vectorstore_postgres")
 
 
 class MissingEmbeddings(Exception):
@@ -97,20 +103,24 @@ def serialize(vector: Sequence[float]) -> bytes:
     return struct.pack(f"{len(vector)}f", *vector)
 
 
+@_postgres
 def table_exists(model: str) -> bool:
     return _exists(table_name(model))
 
 
+@_postgres
 def windows_exist(model: str) -> bool:
     return _exists(windows_table_name(model))
 
 
+@_postgres
 def _exists(table: str) -> bool:
     with connection.cursor() as cur:
         cur.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = %s", [table])
         return cur.fetchone() is not None
 
 
+@_postgres
 def table_dimension(model: str) -> int | None:
     """The vector width of the model's table, or None when there is no table."""
     if not table_exists(model):
@@ -121,6 +131,7 @@ def table_dimension(model: str) -> int | None:
     return int(match.group(1)) if match else None
 
 
+@_postgres
 def ensure_table(model: str, dimension: int) -> None:
     """Create the model's vec0 table (cosine distance) if it is missing.
 
@@ -143,6 +154,7 @@ def ensure_table(model: str, dimension: int) -> None:
         )
 
 
+@_postgres
 def ensure_windows_table(model: str, dimension: int) -> None:
     """Create the model's windows table if it is missing (its width follows the chunk table's)."""
     with connection.cursor() as cur:
@@ -153,6 +165,7 @@ def ensure_windows_table(model: str, dimension: int) -> None:
         )
 
 
+@_postgres
 def vectors_insert(model: str, rows: Sequence[tuple[int, int, Sequence[float]]]) -> None:
     """Insert (chunk_id, collection_id, vector) rows; the caller holds the transaction."""
     with connection.cursor() as cur:
@@ -162,6 +175,7 @@ def vectors_insert(model: str, rows: Sequence[tuple[int, int, Sequence[float]]])
         )
 
 
+@_postgres
 def windows_insert(model: str, rows: Sequence[tuple[int, int, Sequence[float]]]) -> None:
     """Insert (window_id, collection_id, vector) rows; the caller holds the transaction."""
     with connection.cursor() as cur:
@@ -171,6 +185,7 @@ def windows_insert(model: str, rows: Sequence[tuple[int, int, Sequence[float]]])
         )
 
 
+@_postgres
 def vectors_delete(chunk_ids: Sequence[int]) -> None:
     """Delete the vectors and window vectors of these chunks from every model's tables (vec0 has no cascade).
 
@@ -192,6 +207,7 @@ def vectors_delete(chunk_ids: Sequence[int]) -> None:
                         break
 
 
+@_postgres
 def all_tables(*, kind: str = "chunks") -> list[str]:
     """Every model's vec0 table of chunk vectors (``kind="windows"``: of window vectors)."""
     if kind not in ("chunks", "windows"):
@@ -221,6 +237,7 @@ def _rows(table: str) -> int:
         return cur.fetchone()[0]
 
 
+@_postgres
 def source_index_complete(source_id: int, chunk_count: int, model: str) -> bool:
     """True when every chunk of the source has its FTS row and its vector (so a skip is safe).
 
@@ -268,6 +285,7 @@ def vectors_version(model: str) -> str:
 # --------------------------------------------------------------------------- integrity (``foundry check``)
 
 
+@_postgres
 def sqlite_integrity() -> str:
     """SQLite's own ``PRAGMA integrity_check``: "ok", or its findings joined by "; "."""
     with connection.cursor() as cur:
@@ -275,6 +293,7 @@ def sqlite_integrity() -> str:
         return "; ".join(row[0] for row in cur.fetchall())
 
 
+@_postgres
 def fts_integrity() -> str:
     """FTS5's integrity check: "" when the index agrees with its content, else the error it raised."""
     with connection.cursor() as cur:
@@ -285,6 +304,7 @@ def fts_integrity() -> str:
     return ""
 
 
+@_postgres
 def fts_rebuild() -> int:
     """Make the keyword index anew from the chunk rows (``foundry check --repair``); returns its row count.
 
@@ -310,6 +330,7 @@ def orphans_delete(table: str, ids: Sequence[int]) -> None:
         cur.executemany(f"DELETE FROM {_checked(table)} WHERE {key} = %s", [(int(i),) for i in ids])
 
 
+@_postgres
 def page_limit_room() -> int | None:
     """Bytes the database may still grow by under this connection's ``PRAGMA max_page_count``
     (sqlite-vec reports a write refused by the limit, or by a full disk, only as its own error);
@@ -336,6 +357,7 @@ def chunk_ids() -> set[int]:
     return _ids("SELECT id FROM sources_chunk")
 
 
+@_postgres
 def fts_ids() -> set[int]:
     return _ids("SELECT rowid FROM chunks_fts")
 

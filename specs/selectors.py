@@ -34,10 +34,15 @@ def spec_name_normalise(name: str) -> str:
     return name[:-3] if name.lower().endswith(".md") else name
 
 
-def spec_get(*, name: str) -> FeatureSpec:
-    """The spec called ``name``, or ``SpecNotFound`` naming the specs that do exist."""
+def spec_get(*, name: str, lock: bool = False) -> FeatureSpec:
+    """The spec called ``name``, or ``SpecNotFound`` naming the specs that do exist.
+
+    ``lock`` (inside a service's transaction) holds the row until the transaction ends, so two services on one
+    spec run one after the other on PostgreSQL; SQLite's ``BEGIN IMMEDIATE`` already serialises every writer,
+    and Django sends no ``FOR UPDATE`` there."""
     name = spec_name_normalise(name)
-    spec = FeatureSpec.objects.filter(name=name).first()
+    found = FeatureSpec.objects.filter(name=name)
+    spec = (found.select_for_update() if lock else found).first()
     if spec is not None:
         return spec
     known = list(FeatureSpec.objects.order_by("name").values_list("name", flat=True))

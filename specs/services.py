@@ -3,6 +3,7 @@
 Each service runs in one transaction. The database backend opens transactions with
 ``BEGIN IMMEDIATE``, so the state read at the start of a service cannot change under it:
 two reviewers approving at once are serialised, and the second sees the first's result.
+On PostgreSQL the spec's row is locked when it is read (``spec_get(lock=True)``), to the same end.
 """
 
 from __future__ import annotations
@@ -88,7 +89,7 @@ def spec_edit(*, name: str, body: str, by: User, title: str | None = None) -> Ed
     body = _valid_body(body)
     _check_active(by)
     with transaction.atomic():
-        spec = spec_get(name=name)
+        spec = spec_get(name=name, lock=True)
         latest = _latest_version(spec)
         new_title = (title or "").strip()
         title_changed = bool(new_title) and new_title != spec.title
@@ -176,7 +177,7 @@ def spec_archive(*, name: str, by: User, note: str = "") -> SpecVersion:
     """Retire the approved version of ``name``: generation stops using the spec."""
     _check_reviewer(by=by, action="archive", name=name)
     with transaction.atomic():
-        spec = spec_get(name=name)
+        spec = spec_get(name=name, lock=True)
         version = spec.approved_version
         if version is None:
             latest = _latest_version(spec)
@@ -192,7 +193,7 @@ def spec_archive(*, name: str, by: User, note: str = "") -> SpecVersion:
 
 def _latest_for(*, name: str, action: str) -> SpecVersion:
     """The latest version of ``name``, if ``action`` is legal from its status."""
-    spec = spec_get(name=name)
+    spec = spec_get(name=name, lock=True)
     version = _latest_version(spec)
     allowed, _ = TRANSITIONS[action]
     if version.status not in allowed:

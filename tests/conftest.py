@@ -21,6 +21,26 @@ from tests import strict_templates
 strict_templates.enable()
 
 
+def pytest_report_header(config: pytest.Config) -> str:
+    from tests.settings import STORE
+
+    return f"store: {STORE}" + (f" ({django_settings.DATABASES['default']['NAME']})" if STORE == "postgres" else "")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Skip the tests of the store this run does not use (``tests/settings.py``)."""
+    from tests.settings import STORE
+
+    other, reason = (
+        ("sqlite_only", "tests the SQLite store itself (FOUNDRY_TEST_STORE=postgres)")
+        if STORE == "postgres"
+        else ("postgres_only", "needs PostgreSQL: run with FOUNDRY_TEST_STORE=postgres")
+    )
+    for item in items:
+        if item.get_closest_marker(other):
+            item.add_marker(pytest.mark.skip(reason=reason))
+
+
 @dataclass
 class ScriptedLLM(llm.CustomLLM):
     """A litellm provider (``scripted/…``) whose replies come from a test-supplied function."""

@@ -124,6 +124,16 @@ def keyword_stems(text: str, code: str) -> str:
     return "" if code in PORTER_STEMMED else " ".join(analyzer(code).stems(text))
 
 
+# PostgreSQL's text-search configurations carry the Snowball stemmers' names ("dutch", "german", "english");
+# a language without one is read by "simple" (lower-cased words, no stems, no stop words).
+TEXT_SEARCH_FALLBACK = "simple"
+
+
+def text_search_config(code: str) -> str:
+    """The PostgreSQL text-search configuration for language ``code`` (the keyword index on PostgreSQL)."""
+    return analyzer(code).snowball if code in SUPPORTED else TEXT_SEARCH_FALLBACK
+
+
 def analyzer_for(text: str) -> Analyzer:
     """The analyzer of the language ``text`` is written in."""
     return analyzer(detect(text))

@@ -112,9 +112,12 @@ def _space_left(path: str) -> int:
 
 
 def database_error_message(exc: DatabaseError) -> str:
-    """What went wrong with the SQLite file and what to do about it, for a database error."""
+    """What went wrong with the SQLite file and what to do about it, for a database error (on PostgreSQL: the
+    server's own message, which names its cause, with the database it came from)."""
     path = settings.DATABASES["default"]["NAME"]
     text = str(exc)
+    if settings.DATABASES["default"]["ENGINE"] != "foundry_site.db":
+        return f"Database error on PostgreSQL database {path} (FOUNDRY_DATABASE_URL): {text}"
     after = (
         "Each file is stored in one transaction, so nothing half-written was kept; "
         "`foundry check` verifies the index and `foundry ingest` again finishes the work."

@@ -15,7 +15,7 @@ from typing import TextIO
 
 from django.conf import settings
 from django.core.management import CommandError
-from django.db import DatabaseError
+from django.db import DatabaseError, connection
 from tqdm import tqdm
 
 from sources import selectors
@@ -262,7 +262,8 @@ def check_command(opts: argparse.Namespace, out: TextIO) -> int:
         orphans = ", ".join(f"{n} in {table}" for table, n in repaired.orphans_deleted.items())
         out.write(f", orphan vectors deleted: {orphans}\n" if orphans else ", no orphan vectors\n")
     report = index_check()
-    out.write(f"PRAGMA integrity_check: {report.sqlite}\n")
+    label = "PRAGMA integrity_check" if connection.vendor == "sqlite" else "PostgreSQL keyword triggers"
+    out.write(f"{label}: {report.sqlite}\n")
     out.write("".join(f"  {name}: {count}\n" for name, count in report.counts.items()))
     for problem in report.problems:
         out.write(f"PROBLEM: {problem}\n")

@@ -1,4 +1,4 @@
-"""System checks: the database offers FTS5 and vec0, every configured model is usable, prompt
+"""System checks: the database offers FTS5 and vec0 (on PostgreSQL: pgvector), every configured model is usable, prompt
 templates exist, and the index was embedded with the configured embedding model.
 
 ``foundry query``, ``generate`` and ``serve`` (and Django's ``check`` and ``runserver``) run
@@ -19,6 +19,9 @@ INDEX_TAG = "foundry_index"
 
 @register(TAG)
 def check_sqlite_extensions(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """SQLite has vec0 and FTS5; PostgreSQL (``FOUNDRY_DATABASE_URL``) has the pgvector extension."""
+    if connection.vendor == "postgresql":
+        return _postgresql_vector()
     errors: list[CheckMessage] = []
     with connection.cursor() as cur:
         try:
@@ -41,6 +44,26 @@ def check_sqlite_extensions(app_configs: Any = None, **kwargs: Any) -> list[Chec
                 )
             )
     return errors
+
+
+def _postgresql_vector() -> list[CheckMessage]:
+    with connection.cursor() as cur:
+        cur.execute("SELECT extversion FROM pg_extension WHERE extname = 'vector'")
+        if cur.fetchone():
+            return []
+        cur.execute("SELECT 1 FROM pg_available_extensions WHERE name = 'vector'")
+        available = cur.fetchone() is not None
+    where = connection.settings_dict["NAME"]
+    return [
+        Error(
+            f"PostgreSQL database {where!r} (FOUNDRY_DATABASE_URL) lacks pgvector's extension 'vector'"
+            + ("" if available else ", and the server has no pgvector installed"),
+            id="foundry.E001",
+            hint="Run `manage.py migrate` as a user who may create it, or as a superuser: CREATE EXTENSION vector;"
+            if available
+            else "Install pgvector on the PostgreSQL server, then CREATE EXTENSION vector; in that database.",
+        )
+    ]
 
 
 @register(TAG)

@@ -3,7 +3,8 @@
 Every query in the project goes through the ``default`` connection, so for the
 duration of the block that alias is bound to a fresh connection to ``path``
 (migrated first); the previous connection is put back untouched afterwards,
-even if it was inside a transaction. Thread-local, like Django's connections.
+even if it was inside a transaction. Thread-local, like Django's connections. The file is SQLite on
+either store: with ``FOUNDRY_DATABASE_URL`` set it takes the SQLite settings (``FOUNDRY_SQLITE_DATABASE``).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import copy
 from collections.abc import Iterator
 from pathlib import Path
 
+from django.conf import settings
 from django.contrib.contenttypes.models import ContentType
 from django.core.management import call_command
 from django.db import DEFAULT_DB_ALIAS, connections
@@ -23,7 +25,12 @@ from django.db.utils import load_backend
 def database_use(path: Path) -> Iterator[None]:
     """Bind the default connection to ``path`` (created and migrated if needed) inside the block."""
     previous = connections[DEFAULT_DB_ALIAS]
-    settings_dict = copy.deepcopy(previous.settings_dict)
+    if previous.vendor == "sqlite":
+        settings_dict = copy.deepcopy(previous.settings_dict)
+    else:
+        settings_dict = connections.configure_settings(
+            {DEFAULT_DB_ALIAS: copy.deepcopy(settings.FOUNDRY_SQLITE_DATABASE)}
+        )[DEFAULT_DB_ALIAS]
     settings_dict["NAME"] = str(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     replacement = load_backend(settings_dict["ENGINE"]).DatabaseWrapper(settings_dict, DEFAULT_DB_ALIAS)

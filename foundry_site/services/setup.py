@@ -32,14 +32,34 @@ class DatabaseState:
     created: bool  # this call created and migrated it
 
 
+SETUP_LOCK_KEY = 0x466F756E  # PostgreSQL advisory lock key of database setup ("Foun")
+
+
 def database_path() -> Path:
     return Path(str(connection.settings_dict["NAME"]))
+
+
+def database_label() -> str:
+    """The database as messages name it: the SQLite file, or PostgreSQL's host and database name."""
+    if connection.vendor == "sqlite":
+        return str(database_path())
+    conn = connection.settings_dict
+    return f"PostgreSQL database {conn['NAME']} at {conn['HOST'] or 'the default socket'}"
 
 
 @contextlib.contextmanager
 def _setup_lock(db_path: Path) -> Iterator[None]:
     """An exclusive fcntl lock beside the database, so that two processes started together
-    (two `foundry` commands, gunicorn workers) neither migrate at once nor read half-built tables."""
+    (two `foundry` commands, gunicorn workers) neither migrate at once nor read half-built tables.
+    On PostgreSQL, whose clients may be on several machines, a session advisory lock of the server."""
+    if connection.vendor != "sqlite":
+        with connection.cursor() as cur:
+            cur.execute("SELECT pg_advisory_lock(%s)", [SETUP_LOCK_KEY])
+            try:
+                yield
+            finally:
+                cur.execute("SELECT pg_advisory_unlock(%s)", [SETUP_LOCK_KEY])
+        return
     db_path.parent.mkdir(parents=True, exist_ok=True)
     with open(f"{db_path}.setup-lock", "a+b") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
@@ -65,12 +85,12 @@ def database_prepare() -> DatabaseState:
     lacks migrations is never changed here: ``DatabaseNotReady`` names them and the command
     to run, so an upgrade happens when its operator chooses (after a backup). Idempotent.
     """
-    path = database_path()
+    path, label = database_path(), database_label()
     with _setup_lock(path):
         if not connection.introspection.table_names():
-            logger.info("creating a new knowledge base database at %s", path)
+            logger.info("creating a new knowledge base database: %s", label)
             call_command("migrate", interactive=False, verbosity=0)
-            return DatabaseState(path=str(path), created=True)
+            return DatabaseState(path=label, created=True)
         pending, applied = pending_migrations()
     if pending:
         state = (
@@ -80,10 +100,10 @@ def database_prepare() -> DatabaseState:
             else "is not set up"
         )
         raise DatabaseNotReady(
-            f"The knowledge base {path} {state}: run `.venv/bin/python manage.py migrate` "
+            f"The knowledge base {label} {state}: run `.venv/bin/python manage.py migrate` "
             "with the same FOUNDRY_HOME first (back up the file before you upgrade it)."
         )
-    return DatabaseState(path=str(path), created=False)
+    return DatabaseState(path=label, created=False)
 
 
 def admin_create(*, username: str, password: str, email: str = "") -> User:

@@ -218,7 +218,13 @@ def _store(
     with transaction.atomic():
         vectorstore.ensure_table(model, len(prepared.vectors[0]))
         vectorstore.ensure_windows_table(model, len(prepared.vectors[0]))
-        source, created = Source.objects.get_or_create(root=root, path=rel, defaults={"collection_id": collection_id})
+        # Two db workers storing the same file: the row lock makes the second wait until the first commits and
+        # then replace its chunks, never add to them (on PostgreSQL; SQLite's IMMEDIATE transactions already
+        # serialise every writer, and Django skips FOR UPDATE there). The (root, path) unique constraint
+        # settles two that create the source at once.
+        source, created = Source.objects.select_for_update().get_or_create(
+            root=root, path=rel, defaults={"collection_id": collection_id}
+        )
         renamed = created or source.collection_id != collection_id  # new, or moved to another collection
         old_ids = list(source.chunks.values_list("id", flat=True))
         vectorstore.vectors_delete(old_ids)

@@ -407,7 +407,8 @@ def test_refresh_after_deleting_a_source_and_appending_in_its_place(
     assert built and vectors_read == [360, 0, 5] and len(matrix.ids) == 245
     assert ids_read == [360, 0, 240, 5]
     scan = [row[0] for batch in ChunkSearch.search.vector_batches(model=TINY) for row in batch]
-    assert scan != sorted(scan), "vec0 put the new rows into the freed slots: its order is not chunk id order"
+    if connection.vendor == "sqlite":  # a PostgreSQL heap may or may not reuse the space: either order is fine
+        assert scan != sorted(scan), "vec0 put the new rows into the freed slots: its order is not chunk id order"
     _assert_search_same_as_vec0(
         TINY, rng.standard_normal((5, 16)).astype(np.float32), [None, [beta.pk], [alpha.pk, gamma.pk]]
     )

@@ -29,8 +29,7 @@ def index_agrees() -> None:
     has exactly the window vectors its text gives, in its first slots."""
     chunks = dict(Chunk.objects.values_list("id", "text"))
     with connection.cursor() as cur:
-        cur.execute("SELECT rowid FROM chunks_fts")
-        fts_ids = {r[0] for r in cur.fetchall()}
+        fts_ids = vectorstore.fts_ids()
         vec_ids: set[int] = set()
         window_ids: set[int] = set()
         if vectorstore.table_exists(MODEL):

@@ -24,6 +24,7 @@ from foundry_site.cli import (
     query,
     serve,
     specs,
+    store,
     sync,
     tokens,
 )
@@ -46,6 +47,7 @@ COMMAND_MODULES = [
     mcp_server,
     audit,
     backup,
+    store,
 ]
 # Sub-commands that search the index: they refuse to start when it was embedded with
 # another model than foundry.yaml names (check foundry.E004). Every other sub-command
