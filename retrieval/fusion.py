@@ -113,13 +113,13 @@ def recency_boost(
     hits: list[Hit], facts: ChunkFacts, *, weight: float, overlap: float, asked: frozenset[str] = frozenset()
 ) -> list[Hit]:
     """Put the later revision of a text first: within each group of ``revisions`` (near-identical chunks of
-        different sources), the group's hits are ordered by fused score × (1 + ``weight`` × r), r the place of the
-        source's date (``facts.dated``) among the group's dates, 0 for the oldest (and
-        undated) to 1 for the newest, and take the places in the list the group held. A datasheet and its revision
-        match a question nearly equally, and the newer one then comes first; a revision matching clearly better
-        (by more than the weight) keeps its lead. Nothing moves past a hit outside the group, and hits that are no
-        one's revision keep their places, whatever their dates. Each hit keeps its own score. ``asked``: the
-    question's words (``word_set``), see ``revisions``."""
+    different sources), the group's hits are ordered by fused score × (1 + ``weight`` × r), r the place of the
+    source's date (``facts.dated``) among the group's dates, 0 for the oldest (and undated) to 1 for the newest,
+    and take the places in the list the group held. A datasheet and its revision match a question nearly equally,
+    and the newer one then comes first; a revision matching clearly better (by more than the weight) keeps its
+    lead. Nothing moves past a hit outside the group, and hits that are no one's revision keep their places,
+    whatever their dates. Each hit keeps its own score. ``asked``: the question's words (``word_set``), see
+    ``revisions``."""
     if weight <= 0:
         return hits
     ranked = list(hits)
