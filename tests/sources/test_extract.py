@@ -290,6 +290,7 @@ def test_html_list_items_keep_the_bullets_and_numbers_a_browser_draws(tmp_path: 
         '<ol type="a"><li>First letter.</li><li>Second letter.</li></ol>'
         '<ol type="I" start="4"><li>Roman four.</li></ol>'
         "<ul><li><p>A bullet.</p></li></ul>"
+        "<ol><li><img src='x.png'></li></ol><p>After an empty item.</p>"
         "</body></html>"
     )
     texts = [b.text for b in extract(page, page.read_bytes()).blocks]
@@ -306,4 +307,5 @@ def test_html_list_items_keep_the_bullets_and_numbers_a_browser_draws(tmp_path: 
         "b. Second letter.",
         "IV. Roman four.",
         "- A bullet.",
+        "After an empty item.",
     ]

@@ -271,6 +271,8 @@ class _Walker:
             for child in el:
                 self.walk(child, depth=depth + 1)
                 self._add(child.tail or "", child.sourceline or line)
+            if tag == "li":
+                self.marker = ""  # an item without text leaves its number to no one
             if block:
                 self.flush()
             if tag == "dl":
