@@ -131,9 +131,8 @@ def table_dimension(model: str) -> int | None:
     return int(match.group(1)) if match else None
 
 
-@_postgres
 def ensure_table(model: str, dimension: int) -> None:
-    """Create the model's vec0 table (cosine distance) if it is missing.
+    """Create the model's vector table (cosine distance) if it is missing; a table of another width is refused.
 
     The width is only known once the model has produced a vector, which is why
     this DDL runs at ingest rather than in a migration.
@@ -146,6 +145,12 @@ def ensure_table(model: str, dimension: int) -> None:
                 "re-ingest with --rebuild after changing the model"
             )
         return
+    table_create(model, dimension)
+
+
+@_postgres
+def table_create(model: str, dimension: int) -> None:
+    """Create the model's vec0 table (``ensure_table`` checked that there is none)."""
     with connection.cursor() as cur:
         cur.execute(
             f"CREATE VIRTUAL TABLE IF NOT EXISTS {table_name(model)} USING vec0("

@@ -75,15 +75,7 @@ def _create(table: str, key: str, dimension: int) -> None:
         )
 
 
-def ensure_table(model: str, dimension: int) -> None:
-    existing = table_dimension(model)
-    if existing is not None:
-        if existing != dimension:
-            raise ValueError(
-                f"{vectorstore.table_name(model)} holds {existing}-d vectors but {model} returned {dimension}-d; "
-                "re-ingest with --rebuild after changing the model"
-            )
-        return
+def table_create(model: str, dimension: int) -> None:
     _create(vectorstore.table_name(model), "chunk_id", dimension)
 
 
@@ -93,20 +85,18 @@ def ensure_windows_table(model: str, dimension: int) -> None:
 
 
 def vectors_insert(model: str, rows: Sequence[tuple[int, int, Sequence[float]]]) -> None:
-    with connection.cursor() as cur:
-        cur.executemany(
-            f"INSERT INTO {vectorstore.table_name(model)} (chunk_id, collection_id, embedding) "
-            "VALUES (%s, %s, %s::vector)",
-            [(cid, col, literal(vec)) for cid, col, vec in rows],
-        )
+    _insert(vectorstore.table_name(model), "chunk_id", rows)
 
 
 def windows_insert(model: str, rows: Sequence[tuple[int, int, Sequence[float]]]) -> None:
+    _insert(vectorstore.windows_table_name(model), "window_id", rows)
+
+
+def _insert(table: str, key: str, rows: Sequence[tuple[int, int, Sequence[float]]]) -> None:
     with connection.cursor() as cur:
         cur.executemany(
-            f"INSERT INTO {vectorstore.windows_table_name(model)} (window_id, collection_id, embedding) "
-            "VALUES (%s, %s, %s::vector)",
-            [(wid, col, literal(vec)) for wid, col, vec in rows],
+            f"INSERT INTO {table} ({key}, collection_id, embedding) VALUES (%s, %s, %s::vector)",
+            [(rid, col, literal(vec)) for rid, col, vec in rows],
         )
 
 
