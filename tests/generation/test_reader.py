@@ -7,6 +7,10 @@ import pytest
 from core import llm
 from core.markup import markdown_html
 from generation import reader
+from generation.reader import choosing
+from generation.reader import codes
+from generation.reader import scoring
+from generation.reader import words
 from core.units import passage_units
 from generation.reader import Passage
 
@@ -134,8 +138,8 @@ def test_a_unit_about_another_code_does_not_hold_a_follow_ups_topic(embed: dict)
 
 def test_a_code_typed_without_hyphens_is_read_as_the_passages_write_it(embed: dict) -> None:
     found = [Passage("S1", "Connect the AX-200 to the RS-485 bus. DIP switch S1-2 sets the bias.", 1, 1)]
-    assert reader._as_written(["is the ax200 ok on rs485?"], found) == ["is the AX-200 ok on RS-485?"]
-    assert reader._as_written(["what does s12 do?"], found) == ["what does s12 do?"]  # too short to tell
+    assert codes._as_written(["is the ax200 ok on rs485?"], found) == ["is the AX-200 ok on RS-485?"]
+    assert codes._as_written(["what does s12 do?"], found) == ["what does s12 do?"]  # too short to tell
     embed["which bus does the AX-200 use?"] = [1.0, 0.0, 0.0]
     typed = reader.read("which bus does the ax200 use?", found, embedding_model="m", max_units=1)
     assert typed.best == reader.read("which bus does the AX-200 use?", found, embedding_model="m", max_units=1).best
@@ -319,7 +323,7 @@ def test_a_question_asking_a_value_quotes_the_best_unit_further_down_that_states
     found = [Passage("S1", text, 1, 4)]
     reading = reader.read(q, found, embedding_model="m", max_units=3)
     scores = {x.unit.text: x.score for x in reading.scored}
-    assert scores[named] - reader.COVER_MARGIN < scores[then] < scores[value] < scores[named] - reader.NEAR_BEST
+    assert scores[named] - choosing.COVER_MARGIN < scores[then] < scores[value] < scores[named] - choosing.NEAR_BEST
     assert [x.unit.text for x in reading.quotes] == [named, value]  # once a value is stated, no further one
     assert reading.best == scores[named]  # the threshold still reads the best unit
     # "what can it switch?" asks a capacity: a value too
@@ -342,7 +346,7 @@ def test_a_labelled_value_is_quoted_as_the_sentence_stating_it_when_one_scores_n
     found = [Passage("S1", field, 1, 1, rank=1, source="specs.json"), Passage("S2", f"{other}\n{prose}", 5, 6, rank=2)]
     reading = reader.read(q, found, embedding_model="m", max_units=1)
     scores = {x.unit.text: x.score for x in reading.scored}
-    assert scores[field] - reader.COVER_MARGIN < scores[prose] < scores[other] < scores[field]
+    assert scores[field] - choosing.COVER_MARGIN < scores[prose] < scores[other] < scores[field]
     assert [x.unit.text for x in reading.quotes] == [prose] and reading.best == scores[field]
     embed[prose] = [0.1, 0.995, 0.0]  # too far below: the value is quoted as it is labelled
     assert [x.unit.text for x in reader.read(q, found, embedding_model="m", max_units=1).quotes] == [field]
@@ -489,7 +493,7 @@ def test_a_follow_up_reads_the_passage_the_turn_it_follows_was_answered_from_fir
     plain = {q.passage.label: q.score for q in reader.units_score(question, found, embedding_model="m", typed=typed)}
     reading = reader.read(question, found, embedding_model="m", max_units=3, typed=typed, near=frozenset({"S1"}))
     scored = {q.passage.label: q.score for q in reading.scored}
-    assert scored["S1"] == pytest.approx(plain["S1"] + reader.FOLLOW_BONUS) and scored["S2"] == plain["S2"]
+    assert scored["S1"] == pytest.approx(plain["S1"] + scoring.FOLLOW_BONUS) and scored["S2"] == plain["S2"]
     assert reading.audit()["followed"] == ["S1"]
     # A question that stands alone (nothing typed apart from it) is read as it is.
     alone = reader.read(question, found, embedding_model="m", max_units=3, near=frozenset({"S1"}))
@@ -517,7 +521,7 @@ def test_a_follow_up_is_read_as_going_on_from_the_answer_before_it(embed: dict) 
     reading = reader.read(question, found, embedding_model="m", max_units=1, typed=typed, quoted=quoted)
     assert reading.text == f"{full} [S1]"
     by_text = {q.unit.text: q for q in reading.scored}
-    assert by_text[full].cosine == pytest.approx(0.995 - reader.CONTINUES_DISCOUNT)
+    assert by_text[full].cosine == pytest.approx(0.995 - scoring.CONTINUES_DISCOUNT)
     assert by_text[quoted[0]].cosine == 0.0  # the answer's own quote is no answer to what follows it
     assert by_text[sent].cosine == pytest.approx(0.5)
     # Without the answer before it, the message alone reads closest to the other sentence.
@@ -532,13 +536,13 @@ def test_the_meaning_of_a_code_is_read_where_the_code_is_defined(embed: dict) ->
     found = [Passage("S1", note, 13, 13, source="release-notes.txt"), Passage("S2", entry, 177, 177, rank=2)]
     reading = reader.read(q, found, embedding_model="m", max_units=3)
     assert [quote.unit.text for quote in reading.quotes] == [entry]
-    assert reading.quotes[0].score == pytest.approx(0.5 + reader.LEXICAL_WEIGHT + reader.DEFINES_BONUS)
+    assert reading.quotes[0].score == pytest.approx(0.5 + scoring.LEXICAL_WEIGHT + scoring.DEFINES_BONUS)
     for text in ("E04: network error", "- `E04` = network error", "E04 means a network error", "| E04 | Network |"):
-        assert reader._defines(text, "E04"), text
+        assert codes._defines(text, "E04"), text
     for text in ("E045 – another code", "Fixed: E04 – network", "E04 was reported falsely"):
-        assert not reader._defines(text, "E04"), text
-    assert reader._meant_codes("What is meant by MTBF?") == ["MTBF"]
-    assert reader._meant_codes("How do I fix E04?") == [] and reader._meant_codes("What did the loss mean?") == []
+        assert not codes._defines(text, "E04"), text
+    assert words._meant_codes("What is meant by MTBF?") == ["MTBF"]
+    assert words._meant_codes("How do I fix E04?") == [] and words._meant_codes("What did the loss mean?") == []
 
 
 def test_what_to_do_is_read_in_an_instruction(embed: dict) -> None:
@@ -553,7 +557,7 @@ def test_what_to_do_is_read_in_an_instruction(embed: dict) -> None:
     ]
     reading = reader.read(question, found, embedding_model="m", max_units=1, typed=typed)
     assert [quote.unit.text for quote in reading.quotes] == [remedy]
-    assert reading.quotes[0].score == pytest.approx(0.5 + reader.LEXICAL_WEIGHT / 2 + reader.INSTRUCTS_BONUS)
+    assert reading.quotes[0].score == pytest.approx(0.5 + scoring.LEXICAL_WEIGHT / 2 + scoring.INSTRUCTS_BONUS)
     fact = "was it fixed?"  # no instruction asked: no bonus
     embed[f"{fact} (error E03)"] = [1.0, 0.0, 0.0]
     assert (
@@ -564,7 +568,7 @@ def test_what_to_do_is_read_in_an_instruction(embed: dict) -> None:
         "Give every sensor a unique address.",
         "- **RUN** red: fault. Restart the gateway; then reinstall it.",
     ):
-        assert reader._instructs(passage_units(text)[0]), text
+        assert scoring._instructs(passage_units(text)[0]), text
     for text in (
         "The gateway starts with factory defaults.",
         "In the web interface, open the page.",
@@ -572,10 +576,10 @@ def test_what_to_do_is_read_in_an_instruction(embed: dict) -> None:
         "Then the gateway restarts.",
         "Values in the buffer are sent.",
     ):
-        assert not reader._instructs(passage_units(text)[0]), text
+        assert not scoring._instructs(passage_units(text)[0]), text
     for typed in ("what should i do about it", "How can we get the settings back?", "how to reset it"):
-        assert reader._ASKS_WHAT_TO_DO.search(typed), typed
-    assert not reader._ASKS_WHAT_TO_DO.search("How does the relay work?")
+        assert scoring._ASKS_WHAT_TO_DO.search(typed), typed
+    assert not scoring._ASKS_WHAT_TO_DO.search("How does the relay work?")
 
 
 def test_words_of_chat_are_no_words_the_answer_must_hold(embed: dict) -> None:
@@ -583,7 +587,7 @@ def test_words_of_chat_are_no_words_the_answer_must_hold(embed: dict) -> None:
     question = f"{typed} (alarm delay)"
     text = "The alarm delay can be set from 0 s to 600 s."
     embed.update({question: [1.0, 0.0, 0.0], text: [0.5, 0.5, 0.0]})
-    assert reader._asked_words(typed) == {"longest", "set"}
+    assert words._asked_words(typed) == {"longest", "set"}
     scored = reader.units_score(question, [Passage("S1", text, 1, 1)], embedding_model="m", typed=typed)
     assert scored[0].lexical == pytest.approx(2 / 3)  # "set" and the topic, not "longest"
 
@@ -597,8 +601,8 @@ def test_a_count_is_answered_only_by_a_unit_that_states_one(embed: dict) -> None
     assert [quote.unit.text for quote in reader.units_score(q, found, embedding_model="m")] == [count]
     embed["Which terminal is the sensor bus on?"] = [1.0, 0.0, 0.0]  # no count asked: the label answers
     assert reader.units_score("Which terminal is the sensor bus on?", found, embedding_model="m")[0].unit.text == label
-    assert reader._counts("Both relays switch.") and reader._counts("up to eight sensors")
-    assert not reader._counts("two-wire, half-duplex, on X2")
+    assert words._counts("Both relays switch.") and words._counts("up to eight sensors")
+    assert not words._counts("two-wire, half-duplex, on X2")
 
 
 def test_a_question_is_read_in_its_own_language() -> None:

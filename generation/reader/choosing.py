@@ -1,0 +1,172 @@
+"""Which of the scored units are quoted, and in what order."""
+
+from __future__ import annotations
+
+import re
+
+from core.units import (
+    KEY_PARTS,
+    field_parts,
+    numbered_run,
+    paragraph_lead,
+    passage_units,
+)
+from generation.reader.codes import _as_written
+from generation.reader.followup import _said_before
+from generation.reader.passages import Passage, Quote, Reading
+from generation.reader.scoring import units_score
+from generation.reader.words import (
+    _DOTTED,
+    _holds,
+    _in_question_language,
+    _numbers,
+    _own_words,
+    _values,
+    stems,
+    unit_key,
+)
+
+
+# A question asking a limit, range, size, capacity or setting is answered by a value: "what range can I set?" is
+# answered by "(0 s to 600 s, default 0 s)", not by the sentence naming every setting, however close its words; "what
+# can it switch?" by "30 V DC / 1 A", not by "Active alarms switch the alarm relay".
+_ASKS_VALUE = re.compile(
+    r"\b(?:max(?:imum)?|min(?:imum)?|limits?|range|longest|shortest|highest|lowest|upper|lower|rat(?:ing|ed)|size"
+    r"|how\s+(?:long|much|many|far|big|heavy|fast|often|high|low|wide|deep)"
+    r"|(?:what|which)\s+(?:ip|ports?|address(?:es)?|voltages?|currents?|temperatures?|values?|speeds?|baud\s*rates?)"
+    r"|what\s+(?:can|could|will|may)\s+(?:it|they|that|this|the\s+\w+)\s+(?:switch|carry|handle|drive|withstand|deliver))\b",
+    re.IGNORECASE,
+)
+# "and the other switch?", "what else is printed on it?": a follow-up asking for another than the answer before it gave
+_ASKS_OTHER = re.compile(r"\b(?:else|other|another)\b", re.IGNORECASE)
+_VERSION_WORDS = frozenset({"version", "firmwar", "releas"})  # stems of the words asking which version
+NEAR_BEST = 0.12  # a further unit is quoted only when it scores within this of the best one (calibrated)
+# A unit further down, within this of the best, is quoted too when it holds a question word no unit quoted holds:
+# "What happens when the buffer is full?" is best matched by the sentence naming the buffer, and answered by the
+# next ("When the buffer is full, the oldest values are overwritten."). Measured: bench/followups.py,
+# foundry eval answers (docs/decisions.md, D0024).
+COVER_MARGIN = 0.25
+
+
+@_in_question_language
+def read(
+    question: str,
+    passages: list[Passage],
+    *,
+    embedding_model: str,
+    max_units: int,
+    exclude: set[str] | None = None,
+    margin: float = NEAR_BEST,
+    typed: str = "",
+    near: frozenset[str] = frozenset(),
+    quoted: tuple[str, ...] = (),
+) -> Reading:
+    """The best units to quote for ``question`` (see the module docstring): the best one, those within ``margin``
+    of it, and those within ``COVER_MARGIN`` that hold a question word no unit before them holds, or state a number
+    when the question asks a value (``_ASKS_VALUE``) and no unit before them states one; at most
+    ``max_units``, best first; a labelled value among them is quoted as the sentence that states it, when one scores
+    near (``_in_words``). Above each, the label line opening its paragraph (``_lead``) when that, or the
+    title and headings it stands under, names a question word the unit lacks: "Which version fixed …?" and
+    "Which firmware fixed …?" (in "Firmware Release Notes") are answered by "Fixed: …" under "Version 2.4.1 - …".
+
+    A code ``question`` or ``typed`` types without hyphens is read as the passages write it (``_as_written``).
+    ``exclude``: unit texts already quoted elsewhere (a document's earlier sections), never quoted again.
+    ``typed``, ``near``, ``quoted``: as in ``units_score``; ``near`` counts only for a follow-up (``typed``). A
+    follow-up asking for another ("and the other switch?", "what else …?") never quotes ``quoted`` again, though
+    a label line over its quote may be.
+    """
+    near = near if typed else frozenset()
+    question, typed = _as_written([question, typed], passages)
+    scored = units_score(question, passages, embedding_model=embedding_model, typed=typed, near=near, quoted=quoted)
+    unquoted = [q for q in scored if not exclude or unit_key(q.unit.text) not in exclude]
+    fresh = unquoted
+    if typed and quoted and _ASKS_OTHER.search(typed):
+        fresh = [q for q in unquoted if not _said_before(q.unit, quoted)]
+    if not fresh:
+        return Reading([], 0.0, scored, sorted(near))
+    best = fresh[0].score
+    asked = _own_words(question, typed)
+    chosen: list[Quote] = []
+    covered: set[str] = set()  # the words of the units chosen
+    value = _ASKS_VALUE.search(typed or question) is not None  # a value is asked, and no unit chosen states one
+    for quote in fresh:
+        if len(chosen) >= max_units or quote.score < best - max(margin, COVER_MARGIN):
+            break
+        held = stems(quote.unit.scored_text)
+        states = bool(_numbers(quote.unit.text))
+        adds = (
+            quote.score >= best - margin
+            or any(_holds(held, w) and not _holds(covered, w) for w in asked)
+            or (value and states)
+        )
+        if adds and all(unit_key(quote.unit.text) != unit_key(c.unit.text) for c in chosen):
+            chosen.append(quote)
+            covered |= held
+            value = value and not states
+    in_words: list[Quote] = []
+    for quote in chosen:
+        if (quote := _in_words(quote, fresh, chosen)) not in in_words:
+            in_words.append(quote)
+    chosen = in_words
+    # a version asked for is told by its number: "previous version" names none, "Version 2.2.0 - …" does
+    asks_version = not _VERSION_WORDS.isdisjoint(asked)
+    for quote in list(chosen):
+        lead = _lead(quote, unquoted)
+        if lead is None or lead in chosen:
+            continue
+        named, own = stems(lead.unit.text) | stems(quote.passage.under), stems(quote.unit.scored_text)
+        numbered = asks_version and bool(_DOTTED.search(lead.unit.text)) and not _DOTTED.search(quote.unit.text)
+        if numbered or any(_holds(named, w) and not _holds(own, w) for w in asked):
+            chosen.append(lead)
+    for quote in list(chosen):
+        chosen += [step for step in _procedure(quote, unquoted) if step not in chosen]
+    order = {p.label: i for i, p in enumerate(passages)}
+    chosen.sort(key=lambda q: (order[q.passage.label], q.unit.start))
+    return Reading(chosen, best, scored, sorted(near))
+
+
+def _procedure(quote: Quote, scored: list[Quote]) -> list[Quote]:
+    """The other steps of the numbered list ``quote`` is a step of (``numbered_run``), as quotes of ``scored``, with
+    the source's own numbers; none when it is no numbered item. They are quoted with it, beyond ``max_units``: a
+    step is read in its procedure."""
+    units = passage_units(quote.passage.text)
+    index = next((i for i, u in enumerate(units) if u.start == quote.unit.start), None)
+    if index is None:
+        return []
+    starts = {units[i].start for i in numbered_run(units, index)} - {quote.unit.start}
+    return [q for q in scored if q.passage.label == quote.passage.label and q.unit.start in starts]
+
+
+def _in_words(quote: Quote, scored: list[Quote], chosen: list[Quote]) -> Quote:
+    """``quote``, or when it is a labelled value (``max_bus_length_m_at_9600_baud: 1000``) the sentence, list item
+    or table row of ``scored`` within ``COVER_MARGIN`` of it, not chosen yet, that states its value's numbers and
+    names a word of its key ("The maximum bus length is 1,000 m at 9600 baud."): the same value, as people write it."""
+    key, value = field_parts(quote.unit.text)
+    numbers = _values(value)
+    if quote.unit.kind != "field" or not numbers:
+        return quote
+    named = {w for w in stems(" ".join(KEY_PARTS.split(key))) if not w.isdigit()}
+    return next(
+        (
+            q
+            for q in scored
+            if q.unit.kind != "field"
+            and q.score >= quote.score - COVER_MARGIN
+            and numbers <= _values(q.unit.text)
+            and named & stems(q.unit.scored_text)
+            and all(unit_key(q.unit.text) != unit_key(c.unit.text) for c in chosen)
+        ),
+        quote,
+    )
+
+
+def _lead(quote: Quote, scored: list[Quote]) -> Quote | None:
+    """The label line opening ``quote``'s paragraph (``paragraph_lead``: ``Version 2.4.1 - released 2026-06-09``
+    above ``Fixed: the BUS LED stayed amber …``), as a unit of ``scored``; None when there is none."""
+    line = paragraph_lead(quote.passage.text, quote.unit)
+    if line is None:
+        return None
+    return next(
+        (q for q in scored if q.passage.label == quote.passage.label and q.unit.line_first == line == q.unit.line_last),
+        None,
+    )

@@ -1,0 +1,30 @@
+"""What an earlier turn's answer quoted, read back from the answer as shown."""
+
+from __future__ import annotations
+
+import re
+
+from core.units import (
+    Unit,
+)
+from generation.reader.words import unit_key
+
+
+# An earlier answer's marker ("[S2]" on the ask page, "[2]" in /v1/ content) and the start of /v1/'s source list.
+_MARKER = re.compile(r"(?:^|\s+)\[S?\d+\](?=\s|$)\s*")
+_SOURCES = re.compile(r"\n\s*Sources:\s*\n")
+_BULLET = re.compile(r"^\s*(?:[-*+•]|\d+[.)])\s+")
+
+
+def quoted_sentences(answer: str) -> tuple[str, ...]:
+    """The sentences ``answer`` (an earlier turn's answer, as the ask page or ``/v1/`` showed it) quoted, in order:
+    its text before each ``[S#]`` / ``[#]`` marker of a line (not a table's header row shown over a quoted row), before
+    a "Sources:" list, less a list item's bullet; of 3 words or more."""
+    quoted = [q for line in _SOURCES.split(answer, maxsplit=1)[0].splitlines() for q in _MARKER.split(line)[:-1]]
+    return tuple(dict.fromkeys(" ".join(_BULLET.sub("", q).split()) for q in quoted if len(q.split()) >= 3))
+
+
+def _said_before(unit: Unit, quoted: tuple[str, ...]) -> bool:
+    """Whether ``unit`` is one of the sentences an earlier answer quoted (``quoted_sentences``: a list item without
+    its bullet)."""
+    return unit_key(_BULLET.sub("", unit.text)) in {unit_key(q) for q in quoted}

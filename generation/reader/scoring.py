@@ -1,0 +1,212 @@
+"""Every unit of the passages scored against the question."""
+
+from __future__ import annotations
+
+import re
+
+from core import llm
+from core.grounding import content_tokens
+from core.units import (
+    Unit,
+    field_parts,
+    item_sentences,
+    passage_units,
+)
+from generation.reader.codes import _defines, _lettered_code, _series
+from generation.reader.followup import _said_before
+from generation.reader.passages import Passage, Quote
+from generation.reader.words import (
+    _asked_words,
+    _counts,
+    _holds,
+    _in_question_language,
+    _lasting,
+    _meant_codes,
+    _numbers,
+    _own_words,
+    stems,
+    unit_key,
+)
+
+
+# Weight of the question's words in the unit score, fitted on SQuAD 2.0 dev (bench/reader_calibration.py,
+# docs/decisions.md, D0024): they tell the sentence that names the asked-for thing
+# apart from its neighbours, which embed alike.
+LEXICAL_WEIGHT = 0.5
+# A question word the unit lacks but its passage's heading path or document title holds counts this much of
+# a word held: the unit is read, and cited, under them (the "PX-100" of a question stands in the title of the
+# PX-100's manual, not in each of its sentences). Measured: bench/followups.py, bench/reader_calibration.py
+# (docs/decisions.md, D0024).
+UNDER_WEIGHT = 1.0
+# Units are embedded in batches of this many (sorted by length, llm.embed): small batches pad less.
+EMBED_BATCH = 16
+# "How many sensors …?" is answered by a count: a unit with no number of its own (the "232" of "RS-232" and the
+# "2" of "X2" are names) cannot answer it, however close its words ("RS-232 sensor bus (X2: A, B, COM, SH)").
+_HOW_MANY = re.compile(r"\bhow\s+many\b", re.IGNORECASE)
+# A follow-up goes on from the answer before it: "and once that's full?" asks of the buffer that answer named. A unit's
+# cosine is also taken with that answer's quotes followed by the message, less this (the quotes are not what is asked),
+# for every unit but those quotes. Measured: bench/followups.py (docs/decisions.md, D0024).
+CONTINUES_DISCOUNT = 0.1
+# A follow-up is read where the turn it follows was answered: a unit of a passage that holds a sentence that
+# answer quoted scores this much more ("How do I fix it?" after "What does E03 mean?" quotes the remedy listed
+# under E03). Measured: bench/followups.py (docs/decisions.md, D0024).
+FOLLOW_BONUS = 0.1
+# "What does E04 mean?" is answered where E04 is defined: a unit that opens with the code and a dash, colon or
+# "means" ("**E04 – Network error.** …") scores this much more than one that only names it ("Fixed: E04 was
+# reported falsely …"). Measured: bench/followups.py, foundry eval answers (docs/decisions.md, D0024).
+DEFINES_BONUS = 0.25
+# "How do I fix it?", "what should I do?" ask what to do, which an instruction says ("Check the power supply and the
+# cable cross-section."): such a unit scores this much more than one that only shares the question's words ("Fixed:
+# E04 was reported falsely …"). Measured: bench/followups.py, foundry eval answers (docs/decisions.md).
+INSTRUCTS_BONUS = 0.25
+_ASKS_WHAT_TO_DO = re.compile(
+    r"\bhow\s+(?:do|can|should|must|would|could)\s+(?:i|we|you)\b|\bhow\s+to\b"
+    r"|\bwhat\s+(?:do|should|must|can|shall)\s+(?:i|we)\s+do\b",
+    re.IGNORECASE,
+)
+# An instruction opens with its verb, then what the verb acts on: "Check the …", "Give every …", "Do not use it …".
+_INSTRUCTION = re.compile(
+    r"^[\s*_`>#|-]*(?:\d+[.)]\s+)?(?:(?:do\s+not|don't|never|always|first|then)\s+)?(?P<verb>[A-Za-z]+)\s+"
+    r"(?:the|a|an|every|each|all|any|no|whether|that|this|these|those|it|them|its|your|sure|again|off|up|out)\b",
+    re.IGNORECASE,
+)
+_NO_VERB = frozenset(
+    """a an the this that these those it its there here all both each every some any many most such only no
+    in on at by for from with under over after before during when if while as to of into within without through
+    between since until once above below behind near per via and or but so is are was were be do does did can could
+    will would shall should must may might has have had not also then first next now finally""".split()
+)
+
+
+@_in_question_language
+def units_score(
+    question: str,
+    passages: list[Passage],
+    *,
+    embedding_model: str,
+    typed: str = "",
+    near: frozenset[str] = frozenset(),
+    quoted: tuple[str, ...] = (),
+) -> list[Quote]:
+    """Every unit of ``passages`` with its score against ``question``, best first (ties: passage rank, position).
+
+    ``typed``: the follow-up as the asker typed it, when ``question`` is the standalone question made of it. The
+    words ``question`` adds (carried over from earlier turns) name the topic, which the unit answering seldom
+    repeats: together they count as one word, held when the unit or its heading path and title hold any; and a
+    unit's cosine is the better of its cosines with ``question`` and with ``typed``.
+    ``near``: the labels of the passages that hold a sentence the turn the follow-up came from quoted (retrieval's
+    ``followed`` candidates): their units score ``FOLLOW_BONUS`` more.
+    ``quoted``: the sentences that turn's answer quoted (``quoted_sentences``): with ``typed`` they are read as the
+    follow-up goes on from them (``CONTINUES_DISCOUNT``).
+    """
+    headings = {p.label: {unit_key(h) for h in p.under.split(" > ")} for p in passages}
+    asked = _asked_words(question)
+    told = asked | _numbers(question)
+    counts = _HOW_MANY.search(question) is not None
+    units = [
+        (p, u)
+        for p in passages
+        for u in passage_units(p.text)
+        if _states_something(u)
+        and unit_key(u.text) not in headings[p.label]  # "2.1 Power": names, says nothing
+        and not _echoes(u, told)
+        and (not counts or _counts(u.text))
+    ]
+    if not units:
+        return []
+    both = [question, typed] if typed and typed != question else [question]
+    goes_on = [f"{' '.join(quoted)} {typed}"] if typed and quoted else []
+    parts = [(k, s) for k, (_, u) in enumerate(units) for s in item_sentences(u)]
+    # What is asked is embedded as a query, what is read as passages (e5's "query: " / "passage: "; one for MiniLM).
+    vectors = llm.embed(both + goes_on, model=embedding_model, batch_size=EMBED_BATCH, kind="query") + llm.embed(
+        [u.scored_text for _, u in units] + [s for _, s in parts], model=embedding_model, batch_size=EMBED_BATCH
+    )
+    asked_vectors, start = vectors[: len(both)], len(both) + len(goes_on)
+    unit_vectors = vectors[start : start + len(units)]
+    own = _own_words(question, typed)
+    carried = asked - own
+    on = [vectors[len(both)] if goes_on and not _said_before(u, quoted) else None for _, u in units]
+
+    def cosine(k: int, v: list[float]) -> float:
+        asked_cosine, after = max(_dot(a, v) for a in asked_vectors), on[k]
+        return asked_cosine if after is None else max(asked_cosine, _dot(after, v) - CONTINUES_DISCOUNT)
+
+    cosines = [cosine(k, v) for k, v in enumerate(unit_vectors)]
+    for (k, _), v in zip(parts, vectors[start + len(units) :]):  # an item reads as well as its best sentence
+        cosines[k] = max(cosines[k], cosine(k, v))
+    around = {p.label: stems(p.under) for p in passages}
+    lexical = [_overlap(own, carried, stems(u.scored_text) | _lasting(u.text), around[p.label]) for p, u in units]
+    meant = _meant_codes(question)
+    instructs = _ASKS_WHAT_TO_DO.search(typed or question) is not None
+    quotes = [
+        Quote(
+            passage,
+            unit,
+            cosine
+            + LEXICAL_WEIGHT * lex
+            + FOLLOW_BONUS * (passage.label in near)
+            + DEFINES_BONUS * any(_defines(unit.text, code) for code in meant)
+            + INSTRUCTS_BONUS * (instructs and _instructs(unit)),
+            cosine,
+            lex,
+        )
+        for (passage, unit), cosine, lex in zip(units, cosines, lexical)
+    ]
+    return sorted(quotes, key=lambda q: (-q.score, q.passage.rank, q.unit.start))
+
+
+@_in_question_language
+def coverage(question: str, passages: list[Passage]) -> tuple[int, int]:
+    """How many content words (stems) ``question`` asks, and how many of them some passage holds in its text, its
+    heading path or its title."""
+    asked = _asked_words(question)
+    held = set().union(*(stems(p.text) | stems(p.under) for p in passages))
+    return len(asked), sum(_holds(held, w) for w in asked)
+
+
+def _instructs(unit: Unit) -> bool:
+    """Whether ``unit``, or a sentence of it (a list item's), is an instruction: it opens with a verb (a word that is
+    no article, pronoun, preposition or auxiliary) and what it acts on ("Restore the configuration …")."""
+    return any(
+        (m := _INSTRUCTION.match(text)) is not None and m["verb"].lower() not in _NO_VERB
+        for text in [unit.text, *item_sentences(unit)]
+    )
+
+
+def _states_something(unit: Unit) -> bool:
+    """A unit with a content word or a number, that is not a bare label introducing what follows
+    (``Wiring rules:``, ``Key features:``): quoted alone, a label says nothing."""
+    return (bool(content_tokens(unit.text)) or any(ch.isdigit() for ch in unit.text)) and not unit.text.endswith(":")
+
+
+def _echoes(unit: Unit, asked: set[str]) -> bool:
+    """Whether ``unit`` is a labelled value that tells nothing the question does not: its value holds only words
+    and numbers of the question (``model: PX-100`` for "How much does the PX-100 cost?"). ``asked``: the
+    question's stems and numbers. A sentence may repeat the question and still answer it where it stands
+    ("Fixed: alarm hysteresis bug." under "Version 2.4.1")."""
+    if unit.kind != "field":
+        return False
+    said = field_parts(unit.text)[1]
+    words = stems(said) | _numbers(said)
+    letters = re.findall(r"\b[A-Za-z]\b", said)  # "Class A": a letter is no stop word in a value
+    return bool(words) and words <= asked and not letters
+
+
+def _overlap(own: set[str], carried: set[str], held_by_unit: set[str], around: set[str]) -> float:
+    """The share of the question's words the unit holds, a word only its heading path or title holds counting
+    ``UNDER_WEIGHT``; the carried-over words, when there are any, count as one word held if any is, unless the
+    unit names another code of the series of one of them (``_series``): a unit about E06 says "error", and is no
+    answer about E05; the PX-100 named in its title is no other RS-232. A measure asked by its adjective or verb is
+    held by its noun (``_NAMED_BY``)."""
+    held = {w for w in own if _holds(held_by_unit, w)}
+    count = len(held) + UNDER_WEIGHT * len({w for w in own - held if _holds(around, w)})
+    if not carried:
+        return count / len(own) if own else 0.0
+    read = held_by_unit | around
+    codes = {w for w in carried if _lettered_code(w)}
+    other = any(_lettered_code(w) and w not in codes and _series(w) in {_series(c) for c in codes} for w in read)
+    return (count + (bool(carried & read) and not other)) / (len(own) + 1)
+
+
+def _dot(a: list[float], b: list[float]) -> float:
+    return sum(x * y for x, y in zip(a, b))
