@@ -3,12 +3,13 @@ from __future__ import annotations
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_not_required
+from django.http import HttpRequest, HttpResponse
 from django.urls import URLPattern, URLResolver, include, path, register_converter
+from django.views.decorators.csrf import csrf_exempt
 from django.views.i18n import set_language
 
 from foundry_site import views
 from foundry_site.api import api
-from foundry_site.mcp.http import mcp_endpoint
 from foundry_site.openai_api import views as openai_views
 
 
@@ -19,6 +20,16 @@ def _api_urls() -> tuple[list[URLPattern | URLResolver], str, str]:
         if isinstance(pattern, URLPattern):
             login_not_required(pattern.callback)
     return patterns, app_name, namespace
+
+
+@csrf_exempt
+@login_not_required
+def mcp_endpoint(request: HttpRequest) -> HttpResponse:
+    """``foundry_site.mcp.http.mcp_endpoint``, imported on the first request: the MCP SDK takes a second to import,
+    which every management command's URL check would pay (``foundry serve`` preloads it: foundry_site/wsgi.py)."""
+    from foundry_site.mcp.http import mcp_endpoint as endpoint
+
+    return endpoint(request)
 
 
 class _Anything:

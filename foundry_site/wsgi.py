@@ -10,3 +10,4 @@ application = get_wsgi_application()
 # Every page and API, with the libraries under them, is imported here, once (`foundry serve` preloads
 # this module in gunicorn's master), not on the first request each worker serves.
 url_patterns = get_resolver().url_patterns
+import foundry_site.mcp.http  # noqa: E402,F401  (imported by /mcp on its first request: foundry_site/urls.py)

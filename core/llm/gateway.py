@@ -142,25 +142,27 @@ def embed(texts: list[str], *, model: str, batch_size: int = 64, kind: Embedding
     # table-heavy files; the reader's units: ~3x faster in batches of 16; docs/decisions.md).
     order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
     ordered = [texts[i] for i in order]
-    vectors: list[list[float]] = []
-    provider = model.partition("/")[0]
-    for start in range(0, len(ordered), batch_size):
-        batch = ordered[start : start + batch_size]
-        found = _local_embedding(batch, model=model) if provider == "local" else _provider_embedding(batch, model=model)
-        vectors.extend(_normalise(vector) for vector in found)
-        record = _recorder.get()
-        if record is not None:
-            record.embedding_calls += 1
+    batches = [ordered[start : start + batch_size] for start in range(0, len(ordered), batch_size)]
+    if model.partition("/")[0] == "local":  # the embedder batches itself, and sees the whole call's size
+        found = _local_embedding(ordered, model=model, batch_size=batch_size)
+    else:
+        found = [vector for batch in batches for vector in _provider_embedding(batch, model=model)]
+    vectors = [_normalise(vector) for vector in found]
+    record = _recorder.get()
+    if record is not None:
+        record.embedding_calls += len(batches)
     in_order: list[list[float]] = [[] for _ in texts]
     for position, index in enumerate(order):
         in_order[index] = vectors[position]
     return in_order
 
 
-def _local_embedding(batch: list[str], *, model: str) -> list[list[float]]:
-    """One batch through a ``local/`` embedder, in this process: nothing to retry, no time limit."""
+def _local_embedding(texts: list[str], *, model: str, batch_size: int) -> list[list[float]]:
+    """``texts`` through a ``local/`` embedder, in this process, in batches of ``batch_size``: nothing to retry,
+    no time limit."""
     try:
-        return [vector.tolist() for vector in _local.embedder(model.partition("/")[2]).encode(batch)]
+        embedder = _local.embedder(model.partition("/")[2])
+        return [vector.tolist() for vector in embedder.encode(texts, batch_size=batch_size)]
     except LLMError:  # ModelUnavailable: an unknown name, weights not installed
         raise
     except Exception as exc:  # a local model failing is no transient fault: asking again gets the same

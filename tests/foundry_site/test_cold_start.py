@@ -28,7 +28,7 @@ from core import llm
 from core.llm import local
 
 class Stub:
-    def encode(self, texts):
+    def encode(self, texts, batch_size=64):
         import numpy as np
         return np.ones((len(texts), 3))
 
