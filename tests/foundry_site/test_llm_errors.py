@@ -73,8 +73,8 @@ def test_texts_are_embedded_shortest_first_and_returned_in_input_order(monkeypat
 
     sent: list[list[str]] = []
 
-    def encode(texts: list[str]) -> np.ndarray:
-        sent.append(list(texts))
+    def encode(texts: list[str], batch_size: int) -> np.ndarray:  # a local embedder batches the texts it is given
+        sent.extend(list(texts[i : i + batch_size]) for i in range(0, len(texts), batch_size))
         return np.array([[math.cos(len(t) / 100), math.sin(len(t) / 100)] for t in texts])
 
     monkeypatch.setattr(local._local, "embedders", {"all-minilm-l6-v2": SimpleNamespace(encode=encode)})
