@@ -3,7 +3,7 @@
 The ask page, its streaming variant and ``POST /api/v1/query`` all come through here,
 so every way in is limited and scoped the same way. Every question is a turn of a
 conversation (a new one unless the caller names one of theirs); a follow-up is made
-standalone from the earlier turns (generation/condense.py) before retrieval, so the gate
+standalone from the earlier turns (generation/condense/) before retrieval, so the gate
 and grounding see exactly what they would see for a question asked on its own.
 """
 

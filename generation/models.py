@@ -152,7 +152,7 @@ class QueryLogManager(models.Manager.from_queryset(QueryLogQuerySet)):  # type: 
 class Conversation(models.Model):
     """A run of questions and answers; its turns are the QueryLog rows that point to it, oldest first.
 
-    Follow-ups are made standalone from the earlier turns before retrieval (generation/condense.py).
+    Follow-ups are made standalone from the earlier turns before retrieval (generation/condense/).
     Owned like a query: only its owner (and auditors, read-only) ever see it.
     """
 

@@ -1,7 +1,7 @@
 """Chat requests: parsing an OpenAI ``/v1/chat/completions`` body, the models a user may call, and answering.
 
 Stateless, as in the OpenAI API: ``messages`` is the whole conversation. The last message must be the
-user's question; the earlier user messages feed the condensing step (generation/condense.py), which
+user's question; the earlier user messages feed the condensing step (generation/condense/), which
 makes the question standalone before retrieval. Rate limit, scope, answer cache and the audit row are
 the ones ``POST /api/v1/query`` uses (``query_admit`` and ``answer_logged``).
 """

@@ -72,7 +72,7 @@ class Asked:
     """Who asked, in which scope and conversation: what a question's log row records beside its answer.
 
     ``message``: the asker's raw follow-up when the question answered is the standalone question made of it
-    (generation/condense.py); it is logged beside the question, and the extractive reader reads what the
+    (generation/condense/); it is logged beside the question, and the extractive reader reads what the
     asker typed from it (``answers.compose``).
     ``conversation``: the Conversation the question is a turn of.
     ``follows``: with ``message``, the answer of the earlier turn the follow-up's topic came from; the passages it

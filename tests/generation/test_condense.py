@@ -271,3 +271,30 @@ def test_a_follow_up_is_read_with_the_answer_of_the_turn_whose_topic_it_carries(
     again = condense("And E04?", ["What does error code E03 mean?"])
     assert again.rewritten and not again.carried and again.follows(["E03: supply voltage. [S1]"]) == ""
     assert condense("What does error code E04 mean on the gateway display?", [TEMP]).follows(answers[:1]) == ""
+
+
+def test_dutch_and_german_follow_ups_are_read_with_their_own_word_classes() -> None:
+    # Dutch: a lead ("En …") and a pronominal adverb ("daarvoor") lean on the turn before.
+    dutch = condense("En hoe reset ik hem daarna?", ["Hoe sluit ik de sensor aan op de gateway?"])
+    assert dutch.rewritten and "sensor" in dutch.carried and "gateway" in dutch.carried
+    assert condense("Welke kabel is daarvoor nodig?", ["Hoe sluit ik de sensor aan?"]).carried == ("sensor",)
+    # German: every noun is capitalised, so a subject's terms are its nouns, and a capital tells no name.
+    german = condense("Welches Kabel braucht man dafür?", ["Wie schließe ich den Sensor an das Gateway an?"])
+    assert german.carried == ("Sensor", "Gateway")
+    assert condense("Und wie lange dauert das?", ["Wie aktualisiere ich die Firmware?"]).carried == ("Firmware",)
+    # A German question naming its own nouns, with no word leaning back, stands alone.
+    alone = condense("Wie viele Sensoren passen an den Bus?", ["Wie aktualisiere ich die Firmware?"])
+    assert not alone.rewritten
+
+
+def test_every_language_has_the_same_word_classes() -> None:
+    import json
+
+    from generation.condense.words import DATA, words
+
+    files = sorted(DATA.glob("*.json"))
+    assert {f.stem for f in files} >= {"en", "nl", "de"}
+    keys = [set(json.loads(f.read_text())) for f in files]
+    assert all(k == keys[0] for k in keys)
+    assert all(words(f.stem).code == f.stem for f in files)
+    assert words("xx").code == "en"  # a language without a file is read as the default
