@@ -67,6 +67,7 @@ from django.core.management import call_command  # noqa: E402
 
 from generation.answers import Answer, answer_question  # noqa: E402
 from generation.condense import Condensed, is_followup, question_standalone  # noqa: E402
+from generation.reader import stored_quotes  # noqa: E402
 from sources.services.ingest_jobs import knowledge_base_ingest  # noqa: E402
 from tests.conftest import config_with  # noqa: E402
 
@@ -111,14 +112,13 @@ def right_source(answer: Answer, case: dict, *, fragment: bool = True) -> bool:
 def followup_answer(condensed: Condensed, history: list[str]) -> Answer:
     """The answer to a rewritten follow-up after ``history``, asked as the product asks it: the message logged
     beside it, read with the answer of the turn whose topic it carries (that turn asked as the product asked it)."""
-    answers = [""] * len(history)
+    quoted: tuple[str, ...] = ()
     if condensed.carried and condensed.antecedent is not None:
         i = condensed.antecedent
         earlier = question_standalone(message=history[i], history=history[:i])
-        answers[i] = (
-            followup_answer(earlier, history[:i]) if earlier.rewritten else answer_question(question=history[i])
-        ).answer
-    return answer_question(question=condensed.question, message=condensed.message, follows=condensed.follows(answers))
+        prior = followup_answer(earlier, history[:i]) if earlier.rewritten else answer_question(question=history[i])
+        quoted = stored_quotes(prior.grounding)
+    return answer_question(question=condensed.question, message=condensed.message, quoted=quoted)
 
 
 def _shares(rows: list[dict], kinds: tuple[str, ...]) -> dict:

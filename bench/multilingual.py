@@ -166,14 +166,14 @@ def _asked(case: dict, kind: str, answer_question, retrieve) -> dict:
 def _followup(case: dict, answer_question, question_standalone) -> dict:
     """The second turn asked as the product asks a follow-up: made standalone by ``retrieval.condense_model``'s
     rule and read with the answer of the turn whose terms it carries (as bench/followups.py does); and as typed."""
+    from generation.reader import stored_quotes
+
     first, message = case["turns"]
     condensed = question_standalone(message=message, history=[first])
     began = time.perf_counter()
     if condensed.rewritten:
-        earlier = answer_question(question=first).answer if condensed.carried else ""
-        answer = answer_question(
-            question=condensed.question, message=condensed.message, follows=condensed.follows([earlier])
-        )
+        earlier = stored_quotes(answer_question(question=first).grounding) if condensed.carried else ()
+        answer = answer_question(question=condensed.question, message=condensed.message, quoted=earlier)
     else:
         answer = answer_question(question=message)
     ms = (time.perf_counter() - began) * 1000

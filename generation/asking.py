@@ -17,6 +17,7 @@ from django.db import transaction
 from core.ratelimit import rate_limit_enforce
 from generation.answers import Answer, Asked, Progress, QueryError, Sentences, answer_logged, question_clean
 from generation.condense import question_standalone
+from generation.reader import stored_quotes
 from generation.conversations import conversation_discard_if_empty, conversation_start, conversation_touch
 from generation.models import Conversation, QueryLog
 from generation.querylog.selectors import own_conversations
@@ -92,7 +93,10 @@ def turn_answer(
     if conversation is not None:
         earlier = list(conversation.turns.order_by("created_at", "pk"))
         condensed = question_standalone(
-            message=turn.message, history=[t.message or t.question for t in earlier], collection_ids=turn.scope
+            message=turn.message,
+            history=[t.message or t.question for t in earlier],
+            collection_ids=turn.scope,
+            standalone=[t.question for t in earlier],
         )
     else:
         condensed = question_standalone(message=turn.message, history=[])
@@ -102,7 +106,7 @@ def turn_answer(
         collection_ids=turn.scope,
         message=condensed.message if condensed.rewritten else "",
         conversation=conversation,
-        follows=condensed.follows([t.answer for t in earlier]),
+        quoted=stored_quotes(prior.grounding) if (prior := condensed.follows(earlier)) else (),
     )
     try:
         answer, row = answer_logged(

@@ -17,6 +17,7 @@ from core.ratelimit import RateLimited
 from generation.answers import Answer, Asked, QueryError, Sentences, answer_logged
 from generation.asking import query_admit
 from generation.condense import Condensed, question_standalone
+from generation.reader import quoted_sentences
 from sources.selectors import readable_collections
 
 ALL_MODEL = "foundry"
@@ -174,7 +175,8 @@ def chat_answer(*, user: Any, prepared: Prepared, on_sentence: Sentences | None 
         user=user,
         collection_ids=prepared.scope,
         message=condensed.message if condensed.rewritten else "",
-        follows=condensed.follows(prepared.replies),
+        # stateless: the client's copy of the answer it follows is all there is to read what that answer quoted
+        quoted=quoted_sentences(condensed.follows(prepared.replies) or ""),
     )
     answer, row = answer_logged(condensed.question, asked=asked, on_sentence=on_sentence)
     return Answered(answer, condensed, row.pk)

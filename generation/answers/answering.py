@@ -16,7 +16,7 @@ from typing import Any
 from django.conf import settings
 
 from core import llm
-from generation import audit, reader
+from generation import audit
 from generation.answers.answer import (
     Answer,
     Progress,
@@ -49,13 +49,13 @@ def answer_question(
     message: str = "",
     conversation: Conversation | None = None,
     on_sentence: Sentences | None = None,
-    follows: str = "",
+    quoted: tuple[str, ...] = (),
 ) -> Answer:
     """Answer from the sources or refuse; every call leaves exactly one QueryLog row (``answer_logged``).
 
-    ``message`` and ``conversation`` are logged on the row, ``follows`` read with ``message`` (``Asked``).
+    ``message`` and ``conversation`` are logged on the row, ``quoted`` read with ``message`` (``Asked``).
     """
-    asked = Asked(user=user, collection_ids=collection_ids, message=message, conversation=conversation, follows=follows)
+    asked = Asked(user=user, collection_ids=collection_ids, message=message, conversation=conversation, quoted=quoted)
     answer, _ = answer_logged(question, asked=asked, mode=mode, top_k=top_k, progress=progress, on_sentence=on_sentence)
     return answer
 
@@ -83,7 +83,7 @@ def answer_logged(
     question = question_clean(question)
     run_id = uuid.uuid4().hex
     started = time.perf_counter()
-    key = cache_key(question, asked.collection_ids, mode, top_k, message=asked.message, follows=asked.follows)
+    key = cache_key(question, asked.collection_ids, mode, top_k, message=asked.message, quoted=asked.quoted)
     if settings.FOUNDRY.generation.cache_answers:
         cached = answer_cached(key, question=question, run_id=run_id, started=started, asked=asked)
         if cached is not None:
@@ -100,7 +100,7 @@ def answer_logged(
                 collection_ids=asked.collection_ids,
                 mode=mode,
                 top_k=top_k,
-                quoted=reader.quoted_sentences(asked.follows),
+                quoted=asked.quoted,
             )
             answer = answer_compose(
                 retrieval,

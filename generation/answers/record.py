@@ -75,15 +75,16 @@ class Asked:
     (generation/condense/); it is logged beside the question, and the extractive reader reads what the
     asker typed from it (``answers.compose``).
     ``conversation``: the Conversation the question is a turn of.
-    ``follows``: with ``message``, the answer of the earlier turn the follow-up's topic came from; the passages it
-    quoted are read too, and the extractive reader ranks their units higher (``retrieve``'s ``quoted``).
+    ``quoted``: with ``message``, the sentences the answer of the earlier turn the follow-up's topic came from
+    quoted (read back from that turn's stored audit, ``reader.stored_quotes``); the passages holding them are read
+    too, and the extractive reader ranks their units higher (``retrieve``'s ``quoted``).
     """
 
     user: Any = None
     collection_ids: list[int] | None = None
     message: str = ""
     conversation: Conversation | None = None
-    follows: str = ""
+    quoted: tuple[str, ...] = ()
 
 
 def cache_key(
@@ -93,7 +94,7 @@ def cache_key(
     top_k: int | None,
     *,
     message: str = "",
-    follows: str = "",
+    quoted: tuple[str, ...] = (),
 ) -> str:
     """Everything an answer depends on: question, the follow-up it was made from and the answer it follows, scope,
     mode, configuration, the answer prompts' text (a template edited in place keeps its path), the answering
@@ -103,7 +104,7 @@ def cache_key(
         [
             question.casefold(),
             message.casefold(),
-            follows,
+            list(quoted),
             scope,
             mode,
             top_k,

@@ -66,6 +66,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cache, partial
+from typing import TypeVar
 
 from django.conf import settings
 
@@ -75,6 +76,8 @@ from core.text import is_code_or_name
 from generation.condense.terms import is_followup, key_terms, keys, ordinal, shape, subject_terms, tokens_of
 from generation.condense.words import condensing, stem
 from retrieval.models import ChunkSearch
+
+T = TypeVar("T")
 
 __all__ = ["Condensed", "condense", "is_followup", "key_terms", "question_standalone", "subject_terms"]
 
@@ -92,45 +95,65 @@ class Condensed:
     def rewritten(self) -> bool:
         return self.question != self.message
 
-    def follows(self, answers: list[str]) -> str:
-        """The answer of the earlier turn whose topic this follow-up carries, of ``answers`` (one per earlier
-        turn, oldest first); "" when it carries none (it stood alone, or asks that turn again about another code)."""
-        if not self.carried or self.antecedent is None or self.antecedent >= len(answers):
-            return ""
-        return answers[self.antecedent]
+    def follows(self, turns: Sequence[T]) -> T | None:
+        """The earlier turn whose topic this follow-up carries, of ``turns`` (one per earlier turn, oldest first: its
+        log row, its answer); None when it carries none (it stood alone, or asks that turn again about another
+        code)."""
+        if not self.carried or self.antecedent is None or self.antecedent >= len(turns):
+            return None
+        return turns[self.antecedent]
 
 
-def condense(message: str, history: list[str], *, indexed: Callable[[str], bool] | None = None) -> Condensed:
+def condense(
+    message: str,
+    history: list[str],
+    *,
+    indexed: Callable[[str], bool] | None = None,
+    standalone: Sequence[str] | None = None,
+) -> Condensed:
     """The standalone question for ``message`` after the earlier user turns ``history`` (oldest first).
 
     ``indexed``: whether the sources hold a word; a plain word they do not hold is not carried (rule 3).
     Deterministic: the same message, history and sources always give the same question. Each earlier
     turn is first made standalone itself, so a chain of follow-ups keeps the topic of the turn that
-    started it.
+    started it; ``standalone``, when given, holds those questions as they were answered (one per turn of
+    ``history``, as logged), read back instead.
     """
     message = " ".join(message.split())
     typed = [" ".join(turn.split()) for turn in history]
     prior = language.detect(" ".join(typed)) if typed else None
     with condensing(language.detect(message, prior=prior)):
-        standalone: list[str] = []
-        for i, turn in enumerate(typed):
-            standalone.append(_condense_one(turn, typed[:i], standalone, indexed).question)
-        return _condense_one(message, typed, standalone, indexed)
+        made: list[str] = []
+        if standalone is not None:
+            if len(standalone) != len(typed):
+                raise ValueError(f"{len(standalone)} standalone questions for {len(typed)} earlier turns")
+            made = [" ".join(question.split()) for question in standalone]
+        else:
+            for i, turn in enumerate(typed):
+                made.append(_condense_one(turn, typed[:i], made, indexed).question)
+        return _condense_one(message, typed, made, indexed)
 
 
-def question_standalone(*, message: str, history: list[str], collection_ids: Sequence[int] | None = None) -> Condensed:
+def question_standalone(
+    *,
+    message: str,
+    history: list[str],
+    collection_ids: Sequence[int] | None = None,
+    standalone: Sequence[str] | None = None,
+) -> Condensed:
     """The question to answer for ``message`` after ``history``, by the configured ``retrieval.condense_model``.
 
     With an LLM the model's first line is the question; a model failure raises ``llm.LLMError`` (the
     caller reports it), never a silent fall back to the message as typed. Without history nothing is
     condensed and no model is called. The rule carries only plain words that the sources of ``collection_ids``
-    (the asker's scope; None: every collection) hold.
+    (the asker's scope; None: every collection) hold; ``standalone``: the earlier turns' questions as answered
+    (``condense``).
     """
     model = settings.FOUNDRY.retrieval.condense_model
     message = " ".join(message.split())
     if model == CONDENSE_RULE:
         holds = cache(partial(ChunkSearch.search.holds, collection_ids=collection_ids))  # each word looked up once
-        return condense(message, history, indexed=holds)
+        return condense(message, history, indexed=holds, standalone=standalone)
     if model == "none" or not history:
         return Condensed(message, message)
     earlier = "\n".join(f"- {' '.join(turn.split())}" for turn in history)

@@ -21,7 +21,7 @@ reader works on plain passage data, so the same code runs next to the database a
 
 from generation.reader.choosing import read
 from generation.reader.codes import unmentioned, version_order, versions
-from generation.reader.followup import quoted_sentences
+from generation.reader.followup import quoted_sentences, stored_quotes
 from generation.reader.passages import Passage, Quote, Reading
 from generation.reader.scoring import coverage, units_score
 from generation.reader.words import reading, stems, unit_key
@@ -35,6 +35,7 @@ __all__ = [
     "read",
     "reading",
     "stems",
+    "stored_quotes",
     "unit_key",
     "units_score",
     "unmentioned",

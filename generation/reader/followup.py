@@ -24,6 +24,22 @@ def quoted_sentences(answer: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys(" ".join(_BULLET.sub("", q).split()) for q in quoted if len(q.split()) >= 3))
 
 
+# A citation marker anywhere in a sentence an LLM wrote ("… eight sensors [S1].")
+_CITED = re.compile(r"\s*\[S?\d+\]")
+
+
+def stored_quotes(grounding: dict) -> tuple[str, ...]:
+    """The sentences an earlier answer quoted, from its stored audit (``QueryLog.grounding``, ``Answer.grounding``):
+    the extractive reader's quoted units, or the sentences an LLM wrote that the grounding check kept; as
+    ``quoted_sentences`` gives them (a list item without its bullet, of 3 words or more)."""
+    if "quoted" in grounding:
+        texts = [q["text"] for q in grounding["quoted"]]
+    else:
+        texts = [s["text"] for s in grounding.get("sentences", []) if s.get("supported_by")]
+    cleaned = (" ".join(_BULLET.sub("", _CITED.sub("", text)).split()) for text in texts)
+    return tuple(dict.fromkeys(q for q in cleaned if len(q.split()) >= 3))
+
+
 def _said_before(unit: Unit, quoted: tuple[str, ...]) -> bool:
     """Whether ``unit`` is one of the sentences an earlier answer quoted (``quoted_sentences``: a list item without
     its bullet)."""

@@ -128,7 +128,7 @@ def test_a_follow_up_is_read_with_the_assistant_answer_after_the_turn_it_follows
     earlier = "Terminate both ends with 120 Ω. [1]\n\nSources:\n[1] alpha-notes.md"
     body = chat(api("alice"), "How must the RS-485 bus be terminated?", earlier, "And how many sensors?")
     assert body.status_code == 200, body.content
-    assert follows == [earlier]
+    assert follows == [("Terminate both ends with 120 Ω.",)]  # the client's copy: the API keeps no state
 
 
 def test_each_earlier_question_is_paired_with_the_assistant_answer_after_it() -> None:

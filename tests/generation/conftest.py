@@ -88,13 +88,13 @@ def world_users(make_user) -> dict:
     }
 
 
-def follows_seen(monkeypatch: pytest.MonkeyPatch, module: ModuleType) -> list[str]:
-    """The ``Asked.follows`` of every question ``module`` answers through its ``answer_logged``, in order."""
-    seen: list[str] = []
+def follows_seen(monkeypatch: pytest.MonkeyPatch, module: ModuleType) -> list[tuple[str, ...]]:
+    """The ``Asked.quoted`` of every question ``module`` answers through its ``answer_logged``, in order."""
+    seen: list[tuple[str, ...]] = []
     answer_logged = module.answer_logged
 
     def spy(question: str, *, asked: Any, **kwargs: Any) -> Any:
-        seen.append(asked.follows)
+        seen.append(asked.quoted)
         return answer_logged(question, asked=asked, **kwargs)
 
     monkeypatch.setattr(module, "answer_logged", spy)

@@ -269,8 +269,20 @@ def test_a_follow_up_is_read_with_the_answer_of_the_turn_whose_topic_it_carries(
     assert carried.carried and carried.follows(answers) == answers[carried.antecedent]
     # Asked again about another code, or standing alone, it follows no answer.
     again = condense("And E04?", ["What does error code E03 mean?"])
-    assert again.rewritten and not again.carried and again.follows(["E03: supply voltage. [S1]"]) == ""
-    assert condense("What does error code E04 mean on the gateway display?", [TEMP]).follows(answers[:1]) == ""
+    assert again.rewritten and not again.carried and again.follows(["E03: supply voltage. [S1]"]) is None
+    assert condense("What does error code E04 mean on the gateway display?", [TEMP]).follows(answers[:1]) is None
+
+
+def test_the_earlier_turns_standalone_questions_are_read_back_as_answered() -> None:
+    typed = ["What does error code E03 mean?", "And how do I fix it?"]
+    made = condense(typed[1], typed[:1]).question
+    # As logged, the earlier turns' questions are read back, not made again from what was typed.
+    logged = condense("Is it dangerous?", typed, standalone=[typed[0], made])
+    assert logged.question == condense("Is it dangerous?", typed).question
+    other = condense("Is it dangerous?", typed, standalone=[typed[0], "And how do I fix it? (pump seal)"])
+    assert "pump" in other.carried or "seal" in other.carried
+    with pytest.raises(ValueError, match="1 standalone questions for 2 earlier turns"):
+        condense("Is it dangerous?", typed, standalone=[typed[0]])
 
 
 def test_dutch_and_german_follow_ups_are_read_with_their_own_word_classes() -> None:

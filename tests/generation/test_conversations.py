@@ -13,6 +13,7 @@ from foundry_site.services.tokens import token_create
 from generation import asking
 from generation.asking import ConversationNotFound, query_answer
 from generation.condense import question_standalone
+from generation.reader import stored_quotes
 from generation.models import Conversation, QueryLog
 from generation.conversations import TITLE_CHARS, conversation_title
 from sources.models import Chunk
@@ -74,7 +75,9 @@ def test_a_follow_up_is_read_with_the_answer_of_the_turn_whose_topic_it_carries(
     query_answer(user=alice, question=FOLLOW, conversation_id=first.conversation_id)
     standalone = "What does error code E04 mean on the AX-200?"
     query_answer(user=alice, question=standalone, conversation_id=first.conversation_id)
-    assert follows == ["", first.answer, ""] and first.answer
+    # what the first answer quoted, read back from its log row (never parsed from the answer's text)
+    assert follows == [(), stored_quotes(first.grounding), ()] and follows[1]
+    assert all(quote in first.answer for quote in follows[1])
 
 
 def test_a_new_question_starts_a_new_conversation(scoped: dict) -> None:

@@ -679,3 +679,22 @@ def test_numbered_run_stops_at_a_bullet_a_sentence_or_a_gap() -> None:
     assert numbered_run(units, bullet) == [] and numbered_run(units, 0) == []
     apart = passage_units("1. First step.\n\n1. Another list.")
     assert numbered_run(apart, 0) == [0] and numbered_run(apart, 1) == [1]
+
+
+def test_an_answers_quotes_are_read_back_from_its_stored_audit() -> None:
+    extractive = {
+        "quoted": [
+            {"text": "- Up to eight sensors per bus."},
+            {"text": "Ok."},
+            {"text": "Up to eight sensors per bus."},
+        ]
+    }
+    assert reader.stored_quotes(extractive) == ("Up to eight sensors per bus.",)  # bullet, short ones, repeats
+    written = {
+        "sentences": [
+            {"text": "The bus takes eight sensors [S1].", "supported_by": "S1"},
+            {"text": "It is very fast indeed.", "supported_by": None},  # withheld by the grounding check
+        ]
+    }
+    assert reader.stored_quotes(written) == ("The bus takes eight sensors.",)
+    assert reader.stored_quotes({}) == ()
