@@ -70,9 +70,12 @@ def fill(chunks: int) -> float:
                 )
                 for i in range(PER_SOURCE)
             )
-    if connection.vendor == "postgresql":
-        with connection.cursor() as cur:
-            cur.execute("ANALYZE chunks_fts")
+    if connection.vendor == "postgresql":  # as autovacuum would: planner statistics, and the visibility map that
+        with connection.cursor() as cur:  # lets BM25's term rows be read from their index alone
+            cur.execute("SELECT to_regclass('chunks_fts_terms') IS NOT NULL")
+            tables = ["chunks_fts", "chunks_fts_terms"] if cur.fetchone()[0] else ["chunks_fts"]
+            for table in tables:
+                cur.execute(f"VACUUM ANALYZE {table}")
     return time.perf_counter() - start
 
 
@@ -91,7 +94,8 @@ def main() -> None:
             for _ in range(3):
                 hits = ChunkSearch.search.keyword(question, limit=50, **limits)
             ms = (time.perf_counter() - start) / 3 * 1000
-            print(f"{ms:8.0f} ms  {label:<6}  {len(hits)} hits  {question!r}")
+            top = ", ".join(f"{h.chunk_id}:{h.score:.4f}" for h in hits[:3])
+            print(f"{ms:8.0f} ms  {label:<6}  {len(hits)} hits ({top})  {question!r}")
 
 
 if __name__ == "__main__":

@@ -35,26 +35,22 @@ from sources.vectorstore_postgres import as_bytes, literal
 
 K1, B, IDF_FLOOR = 1.2, 0.75, 1e-6  # FTS5's bm25() constants
 
-# The query's lexemes (English stems, and the question language's; words as the index reads them); the rows
-# holding any (GIN); per row and lexeme its count of positions; BM25 over them, with N and the mean length
-# from the whole index. A row's query lexemes are picked by marking them (setweight, in C; the index stores no
-# weights) and keeping the marked ones (ts_filter): 6x faster than unnesting every lexeme of every row.
-_BM25 = f"""
+# The query's lexemes (English stems, and the question language's; words as the index reads them); per lexeme
+# the chunks holding it with its count there and the chunk's length (``chunks_fts_terms``, one index range per
+# lexeme: retrieval/migrations/0012_chunks_fts_terms.py); BM25 over them, with N and the mean length of the whole
+# index (``chunks_fts_stats``).
+_LEXEMES = """
 WITH words AS (
     SELECT regexp_replace(%(terms)s, '[^[:alnum:]]+', ' ', 'g') AS text
 ), q AS (
     SELECT DISTINCT lexeme FROM words, unnest(tsvector_to_array(
         to_tsvector('english', words.text) || to_tsvector(%(config)s::regconfig, words.text))) AS lexeme
-), query AS (
-    SELECT string_agg('''' || replace(lexeme, '''', '''''') || '''', ' | ')::tsquery AS tsq,
-           array_agg(lexeme) AS lexemes FROM q
-), stats AS (
-    SELECT count(*)::float8 AS n, coalesce(avg(length), 0)::float8 AS avgdl FROM chunks_fts
+)"""
+_STATS = "SELECT coalesce(sum(n), 0)::float8 AS n, coalesce(sum(total), 0)::float8 AS total FROM chunks_fts_stats"
+_BM25 = f"""{_LEXEMES}, stats AS (
+    SELECT n, CASE WHEN n > 0 THEN total / n ELSE 0 END AS avgdl FROM ({_STATS}) counted
 ), hits AS (
-    SELECT f.chunk_id, f.length, u.lexeme, coalesce(array_length(u.positions, 1), 1) AS tf
-    FROM chunks_fts f CROSS JOIN query
-    CROSS JOIN LATERAL unnest(ts_filter(setweight(f.document, 'A', query.lexemes), '{{a}}')) AS u
-    WHERE f.document @@ query.tsq
+    SELECT t.chunk_id, t.length, t.lexeme, t.tf FROM q JOIN chunks_fts_terms t ON t.lexeme = q.lexeme
 ), df AS (
     SELECT lexeme, count(*)::float8 AS n FROM hits GROUP BY lexeme
 )
@@ -69,30 +65,23 @@ GROUP BY h.chunk_id ORDER BY score DESC, h.chunk_id LIMIT %(limit)s
 """
 
 
-# The chunks holding a term as the index stems it (in English or the question's language); NULL, so 0, for a
-# term with no lexeme (a stop word of both).
-_TERM_CHUNKS = """
-WITH words AS (
-    SELECT regexp_replace(%(term)s, '[^[:alnum:]]+', ' ', 'g') AS text
-), query AS (
-    SELECT string_agg('''' || replace(lexeme, '''', '''''') || '''', ' | ')::tsquery AS tsq
-    FROM words, unnest(tsvector_to_array(
-        to_tsvector('english', words.text) || to_tsvector(%(config)s::regconfig, words.text))) AS lexeme
-)
-SELECT count(*) FROM chunks_fts f, query WHERE f.document @@ query.tsq
+# The chunks holding a term as the index stems it (in English or the question's language); 0 for a term with no
+# lexeme (a stop word of both).
+_TERM_CHUNKS = f"""{_LEXEMES}
+SELECT count(DISTINCT t.chunk_id) FROM q JOIN chunks_fts_terms t ON t.lexeme = q.lexeme
 """
 
 
 def rare_terms(
     cursor, terms: Sequence[str], max_df: float, max_postings: float = 64, *, code: str | None = None
 ) -> list[str]:
-    """``search.rare_terms`` on PostgreSQL: the same choice, each term's chunk count read through the GIN
-    index (one count per term) and the number of chunks counted in the index."""
+    """``search.rare_terms`` on PostgreSQL: the same choice, each term's chunk count read from
+    ``chunks_fts_terms`` (one count per term) and the number of chunks from ``chunks_fts_stats``."""
     from retrieval import search
 
     if len(terms) < 2 or (max_df >= 1 and max_postings >= len(terms)):
         return list(terms)
-    cursor.execute("SELECT count(*) FROM chunks_fts")
+    cursor.execute(_STATS)
     total = int(cursor.fetchone()[0])
     limit, room = (max(share * total, search.PRUNE_FLOOR) for share in (max_df, max_postings))
     if total <= limit and total * len(terms) <= room:
@@ -100,7 +89,7 @@ def rare_terms(
     config = language.text_search_config(code or language.detect(" ".join(terms)))
     counts: dict[int, int] = {}
     for index, term in enumerate(terms):
-        cursor.execute(_TERM_CHUNKS, {"term": term, "config": config})
+        cursor.execute(_TERM_CHUNKS, {"terms": term, "config": config})
         counts[index] = int(cursor.fetchone()[0])
     return search.rarest_kept(terms, counts, limit, room)
 

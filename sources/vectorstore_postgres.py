@@ -144,7 +144,14 @@ def source_index_complete(source_id: int, chunk_count: int, model: str) -> bool:
         return bool(cur.fetchone()[0] == chunk_count)
 
 
-KEYWORD_TRIGGERS = ("chunks_fts_chunk", "chunks_fts_delete", "chunks_fts_truncate", "chunks_fts_title")
+KEYWORD_TRIGGERS = (
+    "chunks_fts_chunk",
+    "chunks_fts_delete",
+    "chunks_fts_truncate",
+    "chunks_fts_title",
+    "chunks_fts_terms_sync",
+    "chunks_fts_terms_truncate",
+)
 
 
 def sqlite_integrity() -> str:
@@ -161,13 +168,28 @@ def sqlite_integrity() -> str:
 
 
 def fts_integrity() -> str:
-    """Always "": the keyword index is an ordinary table, so there is no index structure of its own to damage."""
-    return ""
+    """ "" when BM25's statistics agree with the keyword index (``retrieval/migrations/0012_chunks_fts_terms.py``):
+    as many rows counted and as long in all as ``chunks_fts`` holds, and a term row for every lexeme of every row;
+    else what differs."""
+    with connection.cursor() as cur:
+        cur.execute(
+            "SELECT (SELECT count(*) FROM chunks_fts), (SELECT coalesce(sum(length), 0) FROM chunks_fts), "
+            "(SELECT coalesce(sum(n), 0) FROM chunks_fts_stats), "
+            "(SELECT coalesce(sum(total), 0) FROM chunks_fts_stats), "
+            "(SELECT coalesce(sum(length(document)), 0) FROM chunks_fts), (SELECT count(*) FROM chunks_fts_terms)"
+        )
+        rows, total, counted, counted_total, lexemes, terms = cur.fetchone()
+    found = [
+        f"{what}: {have} in the keyword index, {kept} kept for BM25"
+        for what, have, kept in (("rows", rows, counted), ("words", total, counted_total), ("terms", lexemes, terms))
+        if have != kept
+    ]
+    return "; ".join(found)
 
 
 def fts_rebuild() -> int:
     with connection.cursor() as cur:
-        cur.execute("DELETE FROM chunks_fts")
+        cur.execute("TRUNCATE chunks_fts")  # its trigger empties BM25's statistics too
         cur.execute("SELECT chunks_fts_refresh(ARRAY(SELECT id FROM sources_chunk))")
         cur.execute("SELECT count(*) FROM chunks_fts")
         return int(cur.fetchone()[0])
