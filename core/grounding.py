@@ -17,6 +17,7 @@ Every sentence must be supported by a passage of the context:
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -135,7 +136,14 @@ def content_tokens(text: str, code: str | None = None) -> list[str]:
 
 
 def content_words(text: str, code: str | None = None) -> set[str]:
-    return {w[:6] for w in content_tokens(text, code)}
+    """The Snowball stems of ``text``'s content words, in its language ``code`` (detected when not given)."""
+    analyzer = language.analyzer(code or language.detect(text))
+    return {_stem(w, analyzer.code) for w in content_tokens(text, analyzer.code)}
+
+
+@lru_cache(maxsize=1 << 16)
+def _stem(word: str, code: str) -> str:
+    return language.analyzer(code).stem(word)
 
 
 def _number(token: str) -> str:
@@ -144,15 +152,16 @@ def _number(token: str) -> str:
 
 def number_contexts(text: str) -> dict[str, list[set[str]]]:
     """Each number of ``text`` with, per occurrence, the words within NUMBER_REACH tokens of it
-    (lower-cased, cut to 6 letters like ``content_words``; units such as V or mA count, stop words do not)."""
+    (lower-cased and stemmed like ``content_words``; units such as V or mA count, stop words do not)."""
     tokens = _TOKEN.findall(text)
-    stop_words = language.analyzer_for(text).stop_words
+    analyzer = language.analyzer_for(text)
+    stop_words = analyzer.stop_words
     out: dict[str, list[set[str]]] = {}
     for i, token in enumerate(tokens):
         if token[0].isdigit():
             near = tokens[max(0, i - NUMBER_REACH) : i] + tokens[i + 1 : i + 1 + NUMBER_REACH]
             out.setdefault(_number(token), []).append(
-                {t.lower()[:6] for t in near if not t[0].isdigit() and t.lower() not in stop_words}
+                {_stem(t.lower(), analyzer.code) for t in near if not t[0].isdigit() and t.lower() not in stop_words}
             )
     return out
 
