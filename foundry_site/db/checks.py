@@ -47,9 +47,17 @@ def check_sqlite_extensions(app_configs: Any = None, **kwargs: Any) -> list[Chec
 
 
 def _postgresql_vector() -> list[CheckMessage]:
+    """Missing only once the migration that creates the extension has run (``retrieval.0011_pgvector``): on a new
+    database ``manage.py migrate``, which runs these checks first, is what creates it."""
     with connection.cursor() as cur:
         cur.execute("SELECT extversion FROM pg_extension WHERE extname = 'vector'")
         if cur.fetchone():
+            return []
+        cur.execute("SELECT to_regclass('django_migrations') IS NOT NULL")
+        if not cur.fetchone()[0]:
+            return []
+        cur.execute("SELECT 1 FROM django_migrations WHERE app = 'retrieval' AND name = '0011_pgvector'")
+        if cur.fetchone() is None:
             return []
         cur.execute("SELECT 1 FROM pg_available_extensions WHERE name = 'vector'")
         available = cur.fetchone() is not None

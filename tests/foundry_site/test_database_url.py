@@ -109,3 +109,6 @@ def test_a_database_without_pgvector_fails_the_startup_check() -> None:
     (error,) = check_sqlite_extensions()
     assert error.id == "foundry.E001" and "lacks pgvector's extension 'vector'" in error.msg
     assert "CREATE EXTENSION vector" in error.hint
+    with connection.cursor() as cur:  # a database the migration has not reached: `migrate` creates the extension
+        cur.execute("DELETE FROM django_migrations WHERE app = 'retrieval' AND name = '0011_pgvector'")
+    assert check_sqlite_extensions() == []
