@@ -1,5 +1,7 @@
-"""Eval indexes: a document set ingested once into its own SQLite file under
-``FOUNDRY_HOME/eval-cache/<name>-<key>/``, through the normal ingest pipeline.
+"""Eval indexes: a document set ingested once into its own database, through the normal ingest pipeline: a SQLite
+file under ``FOUNDRY_HOME/eval-cache/<name>-<key>/``, or, with ``FOUNDRY_DATABASE_URL`` set, a database of its own
+on that PostgreSQL server (``<database>_eval_<hash of the key and the folder>``), so an eval measures the store
+the install uses.
 
 The key covers the data, the embedding model, the chunk size and overlap, the
 sentence windows and the contextual-prefix model (``embedding.context_model``,
@@ -21,7 +23,9 @@ from pathlib import Path
 from django.conf import settings
 from django.test.utils import override_settings
 
-from foundry_site.db.switch import database_use
+from django.db import connection
+
+from foundry_site.db.switch import database_use, postgresql_database_use
 from foundry_site.evaluation.beir import Document
 from sources.models import Chunk
 from sources.services.ingest import IngestReport, ProgressFn
@@ -35,7 +39,7 @@ _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 @dataclass
 class EvalIndex:
     folder: Path
-    database: Path
+    database: str  # the SQLite file's path, or the PostgreSQL database's name
     ingest: IngestReport
     doc_of_chunk: dict[int, str]  # chunk id -> document id
 
@@ -105,9 +109,16 @@ def eval_index(
     """
     folder = Path(settings.FOUNDRY_HOME) / "eval-cache" / f"{_UNSAFE.sub('_', name)}-{key[:16]}"
     names = documents_write(folder / "docs", documents)
-    database = folder / "index.sqlite3"
     lean = settings.FOUNDRY.with_overrides(ingest={"summary_model": "none"})
-    with database_use(database):
+    if connection.vendor == "postgresql":
+        # One per home too: its sources are the documents under this home's folder. At most 63 bytes.
+        tag = hashlib.sha256(f"{key}\n{folder.resolve()}".encode()).hexdigest()[:16]
+        database = f"{connection.settings_dict['NAME'][:40]}_eval_{tag}"
+        bound = postgresql_database_use(database)
+    else:
+        database = str(folder / "index.sqlite3")
+        bound = database_use(Path(database))
+    with bound:
         with override_settings(FOUNDRY=lean):
             report = knowledge_base_ingest(target=folder / "docs", collection=EVAL_COLLECTION, progress=progress)
         doc_of_chunk = {

@@ -111,6 +111,20 @@ def test_eval_retrieval_reports_every_mode_and_reuses_its_index(beir: dict[str, 
     assert [r["kind"] for r in rows] == ["retrieval", "retrieval"] and rows[1]["modes"] == "bm25"
 
 
+def index_rows(database: str, query: str) -> tuple:
+    """``query``'s one row in an eval index: a SQLite file, or a database on the PostgreSQL server under test."""
+    from django.db import connection
+
+    if connection.vendor == "sqlite":
+        with sqlite3.connect(database) as db:
+            return tuple(db.execute(query).fetchone())
+    import psycopg
+
+    conn = connection.settings_dict
+    with psycopg.connect(dbname=database, user=conn["USER"], host=conn["HOST"], port=conn["PORT"] or None) as db:
+        return tuple(int(v) for v in db.execute(query).fetchone())
+
+
 def test_eval_index_embeds_contextual_prefixes_under_their_own_key(
     beir: dict[str, Path], foundry_config, scripted_llm: ScriptedLLM
 ) -> None:
@@ -135,11 +149,9 @@ def test_eval_index_embeds_contextual_prefixes_under_their_own_key(
     assert plain_index["ingested"] == 4 and prefixed_index["ingested"] == 4  # not the cached plain index
     assert len(scripted_llm.calls) == 4  # one prefix per chunk, no summaries
     assert prefixed_index["database"] != plain_index["database"]
-    query = "SELECT count(*), sum(context LIKE '%from a field guide.') FROM sources_chunk"
-    with sqlite3.connect(prefixed_index["database"]) as db:
-        assert db.execute(query).fetchone() == (4, 4)
-    with sqlite3.connect(plain_index["database"]) as db:
-        assert db.execute(query).fetchone() == (4, 0)
+    query = "SELECT count(*), sum(CASE WHEN context LIKE '%from a field guide.' THEN 1 ELSE 0 END) FROM sources_chunk"
+    assert index_rows(prefixed_index["database"], query) == (4, 4)
+    assert index_rows(plain_index["database"], query) == (4, 0)
     run_eval(*args)
     assert len(scripted_llm.calls) == 4  # the prefixed index is reused as well
 
