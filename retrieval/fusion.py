@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import math
 import re
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -84,10 +86,12 @@ def revisions(
     hits: list[Hit], facts: ChunkFacts, *, overlap: float, asked: frozenset[str] = frozenset()
 ) -> list[list[int]]:
     """Groups of hits that are revisions of one text: chunks of different sources whose word sets overlap by
-    ``overlap`` or more (Jaccard: shared words over all words) and that hold the same words of the question
-    (``asked``), joined transitively; groups of two or more. The datasheets of two products written from one
-    template overlap as much as two revisions of one, but a question that names one product tells them apart."""
-    parent = {h.chunk_id: h.chunk_id for h in hits}
+    ``overlap`` (> 0) or more (Jaccard: shared words over all words) and that hold the same words of the question
+    (``asked``), joined transitively; groups of two or more, each in the order of ``hits``. The datasheets of two
+    products written from one template overlap as much as two revisions of one, but a question that names one
+    product tells them apart."""
+    ids = [h.chunk_id for h in hits]
+    parent = {chunk: chunk for chunk in ids}
 
     def root(chunk: int) -> int:
         while parent[chunk] != chunk:
@@ -95,18 +99,53 @@ def revisions(
             chunk = parent[chunk]
         return chunk
 
-    ids = [h.chunk_id for h in hits]
-    for i, a in enumerate(ids):
-        for b in ids[i + 1 :]:
-            if facts.source_of.get(a) == facts.source_of.get(b) or root(a) == root(b):
-                continue
-            wa, wb = facts.words.get(a, frozenset()), facts.words.get(b, frozenset())
-            if wa and wb and len(wa & wb) >= overlap * len(wa | wb) and wa & asked == wb & asked:
-                parent[root(b)] = root(a)
+    words = {chunk: facts.words.get(chunk, frozenset()) for chunk in ids}
+    for a, b in similar_pairs(words, overlap):
+        if facts.source_of.get(a) != facts.source_of.get(b) and words[a] & asked == words[b] & asked:
+            parent[root(b)] = root(a)
     groups: dict[int, list[int]] = {}
     for chunk in ids:
         groups.setdefault(root(chunk), []).append(chunk)
     return [g for g in groups.values() if len(g) > 1]
+
+
+def similar_pairs(sets: Mapping[int, frozenset[str]], threshold: float) -> list[tuple[int, int]]:
+    """Every pair of keys of ``sets`` whose non-empty sets have a Jaccard similarity of ``threshold`` (> 0) or more,
+    found without comparing every pair (PPJoin: Xiao et al., "Efficient similarity joins for near duplicate
+    detection", WWW 2008). With the words of every set in one order, rarest first, two sets that similar share a word
+    among the first |s| − ⌈t·|s|⌉ + 1 of each (prefix filter); sets are taken smallest first, so one that is too small
+    is passed over (size filter); and a pair whose shared words so far, plus the most the rest of both could share,
+    falls short of the overlap the threshold needs is dropped (positional filter). What is left is counted in full."""
+    if threshold <= 0:
+        raise ValueError(f"similar_pairs: the threshold must be above 0, got {threshold}")
+    frequency = Counter(word for words in sets.values() for word in words)
+    indexed: dict[str, list[tuple[int, int]]] = {}  # word: (key, position) of the sets it opens
+    pairs = []
+    for key in sorted((k for k, s in sets.items() if s), key=lambda k: len(sets[k])):
+        words = sets[key]
+        size = len(words)
+        ordered = sorted(words, key=lambda w: (frequency[w], w))
+        shared: dict[int, int] = {}
+        dropped: set[int] = set()
+        # The 1e-9 keeps a product such as 0.7 × 10 = 7.000000000000001 from shortening a prefix.
+        for i, word in enumerate(ordered[: size - math.ceil(threshold * size - 1e-9) + 1]):
+            for other, j in indexed.get(word, ()):
+                other_size = len(sets[other])
+                if other in dropped or other_size < threshold * size - 1e-9:
+                    continue
+                needed = math.ceil(threshold / (1 + threshold) * (size + other_size) - 1e-9)
+                if shared.get(other, 0) + 1 + min(size - i - 1, other_size - j - 1) >= needed:
+                    shared[other] = shared.get(other, 0) + 1
+                else:
+                    dropped.add(other)
+        for other in shared.keys() - dropped:
+            common = len(words & sets[other])
+            if common >= threshold * (size + len(sets[other]) - common):
+                pairs.append((other, key))
+        # Indexed: the shorter prefix a larger set, met later, must share a word of.
+        for i, word in enumerate(ordered[: size - math.ceil(2 * threshold / (1 + threshold) * size - 1e-9) + 1]):
+            indexed.setdefault(word, []).append((key, i))
+    return pairs
 
 
 def recency_boost(

@@ -11,9 +11,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from generation.conflict_boxes import newest_side
-from retrieval.fusion import ChunkFacts, Hit, recency_boost, revisions, word_set
+from retrieval.fusion import ChunkFacts, Hit, recency_boost, revisions, similar_pairs, word_set
 from retrieval.services.conflicts import date_note
 from sources.services.extract import extract
 from sources.services.extract.blocks import stated_date
@@ -77,6 +79,27 @@ def test_near_identical_chunks_that_differ_in_a_word_the_question_asks_are_not_r
     assert revisions(hits, facts, overlap=0.7) == [[1, 2]]
     assert revisions(hits, facts, overlap=0.7, asked=word_set("What is the logic supply of the AX200?")) == []
     assert revisions(hits, facts, overlap=0.7, asked=word_set("What is the logic supply?")) == [[1, 2]]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.dictionaries(st.integers(0, 40), st.frozensets(st.sampled_from("abcdefghij"), max_size=8), max_size=25),
+    st.sampled_from([0.1, 0.3, 0.5, 0.7, 0.75, 0.8, 1.0]),
+)
+def test_prefix_filtering_finds_exactly_the_pairs_a_comparison_of_every_pair_finds(sets, threshold) -> None:
+    every = {
+        frozenset((a, b))
+        for a in sets
+        for b in sets
+        if a < b and sets[a] and sets[b] and len(sets[a] & sets[b]) >= threshold * len(sets[a] | sets[b])
+    }
+    found = [frozenset(pair) for pair in similar_pairs(sets, threshold)]
+    assert len(found) == len(set(found)) and set(found) == every
+
+
+def test_similar_pairs_needs_a_threshold_above_zero() -> None:
+    with pytest.raises(ValueError, match="above 0"):
+        similar_pairs({1: SAME, 2: OTHER}, 0.0)
 
 
 def test_an_undated_revision_counts_as_the_oldest() -> None:
