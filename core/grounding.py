@@ -17,7 +17,6 @@ Every sentence must be supported by a passage of the context:
 from __future__ import annotations
 
 import re
-from functools import lru_cache
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -138,12 +137,7 @@ def content_tokens(text: str, code: str | None = None) -> list[str]:
 def content_words(text: str, code: str | None = None) -> set[str]:
     """The Snowball stems of ``text``'s content words, in its language ``code`` (detected when not given)."""
     analyzer = language.analyzer(code or language.detect(text))
-    return {_stem(w, analyzer.code) for w in content_tokens(text, analyzer.code)}
-
-
-@lru_cache(maxsize=1 << 16)
-def _stem(word: str, code: str) -> str:
-    return language.analyzer(code).stem(word)
+    return {analyzer.stem(w) for w in content_tokens(text, analyzer.code)}
 
 
 def _number(token: str) -> str:
@@ -161,7 +155,7 @@ def number_contexts(text: str) -> dict[str, list[set[str]]]:
         if token[0].isdigit():
             near = tokens[max(0, i - NUMBER_REACH) : i] + tokens[i + 1 : i + 1 + NUMBER_REACH]
             out.setdefault(_number(token), []).append(
-                {_stem(t.lower(), analyzer.code) for t in near if not t[0].isdigit() and t.lower() not in stop_words}
+                {analyzer.stem(t.lower()) for t in near if not t[0].isdigit() and t.lower() not in stop_words}
             )
     return out
 

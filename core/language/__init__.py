@@ -54,7 +54,7 @@ class Analyzer:
 
     def stem(self, word: str) -> str:
         """The Snowball stem of a lower-cased word."""
-        return _stemmer(self.snowball).stemWord(word)
+        return _stem(self.snowball, word)
 
     def stems(self, text: str) -> list[str]:
         """The stems of the content words of ``text``, in order (a hyphenated compound also gives its parts)."""
@@ -154,6 +154,11 @@ def _identifier() -> Any:
 
 
 _local = threading.local()
+
+
+@lru_cache(maxsize=1 << 17)
+def _stem(snowball: str, word: str) -> str:
+    return _stemmer(snowball).stemWord(word)
 
 
 def _stemmer(name: str) -> Any:

@@ -61,20 +61,32 @@ def words(code: str) -> Words:
     if not path.is_file():
         path = DATA / f"{language.DEFAULT}.json"
     raw = json.loads(path.read_text(encoding="utf-8"))
-    pairs = ("leads", "mean_when", "quantity_after")
-    sets = {key: frozenset(value) for key, value in raw.items() if isinstance(value, list) and key not in pairs}
+
+    def words_of(key: str) -> frozenset[str]:
+        return frozenset(raw[key])
+
     return Words(
         code=raw["language"],
         leads=tuple(raw["leads"]),
-        **{key: sets[key] for key in ("demonstratives", "relatives", "pronouns", "third_person", "question_starts")},
-        announcing=sets["announcing"],
-        **{key: sets[key] for key in ("auxiliaries", "adverbs", "do_forms", "verb_after", "determiners")},
-        **{
-            key: sets[key] for key in ("indefinite_articles", "non_topic", "ordinal_nouns", "measure_after", "owner_of")
-        },
+        demonstratives=words_of("demonstratives"),
+        relatives=words_of("relatives"),
+        pronouns=words_of("pronouns"),
+        third_person=words_of("third_person"),
+        question_starts=words_of("question_starts"),
+        auxiliaries=words_of("auxiliaries"),
+        adverbs=words_of("adverbs"),
+        do_forms=words_of("do_forms"),
+        verb_after=words_of("verb_after"),
+        announcing=words_of("announcing"),
         mean_when=frozenset(tuple(pair) for pair in raw["mean_when"]),
+        determiners=words_of("determiners"),
+        indefinite_articles=words_of("indefinite_articles"),
+        non_topic=words_of("non_topic"),
         ordinals=dict(raw["ordinals"]),
+        ordinal_nouns=words_of("ordinal_nouns"),
+        measure_after=words_of("measure_after"),
         quantity_after=frozenset(tuple(pair) for pair in raw["quantity_after"]),
+        owner_of=words_of("owner_of"),
         and_word=raw["and_word"],
         contracted=re.compile(raw["contracted"]) if raw["contracted"] else None,
         unapostrophed=dict(raw["unapostrophed"]),

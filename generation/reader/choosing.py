@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import re
-
 from core.units import (
     KEY_PARTS,
     field_parts,
@@ -22,24 +20,12 @@ from generation.reader.words import (
     _numbers,
     _own_words,
     _values,
+    current,
     stems,
     unit_key,
 )
 
 
-# A question asking a limit, range, size, capacity or setting is answered by a value: "what range can I set?" is
-# answered by "(0 s to 600 s, default 0 s)", not by the sentence naming every setting, however close its words; "what
-# can it switch?" by "30 V DC / 1 A", not by "Active alarms switch the alarm relay".
-_ASKS_VALUE = re.compile(
-    r"\b(?:max(?:imum)?|min(?:imum)?|limits?|range|longest|shortest|highest|lowest|upper|lower|rat(?:ing|ed)|size"
-    r"|how\s+(?:long|much|many|far|big|heavy|fast|often|high|low|wide|deep)"
-    r"|(?:what|which)\s+(?:ip|ports?|address(?:es)?|voltages?|currents?|temperatures?|values?|speeds?|baud\s*rates?)"
-    r"|what\s+(?:can|could|will|may)\s+(?:it|they|that|this|the\s+\w+)\s+(?:switch|carry|handle|drive|withstand|deliver))\b",
-    re.IGNORECASE,
-)
-# "and the other switch?", "what else is printed on it?": a follow-up asking for another than the answer before it gave
-_ASKS_OTHER = re.compile(r"\b(?:else|other|another)\b", re.IGNORECASE)
-_VERSION_WORDS = frozenset({"version", "firmwar", "releas"})  # stems of the words asking which version
 NEAR_BEST = 0.12  # a further unit is quoted only when it scores within this of the best one (calibrated)
 # A unit further down, within this of the best, is quoted too when it holds a question word no unit quoted holds:
 # "What happens when the buffer is full?" is best matched by the sentence naming the buffer, and answered by the
@@ -63,7 +49,8 @@ def read(
 ) -> Reading:
     """The best units to quote for ``question`` (see the module docstring): the best one, those within ``margin``
     of it, and those within ``COVER_MARGIN`` that hold a question word no unit before them holds, or state a number
-    when the question asks a value (``_ASKS_VALUE``) and no unit before them states one; at most
+    when the question asks a value (``Words.asks_value``: "what range can I set?" is answered by "(0 s to 600 s,
+    default 0 s)", not by the sentence naming every setting) and no unit before them states one; at most
     ``max_units``, best first; a labelled value among them is quoted as the sentence that states it, when one scores
     near (``_in_words``). Above each, the label line opening its paragraph (``_lead``) when that, or the
     title and headings it stands under, names a question word the unit lacks: "Which version fixed …?" and
@@ -80,7 +67,7 @@ def read(
     scored = units_score(question, passages, embedding_model=embedding_model, typed=typed, near=near, quoted=quoted)
     unquoted = [q for q in scored if not exclude or unit_key(q.unit.text) not in exclude]
     fresh = unquoted
-    if typed and quoted and _ASKS_OTHER.search(typed):
+    if typed and quoted and current().asks_other.search(typed):
         fresh = [q for q in unquoted if not _said_before(q.unit, quoted)]
     if not fresh:
         return Reading([], 0.0, scored, sorted(near))
@@ -88,7 +75,8 @@ def read(
     asked = _own_words(question, typed)
     chosen: list[Quote] = []
     covered: set[str] = set()  # the words of the units chosen
-    value = _ASKS_VALUE.search(typed or question) is not None  # a value is asked, and no unit chosen states one
+    # a value is asked, and no unit chosen states one
+    value = current().asks_value.search(typed or question) is not None
     for quote in fresh:
         if len(chosen) >= max_units or quote.score < best - max(margin, COVER_MARGIN):
             break
@@ -109,7 +97,7 @@ def read(
             in_words.append(quote)
     chosen = in_words
     # a version asked for is told by its number: "previous version" names none, "Version 2.2.0 - …" does
-    asks_version = not _VERSION_WORDS.isdisjoint(asked)
+    asks_version = not current().version_words.isdisjoint(asked)
     for quote in list(chosen):
         lead = _lead(quote, unquoted)
         if lead is None or lead in chosen:

@@ -7,13 +7,13 @@ from itertools import takewhile
 
 from core.text import code_shape
 from generation.reader.passages import Passage
-from generation.reader.words import _CODE, _DOTTED, _is_code, _plain
+from generation.reader.words import _CODE, _DOTTED, _is_code, _plain, current
 
 
 # A code written with hyphens ("PX-100", "RS-232", "KX-PX100-01"), and one typed without ("px100"): letters and digits
 _HYPHENED = re.compile(r"(?<![\w-])(?=[\w-]*[A-Za-z])(?=[\w-]*\d)\w+(?:-\w+)+(?![\w-])")
 _BARE_CODE = re.compile(r"(?<![\w-])(?=\w*[A-Za-z])(?=\w*\d)\w+(?![\w-])")
-_DEFINITION = r"^[\s*_`#>|-]*{code}[\s*_`|]*(?:[–—:=|-]|\s+(?:means|stands\s+for)\b)"
+_DEFINITION = r"^[\s*_`#>|-]*{code}[\s*_`|]*(?:[–—:=|-]|\s+(?:{defines})\b)"
 
 
 def _as_written(texts: list[str], passages: list[Passage]) -> list[str]:
@@ -73,7 +73,8 @@ def version_order(versions: set[str], under: str, text: str) -> int:
 
 def _defines(text: str, code: str) -> bool:
     """Whether ``text`` opens with ``code`` and what it is: "**E04 – Network error.** …", "MTBF: mean time …"."""
-    return re.match(_DEFINITION.format(code=re.escape(code)), text, re.IGNORECASE) is not None
+    pattern = _DEFINITION.format(code=re.escape(code), defines=current().defines)
+    return re.match(pattern, text, re.IGNORECASE) is not None
 
 
 def _series(code: str) -> tuple[str, str]:

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import re
 
-from core.units import (
-    Unit,
-)
+from core.units import Unit
 from generation.reader.words import unit_key
 
 
@@ -21,7 +19,7 @@ def quoted_sentences(answer: str) -> tuple[str, ...]:
     its text before each ``[S#]`` / ``[#]`` marker of a line (not a table's header row shown over a quoted row), before
     a "Sources:" list, less a list item's bullet; of 3 words or more."""
     quoted = [q for line in _SOURCES.split(answer, maxsplit=1)[0].splitlines() for q in _MARKER.split(line)[:-1]]
-    return tuple(dict.fromkeys(" ".join(_BULLET.sub("", q).split()) for q in quoted if len(q.split()) >= 3))
+    return _sentences(quoted)
 
 
 # A citation marker anywhere in a sentence an LLM wrote ("… eight sensors [S1].")
@@ -36,7 +34,13 @@ def stored_quotes(grounding: dict) -> tuple[str, ...]:
         texts = [q["text"] for q in grounding["quoted"]]
     else:
         texts = [s["text"] for s in grounding.get("sentences", []) if s.get("supported_by")]
-    cleaned = (" ".join(_BULLET.sub("", _CITED.sub("", text)).split()) for text in texts)
+    return _sentences([_CITED.sub("", text) for text in texts])
+
+
+def _sentences(texts: list[str]) -> tuple[str, ...]:
+    """``texts`` as quoted sentences: a list item without its bullet, white space joined, of 3 words or more, each
+    once, in order."""
+    cleaned = (" ".join(_BULLET.sub("", text).split()) for text in texts)
     return tuple(dict.fromkeys(q for q in cleaned if len(q.split()) >= 3))
 
 

@@ -24,6 +24,7 @@ from generation.reader.words import (
     _meant_codes,
     _numbers,
     _own_words,
+    current,
     stems,
     unit_key,
 )
@@ -40,9 +41,6 @@ LEXICAL_WEIGHT = 0.5
 UNDER_WEIGHT = 1.0
 # Units are embedded in batches of this many (sorted by length, llm.embed): small batches pad less.
 EMBED_BATCH = 16
-# "How many sensors …?" is answered by a count: a unit with no number of its own (the "232" of "RS-232" and the
-# "2" of "X2" are names) cannot answer it, however close its words ("RS-232 sensor bus (X2: A, B, COM, SH)").
-_HOW_MANY = re.compile(r"\bhow\s+many\b", re.IGNORECASE)
 # A follow-up goes on from the answer before it: "and once that's full?" asks of the buffer that answer named. A unit's
 # cosine is also taken with that answer's quotes followed by the message, less this (the quotes are not what is asked),
 # for every unit but those quotes. Measured: bench/followups.py (docs/decisions.md, D0024).
@@ -55,27 +53,11 @@ FOLLOW_BONUS = 0.1
 # "means" ("**E04 – Network error.** …") scores this much more than one that only names it ("Fixed: E04 was
 # reported falsely …"). Measured: bench/followups.py, foundry eval answers (docs/decisions.md, D0024).
 DEFINES_BONUS = 0.25
-# "How do I fix it?", "what should I do?" ask what to do, which an instruction says ("Check the power supply and the
-# cable cross-section."): such a unit scores this much more than one that only shares the question's words ("Fixed:
-# E04 was reported falsely …"). Measured: bench/followups.py, foundry eval answers (docs/decisions.md).
+# "How do I fix it?", "what should I do?" ask what to do (``Words.asks_what_to_do``), which an instruction says ("Check
+# the power supply and the cable cross-section."): such a unit scores this much more than one that only shares the
+# question's words ("Fixed: E04 was reported falsely …"). Measured: bench/followups.py, foundry eval answers
+# (docs/decisions.md).
 INSTRUCTS_BONUS = 0.25
-_ASKS_WHAT_TO_DO = re.compile(
-    r"\bhow\s+(?:do|can|should|must|would|could)\s+(?:i|we|you)\b|\bhow\s+to\b"
-    r"|\bwhat\s+(?:do|should|must|can|shall)\s+(?:i|we)\s+do\b",
-    re.IGNORECASE,
-)
-# An instruction opens with its verb, then what the verb acts on: "Check the …", "Give every …", "Do not use it …".
-_INSTRUCTION = re.compile(
-    r"^[\s*_`>#|-]*(?:\d+[.)]\s+)?(?:(?:do\s+not|don't|never|always|first|then)\s+)?(?P<verb>[A-Za-z]+)\s+"
-    r"(?:the|a|an|every|each|all|any|no|whether|that|this|these|those|it|them|its|your|sure|again|off|up|out)\b",
-    re.IGNORECASE,
-)
-_NO_VERB = frozenset(
-    """a an the this that these those it its there here all both each every some any many most such only no
-    in on at by for from with under over after before during when if while as to of into within without through
-    between since until once above below behind near per via and or but so is are was were be do does did can could
-    will would shall should must may might has have had not also then first next now finally""".split()
-)
 
 
 @_in_question_language
@@ -102,7 +84,8 @@ def units_score(
     headings = {p.label: {unit_key(h) for h in p.under.split(" > ")} for p in passages}
     asked = _asked_words(question)
     told = asked | _numbers(question)
-    counts = _HOW_MANY.search(question) is not None
+    read = current()
+    counts = read.asks_count.search(question) is not None  # "How many sensors …?": a unit with no count cannot answer
     units = [
         (p, u)
         for p in passages
@@ -137,7 +120,7 @@ def units_score(
     around = {p.label: stems(p.under) for p in passages}
     lexical = [_overlap(own, carried, stems(u.scored_text) | _lasting(u.text), around[p.label]) for p, u in units]
     meant = _meant_codes(question)
-    instructs = _ASKS_WHAT_TO_DO.search(typed or question) is not None
+    instructs = read.asks_what_to_do.search(typed or question) is not None
     quotes = [
         Quote(
             passage,
@@ -165,10 +148,12 @@ def coverage(question: str, passages: list[Passage]) -> tuple[int, int]:
 
 
 def _instructs(unit: Unit) -> bool:
-    """Whether ``unit``, or a sentence of it (a list item's), is an instruction: it opens with a verb (a word that is
-    no article, pronoun, preposition or auxiliary) and what it acts on ("Restore the configuration …")."""
+    """Whether ``unit``, or a sentence of it (a list item's), is an instruction (``Words.instruction``): it opens with
+    a verb (a word that is no article, pronoun, preposition or auxiliary, ``Words.not_verbs``) and what it acts on
+    ("Restore the configuration …")."""
+    read = current()
     return any(
-        (m := _INSTRUCTION.match(text)) is not None and m["verb"].lower() not in _NO_VERB
+        (m := read.instruction.match(text)) is not None and m["verb"].lower() not in read.not_verbs
         for text in [unit.text, *item_sentences(unit)]
     )
 
@@ -197,7 +182,7 @@ def _overlap(own: set[str], carried: set[str], held_by_unit: set[str], around: s
     ``UNDER_WEIGHT``; the carried-over words, when there are any, count as one word held if any is, unless the
     unit names another code of the series of one of them (``_series``): a unit about E06 says "error", and is no
     answer about E05; the PX-100 named in its title is no other RS-232. A measure asked by its adjective or verb is
-    held by its noun (``_NAMED_BY``)."""
+    held by its noun (``Words.named_by``)."""
     held = {w for w in own if _holds(held_by_unit, w)}
     count = len(held) + UNDER_WEIGHT * len({w for w in own - held if _holds(around, w)})
     if not carried:

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
-from functools import lru_cache, wraps
+from dataclasses import dataclass
+from functools import cache, wraps
+from pathlib import Path
 from typing import Any, TypeVar
 
 from core import language
@@ -14,26 +17,80 @@ from core.grounding import content_tokens
 from core.text import is_code_or_name
 
 
-_HOW_QUANTITY = re.compile(r"\bhow\s+(?:much|many|often)\b", re.IGNORECASE)  # asks a number, names no word
-_WHAT_ABOUT = re.compile(r"\b(what|how)\s+about\b", re.IGNORECASE)  # "what about its weight?" asks of the weight
-# "What does E03 mean?", "what is meant by MTBF": the verb asks what a code or name is, which its answer states
-_MEANS = re.compile(r"\b((?:does|do|did)\b[^?]*?)\bmean\b|\bmeant\b", re.IGNORECASE)
 # A version or a decimal ("2.4.1", "10.8"): a word of its own, where a plain number is not (``stems``)
 _DOTTED = re.compile(r"(?<![\w.])\d+(?:\.\d+)+(?!\.?\w)")
 _NUMBER = re.compile(r"(?<![\w.-])\d[\d.,]*(?![\w-])")
-_COUNT_WORDS = frozenset(
-    """one two three four five six seven eight nine ten eleven twelve fifteen twenty thirty forty fifty hundred
-    thousand million billion dozen dozens single both none""".split()
-)
-_DURATION = re.compile(
-    r"\d\s*(?:ms|s|sec|seconds?|min|minutes?|h|hours?|days?|weeks?|months?|years?|mm|cm|m|km)\b", re.IGNORECASE
-)
 _VERSIONS = re.compile(r"\d+(?:\.\d+)*\.[xX]")
 _CODE = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9.\-]*[A-Za-z0-9])?")
 # The language a question is read in: the question's and the passages' words are stemmed, and their stop words
 # dropped, with that language's analyzer, so both sides of every comparison are read alike.
 _READING: ContextVar[str] = ContextVar("reading_language", default=language.DEFAULT)
 _F = TypeVar("_F", bound=Callable[..., Any])
+
+
+DATA = Path(__file__).resolve().parent.parent / "data" / "reader"
+
+
+@dataclass(frozen=True)
+class Words:
+    """One language's word classes of the reader (``generation/data/reader/<code>.json``); stems are that language's."""
+
+    code: str
+    rewrites: tuple[tuple[re.Pattern[str], str], ...]  # "how much" asks a number and names no word: read as "how"
+    means: re.Pattern[str]  # "What does E03 mean?": group 1, when it takes part, holds what is meant
+    defines: str  # "E04 means …": what follows a code that a unit defines, besides a dash or colon
+    count_words: frozenset[str]  # a count in words ("eight", "both")
+    duration: re.Pattern[str]  # a number with a unit of time or length: it holds ``lasting``
+    lasting: str  # the stem of "long" in "how long"
+    named_by: dict[str, frozenset[str]]  # a measure asked by its adjective or verb is stated by its noun
+    light: frozenset[str]  # words of chat that name nothing an answer would hold
+    embedded: re.Pattern[str]  # what comes before a question asked inside a statement
+    asks_count: re.Pattern[str]  # "how many": a count answers
+    asks_what_to_do: re.Pattern[str]  # "how do I …": an instruction answers
+    instruction: re.Pattern[str]  # a unit opening with a verb (group "verb") and what it acts on
+    not_verbs: frozenset[str]  # words that open a sentence and are no verb: articles, pronouns, prepositions
+    asks_value: re.Pattern[str]  # a limit, range, size or setting: a value answers
+    asks_other: re.Pattern[str]  # "what else": another than the answer before
+    version_words: frozenset[str]  # stems of the words asking which version
+
+
+@cache
+def words(code: str) -> Words:
+    """The reader's word classes of language ``code`` (one of ``language.SUPPORTED``)."""
+    raw = json.loads((DATA / f"{code}.json").read_text(encoding="utf-8"))
+    stem = language.analyzer(code).stem
+
+    def pattern(key: str) -> re.Pattern[str]:
+        return re.compile(raw[key], re.IGNORECASE)
+
+    return Words(
+        code=code,
+        rewrites=tuple((re.compile(find, re.IGNORECASE), put) for find, put in raw["rewrites"]),
+        means=pattern("means"),
+        defines=raw["defines"],
+        count_words=frozenset(raw["count_words"]),
+        duration=pattern("duration"),
+        lasting=stem(raw["lasting"]),
+        named_by={
+            stem(word): frozenset(stem(noun) for noun in nouns.split())
+            for asked, nouns in raw["named_by"]
+            for word in asked.split()
+        },
+        light=frozenset(stem(word) for word in raw["light"]),
+        embedded=pattern("embedded"),
+        asks_count=pattern("asks_count"),
+        asks_what_to_do=pattern("asks_what_to_do"),
+        instruction=pattern("instruction"),
+        not_verbs=frozenset(raw["not_verbs"]),
+        asks_value=pattern("asks_value"),
+        asks_other=pattern("asks_other"),
+        version_words=frozenset(stem(word) for word in raw["version_words"]),
+    )
+
+
+def current() -> Words:
+    """The word classes of the language being read (``reading``)."""
+    return words(_READING.get())
 
 
 @contextmanager
@@ -82,57 +139,8 @@ def stems(text: str) -> set[str]:
     versions and decimals ("2.4.1", "10.8"), which name what a question asks about as a code does: "When was 2.4.1
     released?" is answered by "Version 2.4.1 - released …", not by "Version 2.4.0 - released …"."""
     code = _READING.get()
-    return {_stem(word, code) for word in content_tokens(text, code)} | set(_DOTTED.findall(text))
-
-
-@lru_cache(maxsize=1 << 16)
-def _stem(word: str, code: str = language.DEFAULT) -> str:
-    return language.analyzer(code).stem(word)
-
-
-# A measure asked by its adjective or verb is stated by its noun ("how heavy", "weighs" by "Weight 210 g"), a
-# limit by its abbreviation or in full ("maximum" by ``max_bus_length_m``, "max" by "maximum"), a range by its
-# limits ("storage temperature range" by ``storage_temperature_c.min: -40``), what a thing is made of by its
-# material ("Housing material Polycarbonate").
-_NAMED_BY = {
-    _stem(word): {_stem(noun) for noun in nouns.split()}
-    for words, nouns in (
-        ("weigh heavy", "weight"),
-        ("weight", "weigh"),
-        ("long", "length"),
-        ("wide", "width"),
-        ("high tall", "height"),
-        ("deep", "depth"),
-        ("big large", "size"),
-        ("fast", "speed"),
-        ("far", "distance"),
-        ("maximum", "max"),
-        ("max", "maximum"),
-        ("minimum", "min"),
-        ("min", "minimum"),
-        ("range", "min max minimum maximum"),
-        ("made", "material"),
-    )
-    for word in words.split()
-}
-# Words of chat that name nothing an answer would hold ("whats the longest one I can set it to, exactly?"): "one"
-# stands for a thing named before. Measured: bench/followups.py, foundry eval answers (docs/decisions.md).
-_LIGHT = frozenset(
-    _stem(w)
-    for w in (
-        "whats one ones still just any anything really actually exactly also too ok okay "
-        # a negation's contraction, typed with its apostrophe ("doesn't": "doesn") or without ("doesnt")
-        "doesn doesnt dont didn didnt isn isnt aren arent wasn wasnt weren werent wont cant couldn couldnt shouldn "
-        "shouldnt wouldn wouldnt haven havent hasn hasnt hadn hadnt thats theres hows wheres whos youre ive"
-    ).split()
-)
-# A question asked inside a statement: "Our firewall guy needs to know which port that uses." asks "which port that
-# uses"; what comes before the question word is context, as a statement before a question is.
-_EMBEDDED = re.compile(
-    r"^.*?\b(?:know|tell\s+(?:me|us)|wonder(?:ing)?|find\s+out|figure\s+out|ask(?:ing)?|sure)\s+"
-    r"(?=(?:what|which|where|when|how|why|whether|if)\b)",
-    re.IGNORECASE,
-)
+    stem = language.analyzer(code).stem
+    return {stem(word) for word in content_tokens(text, code)} | set(_DOTTED.findall(text))
 
 
 def _own_words(question: str, typed: str) -> set[str]:
@@ -140,14 +148,15 @@ def _own_words(question: str, typed: str) -> set[str]:
     when it is not a follow-up, or the follow-up has no word of its own ("what about it?"). Of a message of several
     sentences, only those that ask (end with "?"): what it states before or after ("We keep a few spares in a
     warehouse.", "our firewall blocks most stuff") is context, counted with the words carried from earlier turns; so
-    is what comes before a question asked inside a sentence (``_EMBEDDED``: "… needs to know which port that uses")."""
+    is what comes before a question asked inside a sentence (``Words.embedded``: "… needs to know which port that
+    uses")."""
     asked = _asked_words(question)
     if typed:
         sentences = [x for x in re.split(r"(?<=[.!?])\s+", typed) if x.strip()]
         asking = [x for x in sentences if x.rstrip().endswith("?")]
         if len(sentences) > 1 and asking:
             typed = " ".join(asking)
-        typed = _EMBEDDED.sub(" ", typed)
+        typed = current().embedded.sub(" ", typed)
     return (_asked_words(typed) & asked if typed else asked) or asked
 
 
@@ -156,9 +165,11 @@ def _asked_words(question: str) -> set[str]:
     often"): the answer states a number, not the word ("How much does it weigh?" is answered by "weighs 210 g");
     less the "about" of "what about", which asks of what follows it; and less the "mean" of "what does … mean"
     ("meant") asked of a code or name: the answer says what it is ("**E03 – Supply voltage out of range.**");
-    less words of chat (``_LIGHT``)."""
-    words = stems(_MEANS.sub(_meaning_asked, _WHAT_ABOUT.sub(r"\1", _HOW_QUANTITY.sub("how", question))))
-    return words - _LIGHT
+    less words of chat (``Words.light``). The phrasings are the language's (``Words.rewrites``, ``Words.means``)."""
+    read = current()
+    for find, put in read.rewrites:
+        question = find.sub(put, question)
+    return stems(read.means.sub(_meaning_asked, question)) - read.light
 
 
 def _meaning_asked(match: re.Match) -> str:
@@ -168,26 +179,28 @@ def _meaning_asked(match: re.Match) -> str:
 
 
 def _meant(match: re.Match) -> list[str]:
-    """The codes and names a ``_MEANS`` match asks the meaning of: those before "mean", or the question's for
-    "meant"."""
+    """The codes and names a ``Words.means`` match asks the meaning of: those of its group 1 ("What does E03 mean?"),
+    or the question's when the group takes no part ("what is meant by MTBF")."""
     return [token for token in _CODE.findall(match.group(1) or match.string) if _is_code(token)]
 
 
 def _meant_codes(question: str) -> list[str]:
     """The codes whose meaning ``question`` asks ("What does E04 mean?", "what is meant by MTBF")."""
-    return [code for match in _MEANS.finditer(question) for code in _meant(match)]
+    return [code for match in current().means.finditer(question) for code in _meant(match)]
 
 
 def _lasting(text: str) -> set[str]:
     """``{"long"}`` when ``text`` states a duration or a length ("within 60 s", "about 72 hours", "1,000 m"): it
     holds the "long" of "how long does it wait?"."""
-    return {"long"} if _DURATION.search(text) else set()
+    read = current()
+    return {read.lasting} if read.duration.search(text) else set()
 
 
 def _counts(text: str) -> bool:
     """Whether ``text`` states a count: a number standing alone ("up to 8"), or in words ("eight", "both"; not the
     "two" of "two-wire")."""
-    return bool(_numbers(text)) or not _COUNT_WORDS.isdisjoint(re.findall(r"(?<![\w-])[a-z]+(?![\w-])", text.lower()))
+    alone = re.findall(r"(?<![\w-])[^\W\d_]+(?![\w-])", text.lower())
+    return bool(_numbers(text)) or not current().count_words.isdisjoint(alone)
 
 
 def _numbers(text: str) -> set[str]:
@@ -196,4 +209,4 @@ def _numbers(text: str) -> set[str]:
 
 
 def _holds(words: set[str], word: str) -> bool:
-    return word in words or bool(_NAMED_BY.get(word, set()) & words)
+    return word in words or bool(current().named_by.get(word, frozenset()) & words)

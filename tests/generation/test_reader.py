@@ -566,6 +566,7 @@ def test_what_to_do_is_read_in_an_instruction(embed: dict) -> None:
     )
     for text in (
         "Give every sensor a unique address.",
+        "To get the settings back, restore the configuration from the backup.",
         "- **RUN** red: fault. Restart the gateway; then reinstall it.",
     ):
         assert scoring._instructs(passage_units(text)[0]), text
@@ -578,8 +579,8 @@ def test_what_to_do_is_read_in_an_instruction(embed: dict) -> None:
     ):
         assert not scoring._instructs(passage_units(text)[0]), text
     for typed in ("what should i do about it", "How can we get the settings back?", "how to reset it"):
-        assert scoring._ASKS_WHAT_TO_DO.search(typed), typed
-    assert not scoring._ASKS_WHAT_TO_DO.search("How does the relay work?")
+        assert words.current().asks_what_to_do.search(typed), typed
+    assert not words.current().asks_what_to_do.search("How does the relay work?")
 
 
 def test_words_of_chat_are_no_words_the_answer_must_hold(embed: dict) -> None:
@@ -617,6 +618,58 @@ def test_a_question_is_read_in_its_own_language() -> None:
     with reading("Which settings does the device store?") as code:
         assert code == "en"
         assert stems("the stored settings") == {"store", "set"}
+
+
+def test_every_language_has_the_reader_s_word_classes_with_the_keys_of_english() -> None:
+    import json
+
+    from core import language
+
+    keys = set(json.loads((words.DATA / "en.json").read_text(encoding="utf-8")))
+    for code in language.SUPPORTED:
+        assert set(json.loads((words.DATA / f"{code}.json").read_text(encoding="utf-8"))) == keys, code
+        assert words.words(code).code == code  # every pattern compiles, every word is stemmed
+
+
+@pytest.mark.parametrize(
+    ("question", "count", "to_do", "meant", "asked"),
+    [
+        ("Hoeveel sensoren passen op de bus?", True, False, [], {"sensoor", "pas", "bus"}),
+        ("Hoe stel ik het alarm in?", False, True, [], {"stel", "alarm"}),
+        ("Wat betekent E03?", False, False, ["E03"], {"e03"}),
+        ("Wie viele Sensoren passen an den Bus?", True, False, [], {"sensor", "pass", "bus"}),
+        ("Wie kann ich den Alarm einstellen?", False, True, [], {"alarm", "einstell"}),
+        ("Was bedeutet E03 eigentlich?", False, False, ["E03"], {"e03"}),
+    ],
+)
+def test_dutch_and_german_questions_are_read_by_their_own_phrasings(question, count, to_do, meant, asked) -> None:
+    """A count, an instruction and a meaning asked in Dutch and German, and the words left that an answer holds."""
+    with reader.reading(question):
+        read = words.current()
+        assert (read.asks_count.search(question) is not None) == count
+        assert (read.asks_what_to_do.search(question) is not None) == to_do
+        assert words._meant_codes(question) == meant
+        assert words._asked_words(question) == asked
+
+
+def test_dutch_and_german_instructions_counts_and_measures_are_recognised() -> None:
+    from core import language
+
+    with reader.reading("Hoe zwaar is het apparaat en hoe lang duurt het opstarten?"):
+        assert scoring._instructs(passage_units("Klik op de knop Opslaan.")[0])
+        assert scoring._instructs(passage_units("Om het nummer bij te werken, kies de opdracht Velden.")[0])
+        assert not scoring._instructs(passage_units("De knop staat op de werkbalk.")[0])
+        assert words._counts("Er passen acht sensoren op.") and not words._counts("Een sensor past.")
+        assert words._holds(reader.stems("Gewicht: 210 g"), language.analyzer("nl").stem("zwaar"))
+        assert words._lasting("binnen 60 seconden") == {"lang"}
+    with reader.reading("Wie schwer ist das Gerät und wie lange dauert der Start?"):
+        assert scoring._instructs(passage_units("Klicken Sie auf die Schaltfläche Speichern.")[0])
+        assert scoring._instructs(passage_units("Um die Nummer zu aktualisieren, drücken Sie F9.")[0])
+        assert not scoring._instructs(passage_units("Wenn Sie das Dokument speichern, bleibt es offen.")[0])
+        assert words._counts("Es passen fünf Sensoren an den Bus.") and not words._counts("Ein Sensor passt.")
+        assert words._holds(reader.stems("Gewicht: 210 g"), language.analyzer("de").stem("schwer"))
+        assert words._lasting("nach 72 Stunden") == {"lang"}
+        assert codes._defines("E04 bedeutet Netzwerkfehler.", "E04")
 
 
 def test_a_code_joined_to_a_word_by_a_hyphen_is_mentioned_where_the_code_is() -> None:
