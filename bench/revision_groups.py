@@ -1,7 +1,8 @@
 """Time the recency step's grouping of revisions (``retrieval.fusion.revisions``) on as many fused hits as a
 hybrid query at ``top_k`` 100 gives (~900), against comparing every pair, and check both find the same pairs.
 
-    .venv/bin/python bench/revision_groups.py [--hits 100 900 2000] [--runs 5] [--json bench/results/revision_groups_DATE.json]
+    .venv/bin/python bench/revision_groups.py [--hits 100 900 2000] [--runs 5]
+        [--json bench/results/revision_groups_DATE.json]
 
 Texts: SciFact abstracts (title and the first 120 words, about one chunk each), drawn at random (seed 0); every
 50th is copied with one word added, as a revision. Overlap: ``retrieval/data/recency.json``'s fitted value.
