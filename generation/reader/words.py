@@ -52,6 +52,16 @@ class Words:
     asks_value: re.Pattern[str]  # a limit, range, size or setting: a value answers
     asks_other: re.Pattern[str]  # "what else": another than the answer before
     version_words: frozenset[str]  # stems of the words asking which version
+    compounds: Compounds | None  # how the language joins words into one (None: it writes them apart)
+
+
+@dataclass(frozen=True)
+class Compounds:
+    """How a language writes compounds as one word: parts of ``min_part`` letters or more, joined directly or by one
+    of ``links`` ("Beschriftung-s-nummer")."""
+
+    min_part: int
+    links: tuple[str, ...]
 
 
 @cache
@@ -85,6 +95,7 @@ def words(code: str) -> Words:
         asks_value=pattern("asks_value"),
         asks_other=pattern("asks_other"),
         version_words=frozenset(stem(word) for word in raw["version_words"]),
+        compounds=Compounds(joined["min_part"], tuple(joined["links"])) if (joined := raw["compounds"]) else None,
     )
 
 
@@ -209,4 +220,32 @@ def _numbers(text: str) -> set[str]:
 
 
 def _holds(words: set[str], word: str) -> bool:
-    return word in words or bool(current().named_by.get(word, frozenset()) & words)
+    """Whether ``words`` (stems) hold the question's ``word``: itself, the noun naming its measure (``named_by``), or,
+    in a language that writes compounds as one word, as a compound's part or as the parts of it (``_in_compound``)."""
+    read = current()
+    return (
+        word in words
+        or bool(read.named_by.get(word, frozenset()) & words)
+        or (read.compounds is not None and _in_compound(words, word, read.compounds))
+    )
+
+
+def _in_compound(words: set[str], word: str, compounds: Compounds) -> bool:
+    """Whether ``word`` is the first or last part of a compound of ``words`` ("Nummer" of "Beschriftungsnummer",
+    "Beschriftung" of "Beschriftungstext"), or is a compound whose last part and first part, less its link, both are
+    among ``words`` ("Tastenkombination": "Kombination" and "Taste"). Parts are ``Compounds.min_part`` letters or
+    more."""
+    least = compounds.min_part
+    if len(word) < least:
+        return False
+    if any(len(held) >= len(word) + least and (held.endswith(word) or held.startswith(word)) for held in words):
+        return True
+    stem = language.analyzer(_READING.get()).stem
+    for cut in range(least, len(word) - least + 1):
+        if word[cut:] not in words:
+            continue
+        first = word[:cut]
+        bare = (first[: len(first) - len(link)] for link in ("", *compounds.links) if first.endswith(link))
+        if any(len(part) >= least and stem(part) in words for part in bare):
+            return True
+    return False

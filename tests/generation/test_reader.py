@@ -672,6 +672,21 @@ def test_dutch_and_german_instructions_counts_and_measures_are_recognised() -> N
         assert codes._defines("E04 bedeutet Netzwerkfehler.", "E04")
 
 
+def test_in_dutch_and_german_a_word_is_held_by_a_compound_of_it_and_a_compound_by_its_parts() -> None:
+    question = "Wie aktualisiere ich die Nummern der Beschriftungen?"
+    with reader.reading(question):
+        unit = reader.stems("Um die Beschriftungsnummer nach dem Verschieben zu aktualisieren, drücken Sie F9.")
+        assert all(words._holds(unit, w) for w in words._asked_words(question))  # Nummer, Beschriftung: its parts
+        (compound,) = reader.stems("Tastenkombination")
+        assert words._holds(reader.stems("Die Kombination der Tasten Strg und F7."), compound)
+        assert not words._holds(reader.stems("Die Kombination zweier Farben."), compound)
+        assert not words._holds(reader.stems("Der Standard gilt."), reader.stems("Stand").pop())  # no part of 4
+    with reader.reading("Waar staat het paginanummer?"):
+        assert words._holds(reader.stems("Het nummer van de pagina staat onderaan."), reader.stems("paginanummer").pop())
+    with reader.reading("Where is the page number?"):  # English writes compounds apart: no parts are looked for
+        assert not words._holds(reader.stems("The pagenumber field."), reader.stems("page").pop())
+
+
 def test_a_code_joined_to_a_word_by_a_hyphen_is_mentioned_where_the_code_is() -> None:
     passage = Passage("S1", "Up to 8 sensors can be connected to the RS-485 bus.", 1, 1)
     assert reader.unmentioned("Hoeveel sensoren kunnen op de RS-485-bus worden aangesloten?", [passage]) == []
