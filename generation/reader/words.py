@@ -58,10 +58,11 @@ class Words:
 @dataclass(frozen=True)
 class Compounds:
     """How a language writes compounds as one word: parts of ``min_part`` letters or more, joined directly or by one
-    of ``links`` ("Beschriftung-s-nummer")."""
+    of ``links`` ("Beschriftung-s-nummer"); ``stem`` is the language's stemmer, for a part taken off a compound."""
 
     min_part: int
     links: tuple[str, ...]
+    stem: Callable[[str], str]
 
 
 @cache
@@ -95,7 +96,7 @@ def words(code: str) -> Words:
         asks_value=pattern("asks_value"),
         asks_other=pattern("asks_other"),
         version_words=frozenset(stem(word) for word in raw["version_words"]),
-        compounds=Compounds(joined["min_part"], tuple(joined["links"])) if (joined := raw["compounds"]) else None,
+        compounds=Compounds(joined["min_part"], tuple(joined["links"]), stem) if (joined := raw["compounds"]) else None,
     )
 
 
@@ -240,12 +241,11 @@ def _in_compound(words: set[str], word: str, compounds: Compounds) -> bool:
         return False
     if any(len(held) >= len(word) + least and (held.endswith(word) or held.startswith(word)) for held in words):
         return True
-    stem = language.analyzer(_READING.get()).stem
     for cut in range(least, len(word) - least + 1):
         if word[cut:] not in words:
             continue
         first = word[:cut]
         bare = (first[: len(first) - len(link)] for link in ("", *compounds.links) if first.endswith(link))
-        if any(len(part) >= least and stem(part) in words for part in bare):
+        if any(len(part) >= least and compounds.stem(part) in words for part in bare):
             return True
     return False
