@@ -139,7 +139,7 @@ def passage_units(text: str) -> list[Unit]:
         else:
             paragraph.append((i, start))
         i += 1
-    return _records_named(_ranges_joined(text, lines, units + _paragraph_units(text, lines, paragraph)))
+    return _lists_headed(_records_named(_ranges_joined(text, lines, units + _paragraph_units(text, lines, paragraph))))
 
 
 def field_parts(text: str) -> tuple[str, str]:
@@ -210,6 +210,34 @@ def _records_named(units: list[Unit]) -> list[Unit]:
             names.setdefault(record[1], field_parts(unit.text)[1].strip())
     named = [record and record[2] not in _NAMING_KEYS and names.get(record[1]) for record in records]
     return [replace(unit, context=name) if name else unit for unit, name in zip(units, named)]
+
+
+def _lists_headed(units: list[Unit]) -> list[Unit]:
+    """``units`` with the items of a list that stands right under a heading written as a line of its own (a label,
+    ``is_label``, or one ending in a colon: "So formatieren Sie Text kursiv" above "1. Wählen Sie …", "Wiring rules:"
+    above "- Use …") given that heading as context, as a table's rows are given their header: what the list is for
+    is named once, above its first item (``list_heads``)."""
+    out = list(units)
+    for k in list_heads(units):
+        j = k + 1
+        while j < len(out) and out[j].kind == "item" and not out[j].context:
+            out[j] = replace(out[j], context=units[k].text)
+            j += 1
+    return out
+
+
+def list_heads(units: list[Unit]) -> list[int]:
+    """The indexes into ``units`` (a passage's, in order) of the one-line sentences that head the list right below
+    them (nothing but blank lines between): a label (``is_label``), or one ending in a colon."""
+    return [
+        k
+        for k, (unit, below) in enumerate(zip(units, units[1:]))
+        if unit.kind == "sentence"
+        and unit.line_first == unit.line_last
+        and below.kind == "item"
+        and below.line_first - unit.line_last <= 2
+        and (is_label(unit.text) or (unit.text.endswith(":") and is_label(unit.text[:-1])))
+    ]
 
 
 _NUMBERED = re.compile(r"\s*(\d{1,3}|[a-z])[.)]\s+\S")  # a numbered item ("1. ", "2) ", "b) "), not a bullet

@@ -5,6 +5,7 @@ from __future__ import annotations
 from core.units import (
     KEY_PARTS,
     field_parts,
+    list_heads,
     numbered_run,
     paragraph_lead,
     passage_units,
@@ -100,9 +101,11 @@ def read(
     asks_version = not current().version_words.isdisjoint(asked)
     for quote in list(chosen):
         lead = _lead(quote, unquoted)
-        if lead is None or lead in chosen:
+        if lead is None or any(_same(lead, c) for c in chosen):
             continue
-        named, own = stems(lead.unit.text) | stems(quote.passage.under), stems(quote.unit.scored_text)
+        heads = lead.unit.text == quote.unit.context  # the list's heading is the item's context: not its own words
+        named = stems(lead.unit.text) | stems(quote.passage.under)
+        own = stems(quote.unit.text if heads else quote.unit.scored_text)
         numbered = asks_version and bool(_DOTTED.search(lead.unit.text)) and not _DOTTED.search(quote.unit.text)
         if numbered or any(_holds(named, w) and not _holds(own, w) for w in asked):
             chosen.append(lead)
@@ -148,9 +151,19 @@ def _in_words(quote: Quote, scored: list[Quote], chosen: list[Quote]) -> Quote:
     )
 
 
+def _same(a: Quote, b: Quote) -> bool:
+    return a.passage.label == b.passage.label and a.unit.start == b.unit.start
+
+
 def _lead(quote: Quote, scored: list[Quote]) -> Quote | None:
     """The label line opening ``quote``'s paragraph (``paragraph_lead``: ``Version 2.4.1 - released 2026-06-09``
-    above ``Fixed: the BUS LED stayed amber …``), as a unit of ``scored``; None when there is none."""
+    above ``Fixed: the BUS LED stayed amber …``), as a unit of ``scored``; or the heading of the list ``quote`` is an
+    item of (``list_heads``; never scored of its own), quoted with the item's scores; None when there is none."""
+    if quote.unit.kind == "item" and quote.unit.context:
+        units = passage_units(quote.passage.text)
+        above = [units[k] for k in list_heads(units) if units[k].start < quote.unit.start]
+        if above and above[-1].text == quote.unit.context:
+            return Quote(quote.passage, above[-1], quote.score, quote.cosine, quote.lexical)
     line = paragraph_lead(quote.passage.text, quote.unit)
     if line is None:
         return None

@@ -10,6 +10,7 @@ from core.units import (
     Unit,
     field_parts,
     item_sentences,
+    list_heads,
     passage_units,
 )
 from generation.reader.codes import _defines, _lettered_code, _series
@@ -89,7 +90,7 @@ def units_score(
     units = [
         (p, u)
         for p in passages
-        for u in passage_units(p.text)
+        for u in _readable_units(p.text)
         if _states_something(u)
         and unit_key(u.text) not in headings[p.label]  # "2.1 Power": names, says nothing
         and not _echoes(u, told)
@@ -145,6 +146,15 @@ def coverage(question: str, passages: list[Passage]) -> tuple[int, int]:
     asked = _asked_words(question)
     held = set().union(*(stems(p.text) | stems(p.under) for p in passages))
     return len(asked), sum(_holds(held, w) for w in asked)
+
+
+def _readable_units(text: str) -> list[Unit]:
+    """The units of a passage's ``text`` less the headings of its lists (``list_heads``): read with each item below
+    them (their context), they name what the list is for and say nothing of their own ("So formatieren Sie Text
+    kursiv" above the steps that do it)."""
+    units = passage_units(text)
+    heads = {units[k].start for k in list_heads(units)}
+    return [u for u in units if u.start not in heads]
 
 
 def _instructs(unit: Unit) -> bool:

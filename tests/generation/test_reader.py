@@ -464,12 +464,34 @@ def test_quoted_text_is_the_unit_with_line_breaks_made_spaces(embed: dict) -> No
     assert quote.quoted == "Readings are stored in an internal buffer of the gateway." and quote.lines == (1, 2)
 
 
-def test_a_bare_label_is_never_quoted(embed: dict) -> None:
+def test_a_bare_label_is_never_quoted_alone(embed: dict) -> None:
     q = "wiring rules"
     embed.update({q: [1.0, 0.0, 0.0], "Wiring rules:": [1.0, 0.0, 0.0]})
     text = "Wiring rules:\n\n- Use shielded twisted-pair cable."
     reading = reader.read(q, [Passage("S1", text, 1, 3)], embedding_model="m", max_units=3)
-    assert [x.unit.text for x in reading.quotes] == ["- Use shielded twisted-pair cable."]
+    # the label heads its list: read with the item, quoted above it as it names what the item lacks
+    assert [x.unit.text for x in reading.quotes] == ["Wiring rules:", "- Use shielded twisted-pair cable."]
+    assert [x.unit.text for x in reading.scored] == ["- Use shielded twisted-pair cable."]
+    alone = reader.read(
+        q, [Passage("S1", "Wiring rules:\n\nThe bus is a line.", 1, 3)], embedding_model="m", max_units=3
+    )
+    assert [x.unit.text for x in alone.quotes] == ["The bus is a line."]
+
+
+def test_a_heading_line_above_a_list_is_read_with_its_items_and_quoted_above_them(embed: dict) -> None:
+    q = "Mit welcher Tastenkombination formatiere ich Text kursiv?"
+    text = (
+        "So formatieren Sie Text fett\n\n1. Wählen Sie den Text aus.\n\n2. Drücken Sie Strg+Umschalt+F.\n\n"
+        "So formatieren Sie Text kursiv\n\n1. Wählen Sie den zu formatierenden Text aus.\n\n2. Drücken Sie Strg+K."
+    )
+    reading = reader.read(q, [Passage("S1", text, 1, 15)], embedding_model="m", max_units=3)
+    assert "So formatieren Sie Text kursiv" not in [x.unit.text for x in reading.scored]
+    assert reading.scored[0].unit.context == "So formatieren Sie Text kursiv"
+    assert [x.unit.text for x in reading.quotes] == [
+        "So formatieren Sie Text kursiv",
+        "1. Wählen Sie den zu formatierenden Text aus.",
+        "2. Drücken Sie Strg+K.",
+    ]
 
 
 def test_the_sentences_an_earlier_answer_quoted_are_read_as_the_page_or_v1_showed_them() -> None:
@@ -724,17 +746,22 @@ PROCEDURE = (
 
 def test_a_step_of_a_numbered_procedure_is_quoted_with_every_step_in_source_order(embed: dict) -> None:
     """The best unit is step 2; steps 1 and 3 come with it, with the source's own numbers and lines, beyond
-    max_units; the bullet and the sentence after the list do not."""
+    max_units, under the list's heading (it names "mount", which the steps lack); the bullet and the sentence after
+    the list do not."""
     q = "How is the unit mounted on the rail?"
-    embed.update({q: [1.0, 0.0, 0.0], "2. Press the lower edge until the latch clicks.": [0.9, 0.1, 0.0]})
+    embed.update(
+        {q: [1.0, 0.0, 0.0], "To mount the unit:\n2. Press the lower edge until the latch clicks.": [0.9, 0.1, 0.0]}
+    )
     reading = reader.read(q, [Passage("S1", PROCEDURE, 10, 15, source="manual.md")], embedding_model="m", max_units=1)
     assert [q.unit.text for q in reading.quotes] == [
+        "To mount the unit:",
         "1. Hook the upper edge onto the rail.",
         "2. Press the lower edge until the latch clicks.",
         "3. Tighten the locking screw.",
     ]
-    assert [q.lines for q in reading.quotes] == [(11, 11), (12, 12), (13, 13)]
-    assert reading.text.splitlines()[0] == "1. Hook the upper edge onto the rail. [S1]"
+    assert [q.lines for q in reading.quotes] == [(10, 10), (11, 11), (12, 12), (13, 13)]
+    lines = ["To mount the unit: [S1]", "", "1. Hook the upper edge onto the rail. [S1]"]  # Markdown: a list apart
+    assert reading.text.splitlines()[:3] == lines
 
 
 def test_numbered_run_stops_at_a_bullet_a_sentence_or_a_gap() -> None:
