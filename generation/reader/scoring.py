@@ -9,6 +9,7 @@ from core.grounding import content_tokens
 from core.units import (
     Unit,
     field_parts,
+    is_label,
     item_sentences,
     list_heads,
     passage_units,
@@ -149,12 +150,24 @@ def coverage(question: str, passages: list[Passage]) -> tuple[int, int]:
 
 
 def _readable_units(text: str) -> list[Unit]:
-    """The units of a passage's ``text`` less the headings of its lists (``list_heads``): read with each item below
-    them (their context), they name what the list is for and say nothing of their own ("So formatieren Sie Text
-    kursiv" above the steps that do it)."""
+    """The units of a passage's ``text`` less those that name and say nothing: the headings of its lists
+    (``list_heads``: read with each item below them, their context: "So formatieren Sie Text kursiv" above the steps
+    that do it), and a label with no number standing as a paragraph of its own (``is_label``: a heading written as
+    a paragraph, a link to another page under "Related topics"). A label opening a paragraph stays, read as its
+    lead ("Version 2.4.1 - released 2026-06-09" above "Maintenance release. …")."""
     units = passage_units(text)
+    lines = text.split("\n")
     heads = {units[k].start for k in list_heads(units)}
-    return [u for u in units if u.start not in heads]
+
+    def apart(unit: Unit) -> bool:
+        first, last = unit.line_first, unit.line_last
+        return (first == 0 or not lines[first - 1].strip()) and (last + 1 >= len(lines) or not lines[last + 1].strip())
+
+    def names_only(unit: Unit) -> bool:
+        numbered = any(c.isdigit() for c in unit.text)
+        return unit.kind == "sentence" and is_label(unit.text) and not numbered and apart(unit)
+
+    return [u for u in units if u.start not in heads and not names_only(u)]
 
 
 def _instructs(unit: Unit) -> bool:

@@ -478,6 +478,19 @@ def test_a_bare_label_is_never_quoted_alone(embed: dict) -> None:
     assert [x.unit.text for x in alone.quotes] == ["The bus is a line."]
 
 
+def test_a_label_standing_as_a_paragraph_of_its_own_is_never_read_one_opening_a_paragraph_is(embed: dict) -> None:
+    q = "What is the shortcut for italic text?"
+    text = (
+        "Press Ctrl+I to make the selected text italic.\n\nRelated topics\n\nShortcut keys for italic text\n\n"
+        "Version 2.4.1 - released 2026-06-09\nMaintenance release."
+    )
+    reading = reader.read(q, [Passage("S1", text, 1, 8)], embedding_model="m", max_units=5)
+    read = [x.unit.text for x in reading.scored]
+    assert "Related topics" not in read and "Shortcut keys for italic text" not in read  # headings, links: names
+    assert "Version 2.4.1 - released 2026-06-09" in read  # a number, and it opens its paragraph
+    assert reading.quotes[0].unit.text == "Press Ctrl+I to make the selected text italic."
+
+
 def test_a_heading_line_above_a_list_is_read_with_its_items_and_quoted_above_them(embed: dict) -> None:
     q = "Mit welcher Tastenkombination formatiere ich Text kursiv?"
     text = (
