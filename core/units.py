@@ -139,7 +139,9 @@ def passage_units(text: str) -> list[Unit]:
         else:
             paragraph.append((i, start))
         i += 1
-    return _lists_headed(_records_named(_ranges_joined(text, lines, units + _paragraph_units(text, lines, paragraph))))
+    return _lists_headed(
+        _records_named(_ranges_joined(text, lines, units + _paragraph_units(text, lines, paragraph))), text
+    )
 
 
 def field_parts(text: str) -> tuple[str, str]:
@@ -212,13 +214,13 @@ def _records_named(units: list[Unit]) -> list[Unit]:
     return [replace(unit, context=name) if name else unit for unit, name in zip(units, named)]
 
 
-def _lists_headed(units: list[Unit]) -> list[Unit]:
+def _lists_headed(units: list[Unit], text: str) -> list[Unit]:
     """``units`` with the items of a list that stands right under a heading written as a line of its own (a label,
     ``is_label``, or one ending in a colon: "So formatieren Sie Text kursiv" above "1. Wählen Sie …", "Wiring rules:"
     above "- Use …") given that heading as context, as a table's rows are given their header: what the list is for
     is named once, above its first item (``list_heads``)."""
     out = list(units)
-    for k in list_heads(units):
+    for k in list_heads(units, text):
         j = k + 1
         while j < len(out) and out[j].kind == "item" and not out[j].context:
             out[j] = replace(out[j], context=units[k].text)
@@ -226,9 +228,18 @@ def _lists_headed(units: list[Unit]) -> list[Unit]:
     return out
 
 
-def list_heads(units: list[Unit]) -> list[int]:
+def list_heads(units: list[Unit], text: str | None = None) -> list[int]:
     """The indexes into ``units`` (a passage's, in order) of the one-line sentences that head the list right below
-    them (nothing but blank lines between): a label (``is_label``), or one ending in a colon."""
+    them (nothing but blank lines between): a label (``is_label``), or one ending in a colon; and, above a numbered
+    list, a sentence standing as a paragraph of its own (``text``: the passage's, to see the paragraph), which
+    introduces the procedure ("Any frame can be set to a mode which hides its text from printing." above "1. Select
+    the frame.")."""
+    lines = text.split("\n") if text is not None else []
+
+    def alone(unit: Unit) -> bool:  # the whole of its line, and a blank line (or nothing) above it
+        line = unit.line_first
+        return bool(lines) and lines[line].strip() == unit.text and (line == 0 or not lines[line - 1].strip())
+
     return [
         k
         for k, (unit, below) in enumerate(zip(units, units[1:]))
@@ -236,7 +247,11 @@ def list_heads(units: list[Unit]) -> list[int]:
         and unit.line_first == unit.line_last
         and below.kind == "item"
         and below.line_first - unit.line_last <= 2
-        and (is_label(unit.text) or (unit.text.endswith(":") and is_label(unit.text[:-1])))
+        and (
+            is_label(unit.text)
+            or (unit.text.endswith(":") and is_label(unit.text[:-1]))
+            or (alone(unit) and bool(_NUMBERED.match(below.text)) and not unit.context)
+        )
     ]
 
 

@@ -161,7 +161,7 @@ def _lead(quote: Quote, scored: list[Quote]) -> Quote | None:
     item of (``list_heads``; never scored of its own), quoted with the item's scores; None when there is none."""
     if quote.unit.kind == "item" and quote.unit.context:
         units = passage_units(quote.passage.text)
-        above = [units[k] for k in list_heads(units) if units[k].start < quote.unit.start]
+        above = [units[k] for k in list_heads(units, quote.passage.text) if units[k].start < quote.unit.start]
         if above and above[-1].text == quote.unit.context:
             return Quote(quote.passage, above[-1], quote.score, quote.cosine, quote.lexical)
     line = paragraph_lead(quote.passage.text, quote.unit)

@@ -101,7 +101,8 @@ def units_score(
         return []
     both = [question, typed] if typed and typed != question else [question]
     goes_on = [f"{' '.join(quoted)} {typed}"] if typed and quoted else []
-    parts = [(k, s) for k, (_, u) in enumerate(units) for s in item_sentences(u)]
+    # an item reads as well as its best sentence, and as well alone as under its list's heading (``list_heads``)
+    parts = [(k, s) for k, (_, u) in enumerate(units) for s in item_sentences(u) + _alone(u)]
     # What is asked is embedded as a query, what is read as passages (e5's "query: " / "passage: "; one for MiniLM).
     vectors = llm.embed(both + goes_on, model=embedding_model, batch_size=EMBED_BATCH, kind="query") + llm.embed(
         [u.scored_text for _, u in units] + [s for _, s in parts], model=embedding_model, batch_size=EMBED_BATCH
@@ -117,7 +118,7 @@ def units_score(
         return asked_cosine if after is None else max(asked_cosine, _dot(after, v) - CONTINUES_DISCOUNT)
 
     cosines = [cosine(k, v) for k, v in enumerate(unit_vectors)]
-    for (k, _), v in zip(parts, vectors[start + len(units) :]):  # an item reads as well as its best sentence
+    for (k, _), v in zip(parts, vectors[start + len(units) :]):
         cosines[k] = max(cosines[k], cosine(k, v))
     around = {p.label: stems(p.under) for p in passages}
     lexical = [_overlap(own, carried, stems(u.scored_text) | _lasting(u.text), around[p.label]) for p, u in units]
@@ -149,6 +150,12 @@ def coverage(question: str, passages: list[Passage]) -> tuple[int, int]:
     return len(asked), sum(_holds(held, w) for w in asked)
 
 
+def _alone(unit: Unit) -> list[str]:
+    """A list item read under its list's heading, as it reads without it: a sentence introducing a procedure says
+    what it is for, and is no part of each step."""
+    return [unit.text] if unit.kind == "item" and unit.context else []
+
+
 def _readable_units(text: str) -> list[Unit]:
     """The units of a passage's ``text`` less those that name and say nothing: the headings of its lists
     (``list_heads``: read with each item below them, their context: "So formatieren Sie Text kursiv" above the steps
@@ -157,7 +164,7 @@ def _readable_units(text: str) -> list[Unit]:
     lead ("Version 2.4.1 - released 2026-06-09" above "Maintenance release. …")."""
     units = passage_units(text)
     lines = text.split("\n")
-    heads = {units[k].start for k in list_heads(units)}
+    heads = {units[k].start for k in list_heads(units, text)}
 
     def apart(unit: Unit) -> bool:
         first, last = unit.line_first, unit.line_last

@@ -491,6 +491,25 @@ def test_a_label_standing_as_a_paragraph_of_its_own_is_never_read_one_opening_a_
     assert reading.quotes[0].unit.text == "Press Ctrl+I to make the selected text italic."
 
 
+def test_a_sentence_standing_alone_above_a_procedure_introduces_it_and_comes_with_its_steps(embed: dict) -> None:
+    q = "How can a frame stay on screen but not be printed?"
+    intro = "Any frame can be set to a mode which shows it on screen but hides it from printing."
+    steps = [
+        "1. Select the frame.",
+        "2. Choose Format - Frame - Options.",
+        "3. Clear the Print check box and click OK.",
+    ]
+    embed.update({q: [1.0, 0.0, 0.0], intro: [1.0, 0.0, 0.0]})
+    reading = reader.read(q, [Passage("S1", "\n\n".join([intro, *steps]), 1, 7)], embedding_model="m", max_units=1)
+    assert [x.unit.text for x in reading.quotes] == [intro, *steps]
+    assert intro not in [x.unit.text for x in reading.scored]  # read with each step, not alone
+    shared = f"Frames hold text. {intro}"  # the paragraph's last sentence introduces nothing on its own
+    units = passage_units("\n\n".join([shared, *steps]))
+    assert [u.context for u in units if u.kind == "item"] == ["", "", ""]
+    bullets = passage_units("\n\n".join([intro, "- Frames can be linked."]))  # a list of facts, no procedure
+    assert bullets[1].context == ""
+
+
 def test_a_heading_line_above_a_list_is_read_with_its_items_and_quoted_above_them(embed: dict) -> None:
     q = "Mit welcher Tastenkombination formatiere ich Text kursiv?"
     text = (
