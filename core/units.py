@@ -215,10 +215,9 @@ def _records_named(units: list[Unit]) -> list[Unit]:
 
 
 def _lists_headed(units: list[Unit], text: str) -> list[Unit]:
-    """``units`` with the items of a list that stands right under a heading written as a line of its own (a label,
-    ``is_label``, or one ending in a colon: "So formatieren Sie Text kursiv" above "1. Wählen Sie …", "Wiring rules:"
-    above "- Use …") given that heading as context, as a table's rows are given their header: what the list is for
-    is named once, above its first item (``list_heads``)."""
+    """``units`` with the items of a list that stands right under its heading (``list_heads``: "So formatieren Sie
+    Text kursiv" above "1. Wählen Sie …", "Wiring rules:" above "- Use …") given that heading as context, as a table's
+    rows are given their header: what the list is for is named once, above its first item."""
     out = list(units)
     for k in list_heads(units, text):
         j = k + 1
@@ -228,17 +227,17 @@ def _lists_headed(units: list[Unit], text: str) -> list[Unit]:
     return out
 
 
-def list_heads(units: list[Unit], text: str | None = None) -> list[int]:
+def list_heads(units: list[Unit], text: str) -> list[int]:
     """The indexes into ``units`` (a passage's, in order) of the one-line sentences that head the list right below
     them (nothing but blank lines between): a label (``is_label``), or one ending in a colon; and, above a numbered
     list, a sentence standing as a paragraph of its own (``text``: the passage's, to see the paragraph), which
     introduces the procedure ("Any frame can be set to a mode which hides its text from printing." above "1. Select
     the frame.")."""
-    lines = text.split("\n") if text is not None else []
+    lines = text.split("\n")
 
     def alone(unit: Unit) -> bool:  # the whole of its line, and a blank line (or nothing) above it
         line = unit.line_first
-        return bool(lines) and lines[line].strip() == unit.text and (line == 0 or not lines[line - 1].strip())
+        return lines[line].strip() == unit.text and (line == 0 or not lines[line - 1].strip())
 
     return [
         k
