@@ -215,11 +215,12 @@ def _records_named(units: list[Unit]) -> list[Unit]:
 
 
 def _lists_headed(units: list[Unit], text: str) -> list[Unit]:
-    """``units`` with the items of a list that stands right under its heading (``list_heads``: "So formatieren Sie
+    """``units`` with the items of a list that stands right under its heading (``_list_heads``: "So formatieren Sie
     Text kursiv" above "1. Wählen Sie …", "Wiring rules:" above "- Use …") given that heading as context, as a table's
-    rows are given their header: what the list is for is named once, above its first item."""
+    rows are given their header: what the list is for is named once, above its first item (``heads`` reads them
+    back)."""
     out = list(units)
-    for k in list_heads(units, text):
+    for k in _list_heads(units, text):
         j = k + 1
         while j < len(out) and out[j].kind == "item" and not out[j].context:
             out[j] = replace(out[j], context=units[k].text)
@@ -227,7 +228,25 @@ def _lists_headed(units: list[Unit], text: str) -> list[Unit]:
     return out
 
 
-def list_heads(units: list[Unit], text: str) -> list[int]:
+def heads(units: list[Unit]) -> list[int]:
+    """The indexes into ``passage_units``' units of the headings of their lists (``_list_heads``), read off the item
+    below each, which carries its heading as context."""
+    return [
+        k
+        for k, (unit, below) in enumerate(zip(units, units[1:]))
+        if unit.kind == "sentence" and below.kind == "item" and below.context == unit.text
+    ]
+
+
+def stands_apart(lines: list[str], unit: Unit, *, below: bool = True) -> bool:
+    """Whether ``unit`` (of the passage whose ``lines`` these are) has a blank line, or nothing, above it, and (with
+    ``below``) under it: a paragraph of its own."""
+    first, last = unit.line_first, unit.line_last
+    above = first == 0 or not lines[first - 1].strip()
+    return above and (not below or last + 1 >= len(lines) or not lines[last + 1].strip())
+
+
+def _list_heads(units: list[Unit], text: str) -> list[int]:
     """The indexes into ``units`` (a passage's, in order) of the one-line sentences that head the list right below
     them (nothing but blank lines between): a label (``is_label``), or one ending in a colon; and, above a numbered
     list, a sentence standing as a paragraph of its own (``text``: the passage's, to see the paragraph), which
@@ -236,8 +255,7 @@ def list_heads(units: list[Unit], text: str) -> list[int]:
     lines = text.split("\n")
 
     def alone(unit: Unit) -> bool:  # the whole of its line, and a blank line (or nothing) above it
-        line = unit.line_first
-        return lines[line].strip() == unit.text and (line == 0 or not lines[line - 1].strip())
+        return lines[unit.line_first].strip() == unit.text and stands_apart(lines, unit, below=False)
 
     return [
         k

@@ -5,7 +5,7 @@ from __future__ import annotations
 from core.units import (
     KEY_PARTS,
     field_parts,
-    list_heads,
+    heads,
     numbered_run,
     paragraph_lead,
     passage_units,
@@ -158,10 +158,10 @@ def _same(a: Quote, b: Quote) -> bool:
 def _lead(quote: Quote, scored: list[Quote]) -> Quote | None:
     """The label line opening ``quote``'s paragraph (``paragraph_lead``: ``Version 2.4.1 - released 2026-06-09``
     above ``Fixed: the BUS LED stayed amber …``), as a unit of ``scored``; or the heading of the list ``quote`` is an
-    item of (``list_heads``; never scored of its own), quoted with the item's scores; None when there is none."""
+    item of (``core.units.heads``; never scored of its own), quoted with the item's scores; None when there is none."""
     if quote.unit.kind == "item" and quote.unit.context:
         units = passage_units(quote.passage.text)
-        above = [units[k] for k in list_heads(units, quote.passage.text) if units[k].start < quote.unit.start]
+        above = [units[k] for k in heads(units) if units[k].start < quote.unit.start]
         if above and above[-1].text == quote.unit.context:
             return Quote(quote.passage, above[-1], quote.score, quote.cosine, quote.lexical)
     line = paragraph_lead(quote.passage.text, quote.unit)

@@ -9,10 +9,11 @@ from core.grounding import content_tokens
 from core.units import (
     Unit,
     field_parts,
+    heads,
     is_label,
     item_sentences,
-    list_heads,
     passage_units,
+    stands_apart,
 )
 from generation.reader.codes import _defines, _lettered_code, _series
 from generation.reader.followup import _said_before
@@ -101,7 +102,7 @@ def units_score(
         return []
     both = [question, typed] if typed and typed != question else [question]
     goes_on = [f"{' '.join(quoted)} {typed}"] if typed and quoted else []
-    # an item reads as well as its best sentence, and as well alone as under its list's heading (``list_heads``)
+    # an item reads as well as its best sentence, and as well alone as under its list's heading (``core.units.heads``)
     parts = [(k, s) for k, (_, u) in enumerate(units) for s in item_sentences(u) + _alone(u)]
     # What is asked is embedded as a query, what is read as passages (e5's "query: " / "passage: "; one for MiniLM).
     vectors = llm.embed(both + goes_on, model=embedding_model, batch_size=EMBED_BATCH, kind="query") + llm.embed(
@@ -158,23 +159,19 @@ def _alone(unit: Unit) -> list[str]:
 
 def _readable_units(text: str) -> list[Unit]:
     """The units of a passage's ``text`` less those that name and say nothing: the headings of its lists
-    (``list_heads``: read with each item below them, their context: "So formatieren Sie Text kursiv" above the steps
-    that do it), and a label with no number standing as a paragraph of its own (``is_label``: a heading written as
-    a paragraph, a link to another page under "Related topics"). A label opening a paragraph stays, read as its
-    lead ("Version 2.4.1 - released 2026-06-09" above "Maintenance release. …")."""
+    (``core.units.heads``: read with each item below them, their context: "So formatieren Sie Text kursiv" above
+    the steps that do it), and a label with no number standing as a paragraph of its own (``is_label``: a heading
+    written as a paragraph, a link to another page under "Related topics"). A label opening a paragraph stays, read
+    as its lead ("Version 2.4.1 - released 2026-06-09" above "Maintenance release. …")."""
     units = passage_units(text)
     lines = text.split("\n")
-    heads = {units[k].start for k in list_heads(units, text)}
-
-    def apart(unit: Unit) -> bool:
-        first, last = unit.line_first, unit.line_last
-        return (first == 0 or not lines[first - 1].strip()) and (last + 1 >= len(lines) or not lines[last + 1].strip())
+    headings = {units[k].start for k in heads(units)}
 
     def names_only(unit: Unit) -> bool:
         numbered = any(c.isdigit() for c in unit.text)
-        return unit.kind == "sentence" and is_label(unit.text) and not numbered and apart(unit)
+        return unit.kind == "sentence" and is_label(unit.text) and not numbered and stands_apart(lines, unit)
 
-    return [u for u in units if u.start not in heads and not names_only(u)]
+    return [u for u in units if u.start not in headings and not names_only(u)]
 
 
 def _instructs(unit: Unit) -> bool:
