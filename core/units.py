@@ -284,11 +284,7 @@ def numbered_run(units: list[Unit], index: int) -> list[int]:
     2. Press … 3. Pull …" tells no one how it is done."""
 
     def number(i: int) -> int | None:
-        found = _NUMBERED.match(units[i].text) if units[i].kind == "item" else None
-        if found is None:
-            return None
-        mark = found.group(1)
-        return int(mark) if mark.isdigit() else ord(mark)
+        return _step(units[i].text) if units[i].kind == "item" else None
 
     def goes_on(before: int, after: int) -> bool:
         first, second = number(before), number(after)
@@ -302,6 +298,44 @@ def numbered_run(units: list[Unit], index: int) -> list[int]:
     while last + 1 < len(units) and goes_on(last, last + 1):
         last += 1
     return list(range(first, last + 1))
+
+
+def continued_head(text: str, following: str) -> str | None:
+    """The heading of the numbered list that ``following`` (the next chunk's first piece) goes on with or opens, when
+    the heading stands in ``text`` (a chunk's): ``text`` ends with "Do as follows:" and ``following`` opens with "1. …",
+    or ``text`` holds "Do as follows:" over "1. …" "2. …" and ``following`` opens with "3. …" (``heads``,
+    ``numbered_run``). None otherwise. The chunker repeats the heading above the rest of the list, so that steps cut
+    off from it are still read as the procedure they belong to."""
+    if _step(following) is None:
+        return None
+    own = len(passage_units(text))
+    units = passage_units(f"{text}\n\n{following}")
+    run = numbered_run(units, own) if own < len(units) else []
+    return units[run[0] - 1].text if run and 0 < run[0] <= own and run[0] - 1 in heads(units) else None
+
+
+def goes_on(before: list[Unit], after: list[Unit]) -> tuple[list[int], list[int]]:
+    """A numbered list cut by a chunk boundary: the indexes into ``before`` (a chunk's units) of the list it leaves
+    off with, and into ``after`` (the next chunk's) of the steps that go on with it ("1." "2." | "3." "4."), when
+    ``after`` opens with them (under nothing but the list's heading repeated, ``continued_head``); ``([], [])``
+    otherwise."""
+    steps = [i for i, unit in enumerate(before) if unit.kind == "item" and _step(unit.text) is not None]
+    opening = next((i for i, unit in enumerate(after) if unit.kind == "item"), None)
+    if not steps or opening is None or opening > 1 or (opening == 1 and 0 not in heads(after)):
+        return [], []
+    if _step(after[opening].text) != (_step(before[steps[-1]].text) or 0) + 1:
+        return [], []
+    return numbered_run(before, steps[-1]), numbered_run(after, opening)
+
+
+def _step(text: str) -> int | None:
+    """The number of the numbered item ``text`` opens with (``_NUMBERED``): "3." is 3, "c)" the letter's code point;
+    None when it opens with none."""
+    found = _NUMBERED.match(text)
+    if found is None:
+        return None
+    mark = found.group(1)
+    return int(mark) if mark.isdigit() else ord(mark)
 
 
 def item_sentences(unit: Unit) -> list[str]:

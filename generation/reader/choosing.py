@@ -5,6 +5,7 @@ from __future__ import annotations
 from core.units import (
     KEY_PARTS,
     field_parts,
+    goes_on,
     heads,
     numbered_run,
     paragraph_lead,
@@ -101,7 +102,7 @@ def read(
     asks_version = not current().version_words.isdisjoint(asked)
     for quote in list(chosen):
         lead = _lead(quote, unquoted)
-        if lead is None or any(_same(lead, c) for c in chosen):
+        if lead is None or any(_same(lead, c) or unit_key(lead.unit.text) == unit_key(c.unit.text) for c in chosen):
             continue
         heads = lead.unit.text == quote.unit.context  # the list's heading is the item's context: not its own words
         named = stems(lead.unit.text) | stems(quote.passage.under)
@@ -109,23 +110,61 @@ def read(
         numbered = asks_version and bool(_DOTTED.search(lead.unit.text)) and not _DOTTED.search(quote.unit.text)
         if numbered or any(_holds(named, w) and not _holds(own, w) for w in asked):
             chosen.append(lead)
-    for quote in list(chosen):
-        chosen += [step for step in _procedure(quote, unquoted) if step not in chosen]
     order = {p.label: i for i, p in enumerate(passages)}
-    chosen.sort(key=lambda q: (order[q.passage.label], q.unit.start))
+    for quote in list(chosen):
+        steps = _procedure(quote, unquoted, passages)
+        chosen += [step for step in steps if step not in chosen]
+        joined = [step.passage for step in steps if step.passage.label != quote.passage.label]
+        if joined:  # a procedure cut by a chunk boundary reads in source order, where its best part ranks
+            first = min(order[p.label] for p in [quote.passage, *joined])
+            order |= {p.label: first for p in [quote.passage, *joined]}
+    chosen = _headed_once(chosen, order)
     return Reading(chosen, best, scored, sorted(near))
 
 
-def _procedure(quote: Quote, scored: list[Quote]) -> list[Quote]:
+def _headed_once(chosen: list[Quote], order: dict[str, int]) -> list[Quote]:
+    """``chosen`` in answer order (by ``order``, then source order), a list's heading that the chunker repeated above
+    the rest of a procedure cut by a chunk boundary (``core.units.continued_head``) quoted where it first stands."""
+    key = lambda q: (order[q.passage.label], q.passage.ordinal, q.unit.start)  # noqa: E731
+    chosen = sorted(chosen, key=key)
+    for k, quote in enumerate(chosen):
+        first = next((c.passage for c in chosen[:k] if order[c.passage.label] == order[quote.passage.label]), None)
+        if first is None or first.ordinal >= quote.passage.ordinal or quote.unit.kind != "sentence":
+            continue
+        unit = next((u for u in passage_units(first.text) if u.text == quote.unit.text), None)
+        if unit is not None:
+            chosen[k] = Quote(first, unit, quote.score, quote.cosine, quote.lexical)
+    out: list[Quote] = []
+    for quote in sorted(chosen, key=key):
+        if not any(_same(quote, q) for q in out):
+            out.append(quote)
+    return out
+
+
+def _procedure(quote: Quote, scored: list[Quote], passages: list[Passage]) -> list[Quote]:
     """The other steps of the numbered list ``quote`` is a step of (``numbered_run``), as quotes of ``scored``, with
     the source's own numbers; none when it is no numbered item. They are quoted with it, beyond ``max_units``: a
-    step is read in its procedure."""
+    step is read in its procedure. A list a chunk boundary cut is joined across it (``goes_on``) where the
+    passages read hold the chunk before or after of the same source."""
     units = passage_units(quote.passage.text)
     index = next((i for i, u in enumerate(units) if u.start == quote.unit.start), None)
     if index is None:
         return []
-    starts = {units[i].start for i in numbered_run(units, index)} - {quote.unit.start}
-    return [q for q in scored if q.passage.label == quote.passage.label and q.unit.start in starts]
+    steps = {(quote.passage.label, units[i].start) for i in numbered_run(units, index)}
+    beside = {(p.source, p.ordinal): p for p in passages}
+    for way in (1, -1):
+        passage, run = quote.passage, numbered_run(units, index)
+        own = units
+        while run and (other := beside.get((passage.source, passage.ordinal + way))) is not None:
+            theirs = passage_units(other.text)
+            before, after = goes_on(own, theirs) if way == 1 else goes_on(theirs, own)
+            mine, next_run = (before, after) if way == 1 else (after, before)
+            if not set(run) & set(mine):
+                break
+            steps |= {(other.label, theirs[i].start) for i in next_run}
+            passage, run, own = other, next_run, theirs
+    steps.discard((quote.passage.label, quote.unit.start))
+    return [q for q in scored if (q.passage.label, q.unit.start) in steps]
 
 
 def _in_words(quote: Quote, scored: list[Quote], chosen: list[Quote]) -> Quote:

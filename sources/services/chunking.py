@@ -12,11 +12,15 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
 
-from core.units import CELL_SEPARATOR, LineMap, maps_line_by_line
+from core.units import CELL_SEPARATOR, LineMap, continued_head, maps_line_by_line
 from sources.services.extract import Block
 
 # After a newline only horizontal space may precede a list marker: with ``\s*`` a
 # run of n newlines (possible inside one JSON value) cost n² steps.
+# A numbered list cut into pieces is cut a step at a time, so that a chunk holds as many steps as fit after what
+# stands before them (its heading), and the next chunk the rest, under its heading again (``_list_head``).
+_STEP_LINE = re.compile(r"^[^\S\n]*\d{1,3}[.)]\s", re.MULTILINE)
+_MARKER_ONLY = re.compile(r"[^\S\n]*(?:\d{1,3}|[A-Za-z])[.)]")  # a list item's number or letter, alone
 _SENTENCE_END = re.compile(r"(?<=[.!?;:])\s+(?=[\"'(\[]?[A-Z0-9À-Ý])|\n(?=[^\S\n]*[-*•\d])")
 # A table written as cells (a PDF's, or a Markdown table in a paragraph) stays in one piece of a block when it fits,
 # else opens a piece and is cut between rows: never inside a row, nor at the "." of "max. | 8". A row is a line holding
@@ -81,14 +85,22 @@ def chunk_blocks(
             max_tokens=max(1, max_tokens - lead_size),
             max_chars=max(16, max_chars - lead_chars),
             count=count,
-            sentences=overlap_tokens > 0,
+            sentences=overlap_tokens > 0 or len(_STEP_LINE.findall(block.text)) > 1,
         ):
             same_section = not pending or _same_section(pending[-1].block, piece.block)
             if not pending:
                 tokens, chars = lead_size, lead_chars
             if pending and (not same_section or not fits(piece.size, len(piece.block.text))):
                 drafts.append(_merge(pending, count))
-                pending = deque(_tail(pending, overlap_tokens) if same_section else ())
+                kept = _tail(pending, overlap_tokens) if same_section else []
+                head = _list_head(pending, drafts[-1].text, piece) if same_section else None
+                if head is not None and head not in kept:  # what follows it stands a blank line apart
+                    if kept:
+                        kept[0] = replace(kept[0], continues=False)
+                    else:
+                        piece = replace(piece, continues=False)
+                    kept = [head, *kept]
+                pending = deque(kept)
                 tokens = lead_size + sum(p.size for p in pending)
                 chars = lead_chars + sum(len(p.block.text) + 2 for p in pending)
                 while pending and not fits(piece.size, len(piece.block.text)):
@@ -140,6 +152,13 @@ def _tail(parts: deque[_Piece], budget: int) -> list[_Piece]:
         kept.append(part)
         budget -= part.size
     return kept[::-1]
+
+
+def _list_head(parts: deque[_Piece], text: str, piece: _Piece) -> _Piece | None:
+    """The piece of the chunk just made (``parts``, its ``text``) that holds the heading of the numbered list
+    ``piece`` goes on with (``core.units.continued_head``), to stand again above the rest of the list."""
+    heading = continued_head(text, piece.block.text)
+    return next((p for p in reversed(parts) if heading and heading in p.block.text), None)
 
 
 def _merge(parts: deque[_Piece], count: TokenCounter) -> ChunkDraft:
@@ -275,11 +294,14 @@ class _LineCounter:
         )
 
 
-def _sentences(text: str, start: int = 0, end: int | None = None) -> list[tuple[int, str]]:
-    """(offset, text) of the sentences of ``text[start:end]``."""
+def _sentences(text: str, start: int = 0, end: int | None = None, *, numbered: bool = True) -> list[tuple[int, str]]:
+    """(offset, text) of the sentences of ``text[start:end]``; a list item's number ("7." of "7. Check …") opens its
+    sentence, or with ``numbered`` False stands as a part of its own (``chunk_windows``)."""
     end = len(text) if end is None else end
     out = []
     for match in _SENTENCE_END.finditer(text, start, end):
+        if numbered and _MARKER_ONLY.fullmatch(text, text.rfind("\n", 0, match.start()) + 1, match.start()):
+            continue
         if text[start : match.start()].strip():
             out.append((start, text[start : match.start()]))
         start = match.end()
@@ -288,19 +310,21 @@ def _sentences(text: str, start: int = 0, end: int | None = None) -> list[tuple[
     return out
 
 
-def _tables_and_sentences(text: str, fits: Callable[[str], bool]) -> list[tuple[int, str, bool]]:
+def _tables_and_sentences(
+    text: str, fits: Callable[[str], bool], *, numbered: bool = True
+) -> list[tuple[int, str, bool]]:
     """(offset, text, opens) of ``_sentences`` (opening nothing) and of the lines of each table (``_TABLE_LINES``):
     all of them at once when they ``fit``, else a row at a time, the first opening a piece of its own."""
     out, start = [], 0
     for table in _TABLE_LINES.finditer(text):
-        out += [(at, sentence, False) for at, sentence in _sentences(text, start, table.start())]
+        out += [(at, sentence, False) for at, sentence in _sentences(text, start, table.start(), numbered=numbered)]
         if fits(table[0]):
             out.append((table.start(), table[0], False))
         else:
             rows = _ROW_LINE.finditer(text, table.start(), table.end())
             out += [(row.start(), row[0], i == 0) for i, row in enumerate(rows)]
         start = table.end()
-    return out + [(at, sentence, False) for at, sentence in _sentences(text, start)]
+    return out + [(at, sentence, False) for at, sentence in _sentences(text, start, numbered=numbered)]
 
 
 def _split_long(
@@ -365,7 +389,9 @@ def chunk_windows(text: str, *, sentences: int, limit: int) -> list[str]:
     """
     if sentences <= 0:
         return []
-    parts = [part.strip() for _, part, _ in _tables_and_sentences(text, fits=lambda _: False)]  # a row a part
+    # A row a part, and a list item's number a part of its own: a window of two parts is then one numbered item
+    # ("3." and its text), which finds a step better than a window of two steps (bench/multilingual.py, D0047).
+    parts = [part.strip() for _, part, _ in _tables_and_sentences(text, fits=lambda _: False, numbered=False)]
     if len(parts) <= sentences:
         return []
     starts = range(len(parts) - sentences + 1)

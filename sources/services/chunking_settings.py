@@ -28,7 +28,8 @@ UNKNOWN = "unknown"
 # furniture and sections were found from line order alone, 0018 text and Markdown sources titled or headed by a
 # decoration line, 0019 PDFs read with pypdf, and Word, PowerPoint, Excel and HTML sources whose list numbers,
 # definition lists and charts were not read, 0020 sources chunked before a chunk kept the source lines of each of its
-# lines, 0023 HTML sources whose list items lost their numbers); the value is what every source is built with now.
+# lines, 0023 HTML sources whose list items lost their numbers, 0024 sources whose numbered lists a chunk boundary
+# cut from their heading or after an item's number); the value is what every source is built with now.
 RETIRED = {
     "json_values": "labelled",
     "split_text": "verbatim",
@@ -43,6 +44,7 @@ RETIRED = {
     "structure": "drawn",
     "line_map": "kept",
     "html_lists": "numbered",
+    "list_heads": "repeated",
 }
 
 

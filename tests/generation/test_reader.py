@@ -796,6 +796,39 @@ def test_a_step_of_a_numbered_procedure_is_quoted_with_every_step_in_source_orde
     assert reading.text.splitlines()[:3] == lines
 
 
+def test_a_procedure_cut_by_a_chunk_boundary_is_quoted_whole_in_source_order(embed: dict) -> None:
+    """The best unit is step 3, in the chunk that goes on with the list under its heading repeated (the chunker's
+    ``continued_head``); steps 1 and 2 come from the chunk before it, which ranks lower, and the heading is quoted
+    once, where it first stands. A chunk of the same source whose list does not go on is not joined."""
+    q = "How is the unit mounted?"
+    head = "To mount the unit:"
+    before = f"{head}\n\n1. Hook the upper edge onto the rail.\n\n2. Press the lower edge until it clicks."
+    after = f"{head}\n\n3. Release the latch with a screwdriver.\n\n4. Tighten the locking screw."
+    embed.update({q: [1.0, 0.0, 0.0], f"{head}\n3. Release the latch with a screwdriver.": [0.9, 0.1, 0.0]})
+    read = [
+        Passage(
+            "S1", after, 20, 24, source="manual.md", ordinal=5, line_map=[[10, 10], None, [14, 14], None, [16, 16]]
+        ),
+        Passage(
+            "S2", before, 10, 13, source="manual.md", ordinal=4, line_map=[[10, 10], None, [11, 11], None, [13, 13]]
+        ),
+    ]
+    reading = reader.read(q, read, embedding_model="m", max_units=1)
+    assert [(q.passage.label, q.unit.text) for q in reading.quotes] == [
+        ("S2", head),
+        ("S2", "1. Hook the upper edge onto the rail."),
+        ("S2", "2. Press the lower edge until it clicks."),
+        ("S1", "3. Release the latch with a screwdriver."),
+        ("S1", "4. Tighten the locking screw."),
+    ]
+    assert [q.lines for q in reading.quotes] == [(10, 10), (11, 11), (13, 13), (14, 14), (16, 16)]
+    other = Passage(
+        "S2", f"{head}\n\n1. Unpack the unit.\n\n4. Not the step before.", 1, 5, source="manual.md", ordinal=4
+    )
+    reading = reader.read(q, [read[0], other], embedding_model="m", max_units=1)
+    assert {q.passage.label for q in reading.quotes} == {"S1"}
+
+
 def test_numbered_run_stops_at_a_bullet_a_sentence_or_a_gap() -> None:
     from core.units import numbered_run
 

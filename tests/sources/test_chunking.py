@@ -191,3 +191,48 @@ def test_a_block_cut_into_pieces_maps_each_piece_to_its_lines() -> None:
         ("Sentence number 0 has five words.\nSentence number 1 has five words.", None),
         ("Sentence number 2 has five words.\n\nLast one.", [[5, 5], None, [8, 8]]),
     ]
+
+
+def test_a_numbered_list_cut_by_the_chunk_limit_keeps_its_heading_above_the_rest() -> None:
+    heading = Block("To replace the seal, do as follows:", ("Seal",), None, 1, 1)
+    steps = [Block(f"{n}. Step number {n} of the seal replacement.", ("Seal",), None, 2 + n, 2 + n) for n in (1, 2, 3)]
+    after = Block("Other text follows here.", ("Seal",), None, 9, 9)
+    chunks = chunk_blocks([heading, *steps, after], max_tokens=26, count=words)
+    assert [c.text.split("\n\n") for c in chunks] == [
+        [heading.text, steps[0].text, steps[1].text],
+        [heading.text, steps[2].text, after.text],
+    ]
+    assert (chunks[1].line_start, chunks[1].line_end) == (1, 9)
+    assert chunks[1].line_map == [[1, 1], None, [5, 5], None, [9, 9]]  # a quote of the heading cites its own line
+    assert all(c.token_count <= 26 for c in chunks)
+
+
+def test_only_a_list_that_goes_on_gets_its_heading_again() -> None:
+    heading = Block("To replace the seal, do as follows:", ("Seal",), None, 1, 1)
+    steps = [Block(f"{n}. Step number {n} of the seal replacement.", ("Seal",), None, 2 + n, 2 + n) for n in (1, 2)]
+    for following in (
+        "1. A new list of one step here.",
+        "4. Not the step after the last.",
+        "Prose after the list here.",
+    ):
+        blocks = [heading, *steps, Block(following, ("Seal",), None, 9, 9)]
+        assert chunk_blocks(blocks, max_tokens=26, count=words)[-1].text == following
+    prose = Block("Some prose stands here. It goes on.", ("Seal",), None, 1, 1)  # no heading: a paragraph
+    third = Block("3. The third step of the seal replacement here.", ("Seal",), None, 9, 9)
+    assert chunk_blocks([prose, *steps, third], max_tokens=26, count=words)[-1].text == third.text
+    # A heading that does not fit beside the next step is not repeated: the limit holds.
+    long_step = Block("3. " + " ".join(["word"] * 15), ("Seal",), None, 9, 9)
+    long_heading = Block("To replace the seal at the end, do as follows:", ("Seal",), None, 1, 1)
+    chunks = chunk_blocks([long_heading, *steps, long_step], max_tokens=26, count=words)
+    assert [c.text for c in chunks][1:] == [f"{long_heading.text}\n\n{steps[1].text}", long_step.text]
+    assert all(c.token_count <= 26 for c in chunks)
+
+
+def test_a_list_item_is_never_cut_after_its_number() -> None:
+    text = "\n".join(f"{n}. Check the gauge number {n} and write its reading down." for n in range(1, 7))
+    chunks = chunk_blocks([Block(text, (), None, 1, 6)], max_tokens=25, count=words)
+    assert len(chunks) > 1
+    for chunk in chunks:
+        for line in chunk.text.splitlines():
+            assert line.split(". ", 1)[1].startswith("Check"), line
+    assert "\n".join(c.text for c in chunks) == text

@@ -654,3 +654,33 @@ def test_migration_0019_makes_the_next_ingest_read_documents_anew(kb: Path) -> N
     assert report["notes.txt"] == ("unchanged", "")
     assert reasons(ingest_jobs.knowledge_base_ingest(target=kb))["manual.docx"] == ("unchanged", "")
     index_agrees()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_migration_0024_makes_the_next_ingest_rechunk_lists_cut_by_a_chunk(kb: Path) -> None:
+    vectors_dropped()
+    steps = "".join(
+        f"{n}. Check gauge number {n}: read the pressure at the shaft for at least one minute and write it into the "
+        "log book of the pump, then go on with the next gauge.\n"
+        for n in range(1, 13)
+    )
+    (kb / "procedure.md").write_text(f"# Checking the gauges\n\nTo check the gauges, do as follows:\n\n{steps}")
+    (kb / "notes.txt").write_text("Firmware 2.4.1 fixes the alarm hysteresis bug.\n")
+    ingest_jobs.knowledge_base_ingest(target=kb)
+    chunks = list(Chunk.objects.filter(source__path="procedure.md").order_by("ordinal").values_list("text", flat=True))
+    assert len(chunks) > 1
+    assert all(text.startswith("To check the gauges, do as follows:") for text in chunks)
+    sources_migrate("0023_html_lists")
+    Chunk.objects.filter(source__path="procedure.md", ordinal=1).update(text=chunks[1].split("\n\n", 1)[1])
+    sources_migrate()
+    recorded = dict(Source.objects.values_list("path", "chunking"))
+    assert recorded == {"procedure.md": DEFAULTS + " list_heads=cut", "notes.txt": DEFAULTS}
+    assert reasons(ingest_jobs.knowledge_base_ingest(target=kb)) == {
+        "procedure.md": ("ingested", "re-chunked: chunking settings changed (list_heads cut → repeated)"),
+        "notes.txt": ("unchanged", ""),
+    }
+    assert (
+        list(Chunk.objects.filter(source__path="procedure.md").order_by("ordinal").values_list("text", flat=True))
+        == chunks
+    )
+    index_agrees()
