@@ -93,6 +93,21 @@ def machine_line() -> str:
     )
 
 
+def with_retrieval(fn, **options):
+    """``fn`` run with some ``retrieval.*`` options set."""
+    from django.conf import settings
+
+    def run(item):
+        saved = settings.FOUNDRY
+        settings.FOUNDRY = saved.with_overrides(retrieval=options)
+        try:
+            return fn(item)
+        finally:
+            settings.FOUNDRY = saved
+
+    return run
+
+
 def chunks_matching(cursor, terms: list[str]) -> int:
     """How many chunks hold any of ``terms``: what FTS5 ranks for a keyword query of them."""
     from retrieval.search import match_expression

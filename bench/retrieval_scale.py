@@ -148,20 +148,6 @@ def timed(fn, items: list) -> dict[str, float]:
     return timed_turns({"": fn}, items)[""]
 
 
-def with_retrieval(fn, **options):
-    """``fn`` run with some ``retrieval.*`` options set."""
-
-    def run(item):
-        saved = settings.FOUNDRY
-        settings.FOUNDRY = saved.with_overrides(retrieval=options)
-        try:
-            return fn(item)
-        finally:
-            settings.FOUNDRY = saved
-
-    return run
-
-
 def measure_pruning(queries: list[str], values: list[tuple[float, float]]) -> dict:
     """The keyword channel (unscoped, and scoped to the one collection) and hybrid ``retrieve()``
     at each (``retrieval.bm25_max_df``, ``retrieval.bm25_max_postings``), with the share of query
@@ -185,7 +171,7 @@ def measure_pruning(queries: list[str], values: list[tuple[float, float]]) -> di
         timed_fns[(label, "bm25 scoped")] = lambda q, o=options: ChunkSearch.search.keyword(
             q, limit=50, collection_ids=scope, **o
         )
-        timed_fns[(label, "hybrid retrieve() matrix")] = with_retrieval(
+        timed_fns[(label, "hybrid retrieve() matrix")] = _common.with_retrieval(
             lambda q: retrieve(question=q, collection_ids=None, mode="hybrid"),
             bm25_max_df=max_df,
             bm25_max_postings=max_postings,
@@ -298,7 +284,7 @@ def measure(size: int, queries: list[str], vectors: list[list[float]], *, vec0: 
             if kind == "matrix exact"
             else {"dense_index": kind}
         )
-        out[f"hybrid retrieve() {kind}"] = timed(with_retrieval(run, **options), pairs)
+        out[f"hybrid retrieve() {kind}"] = timed(_common.with_retrieval(run, **options), pairs)
         for stage, values in stages.items():  # the warm-up call is the first value
             out[f"  of which {stage} ({kind})"] = metrics.latency_summary(values[1:])
     out["db_mb"] = round(sum(f.stat().st_size for f in HOME.glob("scale.sqlite3*")) / 2**20, 1)
