@@ -314,7 +314,7 @@ def continued_head(text: str, following: str) -> str | None:
     return units[run[0] - 1].text if run and 0 < run[0] <= own and run[0] - 1 in heads(units) else None
 
 
-def goes_on(before: list[Unit], after: list[Unit]) -> tuple[list[int], list[int]]:
+def list_across(before: list[Unit], after: list[Unit]) -> tuple[list[int], list[int]]:
     """A numbered list cut by a chunk boundary: the indexes into ``before`` (a chunk's units) of the list it leaves
     off with, and into ``after`` (the next chunk's) of the steps that go on with it ("1." "2." | "3." "4."), when
     ``after`` opens with them (under nothing but the list's heading repeated, ``continued_head``); ``([], [])``

@@ -5,8 +5,8 @@ from __future__ import annotations
 from core.units import (
     KEY_PARTS,
     field_parts,
-    goes_on,
     heads,
+    list_across,
     numbered_run,
     paragraph_lead,
     passage_units,
@@ -144,7 +144,7 @@ def _headed_once(chosen: list[Quote], order: dict[str, int]) -> list[Quote]:
 def _procedure(quote: Quote, scored: list[Quote], passages: list[Passage]) -> list[Quote]:
     """The other steps of the numbered list ``quote`` is a step of (``numbered_run``), as quotes of ``scored``, with
     the source's own numbers; none when it is no numbered item. They are quoted with it, beyond ``max_units``: a
-    step is read in its procedure. A list a chunk boundary cut is joined across it (``goes_on``) where the
+    step is read in its procedure. A list a chunk boundary cut is joined across it (``list_across``) where the
     passages read hold the chunk before or after of the same source."""
     units = passage_units(quote.passage.text)
     index = next((i for i, u in enumerate(units) if u.start == quote.unit.start), None)
@@ -157,7 +157,7 @@ def _procedure(quote: Quote, scored: list[Quote], passages: list[Passage]) -> li
         own = units
         while run and (other := beside.get((passage.source, passage.ordinal + way))) is not None:
             theirs = passage_units(other.text)
-            before, after = goes_on(own, theirs) if way == 1 else goes_on(theirs, own)
+            before, after = list_across(own, theirs) if way == 1 else list_across(theirs, own)
             mine, next_run = (before, after) if way == 1 else (after, before)
             if not set(run) & set(mine):
                 break

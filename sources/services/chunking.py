@@ -15,12 +15,12 @@ from dataclasses import dataclass, replace
 from core.units import CELL_SEPARATOR, LineMap, continued_head, maps_line_by_line
 from sources.services.extract import Block
 
-# After a newline only horizontal space may precede a list marker: with ``\s*`` a
-# run of n newlines (possible inside one JSON value) cost n² steps.
 # A numbered list cut into pieces is cut a step at a time, so that a chunk holds as many steps as fit after what
 # stands before them (its heading), and the next chunk the rest, under its heading again (``_list_head``).
 _STEP_LINE = re.compile(r"^[^\S\n]*\d{1,3}[.)]\s", re.MULTILINE)
 _MARKER_ONLY = re.compile(r"[^\S\n]*(?:\d{1,3}|[A-Za-z])[.)]")  # a list item's number or letter, alone
+# After a newline only horizontal space may precede a list marker: with ``\s*`` a
+# run of n newlines (possible inside one JSON value) cost n² steps.
 _SENTENCE_END = re.compile(r"(?<=[.!?;:])\s+(?=[\"'(\[]?[A-Z0-9À-Ý])|\n(?=[^\S\n]*[-*•\d])")
 # A table written as cells (a PDF's, or a Markdown table in a paragraph) stays in one piece of a block when it fits,
 # else opens a piece and is cut between rows: never inside a row, nor at the "." of "max. | 8". A row is a line holding
