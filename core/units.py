@@ -272,7 +272,11 @@ def _list_heads(units: list[Unit], text: str) -> list[int]:
     ]
 
 
-_NUMBERED = re.compile(r"\s*(\d{1,3}|[a-z])[.)]\s+\S")  # a numbered item ("1. ", "2) ", "b) "), not a bullet
+_NUMBER = r"\s*(\d{1,3}|[a-z])[.)]"  # a numbered item's number ("1.", "2)", "b)"), not a bullet
+_NUMBERED = re.compile(rf"{_NUMBER}\s+\S")
+# An item's number alone; an upper-case letter too, which with a full stop is as often a name's initial ("J. Smith"):
+# either way it belongs with the words after it.
+_NUMBER_ALONE = re.compile(rf"{_NUMBER}\s*", re.IGNORECASE)
 
 
 def numbered_run(units: list[Unit], index: int) -> list[int]:
@@ -326,6 +330,18 @@ def list_across(before: list[Unit], after: list[Unit]) -> tuple[list[int], list[
     if _step(after[opening].text) != (_step(before[steps[-1]].text) or 0) + 1:
         return [], []
     return numbered_run(before, steps[-1]), numbered_run(after, opening)
+
+
+def numbered_lines(text: str) -> int:
+    """How many lines of ``text`` open a numbered item (``_NUMBERED``): the chunker cuts a block of more than one a
+    step at a time."""
+    return sum(_NUMBERED.match(line) is not None for line in text.split("\n"))
+
+
+def number_alone(text: str, start: int = 0, end: int | None = None) -> bool:
+    """Whether ``text[start:end]`` is nothing but a list item's number ("7.", "b)"): the chunker never cuts after
+    one. Read in place, as a long line is read for each of its sentences."""
+    return _NUMBER_ALONE.fullmatch(text, start, len(text) if end is None else end) is not None
 
 
 def _step(text: str) -> int | None:

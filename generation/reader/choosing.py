@@ -150,11 +150,11 @@ def _procedure(quote: Quote, scored: list[Quote], passages: list[Passage]) -> li
     index = next((i for i, u in enumerate(units) if u.start == quote.unit.start), None)
     if index is None:
         return []
-    steps = {(quote.passage.label, units[i].start) for i in numbered_run(units, index)}
+    own_run = numbered_run(units, index)
+    steps = {(quote.passage.label, units[i].start) for i in own_run}
     beside = {(p.source, p.ordinal): p for p in passages}
     for way in (1, -1):
-        passage, run = quote.passage, numbered_run(units, index)
-        own = units
+        passage, run, own = quote.passage, own_run, units
         while run and (other := beside.get((passage.source, passage.ordinal + way))) is not None:
             theirs = passage_units(other.text)
             before, after = list_across(own, theirs) if way == 1 else list_across(theirs, own)

@@ -12,16 +12,12 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
 
-from core.units import CELL_SEPARATOR, LineMap, continued_head, maps_line_by_line
+from core.units import CELL_SEPARATOR, LineMap, continued_head, maps_line_by_line, number_alone, numbered_lines
 from sources.services.extract import Block
 
-# A numbered list cut into pieces is cut a step at a time, so that a chunk holds as many steps as fit after what
-# stands before them (its heading), and the next chunk the rest, under its heading again (``_list_head``).
-_STEP_LINE = re.compile(r"^[^\S\n]*\d{1,3}[.)]\s", re.MULTILINE)
-_MARKER_ONLY = re.compile(r"[^\S\n]*(?:\d{1,3}|[A-Za-z])[.)]")  # a list item's number or letter, alone
 # After a newline only horizontal space may precede a list marker: with ``\s*`` a
 # run of n newlines (possible inside one JSON value) cost n² steps.
-_SENTENCE_END = re.compile(r"(?<=[.!?;:])\s+(?=[\"'(\[]?[A-Z0-9À-Ý])|\n(?=[^\S\n]*[-*•\d])")
+_SENTENCE_END = re.compile(r"(?<=[.!?;:])\s+(?=[\"'(\[]?[A-Z0-9À-Ý])|\n(?=[^\S\n]*(?:[-*•\d]|[a-z][.)]\s))")
 # A table written as cells (a PDF's, or a Markdown table in a paragraph) stays in one piece of a block when it fits,
 # else opens a piece and is cut between rows: never inside a row, nor at the "." of "max. | 8". A row is a line holding
 # cells joined by `` | ``, or one between pipes ("|---|---|", "|a|b|").
@@ -85,7 +81,9 @@ def chunk_blocks(
             max_tokens=max(1, max_tokens - lead_size),
             max_chars=max(16, max_chars - lead_chars),
             count=count,
-            sentences=overlap_tokens > 0 or len(_STEP_LINE.findall(block.text)) > 1,
+            # A numbered list is cut a step at a time, so that a chunk holds as many steps as fit after what stands
+            # before them (its heading), and the next chunk the rest, under its heading again (``_list_head``).
+            sentences=overlap_tokens > 0 or numbered_lines(block.text) > 1,
         ):
             same_section = not pending or _same_section(pending[-1].block, piece.block)
             if not pending:
@@ -300,7 +298,7 @@ def _sentences(text: str, start: int = 0, end: int | None = None, *, numbered: b
     end = len(text) if end is None else end
     out = []
     for match in _SENTENCE_END.finditer(text, start, end):
-        if numbered and _MARKER_ONLY.fullmatch(text, text.rfind("\n", 0, match.start()) + 1, match.start()):
+        if numbered and number_alone(text, text.rfind("\n", 0, match.start()) + 1, match.start()):
             continue
         if text[start : match.start()].strip():
             out.append((start, text[start : match.start()]))

@@ -29,7 +29,8 @@ UNKNOWN = "unknown"
 # decoration line, 0019 PDFs read with pypdf, and Word, PowerPoint, Excel and HTML sources whose list numbers,
 # definition lists and charts were not read, 0020 sources chunked before a chunk kept the source lines of each of its
 # lines, 0023 HTML sources whose list items lost their numbers, 0024 sources whose numbered lists a chunk boundary
-# cut from their heading or after an item's number); the value is what every source is built with now.
+# cut from their heading or after an item's number, 0025 sources with lettered lists, whose items were read as
+# prose); the value is what every source is built with now.
 RETIRED = {
     "json_values": "labelled",
     "split_text": "verbatim",
@@ -45,6 +46,7 @@ RETIRED = {
     "line_map": "kept",
     "html_lists": "numbered",
     "list_heads": "repeated",
+    "letter_lists": "stepped",
 }
 
 

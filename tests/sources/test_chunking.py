@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import pytest
+
 from sources.services.chunking import chunk_blocks, chunk_windows
 from sources.services.extract import Block
 
@@ -228,11 +230,22 @@ def test_only_a_list_that_goes_on_gets_its_heading_again() -> None:
     assert all(c.token_count <= 26 for c in chunks)
 
 
-def test_a_list_item_is_never_cut_after_its_number() -> None:
-    text = "\n".join(f"{n}. Check the gauge number {n} and write its reading down." for n in range(1, 7))
-    chunks = chunk_blocks([Block(text, (), None, 1, 6)], max_tokens=25, count=words)
+@pytest.mark.parametrize("mark", ["{n}.", "{n})", "{letter}.", "{letter})"])
+def test_a_list_item_is_never_cut_after_its_number(mark: str) -> None:
+    lines = [
+        f"{mark.format(n=n, letter='abcdef'[n - 1])} Check the gauge number {n} and write it down." for n in range(1, 7)
+    ]
+    chunks = chunk_blocks([Block("\n".join(lines), (), None, 1, 6)], max_tokens=25, count=words)
     assert len(chunks) > 1
-    for chunk in chunks:
-        for line in chunk.text.splitlines():
-            assert line.split(". ", 1)[1].startswith("Check"), line
-    assert "\n".join(c.text for c in chunks) == text
+    assert [line for chunk in chunks for line in chunk.text.splitlines()] == lines
+
+
+def test_a_lettered_list_cut_by_the_chunk_limit_keeps_its_heading_above_the_rest() -> None:
+    heading = Block("To replace the seal, do as follows:", ("Seal",), None, 1, 1)
+    steps = [f"{letter}) Step {letter} of the seal replacement." for letter in "abcde"]
+    chunks = chunk_blocks([heading, Block("\n".join(steps), ("Seal",), None, 3, 7)], max_tokens=24, count=words)
+    assert [c.text for c in chunks] == [
+        f"{heading.text}\n\n{steps[0]}\n{steps[1]}",
+        f"{heading.text}\n\n{steps[2]}\n{steps[3]}",
+        f"{heading.text}\n\n{steps[4]}",
+    ]

@@ -684,3 +684,24 @@ def test_migration_0024_makes_the_next_ingest_rechunk_lists_cut_by_a_chunk(kb: P
         == chunks
     )
     index_agrees()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_migration_0025_makes_the_next_ingest_rechunk_lettered_lists(kb: Path) -> None:
+    vectors_dropped()
+    steps = "".join(f"{letter}) Check gauge {letter} and write its pressure into the log book.\n" for letter in "abcd")
+    (kb / "procedure.md").write_text(f"# Checking the gauges\n\nTo check the gauges, do as follows:\n\n{steps}")
+    (kb / "notes.txt").write_text("Firmware 2.4.1 fixes the alarm hysteresis bug. See b) of the notes.\n")
+    ingest_jobs.knowledge_base_ingest(target=kb)
+    sources_migrate("0024_list_heads")
+    sources_migrate()
+    marked = {"procedure.md": DEFAULTS + " letter_lists=prose", "notes.txt": DEFAULTS}
+    assert dict(Source.objects.values_list("path", "chunking")) == marked
+    sources_migrate("0024_list_heads")  # reversible
+    assert dict(Source.objects.values_list("path", "chunking")) == {"procedure.md": DEFAULTS, "notes.txt": DEFAULTS}
+    sources_migrate()
+    assert reasons(ingest_jobs.knowledge_base_ingest(target=kb)) == {
+        "procedure.md": ("ingested", "re-chunked: chunking settings changed (letter_lists prose → stepped)"),
+        "notes.txt": ("unchanged", ""),
+    }
+    index_agrees()
