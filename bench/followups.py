@@ -2,7 +2,7 @@
 time to the first streamed sentence of ``/v1/chat/completions`` against the time to the full answer.
 
     PYTHONPATH=. .venv/bin/python bench/followups.py [--data FILE ...] [--squad FILE] [--no-streaming]
-        [--condense-model rule|MODEL] [--followup-passages N] [--json bench/results/followups_DATE.json]
+        [--condense-model rule|MODEL] [--followup-passages N] [--json bench/results/followups_DATE.json] [--units]
 
 Ingests knowledge_base/ into a throw-away FOUNDRY_HOME (summaries off) with the configured (default:
 extractive, offline) reader and the answer cache off. The ``--data`` files (default: all twenty):
@@ -33,6 +33,9 @@ of the question's article holds a gold answer; with ``fragment`` the answer hold
 questions were written to stand alone, so this set mostly measures what the rule must not break. The same
 number of pairs of an answerable and an unanswerable question about one paragraph measure the other side:
 the share of unanswerable follow-ups answered (lower is better).
+
+``--units`` keeps in each conversation's row the units its last turn's reading scored, with what was measured of each
+(for ``bench/fit_scoring.py``).
 
 Streaming is timed in-process through Django's test client (warm: models loaded, no network), from the
 request to the first chunk with content and to ``[DONE]``.
@@ -70,6 +73,10 @@ from generation.condense import Condensed, is_followup, question_standalone  # n
 from generation.reader import stored_quotes  # noqa: E402
 from sources.services.ingest_jobs import knowledge_base_ingest  # noqa: E402
 from tests.conftest import config_with  # noqa: E402
+
+import _units  # noqa: E402
+
+WITH_UNITS = False  # --units: each conversation's row keeps the units its follow-up's reading scored
 
 DATA = [
     ROOT / "tests" / "data" / f"followups{suffix}.json"
@@ -178,6 +185,8 @@ def followups(data: Path) -> dict:
                 "unnamed_switch_source": right_source(unnamed_switch, case, fragment=False),
             }
         )
+        if WITH_UNITS:  # the product's reading of the follow-up and the fragment it should hold (bench/fit_scoring.py)
+            rows[-1] |= {"fragment": case.get("fragment"), "units": _units.units(rewritten)}
         marks = " ".join(f"{k}={'ok' if rows[-1][k + '_ok'] else '--'}" for k in ("raw", "condensed", "standalone"))
         print(f"{case['id']:24} {marks}  {condensed.question}", flush=True)
     n = len(rows)
@@ -316,6 +325,10 @@ def streaming() -> dict:
 
 
 def main(args: argparse.Namespace) -> dict:
+    global answer_question, WITH_UNITS
+    if args.units:
+        _units.record()
+        answer_question, WITH_UNITS = _units.asked(answer_question), True
     passages = args.followup_passages or settings.FOUNDRY.generation.reader_followup_passages
     settings.FOUNDRY = config_with(
         settings.FOUNDRY,
@@ -377,6 +390,9 @@ if __name__ == "__main__":
     )
     parser.add_argument("--no-streaming", dest="streaming", action="store_false", help="skip the streaming timings")
     parser.add_argument("--json", type=Path, help="write the full result here")
+    parser.add_argument(
+        "--units", action="store_true", help="keep each follow-up's scored units in its row (for bench/fit_scoring.py)"
+    )
     args = parser.parse_args()
     args.data = [path.resolve() for path in args.data]
     outcome = main(args)

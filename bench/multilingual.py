@@ -2,7 +2,7 @@
 guide pages Debian ships translated (bench/data/multilingual/, MPL-2.0; docs/benchmarks.md).
 
     PYTHONPATH=. .venv/bin/python bench/multilingual.py [--lang en nl de] [--split dev|blind]
-        [--embedding-model local/all-minilm-l6-v2] [--json bench/results/multilingual-dev-DATE.json]
+        [--embedding-model local/all-minilm-l6-v2] [--json bench/results/multilingual-dev-DATE.json] [--units]
     PYTHONPATH=. .venv/bin/python bench/multilingual.py --check      # the data only: no model, no ingest
 
 Per language, the 31 pages of ``<lang>/docs/`` are ingested into a fresh FOUNDRY_HOME (one child process
@@ -17,7 +17,8 @@ among the ``retrieval.top_k`` chunks ``retrieve()`` ranks for the question. An u
 (about the same software, answered by no page) counts when it is refused. A follow-up pair (``followups``):
 its second turn asked after the first as the product asks a follow-up (made standalone by the condensing
 rule, read with the first turn's answer), scored like an answerable question; ``typed_holds``: asked alone,
-as typed. Rates carry Wilson 95 % intervals.
+as typed. Rates carry Wilson 95 % intervals. ``--units`` keeps in each row the units its answer's reading scored, with
+what was measured of each (``bench/fit_scoring.py`` fits the reader's weights on the dev split's).
 
 The blind split is run once, at the end, to report: never to choose a setting or a rule on.
 """
@@ -77,7 +78,9 @@ def load_split(lang: str, split: str) -> dict:
 # --- the child: one language, its own FOUNDRY_HOME -------------------------------------------------------------
 
 
-def child(lang: str, split: str, embedding_model: str | None, out: Path, answer_all: bool = False) -> None:
+def child(
+    lang: str, split: str, embedding_model: str | None, out: Path, answer_all: bool = False, with_units: bool = False
+) -> None:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "foundry_site.settings")
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     sys.path.insert(0, str(ROOT))
@@ -97,6 +100,11 @@ def child(lang: str, split: str, embedding_model: str | None, out: Path, answer_
         settings.FOUNDRY = conf = conf.with_overrides(embedding={"model": embedding_model})
     if answer_all:  # rows for bench/fit_answerability.py: the reader answers whatever its model says
         settings.FOUNDRY = conf.with_overrides(generation={"reader_min_score": 0.0, "reader_low_score": 0.0})
+    if with_units:  # each row keeps the units its answer's reading scored (for bench/fit_scoring.py)
+        import _units
+
+        _units.record()
+        answer_question = _units.asked(answer_question)
     call_command("migrate", verbosity=0)
     questions = load_split(lang, split)
     began = time.perf_counter()
@@ -110,10 +118,10 @@ def child(lang: str, split: str, embedding_model: str | None, out: Path, answer_
     rows = []
     for kind in ("answerable", "unanswerable"):
         for case in questions[kind]:
-            rows.append(_asked(case, kind, answer_question, retrieve))
+            rows.append(_asked(case, kind, answer_question, retrieve, with_units))
             print(f"{lang} {case['id']:8} {_marks(rows[-1])}  {case['question'][:70]}", file=sys.stderr, flush=True)
     for case in questions.get("followups", []):
-        rows.append(_followup(case, answer_question, question_standalone))
+        rows.append(_followup(case, answer_question, question_standalone, with_units))
         print(f"{lang} {case['id']:8} {_marks(rows[-1])}  {rows[-1]['question'][:70]}", file=sys.stderr, flush=True)
     out.write_text(
         json.dumps(
@@ -130,7 +138,7 @@ def child(lang: str, split: str, embedding_model: str | None, out: Path, answer_
     )
 
 
-def _asked(case: dict, kind: str, answer_question, retrieve) -> dict:
+def _asked(case: dict, kind: str, answer_question, retrieve, with_units: bool = False) -> dict:
     began = time.perf_counter()
     answer = answer_question(question=case["question"])
     ms = (time.perf_counter() - began) * 1000
@@ -147,6 +155,8 @@ def _asked(case: dict, kind: str, answer_question, retrieve) -> dict:
         "ms": round(ms, 1),
         "features": answer.grounding.get("features"),
     }
+    if with_units:
+        row["units"] = _units_of(answer)
     if kind == "answerable":
         found = None if answer.refusal else holds(answer.answer, case["expected"])
         ranked = [
@@ -163,7 +173,7 @@ def _asked(case: dict, kind: str, answer_question, retrieve) -> dict:
     return row
 
 
-def _followup(case: dict, answer_question, question_standalone) -> dict:
+def _followup(case: dict, answer_question, question_standalone, with_units: bool = False) -> dict:
     """The second turn asked as the product asks a follow-up: made standalone by ``retrieval.condense_model``'s
     rule and read with the answer of the turn whose terms it carries (as bench/followups.py does); and as typed."""
     from generation.reader import stored_quotes
@@ -180,7 +190,7 @@ def _followup(case: dict, answer_question, question_standalone) -> dict:
     typed = answer if not condensed.rewritten else answer_question(question=message)
     cited = sorted({Path(c["source"]).name for c in answer.citations})
     found = None if answer.refusal else holds(answer.answer, case["expected"])
-    return {
+    return ({"units": _units_of(answer)} if with_units else {}) | {
         "id": case["id"],
         "kind": "followup",
         "question": condensed.question,
@@ -209,7 +219,9 @@ def _marks(row: dict) -> str:
 # --- the parent: a child per language, then the table ----------------------------------------------------------
 
 
-def run_language(lang: str, split: str, embedding_model: str | None, answer_all: bool = False) -> dict:
+def run_language(
+    lang: str, split: str, embedding_model: str | None, answer_all: bool = False, with_units: bool = False
+) -> dict:
     home = tempfile.mkdtemp(prefix=f"foundry-multilingual-{lang}-")
     out = Path(home) / "rows.json"
     command = [sys.executable, str(Path(__file__).resolve()), "--child", lang, "--split", split, "--out", str(out)]
@@ -217,6 +229,8 @@ def run_language(lang: str, split: str, embedding_model: str | None, answer_all:
         command += ["--embedding-model", embedding_model]
     if answer_all:
         command.append("--answer-all")
+    if with_units:
+        command.append("--units")
     env = {
         **os.environ,
         "FOUNDRY_HOME": home,
@@ -334,6 +348,12 @@ def check(languages: list[str]) -> int:
     return 1 if problems else 0
 
 
+def _units_of(answer) -> list[dict] | None:
+    import _units
+
+    return _units.units(answer)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--lang", nargs="+", choices=LANGUAGES, default=list(LANGUAGES))
@@ -345,6 +365,9 @@ def main() -> None:
     parser.add_argument(
         "--answer-all", action="store_true", help="reader thresholds 0: every reading answered (for fit_answerability)"
     )
+    parser.add_argument(
+        "--units", action="store_true", help="keep each answer's scored units in its row (for bench/fit_scoring.py)"
+    )
     parser.add_argument("--check", action="store_true", help="check the data against the pages' text and stop")
     parser.add_argument("--child", choices=LANGUAGES, help=argparse.SUPPRESS)
     parser.add_argument("--out", type=Path, help=argparse.SUPPRESS)
@@ -352,14 +375,14 @@ def main() -> None:
     if args.check:
         raise SystemExit(check(args.lang))
     if args.child:
-        child(args.child, args.split, args.embedding_model, args.out, args.answer_all)
+        child(args.child, args.split, args.embedding_model, args.out, args.answer_all, args.units)
         return
     sys.path.insert(0, str(ROOT))
     machine = machine_line()
     began = time.perf_counter()
     results = []
     for lang in args.lang:
-        result = run_language(lang, args.split, args.embedding_model, args.answer_all)
+        result = run_language(lang, args.split, args.embedding_model, args.answer_all, args.units)
         result["summary"] = summary(result)
         results.append(result)
     print(table(results))

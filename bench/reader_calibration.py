@@ -33,7 +33,7 @@ from gate_calibration import threshold_range
 from foundry_site.evaluation.answers import sample, squad_index
 from foundry_site.evaluation.squad import load_squad, normalize_answer
 from generation import reader
-from generation.reader import scoring
+from generation.reader.weights import weights_for
 from core.grounding import content_words
 from generation.reader import Passage
 from retrieval.services.retrieve import retrieve
@@ -194,7 +194,8 @@ def main() -> None:
         args.features.write_text(json.dumps(data))
     answerable = [x for x in (_above_gate(x, settings.FOUNDRY.retrieval.min_score) for x in data["answerable"]) if x]
     weights = weight_sweep(answerable, args.seed)
-    shipped = (scoring.LEXICAL_WEIGHT, 0.0, 0.0, 0.0)  # the reader's own score: cosine + lexical
+    # the reader's own score: cosine + lexical (generation/data/scoring.json)
+    shipped = (weights_for(settings.FOUNDRY.embedding.model).lexical, 0.0, 0.0, 0.0)
     curve = threshold_curve(data, shipped, settings.FOUNDRY.generation.reader_max_units, args.gates, args.thresholds)
     passed = len(answerable) / len(data["answerable"])  # at the configured gate
     in_passages = sum(x["passage_gold"] for x in answerable) / len(data["answerable"])

@@ -11,6 +11,7 @@ from core.units import (
     mapped_lines,
     table_rule,
 )
+from generation.reader.weights import Parts
 
 
 @dataclass(frozen=True)
@@ -37,6 +38,7 @@ class Quote:
     score: float
     cosine: float
     lexical: float
+    parts: Parts | None = None  # what was measured of the unit, which ``score`` weighs (``units_score``)
 
     @property
     def quoted(self) -> str:

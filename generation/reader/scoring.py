@@ -18,6 +18,7 @@ from core.units import (
 from generation.reader.codes import _defines, _lettered_code, _series
 from generation.reader.followup import _said_before
 from generation.reader.passages import Passage, Quote
+from generation.reader.weights import Parts, weights_for
 from generation.reader.words import (
     _asked_words,
     _counts,
@@ -33,34 +34,8 @@ from generation.reader.words import (
 )
 
 
-# Weight of the question's words in the unit score, fitted on SQuAD 2.0 dev (bench/reader_calibration.py,
-# docs/decisions.md, D0024): they tell the sentence that names the asked-for thing
-# apart from its neighbours, which embed alike.
-LEXICAL_WEIGHT = 0.5
-# A question word the unit lacks but its passage's heading path or document title holds counts this much of
-# a word held: the unit is read, and cited, under them (the "PX-100" of a question stands in the title of the
-# PX-100's manual, not in each of its sentences). Measured: bench/followups.py, bench/reader_calibration.py
-# (docs/decisions.md, D0024).
-UNDER_WEIGHT = 1.0
 # Units are embedded in batches of this many (sorted by length, llm.embed): small batches pad less.
 EMBED_BATCH = 16
-# A follow-up goes on from the answer before it: "and once that's full?" asks of the buffer that answer named. A unit's
-# cosine is also taken with that answer's quotes followed by the message, less this (the quotes are not what is asked),
-# for every unit but those quotes. Measured: bench/followups.py (docs/decisions.md, D0024).
-CONTINUES_DISCOUNT = 0.1
-# A follow-up is read where the turn it follows was answered: a unit of a passage that holds a sentence that
-# answer quoted scores this much more ("How do I fix it?" after "What does E03 mean?" quotes the remedy listed
-# under E03). Measured: bench/followups.py (docs/decisions.md, D0024).
-FOLLOW_BONUS = 0.1
-# "What does E04 mean?" is answered where E04 is defined: a unit that opens with the code and a dash, colon or
-# "means" ("**E04 – Network error.** …") scores this much more than one that only names it ("Fixed: E04 was
-# reported falsely …"). Measured: bench/followups.py, foundry eval answers (docs/decisions.md, D0024).
-DEFINES_BONUS = 0.25
-# "How do I fix it?", "what should I do?" ask what to do (``Words.asks_what_to_do``), which an instruction says ("Check
-# the power supply and the cable cross-section."): such a unit scores this much more than one that only shares the
-# question's words ("Fixed: E04 was reported falsely …"). Measured: bench/followups.py, foundry eval answers
-# (docs/decisions.md).
-INSTRUCTS_BONUS = 0.25
 
 
 @_in_question_language
@@ -80,9 +55,10 @@ def units_score(
     repeats: together they count as one word, held when the unit or its heading path and title hold any; and a
     unit's cosine is the better of its cosines with ``question`` and with ``typed``.
     ``near``: the labels of the passages that hold a sentence the turn the follow-up came from quoted (retrieval's
-    ``followed`` candidates): their units score ``FOLLOW_BONUS`` more.
+    ``followed`` candidates): their units score the ``follow`` weight more (``weights``).
     ``quoted``: the sentences that turn's answer quoted (``quoted_sentences``): with ``typed`` they are read as the
-    follow-up goes on from them (``CONTINUES_DISCOUNT``).
+    follow-up goes on from them (the ``continues`` weight).
+    Each quote keeps what was measured of its unit (``Parts``), which its score weighs (``weights.weights_for``).
     """
     headings = {p.label: {unit_key(h) for h in p.under.split(" > ")} for p in passages}
     asked = _asked_words(question)
@@ -112,33 +88,38 @@ def units_score(
     unit_vectors = vectors[start : start + len(units)]
     own = _own_words(question, typed)
     carried = asked - own
+    w = weights_for(embedding_model)
     on = [vectors[len(both)] if goes_on and not _said_before(u, quoted) else None for _, u in units]
 
-    def cosine(k: int, v: list[float]) -> float:
-        asked_cosine, after = max(_dot(a, v) for a in asked_vectors), on[k]
-        return asked_cosine if after is None else max(asked_cosine, _dot(after, v) - CONTINUES_DISCOUNT)
+    def cosines(v: list[float], k: int) -> tuple[float, float | None]:
+        after = on[k]
+        return max(_dot(a, v) for a in asked_vectors), None if after is None else _dot(after, v)
 
-    cosines = [cosine(k, v) for k, v in enumerate(unit_vectors)]
+    best = [cosines(v, k) for k, v in enumerate(unit_vectors)]
     for (k, _), v in zip(parts, vectors[start + len(units) :]):
-        cosines[k] = max(cosines[k], cosine(k, v))
+        asked_cosine, after = cosines(v, k)
+        was_asked, was_after = best[k]
+        best[k] = max(was_asked, asked_cosine), None if after is None or was_after is None else max(was_after, after)
     around = {p.label: stems(p.under) for p in passages}
-    lexical = [_overlap(own, carried, stems(u.scored_text) | _lasting(u.text), around[p.label]) for p, u in units]
     meant = _meant_codes(question)
     instructs = read.asks_what_to_do.search(typed or question) is not None
-    quotes = [
-        Quote(
-            passage,
-            unit,
-            cosine
-            + LEXICAL_WEIGHT * lex
-            + FOLLOW_BONUS * (passage.label in near)
-            + DEFINES_BONUS * any(_defines(unit.text, code) for code in meant)
-            + INSTRUCTS_BONUS * (instructs and _instructs(unit)),
-            cosine,
-            lex,
+    quotes = []
+    for (passage, unit), (asked_cosine, after) in zip(units, best):
+        held, under, carried_held = _overlap(
+            own, carried, stems(unit.scored_text) | _lasting(unit.text), around[passage.label]
         )
-        for (passage, unit), cosine, lex in zip(units, cosines, lexical)
-    ]
+        measured = Parts(
+            asked=asked_cosine,
+            after=after,
+            held=held,
+            under=under,
+            own=len(own),
+            carried=carried_held,
+            follow=passage.label in near,
+            defines=any(_defines(unit.text, code) for code in meant),
+            instructs=instructs and _instructs(unit),
+        )
+        quotes.append(Quote(passage, unit, measured.score(w), measured.cosine(w), measured.lexical(w), measured))
     return sorted(quotes, key=lambda q: (-q.score, q.passage.rank, q.unit.start))
 
 
@@ -204,20 +185,22 @@ def _echoes(unit: Unit, asked: set[str]) -> bool:
     return bool(words) and words <= asked and not letters
 
 
-def _overlap(own: set[str], carried: set[str], held_by_unit: set[str], around: set[str]) -> float:
-    """The share of the question's words the unit holds, a word only its heading path or title holds counting
-    ``UNDER_WEIGHT``; the carried-over words, when there are any, count as one word held if any is, unless the
-    unit names another code of the series of one of them (``_series``): a unit about E06 says "error", and is no
-    answer about E05; the PX-100 named in its title is no other RS-232. A measure asked by its adjective or verb is
-    held by its noun (``Words.named_by``)."""
+def _overlap(
+    own: set[str], carried: set[str], held_by_unit: set[str], around: set[str]
+) -> tuple[int, int, bool | None]:
+    """How many of the question's own words the unit holds, how many more only its heading path or title holds,
+    and, when words were carried over from earlier turns, whether it holds one, unless the unit names another code
+    of the series of one of them (``_series``): a unit about E06 says "error", and is no answer about E05; the PX-100
+    named in its title is no other RS-232 (``Parts.lexical`` weighs them). A measure asked by its adjective or verb
+    is held by its noun (``Words.named_by``)."""
     held = {w for w in own if _holds(held_by_unit, w)}
-    count = len(held) + UNDER_WEIGHT * len({w for w in own - held if _holds(around, w)})
+    under = len({w for w in own - held if _holds(around, w)})
     if not carried:
-        return count / len(own) if own else 0.0
+        return len(held), under, None
     read = held_by_unit | around
     codes = {w for w in carried if _lettered_code(w)}
     other = any(_lettered_code(w) and w not in codes and _series(w) in {_series(c) for c in codes} for w in read)
-    return (count + (bool(carried & read) and not other)) / (len(own) + 1)
+    return len(held), under, bool(carried & read) and not other
 
 
 def _dot(a: list[float], b: list[float]) -> float:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from core import llm
@@ -11,13 +13,24 @@ from generation.reader import choosing
 from generation.reader import codes
 from generation.reader import scoring
 from generation.reader import words
+from core.config import FoundryConfig
 from core.units import passage_units
 from generation.reader import Passage
+from generation.reader.weights import weights_for
+
+# The scripted model "m" scores with the default embedding model's weights, a word only the heading path or title
+# holds counting as one held, so that ``Quote.lexical`` reads as the share of the question's words held.
+W = replace(weights_for(FoundryConfig().embedding.model), under=1.0)
 
 MANUAL = (
     "The sensor bus is RS-485.\nA maximum of 8 sensors can be connected to the bus.\nThe cable shield connects to SH."
 )
 DATASHEET = "The housing is IP20.\nIt weighs 210 g."
+
+
+@pytest.fixture(autouse=True)
+def scripted_weights(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(scoring, "weights_for", lambda model: W)
 
 
 @pytest.fixture
@@ -314,12 +327,16 @@ def test_a_question_asking_a_value_quotes_the_best_unit_further_down_that_states
     then = "You can set the delay to start after 3 polls."
     bare = "You can set the delay to restart it."
     text = f"{named}\n{value}\n{then}\n{bare}"
-    # Cosines 0.8 / 0.75 / 0.74 / 0.7: the further units trail the best by more than NEAR_BEST, within COVER_MARGIN,
-    # and hold no question word it lacks; ``value`` is the best of those stating a value, ``bare`` states none.
-    embed.update(
-        {q: [1.0, 0.0, 0.0], named: [0.8, 0.6, 0.0], value: [0.75, 0.66, 0.0], then: [0.74, 0.67, 0.0]}
-        | {bare: [0.7, 0.71, 0.0]}
-    )
+    # The further units, lacking "alarm" (a quarter of this question's words, a third of the next one's), trail the
+    # best by more than NEAR_BEST and within COVER_MARGIN for both, and hold no question word it lacks; ``value`` is the
+    # best of those stating a value, ``bare`` states none.
+    trails = 0.185 - 7 * W.lexical / 24  # midway: (0.12 - lexical / 4 + 0.25 - lexical / 3) / 2
+
+    def at(cosine: float) -> list[float]:
+        return [cosine, (1 - cosine**2) ** 0.5, 0.0]
+
+    embed.update({q: [1.0, 0.0, 0.0], named: at(0.8), value: at(0.8 - trails), then: at(0.795 - trails)})
+    embed[bare] = at(0.71 - trails)
     found = [Passage("S1", text, 1, 4)]
     reading = reader.read(q, found, embedding_model="m", max_units=3)
     scores = {x.unit.text: x.score for x in reading.scored}
@@ -341,14 +358,15 @@ def test_a_labelled_value_is_quoted_as_the_sentence_stating_it_when_one_scores_n
     field = "interfaces[0].max_bus_length_m_at_9600_baud: 1000"
     prose = "The maximum bus length is 1,000 m at 9600 baud."
     other = "Up to 1,000 readings are kept."  # the number, but none of the key's words
-    embed.update({q: [1.0, 0.0, 0.0], "interfaces 0 max bus length m at 9600 baud: 1000": [0.45, 0.893, 0.0]})
-    embed.update({prose: [0.3, 0.954, 0.0], other: [0.9, 0.436, 0.0]})
+    embed.update({q: [1.0, 0.0, 0.0], "interfaces 0 max bus length m at 9600 baud: 1000": [0.2, 0.98, 0.0]})
+    near = 0.125 + W.lexical  # ``other`` holds no question word: it embeds closer than the prose by about as much
+    embed.update({prose: [0.05, 0.999, 0.0], other: [near, (1 - near**2) ** 0.5, 0.0]})
     found = [Passage("S1", field, 1, 1, rank=1, source="specs.json"), Passage("S2", f"{other}\n{prose}", 5, 6, rank=2)]
     reading = reader.read(q, found, embedding_model="m", max_units=1)
     scores = {x.unit.text: x.score for x in reading.scored}
     assert scores[field] - choosing.COVER_MARGIN < scores[prose] < scores[other] < scores[field]
     assert [x.unit.text for x in reading.quotes] == [prose] and reading.best == scores[field]
-    embed[prose] = [0.1, 0.995, 0.0]  # too far below: the value is quoted as it is labelled
+    embed[prose] = [-0.1, 0.995, 0.0]  # too far below: the value is quoted as it is labelled
     assert [x.unit.text for x in reader.read(q, found, embedding_model="m", max_units=1).quotes] == [field]
 
 
@@ -547,7 +565,7 @@ def test_a_follow_up_reads_the_passage_the_turn_it_follows_was_answered_from_fir
     plain = {q.passage.label: q.score for q in reader.units_score(question, found, embedding_model="m", typed=typed)}
     reading = reader.read(question, found, embedding_model="m", max_units=3, typed=typed, near=frozenset({"S1"}))
     scored = {q.passage.label: q.score for q in reading.scored}
-    assert scored["S1"] == pytest.approx(plain["S1"] + scoring.FOLLOW_BONUS) and scored["S2"] == plain["S2"]
+    assert scored["S1"] == pytest.approx(plain["S1"] + W.follow) and scored["S2"] == plain["S2"]
     assert reading.audit()["followed"] == ["S1"]
     # A question that stands alone (nothing typed apart from it) is read as it is.
     alone = reader.read(question, found, embedding_model="m", max_units=3, near=frozenset({"S1"}))
@@ -575,7 +593,7 @@ def test_a_follow_up_is_read_as_going_on_from_the_answer_before_it(embed: dict) 
     reading = reader.read(question, found, embedding_model="m", max_units=1, typed=typed, quoted=quoted)
     assert reading.text == f"{full} [S1]"
     by_text = {q.unit.text: q for q in reading.scored}
-    assert by_text[full].cosine == pytest.approx(0.995 - scoring.CONTINUES_DISCOUNT)
+    assert by_text[full].cosine == pytest.approx(0.995 - W.continues)
     assert by_text[quoted[0]].cosine == 0.0  # the answer's own quote is no answer to what follows it
     assert by_text[sent].cosine == pytest.approx(0.5)
     # Without the answer before it, the message alone reads closest to the other sentence.
@@ -590,7 +608,7 @@ def test_the_meaning_of_a_code_is_read_where_the_code_is_defined(embed: dict) ->
     found = [Passage("S1", note, 13, 13, source="release-notes.txt"), Passage("S2", entry, 177, 177, rank=2)]
     reading = reader.read(q, found, embedding_model="m", max_units=3)
     assert [quote.unit.text for quote in reading.quotes] == [entry]
-    assert reading.quotes[0].score == pytest.approx(0.5 + scoring.LEXICAL_WEIGHT + scoring.DEFINES_BONUS)
+    assert reading.quotes[0].score == pytest.approx(0.5 + W.lexical + W.defines)
     for text in ("E04: network error", "- `E04` = network error", "E04 means a network error", "| E04 | Network |"):
         assert codes._defines(text, "E04"), text
     for text in ("E045 – another code", "Fixed: E04 – network", "E04 was reported falsely"):
@@ -604,14 +622,15 @@ def test_what_to_do_is_read_in_an_instruction(embed: dict) -> None:
     question = f"{typed} (error E03)"
     note = "Fixed: E04 was reported falsely after a restart."  # "fix" meets "Fixed", and it embeds closer
     remedy = "Check the power supply and the cable cross-section."
-    embed.update({question: [1.0, 0.0, 0.0], note: [0.6, 0.8, 0.0], remedy: [0.5, 0.866, 0.0]})
+    closer = 0.5 + W.instructs / 2  # the note embeds closer by less than an instruction weighs
+    embed.update({question: [1.0, 0.0, 0.0], note: [closer, (1 - closer**2) ** 0.5, 0.0], remedy: [0.5, 0.866, 0.0]})
     found = [
         Passage("S1", note, 13, 13, source="release-notes.txt"),
         Passage("S2", remedy, 175, 175, rank=2, under="Manual > Error codes > E03"),
     ]
     reading = reader.read(question, found, embedding_model="m", max_units=1, typed=typed)
     assert [quote.unit.text for quote in reading.quotes] == [remedy]
-    assert reading.quotes[0].score == pytest.approx(0.5 + scoring.LEXICAL_WEIGHT / 2 + scoring.INSTRUCTS_BONUS)
+    assert reading.quotes[0].score == pytest.approx(0.5 + W.lexical / 2 + W.instructs)
     fact = "was it fixed?"  # no instruction asked: no bonus
     embed[f"{fact} (error E03)"] = [1.0, 0.0, 0.0]
     assert (
