@@ -137,8 +137,7 @@ class Units:
         """Per unit, the terms its score weighs (``Parts.score``): cosine, the share of the question's words it holds
         (a carried-over word among them), the share only its heading path or title holds, and its three marks."""
         cosine = np.where(np.isnan(self.after), self.asked, np.maximum(self.asked, self.after - continues))
-        carried = np.isnan(self.carried)
-        words = np.where(carried, self.own, self.own + 1)
+        words = np.where(np.isnan(self.carried), self.own, self.own + 1)  # a carried-over word counts as one more
         share = lambda count: np.divide(count, words, out=np.zeros_like(count), where=words > 0)  # noqa: E731
         held = share(self.held + np.nan_to_num(self.carried))
         return np.stack([cosine, held, share(self.under), self.follow, self.defines, self.instructs], axis=1)
@@ -158,15 +157,8 @@ class Units:
 
     def right_share(self, w: weights.Weights) -> np.ndarray:
         """Per question, whether its best-scoring unit holds the answer."""
-        cosine = np.where(np.isnan(self.after), self.asked, np.maximum(self.asked, self.after - w.continues))
-        count = self.held + w.under * self.under
-        lexical = np.where(
-            np.isnan(self.carried),
-            np.divide(count, self.own, out=np.zeros_like(count), where=self.own > 0),
-            (count + np.nan_to_num(self.carried)) / (self.own + 1),
-        )
-        score = cosine + w.lexical * lexical + w.follow * self.follow + w.defines * self.defines
-        score = score + w.instructs * self.instructs - 1e-9 * self.order
+        coefficients = np.array([1.0, w.lexical, w.lexical * w.under, w.follow, w.defines, w.instructs])
+        score = self.terms(w.continues) @ coefficients - 1e-9 * self.order
         best = np.maximum.reduceat(score, self.starts)
         at_best = score == np.repeat(best, np.diff(np.r_[self.starts, len(score)]))
         return np.logical_or.reduceat(at_best & self.right, self.starts)
